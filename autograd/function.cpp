@@ -1,0 +1,50 @@
+#include "autograd/function.h"
+
+namespace glass {
+
+OpScope::OpScope(const char* op, std::initializer_list<Tensor> inputs) : op_(op), inputs_(inputs) {
+  init(op);
+}
+
+OpScope::OpScope(const char* op, const std::vector<Tensor>& inputs) : op_(op), inputs_(inputs) {
+  init(op);
+}
+
+void OpScope::init(const char* op) {
+  if (GradMode::enabled())
+    for (const auto& t : inputs_)
+      if (t.requires_grad()) needs_grad_ = true;
+  id_ = Tape::current().next_id();
+  // An op called while backward or the optimizer runs keeps that phase; otherwise it is forward.
+  const Phase outer = current_launch_context().phase;
+  scope_.emplace(op, id_, outer == Phase::other ? Phase::forward : outer);
+}
+
+Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward) {
+  if (!needs_grad_) return out;
+  auto node = std::make_shared<Node>();
+  node->id = id_;
+  node->op = op_;
+  node->out_shape = out.shape();
+  node->saved = std::move(saved);
+  node->backward = std::move(backward);
+  for (const auto& t : inputs_) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn())
+        e.node = t.grad_fn();
+      else
+        e.leaf = t.unsafe_impl()->autograd;
+      e.shape = t.shape();
+      e.dtype = t.dtype();
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  // The output is a new handle whose history is this node (it may share storage with an input).
+  Tensor result = out.detach();
+  result.autograd_meta().grad_fn = node;
+  Tape::current().record(node);
+  return result;
+}
+
+}  // namespace glass

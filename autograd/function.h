@@ -1,0 +1,48 @@
+// OpScope: how a differentiable op records itself. Every op in autograd/ reads the same way:
+//
+//   Tensor gelu(const Tensor& x) {
+//     OpScope op("gelu", {x});                          // node id, launch context (op, forward)
+//     Tensor y = empty_like(x);
+//     kernels::backend(x).gelu_forward(x, y);            // visible launches
+//     return op.finish(y, {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+//       Tensor dx = empty_like(n.saved[0]);
+//       kernels::backend(dy).gelu_backward(n.saved[0], dy, dx);
+//       return {dx};
+//     });
+//   }
+//
+// finish() creates a Node only when grad mode is on and some input requires grad; otherwise the
+// saved tensors and backward function are dropped at once and the output is a plain tensor.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "autograd/node.h"
+#include "engine/launch.h"
+
+namespace glass {
+
+class OpScope {
+ public:
+  OpScope(const char* op, std::initializer_list<Tensor> inputs);
+  OpScope(const char* op, const std::vector<Tensor>& inputs);
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+  bool needs_grad() const { return needs_grad_; }
+  int64_t node_id() const { return id_; }
+  // Attaches the node to `out` (when recording) and returns `out`.
+  Tensor finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward);
+
+ private:
+  void init(const char* op);
+  const char* op_;
+  std::vector<Tensor> inputs_;
+  bool needs_grad_ = false;
+  int64_t id_ = -1;
+  std::optional<LaunchScope> scope_;
+};
+
+}  // namespace glass

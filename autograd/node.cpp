@@ -1,0 +1,75 @@
+#include "autograd/node.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace glass {
+
+namespace {
+thread_local bool grad_enabled = true;
+
+std::string edge_str(const Edge& e) {
+  if (e.node) return fmt::format("#{} {}", e.node->id, e.node->op);
+  if (e.leaf)
+    return e.leaf->name.empty() ? fmt::format("leaf{}", shape_str(e.shape))
+                                : fmt::format("leaf {}", e.leaf->name);
+  return "-";
+}
+}  // namespace
+
+bool GradMode::enabled() { return grad_enabled; }
+void GradMode::set_enabled(bool on) { grad_enabled = on; }
+
+std::string Node::str() const {
+  std::vector<std::string> ins;
+  for (const auto& e : inputs) ins.push_back(edge_str(e));
+  std::string s =
+      fmt::format("#{} {} out {} <- {}", id, op, shape_str(out_shape), fmt::join(ins, ", "));
+  if (!created_at.empty()) s += "  (created at " + created_at + ")";
+  return s;
+}
+
+Tape& Tape::current() {
+  thread_local Tape tape;
+  return tape;
+}
+
+void Tape::record(const std::shared_ptr<Node>& node) {
+  // Drop entries of freed graphs now and then, so that the tape's size follows the live graph.
+  if (nodes_.size() >= 1024 && (nodes_.size() & (nodes_.size() - 1)) == 0)
+    std::erase_if(nodes_, [](const std::weak_ptr<Node>& w) { return w.expired(); });
+  nodes_.push_back(node);
+}
+
+std::vector<std::shared_ptr<Node>> Tape::live_nodes() {
+  std::vector<std::shared_ptr<Node>> out;
+  for (auto& w : nodes_)
+    if (auto n = w.lock()) out.push_back(n);
+  return out;
+}
+
+std::string tape_string(const Tensor& root, bool with_saved) {
+  std::vector<Node*> nodes;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  if (root.grad_fn()) stack.push_back(root.grad_fn().get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    nodes.push_back(n);
+    for (auto& e : n->inputs)
+      if (e.node) stack.push_back(e.node.get());
+  }
+  std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->id < b->id; });
+  std::string s = fmt::format("tape: {} nodes reachable from {}\n", nodes.size(), root.describe());
+  for (Node* n : nodes) {
+    s += "  " + n->str() + "\n";
+    if (with_saved)
+      for (size_t i = 0; i < n->saved.size(); ++i)
+        s += fmt::format("      saved[{}]: {}\n", i, n->saved[i].describe());
+  }
+  return s;
+}
+
+}  // namespace glass

@@ -1,0 +1,90 @@
+// Node: one recorded op on the tape, and the switches that control recording.
+//
+// A node holds its op name, the tensors it saved for backward, one edge per input (to the node that
+// produced that input, or to the leaf it is, or nothing when no gradient flows there), and the
+// backward function written next to the op's forward. Node ids grow in the order forward created
+// the nodes, so "reverse tape order" is simply "descending id".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace glass {
+
+struct Node;
+
+// Where an input's gradient goes: to the node that produced the input, or into a leaf's .grad.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<AutogradMeta> leaf;
+  Shape shape;  // the input's shape: its gradient must have it
+  DType dtype = DType::f32;
+  bool defined() const { return node || leaf; }
+};
+
+// Returns one gradient per input (an undefined Tensor where no gradient flows).
+using BackwardFn = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_out)>;
+using NodePreHook = std::function<void(Node& node, const Tensor& grad_out)>;
+using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& grad_inputs)>;
+
+struct Node {
+  int64_t id = 0;
+  const char* op = "";
+  std::vector<Edge> inputs;
+  std::vector<Tensor> saved;  // released as soon as the node has run
+  BackwardFn backward;
+  Shape out_shape;
+  std::string created_at;  // forward call site, when recorded (see autograd/function.h)
+  std::vector<NodePreHook> pre_hooks;
+  std::vector<NodePostHook> post_hooks;
+
+  bool needs_input_grad(size_t i) const { return i < inputs.size() && inputs[i].defined(); }
+  bool has_run() const { return !backward; }
+  // "#12 layernorm out [4, 8] <- #11 add, leaf transformer.h.0.ln_1.weight, ..."
+  std::string str() const;
+};
+
+// Gradient recording on/off for this thread.
+class GradMode {
+ public:
+  static bool enabled();
+  static void set_enabled(bool on);
+};
+
+// RAII: no op records a node while it lives (evaluation, optimizer updates, weight init).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// The tape: every node in the order forward created it (held weakly: the graph is owned by the
+// tensors that forward returned, so a dropped graph frees its memory).
+class Tape {
+ public:
+  static Tape& current();  // per thread
+  int64_t next_id() { return next_id_++; }
+  void record(const std::shared_ptr<Node>& node);
+  // Nodes still alive, in tape order.
+  std::vector<std::shared_ptr<Node>> live_nodes();
+  void clear() { nodes_.clear(); }
+
+ private:
+  int64_t next_id_ = 1;
+  std::vector<std::weak_ptr<Node>> nodes_;
+};
+
+// The nodes reachable from `root`, in tape order, one line each (see Node::str); with saved
+// tensors when `with_saved`. This is what train_gpt --print-tape shows.
+std::string tape_string(const Tensor& root, bool with_saved = false);
+
+}  // namespace glass

@@ -1,0 +1,114 @@
+// The differentiable ops: what models are written with.
+//
+// Each family lives in its own file with every op's forward and backward side by side:
+//   factory.cpp      zeros, ones, full, randn, from_vector, to_vector, item, cast, empty_like
+//   views.cpp        view, reshape, transpose, permute, slice, split, concat, contiguous, expand
+//   elementwise.cpp  add, sub, mul, div (NumPy broadcasting), scalar ops, pow, gelu, dropout
+//   reduce.cpp       sum, mean
+//   matmul.cpp       matmul (batched, broadcast), linear
+//   softmax.cpp      softmax, log_softmax, cross_entropy
+//   layernorm.cpp    layer_norm
+//   attention.cpp    causal_attention
+//   embedding.cpp    embedding
+// Errors name the op and the offending tensors' dtype, shape and device.
+#pragma once
+
+#include <vector>
+
+#include "autograd/backward.h"
+#include "autograd/node.h"
+#include "engine/rng.h"
+#include "engine/tensor.h"
+
+namespace glass {
+
+// --- factories (no history) ---
+Tensor empty_like(const Tensor& t);
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = kCPU);
+Tensor zeros_like(const Tensor& t);
+// N(mean, std^2) from the generator's Philox stream (advances it).
+Tensor randn(const Shape& shape, Generator& gen = default_generator(), double mean = 0,
+             double std = 1, DType dtype = DType::f32, Device device = kCPU);
+// U[lo, hi)
+Tensor rand(const Shape& shape, Generator& gen = default_generator(), double lo = 0, double hi = 1,
+            DType dtype = DType::f32, Device device = kCPU);
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = kCPU);
+// All elements in row-major order (any strides, any device); T must match the dtype.
+template <class T>
+std::vector<T> to_vector(const Tensor& t);
+// The value of a one-element floating or integer tensor, as a double.
+double item(const Tensor& t);
+// A copy converted to `dtype` (no history: casts are for storage, e.g. bf16 weights).
+Tensor cast(const Tensor& t, DType dtype);
+
+// --- views: share storage, never copy (except contiguous/reshape/concat, which say so) ---
+Tensor view(const Tensor& x, Shape shape);     // one dim may be -1; x's strides must allow it
+Tensor reshape(const Tensor& x, Shape shape);  // a view when possible, else a contiguous copy
+Tensor transpose(const Tensor& x, int d0, int d1);
+Tensor permute(const Tensor& x, const std::vector<int>& dims);
+Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);  // [start, end)
+std::vector<Tensor> split(const Tensor& x, int64_t size, int dim);   // chunks of `size`
+Tensor concat(const std::vector<Tensor>& xs, int dim);               // a copy
+Tensor contiguous(const Tensor& x);  // x itself if contiguous, else a visible copy launch
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast view (stride 0); grad sums back
+// The shape two shapes broadcast to (NumPy rules), or an error naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums g down to `shape` (the inverse of broadcasting); used by backward functions.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// --- elementwise ---
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double p);
+Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
+// Inverted dropout with probability p from `gen`; identity when !training or p == 0.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+// --- reductions ---
+Tensor sum(const Tensor& x);  // all elements -> shape []
+Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
+
+// --- matrix multiply ---
+// a [..., m, k] @ b [..., k, n]: batch dims broadcast; 1-D operands are not accepted. Transposed
+// views are passed to the GEMM as op flags, never copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] @ w[out, in]^T + b[out] (b may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// --- softmax family (last dimension) ---
+Tensor softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+// Mean over the positions whose target != ignore_index. logits [..., V], targets i32 [...].
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+// --- normalisation ---
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
+// --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+// --- embedding: ids i32 [...] into table [V, C] -> [..., C] ---
+Tensor embedding(const Tensor& ids, const Tensor& table);
+
+}  // namespace glass

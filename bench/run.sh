@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Benchmark: train_gpt's default model on `cpu` against the same model in PyTorch 1.13, same thread
+# count, same OpenBLAS settings (whatever OPENBLAS_* this shell has), one after the other.
+# Prints tokens/s for both and the ratio glass / PyTorch.
+#   bench/run.sh [--threads N] [--steps N] [--warmup N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+threads=2 steps=30 warmup=3
+while (($#)); do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target train_gpt >/dev/null
+
+data=data/tinyshakespeare.txt
+# The loop PyTorch runs: forward, backward, AdamW; no clipping, constant lr, no evaluation.
+common="--n-layer 4 --n-head 4 --n-embd 256 --seq-len 128 --batch 16 --lr 1e-3"
+metrics=$(mktemp)
+trap 'rm -f "$metrics"' EXIT
+build/samples/train_gpt --data $data $common --steps $((steps + warmup)) --threads "$threads" \
+  --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 --eval-batches 1 --sample 0 \
+  --quiet --metrics "$metrics" >/dev/null
+glass=$(/usr/bin/python3 - "$metrics" "$warmup" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
+ms = sum(r["ms"] for r in rows)
+print(json.dumps({"tokens_per_s": 16 * 128 * len(rows) / (ms / 1000), "ms_per_step": ms / len(rows),
+                  "final_loss": rows[-1]["loss"]}))
+PY
+)
+torch=$(/usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "$steps" \
+  --warmup-steps "$warmup" --threads "$threads" 2>/dev/null | tail -n 1)
+
+/usr/bin/python3 - "$glass" "$torch" "$threads" "$steps" <<'PY'
+import json, sys
+g, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {sys.argv[3]} threads, {sys.argv[4]} timed steps")
+print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
+print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
+print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
+print(f"ratio glass / pytorch: {g['tokens_per_s'] / t['tokens_per_s']:.2f}x")
+PY

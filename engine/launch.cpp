@@ -1,0 +1,75 @@
+#include "engine/launch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace glass {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::comm:
+      return "comm";
+    case Phase::other:
+      return "other";
+  }
+  return "?";
+}
+
+namespace {
+std::mutex observers_mu;
+std::vector<LaunchObserver*> observers;
+std::atomic<uint64_t> launch_seq{0};
+const auto clock_origin = std::chrono::steady_clock::now();
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - clock_origin)
+      .count();
+}
+}  // namespace
+
+namespace detail {
+std::atomic<int> observer_count{0};
+
+void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
+  std::vector<LaunchObserver*> obs;
+  {
+    std::lock_guard lock(observers_mu);
+    obs = observers;
+  }
+  for (auto* o : obs) o->on_launch_begin(info);
+  LaunchRecord rec;
+  rec.info = info;
+  rec.seq = launch_seq.fetch_add(1, std::memory_order_relaxed);
+  rec.start_us = now_us();
+  kernel();
+  rec.end_us = now_us();
+  for (auto* o : obs) o->on_launch_end(rec);
+}
+}  // namespace detail
+
+void subscribe(LaunchObserver* obs) {
+  std::lock_guard lock(observers_mu);
+  observers.push_back(obs);
+  detail::observer_count = static_cast<int>(observers.size());
+}
+
+void unsubscribe(LaunchObserver* obs) {
+  std::lock_guard lock(observers_mu);
+  observers.erase(std::remove(observers.begin(), observers.end(), obs), observers.end());
+  detail::observer_count = static_cast<int>(observers.size());
+}
+
+LaunchContext& current_launch_context() {
+  thread_local LaunchContext ctx;
+  return ctx;
+}
+
+}  // namespace glass

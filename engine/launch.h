@@ -1,0 +1,97 @@
+// The launch gateway: every kernel on every device runs through glass::launch().
+//
+// A LaunchInfo says what is about to run (kernel name, grid/block, shared memory, stream), what it
+// costs (the FLOPs and bytes the op counted), and why it runs (the autograd op, node id and phase,
+// filled in from the scope the caller is in). Observers subscribe to see every launch: traces,
+// per-kernel summaries, tests. With no observer subscribed the gateway calls the kernel directly
+// and takes no time stamps.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/device.h"
+
+namespace glass {
+
+enum class Phase : uint8_t { forward, backward, optimizer, comm, other };
+const char* phase_name(Phase p);
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchInfo {
+  const char* kernel = "?";  // a string literal: the kernel's name
+  Device device = kCPU;
+  Dim3 grid, block;  // on `cpu`: grid.x = work items split over threads, block.x = 1
+  size_t shared_bytes = 0;
+  int stream = 0;
+  double flops = 0;  // floating-point operations the kernel must do
+  double bytes = 0;  // bytes it must move to and from memory (ideal, each touched once)
+  // Filled in by launch() from the current LaunchScope:
+  const char* op = "";   // autograd op or optimizer ("layernorm", "adamw", ...)
+  int64_t node_id = -1;  // autograd node id, -1 outside autograd
+  Phase phase = Phase::other;
+};
+
+struct LaunchRecord {
+  LaunchInfo info;
+  uint64_t seq = 0;                 // launch number since start, over all devices
+  double start_us = 0, end_us = 0;  // wall clock on cpu, since the first observer subscribed
+};
+
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  virtual void on_launch_begin(const LaunchInfo&) {}
+  virtual void on_launch_end(const LaunchRecord&) {}
+};
+
+// Subscribes for the lifetime of the returned handle's scope (RAII) or until unsubscribe().
+void subscribe(LaunchObserver* obs);
+void unsubscribe(LaunchObserver* obs);
+
+// What the code on this thread is doing right now; launches inherit it.
+struct LaunchContext {
+  const char* op = "";
+  int64_t node_id = -1;
+  Phase phase = Phase::other;
+};
+LaunchContext& current_launch_context();
+
+// RAII: sets the launch context for the enclosed code and restores the previous one.
+class LaunchScope {
+ public:
+  LaunchScope(const char* op, int64_t node_id, Phase phase) : saved_(current_launch_context()) {
+    current_launch_context() = {op, node_id, phase};
+  }
+  ~LaunchScope() { current_launch_context() = saved_; }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  LaunchContext saved_;
+};
+
+namespace detail {
+extern std::atomic<int> observer_count;
+void run_observed(LaunchInfo& info, const std::function<void()>& kernel);
+}  // namespace detail
+
+template <class Kernel>
+void launch(LaunchInfo info, Kernel&& kernel) {
+  const LaunchContext& ctx = current_launch_context();
+  info.op = ctx.op;
+  info.node_id = ctx.node_id;
+  info.phase = ctx.phase;
+  if (detail::observer_count.load(std::memory_order_relaxed) == 0) {
+    kernel();  // fast path: nobody is watching, so no clock and no allocation
+    return;
+  }
+  detail::run_observed(info, std::function<void()>(std::forward<Kernel>(kernel)));
+}
+
+}  // namespace glass

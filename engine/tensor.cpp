@@ -1,0 +1,150 @@
+#include "engine/tensor.h"
+
+#include <cstring>
+
+#include "engine/allocator.h"
+
+namespace glass {
+
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  data = Allocator::for_device(d).allocate(n);
+}
+
+Storage::~Storage() { Allocator::for_device(device).release(data, nbytes); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape)
+    GLASS_CHECK(d >= 0, "Tensor::empty: negative dimension in shape {}", shape_str(shape));
+  Tensor t;
+  t.impl_ = std::make_shared<TensorImpl>();
+  t.impl_->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  t.impl_->shape = shape;
+  t.impl_->strides = contiguous_strides(shape);
+  t.impl_->dtype = dtype;
+  return t;
+}
+
+Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (t.nbytes() == 0) return t;  // memcpy with a null source is undefined even for 0 bytes
+  switch (device.kind) {
+    case DeviceKind::cpu:
+      std::memcpy(t.raw_data(), src, t.nbytes());
+      break;
+  }
+  return t;
+}
+
+void Tensor::copy_to_host(void* dst) const {
+  GLASS_CHECK(is_contiguous(), "copy_to_host: tensor {} is not contiguous", describe());
+  if (nbytes() == 0) return;
+  switch (device().kind) {
+    case DeviceKind::cpu:
+      std::memcpy(dst, raw_data(), nbytes());
+      break;
+  }
+}
+
+bool Tensor::is_contiguous() const {
+  const auto& s = impl().shape;
+  const auto& st = impl().strides;
+  int64_t expected = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] != 1 && st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+int Tensor::wrap_dim(int d) const {
+  const int n = static_cast<int>(impl().shape.size());
+  GLASS_CHECK(d >= -n && d < n, "dimension {} out of range for {}", d, describe());
+  return d < 0 ? d + n : d;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data) + impl().offset * dtype_size(impl().dtype);
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  GLASS_CHECK(shape.size() == strides.size(), "as_strided: shape {} and strides {} differ in rank",
+              shape_str(shape), shape_str(strides));
+  // The furthest element the view can touch must lie inside the storage.
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    GLASS_CHECK(shape[i] >= 0 && strides[i] >= 0, "as_strided: bad geometry shape {} strides {}",
+                shape_str(shape), shape_str(strides));
+    if (shape[i] == 0)
+      empty = true;
+    else
+      last += (shape[i] - 1) * strides[i];
+  }
+  const int64_t capacity = static_cast<int64_t>(storage()->nbytes / dtype_size(dtype()));
+  GLASS_CHECK(offset >= 0 && (empty || last < capacity),
+              "as_strided: view shape {} strides {} offset {} exceeds storage of {} elements of {}",
+              shape_str(shape), shape_str(strides), offset, capacity, describe());
+  Tensor t;
+  t.impl_ = std::make_shared<TensorImpl>();
+  t.impl_->storage = impl().storage;
+  t.impl_->offset = offset;
+  t.impl_->shape = shape;
+  t.impl_->strides = strides;
+  t.impl_->dtype = impl().dtype;
+  return t;
+}
+
+Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+
+bool Tensor::requires_grad() const {
+  return defined() && impl_->autograd &&
+         (impl_->autograd->requires_grad || impl_->autograd->grad_fn);
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  GLASS_CHECK(!on || is_floating(dtype()), "set_requires_grad: {} is not a floating tensor",
+              describe());
+  GLASS_CHECK(is_leaf(), "set_requires_grad: {} is not a leaf (it has a grad_fn)", describe());
+  autograd_meta().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return has_autograd_meta() ? impl_->autograd->grad : Tensor(); }
+void Tensor::set_grad(const Tensor& g) { autograd_meta().grad = g; }
+std::shared_ptr<Node> Tensor::grad_fn() const {
+  return has_autograd_meta() ? impl_->autograd->grad_fn : nullptr;
+}
+
+AutogradMeta& Tensor::autograd_meta() const {
+  auto& meta = const_cast<TensorImpl&>(impl()).autograd;
+  if (!meta) meta = std::make_shared<AutogradMeta>();
+  return *meta;
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined tensor";
+  std::string s =
+      fmt::format("{}{} on {}", dtype_name(dtype()), shape_str(shape()), device().str());
+  if (!is_contiguous()) s += fmt::format(" (strides {})", shape_str(strides()));
+  return s;
+}
+
+}  // namespace glass

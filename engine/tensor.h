@@ -1,0 +1,134 @@
+// Tensor: a handle to shared storage + offset + shape + strides + dtype + device (+ autograd meta).
+//
+// Copying a Tensor copies the handle (like PyTorch), so a parameter and its .grad stay one object
+// however many places hold it. Views (as_strided, and the differentiable view ops in autograd/)
+// share the storage and never copy. Strides and offsets count elements, not bytes.
+// This header knows nothing about kernels or autograd: filling and copying tensors are kernel
+// launches and live in kernels/; the autograd meta is only carried here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/error.h"
+
+namespace glass {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "[2, 3]"
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+
+// A block of device memory obtained from the device's caching Allocator.
+struct Storage {
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+};
+
+struct Node;  // autograd/node.h
+class Tensor;
+struct AutogradMeta;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;
+  Shape shape, strides;
+  DType dtype = DType::f32;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Fresh, uninitialised, contiguous memory from the device's allocator.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+  // A contiguous tensor holding a copy of `n` host values of `dtype` (a memcpy, or a host-to-
+  // device transfer on a GPU).
+  static Tensor from_host(const void* src, const Shape& shape, DType dtype, Device device = kCPU);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t size(int d) const { return impl().shape[wrap_dim(d)]; }
+  int64_t stride(int d) const { return impl().strides[wrap_dim(d)]; }
+  int dim() const { return static_cast<int>(impl().shape.size()); }
+  int64_t numel() const { return shape_numel(impl().shape); }
+  int64_t offset() const { return impl().offset; }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device; }
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  bool is_contiguous() const;
+  // Turns a possibly negative dimension index into 0..dim-1, or throws naming the tensor.
+  int wrap_dim(int d) const;
+
+  // Pointer to the first element. data<T>() checks that T matches the dtype.
+  void* raw_data() const;
+  template <class T>
+  T* data() const {
+    GLASS_CHECK(dtype_of<T>() == dtype(), "Tensor::data: asked for {} but tensor is {}",
+                dtype_name(dtype_of<T>()), describe());
+    return static_cast<T*>(raw_data());
+  }
+
+  // A view with the given geometry over the same storage; checked against the storage bounds.
+  // No autograd: the differentiable views are in autograd/views.h.
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // A new handle to the same storage and geometry but without autograd history.
+  Tensor detach() const;
+
+  // Copies a contiguous tensor to host memory (nbytes()).
+  void copy_to_host(void* dst) const;
+
+  // --- autograd meta (the autograd layer gives it meaning) ---
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool on);
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  std::shared_ptr<Node> grad_fn() const;
+  bool is_leaf() const { return grad_fn() == nullptr; }
+  AutogradMeta& autograd_meta() const;  // created on first use
+  bool has_autograd_meta() const { return defined() && impl_->autograd != nullptr; }
+
+  // "f32[2, 3] on cpu" (plus strides when not contiguous); used in every error message.
+  std::string describe() const;
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  TensorImpl* unsafe_impl() const { return impl_.get(); }
+
+ private:
+  const TensorImpl& impl() const {
+    GLASS_CHECK(impl_ != nullptr, "use of an undefined Tensor");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Tensors with names, in a meaningful order (registration order, file order).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Called with the finished gradient of a leaf, once per backward pass.
+using GradReadyHook = std::function<void(const Tensor& grad)>;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;                    // leaves: accumulated over backward passes
+  std::shared_ptr<Node> grad_fn;  // non-leaves: the node that produced this tensor
+  std::vector<GradReadyHook> grad_ready_hooks;
+  std::string name;  // parameter name, shown by the tape printer
+};
+
+}  // namespace glass

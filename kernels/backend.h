@@ -1,0 +1,123 @@
+// The dispatch point: a table of kernel entry points per device.
+//
+// autograd/ and optim/ call `backend(t.device()).layernorm_forward(...)`; which code runs is
+// decided here and nowhere else. kernels/cpu fills the `cpu` table; `cuda` and `emu` get tables of
+// their own, filled from kernels/cuda. Every entry launches through glass::launch, so each call is
+// one or more visible launches.
+//
+// Conventions for every entry:
+// - Outputs are allocated by the caller, contiguous, of the right shape, dtype and device; the
+//   kernel overwrites them (it never accumulates, unless it says so).
+// - Inputs are contiguous unless the entry says "any strides".
+// - Floating entries take f32 or f64 (f64 for gradcheck on `cpu`); shapes are checked by the
+//   caller (autograd/), so entries only assert what would make them read out of bounds.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace glass::kernels {
+
+enum class BinaryOp : uint8_t { add, sub, mul, div };
+const char* binary_op_name(BinaryOp op);
+
+// Row-major, strided-batched GEMM, the shape cuBLAS takes (in column-major clothes):
+//   C[i] = alpha * op(A[i]) @ op(B[i]) (+ bias broadcast over rows) + beta * C[i],  i < batch
+// op(A) is m x k: A is stored m x k (lda >= k) or, with trans_a, k x m (lda >= m). Likewise B.
+// A batch stride of 0 reuses one matrix for every batch entry. `bias` (n values) may be undefined.
+struct GemmArgs {
+  Tensor a, b, c, bias;  // data pointers come from these; their shapes are not read
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  double alpha = 1, beta = 0;
+};
+
+struct Backend {
+  const char* name;
+
+  // --- memory and initialisation ---
+  void (*fill)(const Tensor& dst, double value);
+  void (*copy)(const Tensor& src, const Tensor& dst);  // same shape and dtype, any strides, both
+  void (*cast)(const Tensor& src, const Tensor& dst);  // same shape, any dtypes
+  // dst[i] = mean + std * N(0,1) from Philox stream (seed, offset), element i (see engine/rng.h)
+  void (*fill_normal)(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
+  void (*fill_uniform)(const Tensor& dst, double lo, double hi, uint64_t seed, uint64_t offset);
+
+  // --- elementwise ---
+  // out = a op b. a and b have out's shape with any strides (a broadcast dimension has stride 0);
+  // out may be the same memory as a or b.
+  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+  void (*affine)(const Tensor& x, const Tensor& out, double mul, double add);  // out = x*mul + add
+  void (*pow_scalar)(const Tensor& x, const Tensor& out, double p);            // out = x^p
+  // GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  void (*gelu_forward)(const Tensor& x, const Tensor& y);
+  void (*gelu_backward)(const Tensor& x, const Tensor& dy, const Tensor& dx);
+  // Inverted dropout: element i is kept when philox_uniform(seed, offset, i) >= p, and scaled by
+  // 1/(1-p). Backward regenerates the same mask from (seed, offset): nothing is stored.
+  void (*dropout_forward)(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off);
+  void (*dropout_backward)(const Tensor& dy, const Tensor& dx, double p, uint64_t seed,
+                           uint64_t off);
+
+  // --- reductions ---
+  // out = x summed over dimension `dim`; out has x's shape without that dimension.
+  void (*sum_dim)(const Tensor& x, const Tensor& out, int dim);
+  // out[0] = sum of x^2 (f32 out, accumulated in double), for global-norm clipping.
+  void (*sum_squares)(const Tensor& x, const Tensor& out);
+
+  // --- matrix multiply ---
+  void (*gemm)(const GemmArgs& args);
+
+  // --- softmax family, on the last dimension of x viewed as [rows, cols] ---
+  void (*softmax_forward)(const Tensor& x, const Tensor& y);
+  void (*softmax_backward)(const Tensor& y, const Tensor& dy, const Tensor& dx);
+  void (*log_softmax_forward)(const Tensor& x, const Tensor& y);
+  void (*log_softmax_backward)(const Tensor& y, const Tensor& dy, const Tensor& dx);
+  // logits [N, V], targets i32 [N]. losses[r] = logsumexp(logits[r]) - logits[r, t_r], lse[r] the
+  // logsumexp, and valid[0] = number of rows with t_r != ignore_index (ignored rows: loss 0).
+  // A target outside [0, V) that is not ignore_index throws, naming the row and the value.
+  void (*cross_entropy_forward)(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                                const Tensor& lse, const Tensor& valid, int64_t ignore_index);
+  // dlogits[r] = (softmax(logits[r]) - onehot(t_r)) * dlosses[r]; ignored rows get 0.
+  void (*cross_entropy_backward)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                 const Tensor& dlosses, const Tensor& dlogits,
+                                 int64_t ignore_index);
+
+  // --- LayerNorm over the last dimension: x [N, C], weight/bias [C], mean/rstd [N] ---
+  void (*layernorm_forward)(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps);
+  void (*layernorm_backward)(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                             const Tensor& dweight, const Tensor& dbias);
+
+  // --- causal scaled-dot-product attention: q, k, v, out [B, H, T, D]; probs [B, H, T, T] ---
+  // probs = softmax(q k^T * scale, causal mask), out = probs v. probs is saved for backward.
+  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& probs, double scale);
+  void (*attention_backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                             const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                             const Tensor& dv, double scale);
+
+  // --- embedding: ids i32 [N], table [V, C], out [N, C] ---
+  // An id outside [0, V) throws, naming the position and the value.
+  void (*embedding_forward)(const Tensor& ids, const Tensor& table, const Tensor& out);
+  // dtable = scatter-add of dout rows by id, deterministic (fixed summation order).
+  void (*embedding_backward)(const Tensor& ids, const Tensor& dout, const Tensor& dtable);
+
+  // --- optimizers (f32, updated in place) ---
+  // PyTorch AdamW: p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+  void (*adamw_step)(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     double lr, double beta1, double beta2, double eps, double weight_decay,
+                     int64_t step);
+  // PyTorch SGD: g += wd*p; buf = momentum*buf + g (buf = g on the first step); p -= lr*buf.
+  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
+                   double momentum, double weight_decay, bool first_step);
+};
+
+const Backend& backend(Device d);
+inline const Backend& backend(const Tensor& t) { return backend(t.device()); }
+
+}  // namespace glass::kernels

@@ -1,0 +1,63 @@
+// The `cpu` kernel table, and the dispatch point that picks a table by device.
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels {
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add:
+      return "add";
+    case BinaryOp::sub:
+      return "sub";
+    case BinaryOp::mul:
+      return "mul";
+    case BinaryOp::div:
+      return "div";
+  }
+  return "?";
+}
+
+namespace {
+const Backend cpu_backend{
+    .name = "cpu",
+    .fill = cpu::fill,
+    .copy = cpu::copy,
+    .cast = cpu::cast,
+    .fill_normal = cpu::fill_normal,
+    .fill_uniform = cpu::fill_uniform,
+    .binary = cpu::binary,
+    .affine = cpu::affine,
+    .pow_scalar = cpu::pow_scalar,
+    .gelu_forward = cpu::gelu_forward,
+    .gelu_backward = cpu::gelu_backward,
+    .dropout_forward = cpu::dropout_forward,
+    .dropout_backward = cpu::dropout_backward,
+    .sum_dim = cpu::sum_dim,
+    .sum_squares = cpu::sum_squares,
+    .gemm = cpu::gemm,
+    .softmax_forward = cpu::softmax_forward,
+    .softmax_backward = cpu::softmax_backward,
+    .log_softmax_forward = cpu::log_softmax_forward,
+    .log_softmax_backward = cpu::log_softmax_backward,
+    .cross_entropy_forward = cpu::cross_entropy_forward,
+    .cross_entropy_backward = cpu::cross_entropy_backward,
+    .layernorm_forward = cpu::layernorm_forward,
+    .layernorm_backward = cpu::layernorm_backward,
+    .attention_forward = cpu::attention_forward,
+    .attention_backward = cpu::attention_backward,
+    .embedding_forward = cpu::embedding_forward,
+    .embedding_backward = cpu::embedding_backward,
+    .adamw_step = cpu::adamw_step,
+    .sgd_step = cpu::sgd_step,
+};
+}  // namespace
+
+const Backend& backend(Device d) {
+  switch (d.kind) {
+    case DeviceKind::cpu:
+      return cpu_backend;
+  }
+  fail("no kernels for device {}", d.str());
+}
+
+}  // namespace glass::kernels

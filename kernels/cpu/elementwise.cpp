@@ -1,0 +1,254 @@
+// cpu elementwise kernels: binary ops over broadcasting strides, affine, pow, GELU and dropout.
+//
+// Each kernel is one pass over memory. Binary ops take operands of any strides (a broadcast
+// dimension has stride 0): the dimensions are first simplified (size-1 dimensions dropped,
+// neighbours merged where every operand walks them as one) so that common cases become one
+// contiguous loop, or rows whose inner run is contiguous or a broadcast scalar.
+// Dropout draws its keep/drop decision from Philox, one 32-bit word per element, so the mask is
+// a pure function of (seed, offset, element index): backward regenerates it and stores nothing.
+#include <bit>
+#include <cmath>
+
+#include "engine/rng.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+// FLOPs per element, counting an exp or pow as one operation.
+constexpr double kGeluForwardFlops = 10;   // u (5), -2u, exp, 1 + e, 1 / (.), x (.)
+constexpr double kGeluBackwardFlops = 20;  // q (9), du/dx (4), the product (7)
+
+// The shape and per-operand strides with size-1 dimensions dropped and neighbouring dimensions
+// merged wherever every operand steps through them as one (stride[d-1] == stride[d] * size[d]).
+template <size_t N>
+StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides) {
+  StridedLoop<N> loop;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !loop.shape.empty();
+    for (size_t i = 0; i < N && merge; ++i)
+      merge = loop.strides[i].back() == strides[i][d] * shape[d];
+    if (merge) {
+      loop.shape.back() *= shape[d];
+      for (size_t i = 0; i < N; ++i) loop.strides[i].back() = strides[i][d];
+    } else {
+      loop.shape.push_back(shape[d]);
+      for (size_t i = 0; i < N; ++i) loop.strides[i].push_back(strides[i][d]);
+    }
+  }
+  return loop;
+}
+
+// Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
+int64_t distinct_elements(const Tensor& t) {
+  int64_t n = 1;
+  for (int d = 0; d < t.dim(); ++d)
+    n *= t.stride(d) == 0 ? std::min<int64_t>(t.size(d), 1) : t.size(d);
+  return n;
+}
+
+// e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
+// with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
+// r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to
+// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp.
+inline float exp_vectorisable(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in float arithmetic (no libm).
+  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+  const float p =
+      1 +
+      r * (1 + r * (1.f / 2 +
+                    r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r / 5040))))));
+  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
+}
+
+inline double exp_vectorisable(double x) { return std::exp(x); }
+
+// out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large.
+template <class T, class F>
+void map2(const T* a, const T* b, T* out, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+
+// out[i] = f(x[i]) for contiguous arrays, threaded when large.
+template <class T, class F>
+void map1(const T* x, T* out, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+
+// out = f(a, b) where a, b and out share out's shape with any strides.
+template <class T, class F>
+void binary_strided(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* po = out.data<T>();
+  if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous())
+    return map2(pa, pb, po, out.numel(), f);
+  simplify<3>(out.shape(), {a.strides(), b.strides(), out.strides()})
+      .run([&](const auto& off, const auto& st, int64_t len) {
+        const T* ra = pa + off[0];
+        const T* rb = pb + off[1];
+        T* ro = po + off[2];
+        // The row's inner run: contiguous, one side a broadcast scalar, or general strides.
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t j = 0; j < len; ++j) ro[j] = f(ra[j], rb[j]);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+          const T s = rb[0];
+          for (int64_t j = 0; j < len; ++j) ro[j] = f(ra[j], s);
+        } else if (st[0] == 0 && st[1] == 1 && st[2] == 1) {
+          const T s = ra[0];
+          for (int64_t j = 0; j < len; ++j) ro[j] = f(s, rb[j]);
+        } else {
+          for (int64_t j = 0; j < len; ++j) ro[j * st[2]] = f(ra[j * st[0]], rb[j * st[1]]);
+        }
+      });
+}
+
+// Checks that x and y are contiguous and alike: the shape every unary kernel needs.
+void check_unary(const char* kernel, const Tensor& x, const Tensor& y) {
+  GLASS_CHECK(
+      x.shape() == y.shape() && x.dtype() == y.dtype() && x.is_contiguous() && y.is_contiguous(),
+      "{}: input {} and output {} must be contiguous, of one shape and dtype", kernel, x.describe(),
+      y.describe());
+}
+
+// Inverted dropout of contiguous x into y. Element i is kept when its 24-bit uniform
+// philox_uniform(seed, off, i) = k / 2^24 is >= p, that is when k >= ceil(p * 2^24): an exact
+// integer test. One Philox call yields the words of four consecutive elements.
+template <class T>
+void dropout_apply(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t off) {
+  const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
+  const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const int64_t blocks = (n + 3) / 4;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(blk), 0);
+    const int64_t lanes = std::min<int64_t>(4, n - blk * 4);
+    for (int64_t l = 0; l < lanes; ++l) {
+      const int64_t i = blk * 4 + l;
+      y[i] = (r.v[l] >> 8) >= threshold ? x[i] * scale : T(0);
+    }
+  }
+}
+
+void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uint64_t seed,
+             uint64_t off) {
+  check_unary(kernel, x, y);
+  GLASS_CHECK(p >= 0 && p <= 1, "{}: probability {} is outside [0, 1] for {}", kernel, p,
+              x.describe());
+  const int64_t n = x.numel();
+  launch(cpu_launch_info(kernel, n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+    visit_float(x.dtype(), kernel,
+                [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, seed, off); });
+  });
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const char* name = binary_op_name(op);
+  GLASS_CHECK(a.shape() == out.shape() && b.shape() == out.shape() && a.dtype() == out.dtype() &&
+                  b.dtype() == out.dtype(),
+              "binary {}: operands {} and {} must have the output's shape and dtype, {}", name,
+              a.describe(), b.describe(), out.describe());
+  const int64_t n = out.numel();
+  const double bytes = static_cast<double>(distinct_elements(a) + distinct_elements(b) + n) *
+                       dtype_size(out.dtype());
+  launch(cpu_launch_info(name, n, static_cast<double>(n), bytes), [&] {
+    visit_float(out.dtype(), name, [&]<class T>() {
+      switch (op) {
+        case BinaryOp::add:
+          return binary_strided<T>(a, b, out, [](T x, T y) { return x + y; });
+        case BinaryOp::sub:
+          return binary_strided<T>(a, b, out, [](T x, T y) { return x - y; });
+        case BinaryOp::mul:
+          return binary_strided<T>(a, b, out, [](T x, T y) { return x * y; });
+        case BinaryOp::div:
+          return binary_strided<T>(a, b, out, [](T x, T y) { return x / y; });
+      }
+    });
+  });
+}
+
+void affine(const Tensor& x, const Tensor& out, double mul, double add) {
+  check_unary("affine", x, out);
+  const int64_t n = x.numel();
+  launch(cpu_launch_info("affine", n, 2.0 * n, 2.0 * x.nbytes()), [&] {
+    visit_float(x.dtype(), "affine", [&]<class T>() {
+      const T m = static_cast<T>(mul), a = static_cast<T>(add);
+      map1(x.data<T>(), out.data<T>(), n, [=](T v) { return v * m + a; });
+    });
+  });
+}
+
+void pow_scalar(const Tensor& x, const Tensor& out, double p) {
+  check_unary("pow_scalar", x, out);
+  const int64_t n = x.numel();
+  launch(cpu_launch_info("pow_scalar", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+    visit_float(x.dtype(), "pow_scalar", [&]<class T>() {
+      // Squares are common (variances, norms) and need no pow call.
+      if (p == 2) return map1(x.data<T>(), out.data<T>(), n, [](T v) { return v * v; });
+      const T e = static_cast<T>(p);
+      map1(x.data<T>(), out.data<T>(), n, [=](T v) { return std::pow(v, e); });
+    });
+  });
+}
+
+// GELU (tanh approximation): y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// Since 1 + tanh(u) = 2 sigmoid(2u), y = x sigmoid(2u): one exp, and no cancellation near 0.
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCubic = 0.044715;
+
+// sigmoid(2u) = 1 / (1 + e^(-2u)).
+template <class T>
+T sigmoid_2u(T u) {
+  return T(1) / (T(1) + exp_vectorisable(T(-2) * u));
+}
+
+void gelu_forward(const Tensor& x, const Tensor& y) {
+  check_unary("gelu_forward", x, y);
+  const int64_t n = x.numel();
+  launch(cpu_launch_info("gelu_forward", n, kGeluForwardFlops * n, 2.0 * x.nbytes()), [&] {
+    visit_float(x.dtype(), "gelu_forward", [&]<class T>() {
+      const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
+      map1(x.data<T>(), y.data<T>(), n,
+           [=](T v) { return v * sigmoid_2u(s * (v + c * v * v * v)); });
+    });
+  });
+}
+
+void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  check_unary("gelu_backward", x, dx);
+  check_unary("gelu_backward", dy, dx);
+  const int64_t n = x.numel();
+  launch(cpu_launch_info("gelu_backward", n, kGeluBackwardFlops * n, 3.0 * x.nbytes()), [&] {
+    visit_float(x.dtype(), "gelu_backward", [&]<class T>() {
+      const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
+      map2(x.data<T>(), dy.data<T>(), dx.data<T>(), n, [=](T v, T g) {
+        // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so
+        // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx = q + 2 x q (1 - q) du/dx,
+        // du/dx = sqrt(2/pi) (1 + 3c x^2).
+        const T q = sigmoid_2u(s * (v + c * v * v * v));
+        const T du = s * (T(1) + T(3) * c * v * v);
+        return g * (q + T(2) * v * q * (T(1) - q) * du);
+      });
+    });
+  });
+}
+
+void dropout_forward(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off) {
+  dropout("dropout_forward", x, y, p, seed, off);
+}
+
+// dx = dy * mask / (1 - p): the forward map applied to dy, with the mask regenerated.
+void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t seed, uint64_t off) {
+  dropout("dropout_backward", dy, dx, p, seed, off);
+}
+
+}  // namespace glass::kernels::cpu

@@ -1,0 +1,126 @@
+// cpu GEMM: row-major, strided-batched C = alpha op(A) op(B) (+ bias) + beta C through OpenBLAS.
+//
+// Transposes are BLAS flags, never copies. A bias is added by prefilling every row of C with it
+// (plus beta C) and letting the GEMM accumulate onto that (beta = 1): no extra pass over C.
+// Before anything runs, the leading dimensions and batch strides are checked against the storage
+// each operand lives in, so a wrong ld is an error naming it, not a read past an allocation.
+#include <cblas.h>
+
+#include <climits>
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
+               const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// One operand as stored: `rows` x `cols` with row stride `ld`, `batch` matrices `stride` apart.
+// Checks ld against the row length and the furthest element against the tensor's storage.
+void check_operand(const char* name, const char* ld_name, const Tensor& t, int64_t rows,
+                   int64_t cols, int64_t ld, int64_t stride, int64_t batch) {
+  GLASS_CHECK(t.defined(), "gemm: operand {} is undefined", name);
+  GLASS_CHECK(ld >= std::max<int64_t>(1, cols) && ld <= INT_MAX,
+              "gemm: {} = {} must be at least the stored row length {} of {} ({} stored {} x {})",
+              ld_name, ld, std::max<int64_t>(1, cols), name, t.describe(), rows, cols);
+  GLASS_CHECK(stride >= 0, "gemm: batch stride {} of {} is negative", stride, name);
+  if (rows == 0 || cols == 0) return;
+  const int64_t last = t.offset() + (batch - 1) * stride + (rows - 1) * ld + cols - 1;
+  const int64_t capacity = static_cast<int64_t>(t.storage()->nbytes / dtype_size(t.dtype()));
+  GLASS_CHECK(last < capacity,
+              "gemm: {} ({} x {}, {} = {}, batch {} with stride {}) reaches element {} beyond "
+              "its storage of {} elements ({})",
+              name, rows, cols, ld_name, ld, batch, stride, last, capacity, t.describe());
+}
+
+void check_args(const GemmArgs& g) {
+  GLASS_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1 && g.m <= INT_MAX &&
+                  g.n <= INT_MAX && g.k <= INT_MAX,
+              "gemm: bad sizes m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
+  GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined() && g.a.dtype() == g.c.dtype() &&
+                  g.b.dtype() == g.c.dtype() &&
+                  (!g.bias.defined() || g.bias.dtype() == g.c.dtype()),
+              "gemm: A {}, B {}, C {} and bias {} must share one dtype", g.a.describe(),
+              g.b.describe(), g.c.describe(), g.bias.describe());
+  // A is stored m x k, or k x m when transposed; B is k x n, or n x k.
+  check_operand("A", "lda", g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a,
+                g.batch);
+  check_operand("B", "ldb", g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+                g.batch);
+  check_operand("C", "ldc", g.c, g.m, g.n, g.ldc, g.stride_c, g.batch);
+  GLASS_CHECK(g.batch == 1 || g.m == 0 || g.stride_c >= g.m * g.ldc,
+              "gemm: C's batch stride {} makes the {} outputs of {} x {} (ldc {}) overlap",
+              g.stride_c, g.batch, g.m, g.n, g.ldc);
+  if (g.bias.defined())
+    GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
+                "gemm: bias {} must be contiguous with n = {} values", g.bias.describe(), g.n);
+}
+
+// C[i] = beta C[i] + bias (broadcast over rows; no bias reads as 0), for every batch entry.
+// With beta == 0 the old C is not read, so uninitialised memory never leaks in as NaN.
+template <class T>
+void prefill(const GemmArgs& g, T* c, const T* bias) {
+  const T beta = static_cast<T>(g.beta);
+  const int64_t rows = g.batch * g.m, n = g.n;
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
+    if (beta == T(0))
+      for (int64_t j = 0; j < n; ++j) row[j] = bias[j];
+    else
+      for (int64_t j = 0; j < n; ++j) row[j] = beta * row[j] + bias[j];
+  }
+}
+
+template <class T>
+void gemm_typed(const GemmArgs& g) {
+  const T* a = g.a.data<T>();
+  const T* b = g.b.data<T>();
+  T* c = g.c.data<T>();
+  // A bias, or an empty inner dimension (nothing for the GEMM to add), is handled by the prefill.
+  const bool prefilled = g.bias.defined() || g.k == 0;
+  if (prefilled) {
+    const std::vector<T> zeros(g.bias.defined() ? 0 : static_cast<size_t>(g.n), T(0));
+    prefill(g, c, g.bias.defined() ? g.bias.data<T>() : zeros.data());
+  }
+  if (g.k == 0) return;
+  const T beta = prefilled ? T(1) : static_cast<T>(g.beta);
+  // OpenBLAS threads each call internally, so the batch runs one matrix after another.
+  for (int64_t i = 0; i < g.batch; ++i)
+    blas_gemm(g.trans_a, g.trans_b, static_cast<int>(g.m), static_cast<int>(g.n),
+              static_cast<int>(g.k), static_cast<T>(g.alpha), a + i * g.stride_a,
+              static_cast<int>(g.lda), b + i * g.stride_b, static_cast<int>(g.ldb), beta,
+              c + i * g.stride_c, static_cast<int>(g.ldc));
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  check_args(g);
+  if (g.m == 0 || g.n == 0) return;
+  // Bytes: each distinct input matrix once (a batch stride of 0 reuses one), C written (and read
+  // when beta != 0), the bias once.
+  const double es = static_cast<double>(dtype_size(g.c.dtype()));
+  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
+  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
+  const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
+  const double bias_elems = g.bias.defined() ? static_cast<double>(g.n) : 0;
+  const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
+  launch(cpu_launch_info("gemm", g.batch, flops, es * (a_elems + b_elems + c_elems + bias_elems)),
+         [&] { visit_float(g.c.dtype(), "gemm", [&]<class T>() { gemm_typed<T>(g); }); });
+}
+
+}  // namespace glass::kernels::cpu

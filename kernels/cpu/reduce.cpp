@@ -1,0 +1,124 @@
+// cpu reductions: sum over one dimension, and the sum of squares for global-norm clipping.
+//
+// Determinism: the work is cut into chunks whose size depends only on the shape, each chunk is
+// summed in a fixed order into a double partial, and the partials are combined in chunk order.
+// Threads only decide which chunk runs where, never the order of additions, so results are
+// bit-identical whatever the thread count. Accumulating in double keeps long f32 sums accurate;
+// the kernels are memory-bound, so the wider adds cost nothing.
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kChunkElems = 1 << 16;  // elements one work item sums (about)
+constexpr int64_t kMinChunkRows = 16;     // rows per chunk at least, so partials stay small
+constexpr int64_t kColBlock = 1024;       // columns per work item when summing across rows
+constexpr int kLanes = 8;                 // interleaved accumulators: vectorisable, fixed order
+
+// Sum of f(x[j]) for j < n in double: kLanes interleaved partial sums, combined in lane order.
+template <class T, class F>
+double lane_sum(const T* x, int64_t n, F f) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += f(static_cast<double>(x[j + l]));
+  for (int l = 0; j < n; ++j, ++l) acc[l] += f(static_cast<double>(x[j]));
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+// out[o, i] = sum over r of x[o, r, i], for x contiguous [outer, n, inner].
+// Work items are (o, chunk of rows, block of columns); each writes the double partial of its
+// rows for its columns, and a second pass adds each output's partials in chunk order.
+template <class T>
+void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
+  if (outer * inner == 0) return;
+  const int64_t cols_per_block = std::min(inner, kColBlock);
+  const int64_t col_blocks = (inner + cols_per_block - 1) / cols_per_block;
+  const int64_t rows_per_chunk = std::max(kMinChunkRows, kChunkElems / cols_per_block);
+  const int64_t chunks = std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk);
+  std::vector<double> partial(static_cast<size_t>(outer * chunks * inner), 0.0);
+  const int64_t items = outer * chunks * col_blocks;
+#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain && items > 1)
+  for (int64_t w = 0; w < items; ++w) {
+    const int64_t o = w / (chunks * col_blocks), c = w / col_blocks % chunks, b = w % col_blocks;
+    const int64_t r0 = c * rows_per_chunk, r1 = std::min(n, r0 + rows_per_chunk);
+    const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
+    double* acc = partial.data() + (o * chunks + c) * inner;
+    const T* src = x + (o * n + r0) * inner;
+    // Row sums (inner == 1) run along memory; otherwise rows are added column-wise in order.
+    if (inner == 1) {
+      acc[0] = lane_sum(src, r1 - r0, [](double v) { return v; });
+      continue;
+    }
+    for (int64_t r = r0; r < r1; ++r, src += inner)
+      for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(src[i]);
+  }
+  // Each output's partials added in chunk order, accumulated into chunk 0's slot, then stored.
+  const int64_t combine_items = outer * col_blocks;
+#pragma omp parallel for schedule(static) if (outer * chunks * inner >= kParallelGrain && \
+                                              combine_items > 1)
+  for (int64_t w = 0; w < combine_items; ++w) {
+    const int64_t o = w / col_blocks, b = w % col_blocks;
+    const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
+    double* total = partial.data() + o * chunks * inner;
+    for (int64_t c = 1; c < chunks; ++c)
+      for (int64_t i = i0; i < i1; ++i) total[i] += total[c * inner + i];
+    for (int64_t i = i0; i < i1; ++i) out[o * inner + i] = static_cast<T>(total[i]);
+  }
+}
+
+}  // namespace
+
+void sum_dim(const Tensor& x, const Tensor& out, int dim) {
+  GLASS_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype(),
+              "sum_dim: input {} and output {} must be contiguous and of one dtype", x.describe(),
+              out.describe());
+  const int d = x.wrap_dim(dim);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  const int64_t n = x.size(d);
+  GLASS_CHECK(out.numel() == outer * inner, "sum_dim: output {} does not fit {} summed over dim {}",
+              out.describe(), x.describe(), dim);
+  launch(cpu_launch_info("sum_dim", outer * inner, static_cast<double>(x.numel()),
+                         static_cast<double>(x.nbytes() + out.nbytes())),
+         [&] {
+           visit_float(x.dtype(), "sum_dim", [&]<class T>() {
+             sum_dim_typed(x.data<T>(), out.data<T>(), outer, n, inner);
+           });
+         });
+}
+
+void sum_squares(const Tensor& x, const Tensor& out) {
+  GLASS_CHECK(x.is_contiguous() && out.numel() == 1 && out.is_contiguous(),
+              "sum_squares: input {} must be contiguous and output {} hold one element",
+              x.describe(), out.describe());
+  const int64_t n = x.numel();
+  const int64_t chunks = (n + kChunkElems - 1) / kChunkElems;
+  launch(cpu_launch_info("sum_squares", chunks, 2.0 * n,
+                         static_cast<double>(x.nbytes() + out.nbytes())),
+         [&] {
+           // Fixed-size chunks, each a lane sum of squares; the partials added in chunk order.
+           std::vector<double> partial(static_cast<size_t>(chunks));
+           visit_float(x.dtype(), "sum_squares", [&]<class T>() {
+             const T* p = x.data<T>();
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+             for (int64_t c = 0; c < chunks; ++c)
+               partial[c] =
+                   lane_sum(p + c * kChunkElems, std::min(kChunkElems, n - c * kChunkElems),
+                            [](double v) { return v * v; });
+           });
+           double total = 0;
+           for (double s : partial) total += s;
+           visit_float(out.dtype(), "sum_squares",
+                       [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });
+         });
+}
+
+}  // namespace glass::kernels::cpu

@@ -1,0 +1,247 @@
+// cpu kernels for the softmax family on the last dimension: softmax, log-softmax, and the fused
+// cross-entropy (log-softmax of the logits, picked at the target), each with its backward.
+//
+// A tensor is seen as [rows, cols] over its last dimension; rows are independent and run in
+// parallel. Every row subtracts its maximum before exponentiating: exp never overflows, and the
+// shift cancels out of the result. Sums run in the row's own type (float for f32) in an order fixed
+// by the code, never by the threads, so results are bit-identical from run to run.
+// FLOP counts treat exp and log as one operation each.
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+// A contiguous tensor seen as [rows, cols] over its last dimension (a 0-d tensor is one 1-wide
+// row).
+struct Rows {
+  int64_t cols, rows;
+  explicit Rows(const Tensor& t)
+      : cols(t.dim() ? t.size(-1) : 1), rows(cols ? t.numel() / cols : 0) {}
+};
+
+// Checks that every tensor is contiguous and holds `numel` elements: what the loops rely on.
+void check_layout(const char* kernel, int64_t numel, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    GLASS_CHECK(t->is_contiguous() && t->numel() == numel,
+                "{}: {} must be contiguous with {} elements", kernel, t->describe(), numel);
+}
+
+// Bytes a kernel moves when it touches each of these tensors once.
+double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
+// fn(r) for every row r, in parallel when there is enough work.
+template <class Fn>
+void for_each_row(const Rows& g, Fn&& fn) {
+#pragma omp parallel for schedule(static) if (g.rows > 1 && g.rows * g.cols >= kParallelGrain)
+  for (int64_t r = 0; r < g.rows; ++r) fn(r);
+}
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += x[j];
+  return s;
+}
+
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+// A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
+// for the entries near the max, so x - logsumexp taken as (x - max) - log_sum stays accurate when
+// the logits are large (|x| ~ 1000 in f32 would otherwise lose the last 4 digits).
+template <class T>
+struct LogSumExp {
+  T max, log_sum;
+  T value() const { return max + log_sum; }
+};
+
+template <class T>
+LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
+  const T m = row_max(x, n);
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
+  return {m, std::log(s)};
+}
+
+// The shared shape of the four row-wise kernels: check, pick the type, launch, run the rows.
+// make_row<T>() fetches the typed pointers (checking dtypes, outside any parallel region) and
+// returns row(offset, cols), which transforms one row.
+template <class MakeRow>
+void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> ts,
+                    double flops_per_element, MakeRow&& make_row) {
+  check_layout(kernel, x.numel(), ts);
+  const Rows g(x);
+  const double bytes = bytes_of(ts);
+  visit_float(x.dtype(), kernel, [&]<class T>() {
+    const auto row = make_row.template operator()<T>();
+    launch(
+        cpu_launch_info(kernel, g.rows, flops_per_element * static_cast<double>(x.numel()), bytes),
+        [&] { for_each_row(g, [&](int64_t r) { row(r * g.cols, g.cols); }); });
+  });
+}
+
+// Throws on the first target outside [0, V) that is not ignore_index; returns how many rows count.
+int64_t count_valid_targets(const char* kernel, const Tensor& targets, int64_t V,
+                            int64_t ignore_index) {
+  const int32_t* t = targets.data<int32_t>();
+  int64_t valid = 0;
+  for (int64_t r = 0; r < targets.numel(); ++r) {
+    if (t[r] == ignore_index) continue;
+    GLASS_CHECK(t[r] >= 0 && t[r] < V,
+                "{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})", kernel,
+                t[r], r, V, ignore_index);
+    ++valid;
+  }
+  return valid;
+}
+
+}  // namespace
+
+// y = exp(x - max) / sum(exp(x - max))
+void softmax_forward(const Tensor& x, const Tensor& y) {
+  launch_rowwise("softmax_forward", x, {&x, &y}, 5, [&]<class T>() {
+    return [xp = x.data<T>(), yp = y.data<T>()](int64_t off, int64_t n) {
+      const T* xr = xp + off;
+      T* yr = yp + off;
+      const T m = row_max(xr, n);
+      // 1. exponentiate the shifted row and sum it
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < n; ++j) {
+        yr[j] = std::exp(xr[j] - m);
+        s += yr[j];
+      }
+      // 2. normalise
+      const T inv = T(1) / s;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+    };
+  });
+}
+
+// dx = y * (dy - sum(dy * y))
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  launch_rowwise("softmax_backward", y, {&y, &dy, &dx}, 4, [&]<class T>() {
+    return [yp = y.data<T>(), dyp = dy.data<T>(), dxp = dx.data<T>()](int64_t off, int64_t n) {
+      const T* yr = yp + off;
+      const T* dyr = dyp + off;
+      T* dxr = dxp + off;
+      const T dot = row_dot(dyr, yr, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
+    };
+  });
+}
+
+// y = x - logsumexp(x) = (x - max) - log(sum(exp(x - max)))
+void log_softmax_forward(const Tensor& x, const Tensor& y) {
+  launch_rowwise("log_softmax_forward", x, {&x, &y}, 5, [&]<class T>() {
+    return [xp = x.data<T>(), yp = y.data<T>()](int64_t off, int64_t n) {
+      const T* xr = xp + off;
+      T* yr = yp + off;
+      const LogSumExp<T> lse = row_logsumexp(xr, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - lse.max) - lse.log_sum;
+    };
+  });
+}
+
+// dx = dy - softmax(x) * sum(dy), with softmax(x) = exp(y)
+void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  launch_rowwise("log_softmax_backward", y, {&y, &dy, &dx}, 4, [&]<class T>() {
+    return [yp = y.data<T>(), dyp = dy.data<T>(), dxp = dx.data<T>()](int64_t off, int64_t n) {
+      const T* yr = yp + off;
+      const T* dyr = dyp + off;
+      T* dxr = dxp + off;
+      const T s = row_sum(dyr, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - std::exp(yr[j]) * s;
+    };
+  });
+}
+
+// losses[r] = logsumexp(logits[r]) - logits[r, t_r] (0 for ignored rows), lse[r] for every row,
+// valid[0] = the number of rows that count. `valid` has the logits' dtype, so that the mean loss is
+// one division kernel away.
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                           const Tensor& lse, const Tensor& valid, int64_t ignore_index) {
+  const char* kernel = "cross_entropy_forward";
+  const Rows g(logits);
+  check_layout(kernel, logits.numel(), {&logits});
+  check_layout(kernel, g.rows, {&targets, &losses, &lse});
+  check_layout(kernel, 1, {&valid});
+  const int64_t n_valid = count_valid_targets(kernel, targets, g.cols, ignore_index);
+  const double bytes = bytes_of({&logits, &targets, &losses, &lse, &valid});
+  visit_float(logits.dtype(), kernel, [&]<class T>() {
+    const T* x = logits.data<T>();
+    const int32_t* t = targets.data<int32_t>();
+    T* loss = losses.data<T>();
+    T* l = lse.data<T>();
+    T* n_rows = valid.data<T>();
+    launch(cpu_launch_info(kernel, g.rows, 4.0 * static_cast<double>(logits.numel()), bytes), [&] {
+      for_each_row(g, [&](int64_t r) {
+        const T* xr = x + r * g.cols;
+        const LogSumExp<T> lse_r = row_logsumexp(xr, g.cols);
+        l[r] = lse_r.value();
+        loss[r] = t[r] == ignore_index ? T(0) : lse_r.log_sum - (xr[t[r]] - lse_r.max);
+      });
+      n_rows[0] = static_cast<T>(n_valid);
+    });
+  });
+}
+
+// dlogits[r] = (exp(logits[r] - lse[r]) - onehot(t_r)) * dlosses[r]; ignored rows get 0.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            const Tensor& dlosses, const Tensor& dlogits, int64_t ignore_index) {
+  const char* kernel = "cross_entropy_backward";
+  const Rows g(logits);
+  check_layout(kernel, logits.numel(), {&logits, &dlogits});
+  check_layout(kernel, g.rows, {&targets, &lse, &dlosses});
+  count_valid_targets(kernel, targets, g.cols, ignore_index);
+  const double bytes = bytes_of({&logits, &targets, &lse, &dlosses, &dlogits});
+  visit_float(logits.dtype(), kernel, [&]<class T>() {
+    const T* x = logits.data<T>();
+    const int32_t* t = targets.data<int32_t>();
+    const T* l = lse.data<T>();
+    const T* dl = dlosses.data<T>();
+    T* dx = dlogits.data<T>();
+    launch(cpu_launch_info(kernel, g.rows, 3.0 * static_cast<double>(logits.numel()), bytes), [&] {
+      for_each_row(g, [&](int64_t r) {
+        const T* xr = x + r * g.cols;
+        T* dxr = dx + r * g.cols;
+        const T scale = t[r] == ignore_index ? T(0) : dl[r];
+        const T lr = l[r];
+        // softmax * dloss everywhere, then minus dloss at the target
+#pragma omp simd
+        for (int64_t j = 0; j < g.cols; ++j) dxr[j] = std::exp(xr[j] - lr) * scale;
+        if (t[r] != ignore_index) dxr[t[r]] -= scale;
+      });
+    });
+  });
+}
+
+}  // namespace glass::kernels::cpu

@@ -1,0 +1,135 @@
+#include "nn/gpt.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+
+namespace glass {
+
+void GPTConfig::validate() const {
+  GLASS_CHECK(vocab_size > 0 && vocab_size <= std::numeric_limits<int32_t>::max(),
+              "GPTConfig: vocab_size {} must be in [1, 2^31) (token ids are i32)", vocab_size);
+  GLASS_CHECK(block_size > 0, "GPTConfig: block_size {} must be positive", block_size);
+  GLASS_CHECK(n_layer > 0, "GPTConfig: n_layer {} must be positive", n_layer);
+  GLASS_CHECK(n_head > 0, "GPTConfig: n_head {} must be positive", n_head);
+  GLASS_CHECK(n_embd > 0, "GPTConfig: n_embd {} must be positive", n_embd);
+  GLASS_CHECK(n_embd % n_head == 0, "GPTConfig: n_embd {} is not divisible by n_head {}", n_embd,
+              n_head);
+  GLASS_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout {} must be in [0, 1)", dropout);
+}
+
+std::string GPTConfig::str() const {
+  return fmt::format("vocab_size={} block_size={} n_layer={} n_head={} n_embd={} dropout={}",
+                     vocab_size, block_size, n_layer, n_head, n_embd, dropout);
+}
+
+namespace {
+// Validates before any member is built, so that a bad config gives its own error first.
+const GPTConfig& validated(const GPTConfig& c) {
+  c.validate();
+  return c;
+}
+}  // namespace
+
+GPT::GPT(const GPTConfig& cfg, Generator& dropout_gen)
+    : config(validated(cfg)),
+      wte(cfg.vocab_size, cfg.n_embd),
+      wpe(cfg.block_size, cfg.n_embd),
+      drop(cfg.dropout, dropout_gen),
+      ln_f(cfg.n_embd) {
+  register_module("transformer.wte", wte);
+  register_module("transformer.wpe", wpe);
+  register_module("transformer.drop", drop);
+  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+    h.push_back(std::make_unique<Block>(cfg.n_embd, cfg.n_head, cfg.dropout, dropout_gen));
+    register_module(fmt::format("transformer.h.{}", i), *h.back());
+  }
+  register_module("transformer.ln_f", ln_f);
+}
+
+void GPT::init(Generator& gen) {
+  const double std = 0.02;
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  wte.reset(gen, std);
+  wpe.reset(gen, std);
+  for (auto& block : h) {
+    block->ln_1.reset();
+    block->attn.c_attn.reset(gen, std);
+    block->attn.c_proj.reset(gen, proj_std);
+    block->ln_2.reset();
+    block->mlp.c_fc.reset(gen, std);
+    block->mlp.c_proj.reset(gen, proj_std);
+  }
+  ln_f.reset();
+}
+
+Tensor GPT::forward(const Tensor& ids) const {
+  GLASS_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.dim() == 2,
+              "GPT::forward: token ids must be i32 [B, T], got {}", ids.describe());
+  const int64_t T = ids.size(1);
+  GLASS_CHECK(T >= 1 && T <= config.block_size,
+              "GPT::forward: sequence length T={} must be in [1, block_size={}] (ids {})", T,
+              config.block_size, ids.describe());
+  // Token embeddings [B, T, C] plus position embeddings [T, C], broadcast over the batch.
+  std::vector<int32_t> positions(static_cast<size_t>(T));
+  std::iota(positions.begin(), positions.end(), 0);
+  Tensor x = wte.forward(ids) + wpe.forward(from_vector(positions, {T}, ids.device()));
+  x = drop.forward(x);
+  for (const auto& block : h) x = block->forward(x);
+  x = ln_f.forward(x);
+  // Tied LM head: logits = x @ wte^T, no bias.
+  return linear(x, wte.weight);
+}
+
+GPTConfig GPT::config_from_state_dict(const NamedTensors& state, int64_t n_head) {
+  auto find = [&](const std::string& name) -> const Tensor& {
+    for (const auto& [n, t] : state)
+      if (n == name) return t;
+    fail("GPT::config_from_state_dict: the state dict has no '{}'", name);
+  };
+  const Tensor& wte = find("transformer.wte.weight");
+  const Tensor& wpe = find("transformer.wpe.weight");
+  GLASS_CHECK(wte.dim() == 2 && wpe.dim() == 2 && wte.size(1) == wpe.size(1),
+              "GPT::config_from_state_dict: wte {} and wpe {} must be [V, C] and [block_size, C]",
+              wte.describe(), wpe.describe());
+  // Layer indices from names "transformer.h.<i>.<rest>".
+  const std::string prefix = "transformer.h.";
+  std::set<int64_t> layers;
+  for (const auto& [name, t] : state) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string index = name.substr(prefix.size(), dot - prefix.size());
+    GLASS_CHECK(!index.empty() && index.size() < 10 &&
+                    index.find_first_not_of("0123456789") == std::string::npos,
+                "GPT::config_from_state_dict: bad layer index in '{}'", name);
+    layers.insert(std::stoll(index));
+  }
+  const int64_t n_layer = static_cast<int64_t>(layers.size());
+  GLASS_CHECK(n_layer > 0 && *layers.rbegin() == n_layer - 1,
+              "GPT::config_from_state_dict: layer indices must be 0..n_layer-1, found [{}]",
+              fmt::join(layers, ", "));
+  GPTConfig c{.vocab_size = wte.size(0),
+              .block_size = wpe.size(0),
+              .n_layer = n_layer,
+              .n_head = n_head,
+              .n_embd = wte.size(1)};
+  c.validate();
+  return c;
+}
+
+int64_t gpt_num_parameters(const GPTConfig& c, bool include_position_embedding) {
+  const int64_t C = c.n_embd;
+  // Per block: two LayerNorms (2C each), c_attn (3C*C + 3C), attn.c_proj (C*C + C),
+  // c_fc (4C*C + 4C), mlp.c_proj (4C*C + C): 12 C^2 + 13 C.
+  const int64_t per_block = 12 * C * C + 13 * C;
+  const int64_t wpe = c.block_size * C;
+  return c.vocab_size * C + (include_position_embedding ? wpe : 0) + c.n_layer * per_block + 2 * C;
+}
+
+double gpt_flops_per_token(const GPTConfig& c, int64_t seq_len) {
+  const double n = static_cast<double>(gpt_num_parameters(c, false));
+  return 6.0 * n + 12.0 * static_cast<double>(c.n_layer * seq_len * c.n_embd);
+}
+
+}  // namespace glass

@@ -1,0 +1,71 @@
+// GPT: the GPT-2 / nanoGPT character model, with nanoGPT's parameter names so that weights move to
+// and from PyTorch through safetensors.
+//
+//   ids [B, T] -> wte(ids) + wpe(0..T-1) -> dropout -> n_layer pre-LN Blocks -> ln_f
+//   -> logits = x @ wte^T  [B, T, V]   (the LM head is tied to wte: no separate parameter)
+//
+// Parameters, in this order: transformer.wte.weight [V, C], transformer.wpe.weight [block_size, C],
+// transformer.h.{i}.{ln_1.weight, ln_1.bias, attn.c_attn.weight [3C, C], attn.c_attn.bias,
+// attn.c_proj.weight [C, C], attn.c_proj.bias, ln_2.weight, ln_2.bias, mlp.c_fc.weight [4C, C],
+// mlp.c_fc.bias, mlp.c_proj.weight [C, 4C], mlp.c_proj.bias}, transformer.ln_f.weight/bias.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/layers.h"
+
+namespace glass {
+
+struct GPTConfig {
+  int64_t vocab_size = 0;
+  int64_t block_size = 0;  // the longest sequence: rows of wpe
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_embd = 0;
+  double dropout = 0;
+
+  // Throws glass::Error naming the bad field (all sizes positive, n_embd % n_head == 0,
+  // 0 <= dropout < 1, vocab_size within i32 token ids).
+  void validate() const;
+  std::string str() const;  // "vocab_size=65 block_size=128 n_layer=4 n_head=4 n_embd=256 ..."
+};
+
+class GPT : public Module {
+ public:
+  // Dropout layers draw from `dropout_gen` (a checkpoint saves its state for bit-exact resume).
+  explicit GPT(const GPTConfig& config, Generator& dropout_gen = default_generator());
+
+  // nanoGPT's initialisation, drawn from `gen` in parameter order (deterministic for a seed):
+  // Linear and Embedding weights N(0, 0.02^2), the residual projections (attn.c_proj and
+  // mlp.c_proj weights) N(0, (0.02/sqrt(2 n_layer))^2), biases 0, LayerNorm weight 1 / bias 0.
+  void init(Generator& gen);
+
+  // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, vocab_size].
+  Tensor forward(const Tensor& ids) const;
+
+  // The configuration a state dict's shapes imply: vocab_size and n_embd from wte, block_size
+  // from wpe, n_layer from the transformer.h.{i} indices (which must be 0..n_layer-1). n_head
+  // cannot be read from shapes and must be given.
+  static GPTConfig config_from_state_dict(const NamedTensors& state, int64_t n_head);
+
+  const GPTConfig config;
+  Embedding wte, wpe;
+  Dropout drop;
+  std::vector<std::unique_ptr<Block>> h;
+  LayerNorm ln_f;
+};
+
+// Parameter count of a GPT with this configuration. nanoGPT reports (and uses for MFU) the count
+// without the position embedding; wte stays in, because it is also the LM head's matrix.
+int64_t gpt_num_parameters(const GPTConfig& config, bool include_position_embedding = true);
+
+// Training FLOPs per token (forward + backward), as in nanoGPT's estimate_mfu (PaLM, appendix B):
+//   6 N + 12 L T C
+// N = gpt_num_parameters(config, false): each weight does a multiply-add (2 FLOPs) per token in
+// forward and twice that in backward. 12 L T C: per layer, q k^T and probs v cost 2 T C each per
+// token forward (4 T C), times 3 for forward + backward; counted over the full T x T square as
+// PaLM does, though the causal mask needs only half. T = seq_len, the length trained on.
+double gpt_flops_per_token(const GPTConfig& config, int64_t seq_len);
+
+}  // namespace glass

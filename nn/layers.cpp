@@ -1,0 +1,122 @@
+#include "nn/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/backend.h"
+
+namespace glass {
+
+namespace {
+
+// Overwrites a parameter in place with N(0, std^2) draws from `gen`, recording no history.
+void fill_normal(const Tensor& p, Generator& gen, double std) {
+  NoGradGuard no_grad;
+  kernels::backend(p).copy(randn(p.shape(), gen, 0, std, p.dtype(), p.device()), p);
+}
+
+void fill_value(const Tensor& p, double value) {
+  NoGradGuard no_grad;
+  kernels::backend(p).fill(p, value);
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
+  weight = register_parameter("weight", zeros({out_features, in_features}));
+  if (has_bias) bias = register_parameter("bias", zeros({out_features}));
+}
+
+void Linear::reset(Generator& gen, double std) {
+  fill_normal(weight, gen, std);
+  if (bias.defined()) fill_value(bias, 0);
+}
+
+Embedding::Embedding(int64_t num, int64_t dim) {
+  weight = register_parameter("weight", zeros({num, dim}));
+}
+
+void Embedding::reset(Generator& gen, double std) { fill_normal(weight, gen, std); }
+
+LayerNorm::LayerNorm(int64_t dim, double eps) : eps(eps) {
+  weight = register_parameter("weight", ones({dim}));
+  bias = register_parameter("bias", zeros({dim}));
+}
+
+void LayerNorm::reset() {
+  fill_value(weight, 1);
+  fill_value(bias, 0);
+}
+
+Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p,
+                                Generator& gen) {
+  const int64_t T = q.size(-2), D = q.size(-1);
+  // scores = q k^T / sqrt(D)   [B, H, T, T]
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  // Causal mask: position t attends to positions <= t; the rest get -inf, i.e. probability 0.
+  std::vector<double> mask(static_cast<size_t>(T * T), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = t + 1; s < T; ++s) mask[t * T + s] = -std::numeric_limits<double>::infinity();
+  Tensor probs = softmax(scores + cast(from_vector(mask, {T, T}, q.device()), q.dtype()));
+  // Inverted dropout on the probabilities (kept ones scaled by 1/(1-p), rows not renormalised, as
+  // nanoGPT), then mix the values.
+  return matmul(dropout(probs, p, true, gen), v);
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout,
+                                         Generator& gen)
+    : n_embd(n_embd),
+      n_head(n_head),
+      c_attn(n_embd, 3 * n_embd),
+      c_proj(n_embd, n_embd),
+      attn_dropout(dropout, gen),
+      resid_dropout(dropout, gen) {
+  GLASS_CHECK(n_head > 0 && n_embd % n_head == 0,
+              "CausalSelfAttention: n_embd {} is not divisible by n_head {}", n_embd, n_head);
+  register_module("c_attn", c_attn);
+  register_module("c_proj", c_proj);
+  register_module("attn_dropout", attn_dropout);
+  register_module("resid_dropout", resid_dropout);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) const {
+  GLASS_CHECK(x.dim() == 3 && x.size(2) == n_embd,
+              "CausalSelfAttention: input {} is not [B, T, {}]", x.describe(), n_embd);
+  const int64_t B = x.size(0), T = x.size(1), H = n_head, D = n_embd / n_head;
+  // q, k, v: thirds of c_attn's output, each viewed as heads [B, T, H, D] -> [B, H, T, D].
+  std::vector<Tensor> qkv = split(c_attn.forward(x), n_embd, 2);
+  for (Tensor& t : qkv) t = transpose(view(t, {B, T, H, D}), 1, 2);
+  const bool drop_probs = is_training() && attn_dropout.p > 0;
+  Tensor y = drop_probs ? causal_attention_dropout(qkv[0], qkv[1], qkv[2], attn_dropout.p,
+                                                   attn_dropout.generator())
+                        : causal_attention(qkv[0], qkv[1], qkv[2]);
+  // Heads back side by side: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
+  y = reshape(transpose(y, 1, 2), {B, T, n_embd});
+  return resid_dropout.forward(c_proj.forward(y));
+}
+
+MLP::MLP(int64_t n_embd, double dropout, Generator& gen)
+    : c_fc(n_embd, 4 * n_embd), c_proj(4 * n_embd, n_embd), drop(dropout, gen) {
+  register_module("c_fc", c_fc);
+  register_module("c_proj", c_proj);
+  register_module("dropout", drop);
+}
+
+Tensor MLP::forward(const Tensor& x) const {
+  return drop.forward(c_proj.forward(gelu(c_fc.forward(x))));
+}
+
+Block::Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen)
+    : ln_1(n_embd), attn(n_embd, n_head, dropout, gen), ln_2(n_embd), mlp(n_embd, dropout, gen) {
+  register_module("ln_1", ln_1);
+  register_module("attn", attn);
+  register_module("ln_2", ln_2);
+  register_module("mlp", mlp);
+}
+
+Tensor Block::forward(const Tensor& x) const {
+  Tensor h = x + attn.forward(ln_1.forward(x));
+  return h + mlp.forward(ln_2.forward(h));
+}
+
+}  // namespace glass

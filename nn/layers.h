@@ -1,0 +1,104 @@
+// The layers a GPT is made of, each a Module with nanoGPT's parameter names.
+//
+// Parameters are created zero-filled (LayerNorm weights one) so that a fresh module is
+// deterministic; reset(gen, std) draws the random ones. GPT::init calls the resets in a fixed
+// order, which makes initialisation a pure function of the generator's seed.
+#pragma once
+
+#include <memory>
+
+#include "autograd/ops.h"
+#include "nn/module.h"
+
+namespace glass {
+
+// y = x @ weight^T + bias; weight [out, in], bias [out] (undefined when bias = false).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  // weight ~ N(0, std^2), bias = 0.
+  void reset(Generator& gen, double std);
+
+  Tensor weight, bias;
+};
+
+// A lookup table: ids i32 [...] -> weight rows [..., dim]; weight [num, dim].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim);
+  Tensor forward(const Tensor& ids) const { return embedding(ids, weight); }
+  void reset(Generator& gen, double std);  // weight ~ N(0, std^2)
+
+  Tensor weight;
+};
+
+// Normalises the last dimension, then scales and shifts: weight, bias [dim].
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+  void reset();  // weight = 1, bias = 0
+
+  Tensor weight, bias;
+  double eps;
+};
+
+// Inverted dropout with probability p while training, drawing from `gen`; identity in eval mode.
+class Dropout : public Module {
+ public:
+  Dropout(double p, Generator& gen) : p(p), gen_(&gen) {}
+  Tensor forward(const Tensor& x) const { return dropout(x, p, is_training(), *gen_); }
+  Generator& generator() const { return *gen_; }
+
+  double p;
+
+ private:
+  Generator* gen_;
+};
+
+// Causal self-attention with the softmax probabilities dropped out with probability p, written
+// with plain ops (scores, mask, softmax, dropout, matmul): the fused causal_attention has no
+// dropout. q, k, v [B, H, T, D] -> [B, H, T, D]. With p == 0 it computes what causal_attention
+// does.
+Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p,
+                                Generator& gen);
+
+// Multi-head causal self-attention on x [B, T, C]:
+//   c_attn [3C, C] -> split q, k, v -> view [B, T, H, D] -> transpose to [B, H, T, D]
+//   -> causal attention -> transpose back -> reshape [B, T, C] -> c_proj [C, C] -> dropout.
+// Attention probabilities are dropped out only while training with dropout > 0; then the
+// unfused causal_attention_dropout runs instead of the fused kernel.
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
+  Tensor forward(const Tensor& x) const;
+
+  int64_t n_embd, n_head;
+  Linear c_attn, c_proj;
+  Dropout attn_dropout, resid_dropout;
+};
+
+// x -> c_fc [4C, C] -> GELU (tanh) -> c_proj [C, 4C] -> dropout.
+class MLP : public Module {
+ public:
+  MLP(int64_t n_embd, double dropout, Generator& gen);
+  Tensor forward(const Tensor& x) const;
+
+  Linear c_fc, c_proj;
+  Dropout drop;
+};
+
+// A pre-LayerNorm transformer block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+class Block : public Module {
+ public:
+  Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
+  Tensor forward(const Tensor& x) const;
+
+  LayerNorm ln_1;
+  CausalSelfAttention attn;
+  LayerNorm ln_2;
+  MLP mlp;
+};
+
+}  // namespace glass

@@ -1,0 +1,70 @@
+// Module: a tree of layers with named parameters, as in PyTorch.
+//
+// A module registers its own parameters and its child modules; named_parameters() walks the tree
+// in registration order and joins names with dots, so GPT's parameters read
+// "transformer.h.0.attn.c_attn.weight" exactly as nanoGPT's do, and state dicts move between glass
+// and PyTorch through safetensors. Registering sets each parameter's requires_grad and its full
+// name in AutogradMeta::name (the tape printer shows it).
+//
+// A Module holds pointers to its children (usually its own members), so modules are neither
+// copied nor moved: build them in place (e.g. std::make_unique<GPT>(config)).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "nn/safetensors.h"
+
+namespace glass {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter of this module and its descendants, with its dotted name, in registration
+  // order (own parameters first, then each child's in the order the children were registered).
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+
+  // Training mode (dropout active) for this module and every descendant.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // The parameters themselves (handles, not copies: detach or save them, don't modify them).
+  NamedTensors state_dict() const { return named_parameters(); }
+  // Copies `state` into the parameters, in place (so optimizer references stay valid). Floating
+  // tensors of another dtype (BF16, F64) are cast to the parameter's dtype. Everything is checked
+  // before anything is copied: with `strict`, a missing or unexpected name is an error; a shape
+  // mismatch or a non-floating tensor always is. The error lists every problem.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  // Makes `t` a parameter called `name` and returns it (a handle to the same tensor: the module
+  // and the caller's member see one object).
+  Tensor register_parameter(const std::string& name, Tensor t);
+  // Adds `child` (which must outlive this module, typically a member) under `name`.
+  template <class M>
+  M& register_module(const std::string& name, M& child) {
+    add_child(name, child);
+    return child;
+  }
+
+ private:
+  void add_child(const std::string& name, Module& child);
+  // Sets AutogradMeta::name of every parameter under this module to prefix + its dotted name.
+  void name_parameters(const std::string& prefix);
+  void collect(const std::string& prefix, NamedTensors& out) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+}  // namespace glass

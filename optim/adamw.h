@@ -1,0 +1,34 @@
+// AdamW with PyTorch's semantics (torch.optim.AdamW), one adamw_step kernel launch per parameter:
+//   p -= lr * wd * p                          (decoupled weight decay; only on >= 2-D parameters)
+//   m  = beta1 m + (1 - beta1) g              (exp_avg)
+//   v  = beta2 v + (1 - beta2) g^2            (exp_avg_sq)
+//   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)     t = step_count()
+// State buffers for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>".
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace glass {
+
+struct AdamWOptions {  // PyTorch's defaults
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(NamedTensors params, const AdamWOptions& options);
+  const char* name() const override { return "adamw"; }
+  const AdamWOptions& options() const { return options_; }
+
+ protected:
+  void update(size_t i, const Tensor& param, const Tensor& grad) override;
+
+ private:
+  AdamWOptions options_;  // .lr is only the initial value: lr() is the current one
+};
+
+}  // namespace glass

@@ -1,0 +1,75 @@
+// Optimizer: updates named parameters from their gradients, and exports its state for checkpoints.
+//
+// The base class owns what every optimizer shares: the parameters (by name), the learning rate,
+// the step count, per-parameter state buffers (e.g. AdamW's exp_avg and exp_avg_sq), and the step
+// loop, which runs under NoGradGuard and LaunchScope(name, -1, Phase::optimizer) so that every
+// update kernel shows up as an optimizer launch. A subclass names its buffers and updates one
+// parameter at a time.
+//
+// zero_grad() sets gradients to undefined (PyTorch's set_to_none=True): the next backward then
+// writes fresh gradients instead of adding into zero-filled ones, which saves a fill launch per
+// parameter. A parameter whose gradient is undefined at step() is skipped.
+//
+// Weight decay (both optimizers) applies only to parameters with 2 or more dimensions (matrices
+// and embeddings), never to biases or LayerNorm parameters: nanoGPT's two parameter groups.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace glass {
+
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; step_count() goes up by one first (the
+  // first step is step 1, as in PyTorch's bias correction).
+  void step();
+  void zero_grad();
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  int64_t step_count() const { return step_; }
+  const NamedTensors& params() const { return params_; }
+  virtual const char* name() const = 0;
+
+  // --- checkpoint state ---
+  // Every state buffer as "<buffer>.<param name>", e.g. "exp_avg.transformer.wte.weight", in
+  // buffer-major, then parameter order. Handles to the live buffers: save them, don't modify them.
+  NamedTensors state_tensors() const;
+  // {"step": step_count, "lr": lr}.
+  std::map<std::string, double> state_scalars() const;
+  // Restores both. Every expected buffer must be present with its parameter's shape (a floating
+  // dtype is converted) and no unknown name may appear; "step" is required, "lr" optional. All is
+  // checked before anything changes; the error lists every problem.
+  void load_state(const NamedTensors& tensors, const std::map<std::string, double>& scalars);
+
+ protected:
+  // Parameters must be distinct, defined, f32, contiguous and have unique names. One zero-filled
+  // state buffer per parameter is made for each name in `buffer_names`.
+  Optimizer(NamedTensors params, double lr, std::vector<std::string> buffer_names);
+
+  // Updates parameter i from its gradient (same shape and dtype, checked), at step_count().
+  virtual void update(size_t i, const Tensor& param, const Tensor& grad) = 0;
+  // State buffer b of parameter i.
+  const Tensor& buffer(size_t b, size_t i) const { return buffers_[b][i]; }
+  // Whether weight decay applies to parameter i (2 or more dimensions).
+  bool decays(size_t i) const { return params_[i].second.dim() >= 2; }
+
+ private:
+  NamedTensors params_;
+  double lr_;
+  int64_t step_ = 0;
+  std::vector<std::string> buffer_names_;
+  std::vector<std::vector<Tensor>> buffers_;  // [buffer][param]
+};
+
+}  // namespace glass

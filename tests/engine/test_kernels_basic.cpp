@@ -1,0 +1,557 @@
+// The basic `cpu` kernels (elementwise, reductions, GEMM, embedding, optimizer steps, dropout)
+// called through the dispatch table, each against a naive loop in double written here. Also:
+// Philox known answers, results bit-identical across thread counts, and the kernels' errors.
+// This suite links the kernels only (no autograd): tensors are built from host vectors.
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include "engine/rng.h"
+#include "kernels/backend.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+using testing::all_close;
+const kernels::Backend& cpu = kernels::backend(kCPU);
+
+// n standard normals (times scale), from a Philox stream of its own.
+std::vector<double> randoms(size_t n, uint64_t seed, double scale = 1) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * philox_normal(seed, 0, i);
+  return v;
+}
+
+template <class T>
+Tensor make(const std::vector<double>& v, const Shape& shape) {
+  std::vector<T> typed(v.begin(), v.end());
+  return Tensor::from_host(typed.data(), shape, dtype_of<T>());
+}
+
+// A contiguous tensor's elements as doubles.
+std::vector<double> read(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::f64) {
+    t.copy_to_host(out.data());
+  } else {
+    std::vector<float> f(out.size());
+    t.copy_to_host(f.data());
+    out.assign(f.begin(), f.end());
+  }
+  return out;
+}
+
+// The raw bits of a contiguous f32 tensor, for bit-exact comparisons.
+std::vector<float> bits(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  t.copy_to_host(v.data());
+  return v;
+}
+
+// Runs fn with OpenMP limited to `threads`, restoring the previous setting.
+template <class Fn>
+auto with_threads(int threads, Fn&& fn) {
+  const int prev = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  auto result = fn();
+  omp_set_num_threads(prev);
+  return result;
+}
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+double naive_gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Philox
+
+TEST(CpuKernels, PhiloxKnownAnswers) {
+  // Random123's known-answer vectors for Philox4x32-10.
+  struct Case {
+    uint64_t key, ctr_lo, ctr_hi;
+    uint32_t expect[4];
+  };
+  const Case cases[] = {
+      {0, 0, 0, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {~0ull, ~0ull, ~0ull, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {0x299f31d0a4093822ull,
+       0x85a308d3243f6a88ull,
+       0x0370734413198a2eull,
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Case& c : cases) {
+    const Philox4 r = philox4x32_10(c.key, c.ctr_lo, c.ctr_hi);
+    for (int l = 0; l < 4; ++l) EXPECT_EQ(r.v[l], c.expect[l]) << "lane " << l;
+  }
+}
+
+TEST(CpuKernels, PhiloxStreamsArePureFunctions) {
+  // Word i of (seed, offset) is lane i%4 of block offset + i/4: the same numbers however the
+  // range is cut, and a reserved range never overlaps the next.
+  EXPECT_EQ(philox_word(7, 3, 9), philox4x32_10(7, 3 + 2, 0).v[1]);
+  EXPECT_EQ(philox_uniform(7, 3, 9), philox_uniform(7, 3, 9));
+  EXPECT_EQ(philox_uniform(7, 3, 8), philox_uniform(7, 4, 4));
+  EXPECT_NE(philox_word(7, 3, 0), philox_word(8, 3, 0));
+  Generator gen(5);
+  const uint64_t a = gen.reserve(10), b = gen.reserve(1);
+  EXPECT_EQ(a, 0u);
+  EXPECT_EQ(b, 3u);  // 10 words take 3 blocks of 4
+  for (uint64_t i = 0; i < 1000; ++i) {
+    const float u = philox_uniform(11, 0, i);
+    ASSERT_TRUE(u >= 0.0f && u < 1.0f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise
+
+TEST(CpuKernels, BinaryContiguousMatchesNaive) {
+  const std::vector<double> av = randoms(1037, 1), bv = randoms(1037, 2);
+  const Tensor a = make<float>(av, {1037}), b = make<float>(bv, {1037});
+  const kernels::BinaryOp ops[] = {kernels::BinaryOp::add, kernels::BinaryOp::sub,
+                                   kernels::BinaryOp::mul, kernels::BinaryOp::div};
+  for (auto op : ops) {
+    std::vector<double> ref(av.size());
+    for (size_t i = 0; i < av.size(); ++i) {
+      const double x = static_cast<float>(av[i]), y = static_cast<float>(bv[i]);
+      ref[i] = op == kernels::BinaryOp::add   ? x + y
+               : op == kernels::BinaryOp::sub ? x - y
+               : op == kernels::BinaryOp::mul ? x * y
+                                              : x / y;
+    }
+    Tensor out = Tensor::empty({1037});
+    cpu.binary(op, a, b, out);
+    EXPECT_TRUE(all_close(read(out), ref, 1e-6)) << kernels::binary_op_name(op);
+  }
+}
+
+TEST(CpuKernels, BinaryBroadcastAndTransposedStrides) {
+  // out [7, 13] = a op b for: b a row broadcast down (strides [0, 1]), b a column broadcast
+  // across (strides [1, 0]), a a transposed view of a [13, 7] matrix (strides [1, 7]).
+  const std::vector<double> av = randoms(7 * 13, 3), rowv = randoms(13, 4), colv = randoms(7, 5);
+  const Tensor a = make<double>(av, {7, 13});
+  const Tensor row = make<double>(rowv, {13}).as_strided({7, 13}, {0, 1}, 0);
+  const Tensor col = make<double>(colv, {7}).as_strided({7, 13}, {1, 0}, 0);
+  const Tensor at = make<double>(av, {13, 7}).as_strided({7, 13}, {1, 7}, 0);
+  Tensor out = Tensor::empty({7, 13}, DType::f64);
+  std::vector<double> ref(7 * 13);
+
+  cpu.binary(kernels::BinaryOp::sub, a, row, out);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 13; ++j) ref[i * 13 + j] = av[i * 13 + j] - rowv[j];
+  EXPECT_TRUE(all_close(read(out), ref, 1e-15));
+
+  cpu.binary(kernels::BinaryOp::div, col, a, out);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 13; ++j) ref[i * 13 + j] = colv[i] / av[i * 13 + j];
+  EXPECT_TRUE(all_close(read(out), ref, 1e-15));
+
+  cpu.binary(kernels::BinaryOp::mul, at, col, out);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 13; ++j) ref[i * 13 + j] = av[j * 7 + i] * colv[i];
+  EXPECT_TRUE(all_close(read(out), ref, 1e-15));
+}
+
+TEST(CpuKernels, BinaryOutputMayAliasAnInput) {
+  // Large enough to run threaded; the output is the first operand's own memory.
+  const size_t n = 3 * 33333;
+  const std::vector<double> av = randoms(n, 6), bv = randoms(33333, 7);
+  Tensor a = make<float>(av, {3, 33333});
+  const Tensor b = make<float>(bv, {33333}).as_strided({3, 33333}, {0, 1}, 0);
+  cpu.binary(kernels::BinaryOp::add, a, b, a);
+  std::vector<double> ref(n);
+  for (size_t i = 0; i < n; ++i)
+    ref[i] = static_cast<float>(av[i]) + static_cast<float>(bv[i % 33333]);
+  EXPECT_TRUE(all_close(read(a), ref, 1e-6));
+}
+
+TEST(CpuKernels, AffinePowAndGeluMatchNaive) {
+  const std::vector<double> xv = randoms(1001, 8, 2);
+  const Tensor x = make<float>(xv, {7, 11, 13});
+  Tensor y = Tensor::empty({7, 11, 13});
+  std::vector<double> ref(xv.size());
+
+  cpu.affine(x, y, -1.5, 0.25);
+  for (size_t i = 0; i < xv.size(); ++i) ref[i] = static_cast<float>(xv[i]) * -1.5 + 0.25;
+  EXPECT_TRUE(all_close(read(y), ref, 1e-6));
+
+  for (double p : {2.0, 3.0, -1.0}) {
+    cpu.pow_scalar(x, y, p);
+    for (size_t i = 0; i < xv.size(); ++i) ref[i] = std::pow(static_cast<float>(xv[i]), p);
+    // 1/x explodes near 0: judge each element by its own size there.
+    const std::vector<double> got = read(y);
+    for (size_t i = 0; i < xv.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-6 * (1 + std::abs(ref[i]))) << "p " << p << " at " << i;
+  }
+
+  cpu.gelu_forward(x, y);
+  for (size_t i = 0; i < xv.size(); ++i) ref[i] = naive_gelu(static_cast<float>(xv[i]));
+  EXPECT_TRUE(all_close(read(y), ref, 1e-6));
+
+  // gelu_backward against a central difference of the double-precision forward.
+  const std::vector<double> dyv = randoms(1001, 9);
+  const Tensor dy = make<float>(dyv, {7, 11, 13});
+  cpu.gelu_backward(x, dy, y);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double v = static_cast<float>(xv[i]), h = 1e-5;
+    ref[i] = static_cast<float>(dyv[i]) * (naive_gelu(v + h) - naive_gelu(v - h)) / (2 * h);
+  }
+  EXPECT_TRUE(all_close(read(y), ref, 1e-5));
+}
+
+TEST(CpuKernels, DropoutMatchesPhiloxMaskAndIsDeterministic) {
+  const int64_t n = 100003;
+  const double p = 0.3;
+  const uint64_t seed = 42, offset = 17;
+  const std::vector<double> xv = randoms(n, 10);
+  const Tensor x = make<float>(xv, {n});
+  auto run = [&](int threads, uint64_t off) {
+    return with_threads(threads, [&] {
+      Tensor y = Tensor::empty({n});
+      cpu.dropout_forward(x, y, p, seed, off);
+      return bits(y);
+    });
+  };
+  const std::vector<float> y1 = run(1, offset), y3 = run(3, offset);
+  EXPECT_EQ(y1, y3);                  // bit-identical whatever the thread count
+  EXPECT_NE(y1, run(1, offset + 1));  // another offset, another mask
+
+  // Each element: kept (scaled by 1/(1-p)) exactly when philox_uniform >= p.
+  int64_t kept = 0;
+  const float scale = static_cast<float>(1 / (1 - p));
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = philox_uniform(seed, offset, i) >= p;
+    kept += keep;
+    ASSERT_EQ(y1[i], keep ? static_cast<float>(xv[i]) * scale : 0.0f) << "element " << i;
+  }
+  // The keep rate is 1 - p within a few standard deviations (sd ~ 0.0015 here).
+  EXPECT_NEAR(static_cast<double>(kept) / n, 1 - p, 0.01);
+
+  // Backward applies the same mask to dy.
+  Tensor dx = Tensor::empty({n});
+  cpu.dropout_backward(x, dx, p, seed, offset);
+  EXPECT_EQ(bits(dx), y1);
+
+  // p = 1 drops everything; p = 0 keeps everything unscaled.
+  Tensor y = Tensor::empty({n});
+  cpu.dropout_forward(x, y, 1.0, seed, offset);
+  for (float v : bits(y)) ASSERT_EQ(v, 0.0f);
+  cpu.dropout_forward(x, y, 0.0, seed, offset);
+  EXPECT_EQ(bits(y), bits(x));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions
+
+// x [outer, n, inner] summed over n, in double.
+std::vector<double> naive_sum(const std::vector<double>& x, int64_t outer, int64_t n,
+                              int64_t inner) {
+  std::vector<double> out(static_cast<size_t>(outer * inner), 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < inner; ++i) out[o * inner + i] += x[(o * n + r) * inner + i];
+  return out;
+}
+
+TEST(CpuKernels, SumDimMatchesNaiveForEveryLayout) {
+  // Small odd shapes over every dim, then the two large cases: long rows (inner == 1, many
+  // chunks) and the bias gradient (outer == 1, many rows), and a row wider than a column block.
+  struct Case {
+    Shape shape;
+    int dim;
+  };
+  const Case cases[] = {{{5, 7, 3}, 0},  {{5, 7, 3}, 1}, {{5, 7, 3}, 2},     {{3, 140001}, 1},
+                        {{20011, 7}, 0}, {{5, 2053}, 0}, {{2, 33, 1500}, 1}, {{13}, 0}};
+  for (const Case& c : cases) {
+    const int64_t n = c.shape[c.dim];
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < c.dim; ++d) outer *= c.shape[d];
+    for (size_t d = c.dim + 1; d < c.shape.size(); ++d) inner *= c.shape[d];
+    const std::vector<double> xv = randoms(static_cast<size_t>(shape_numel(c.shape)), 11);
+    Shape out_shape = c.shape;
+    out_shape.erase(out_shape.begin() + c.dim);
+    const std::vector<double> ref = naive_sum(xv, outer, n, inner);
+    // f64 checks the indexing tightly, f32 the accumulation.
+    Tensor out64 = Tensor::empty(out_shape, DType::f64);
+    cpu.sum_dim(make<double>(xv, c.shape), out64, c.dim);
+    EXPECT_TRUE(all_close(read(out64), ref, 1e-12)) << shape_str(c.shape) << " dim " << c.dim;
+    std::vector<double> xf(xv.begin(), xv.end());
+    for (double& v : xf) v = static_cast<float>(v);
+    Tensor out32 = Tensor::empty(out_shape);
+    cpu.sum_dim(make<float>(xv, c.shape), out32, c.dim);
+    EXPECT_TRUE(all_close(read(out32), naive_sum(xf, outer, n, inner), 1e-6))
+        << shape_str(c.shape) << " dim " << c.dim;
+  }
+  // Summing over an empty dimension gives zeros.
+  Tensor zeros_out = Tensor::empty({4, 3});
+  cpu.sum_dim(Tensor::empty({4, 0, 3}), zeros_out, 1);
+  EXPECT_EQ(read(zeros_out), std::vector<double>(12, 0.0));
+}
+
+TEST(CpuKernels, ReductionsAreBitIdenticalAcrossThreadCounts) {
+  const std::vector<double> xv = randoms(7 * 10001, 12, 3);
+  const Tensor rows = make<float>(xv, {7, 10001}), cols = make<float>(xv, {10001, 7});
+  auto reduce = [&](int threads) {
+    return with_threads(threads, [&] {
+      Tensor row_sums = Tensor::empty({7}), col_sums = Tensor::empty({7}), sq = Tensor::empty({1});
+      cpu.sum_dim(rows, row_sums, 1);
+      cpu.sum_dim(cols, col_sums, 0);
+      cpu.sum_squares(rows, sq);
+      std::vector<float> all = bits(row_sums);
+      for (float v : bits(col_sums)) all.push_back(v);
+      all.push_back(bits(sq)[0]);
+      return all;
+    });
+  };
+  EXPECT_EQ(reduce(1), reduce(2));
+  EXPECT_EQ(reduce(1), reduce(3));
+}
+
+TEST(CpuKernels, SumSquaresMatchesNaive) {
+  for (size_t n : {1u, 13u, 150001u}) {
+    const std::vector<double> xv = randoms(n, 13, 5);
+    double ref = 0;
+    for (double v : xv) ref += static_cast<double>(static_cast<float>(v)) * static_cast<float>(v);
+    Tensor out = Tensor::empty({1});
+    cpu.sum_squares(make<float>(xv, {static_cast<int64_t>(n)}), out);
+    EXPECT_NEAR(read(out)[0], ref, 1e-6 * ref) << n;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+// C[i] = alpha op(A[i]) op(B[i]) + bias + beta C[i], naive, for the same arguments as GemmArgs.
+std::vector<double> naive_gemm(const kernels::GemmArgs& g, const std::vector<double>& a,
+                               const std::vector<double>& b, const std::vector<double>& c0,
+                               const std::vector<double>& bias) {
+  std::vector<double> c = c0;
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const double av =
+              g.trans_a ? a[bi * g.stride_a + p * g.lda + i] : a[bi * g.stride_a + i * g.lda + p];
+          const double bv =
+              g.trans_b ? b[bi * g.stride_b + j * g.ldb + p] : b[bi * g.stride_b + p * g.ldb + j];
+          s += av * bv;
+        }
+        double& out = c[bi * g.stride_c + i * g.ldc + j];
+        out = g.alpha * s + (bias.empty() ? 0 : bias[j]) + (g.beta == 0 ? 0 : g.beta * out);
+      }
+  return c;
+}
+
+TEST(CpuKernels, GemmMatchesNaiveForFlagsPaddingBatchAndBias) {
+  const int64_t m = 7, n = 5, k = 13, batch = 3;
+  for (int flags = 0; flags < 8; ++flags) {
+    kernels::GemmArgs g;
+    g.trans_a = flags & 1;
+    g.trans_b = flags & 2;
+    const bool with_bias = flags & 4;
+    g.m = m, g.n = n, g.k = k, g.batch = batch;
+    // Leading dimensions padded past the row length; B shared by the batch in half the cases.
+    g.lda = (g.trans_a ? m : k) + 2;
+    g.ldb = (g.trans_b ? k : n) + 1;
+    g.ldc = n + 3;
+    g.stride_a = (g.trans_a ? k : m) * g.lda;
+    g.stride_b = with_bias ? 0 : (g.trans_b ? n : k) * g.ldb;
+    g.stride_c = m * g.ldc;
+    g.alpha = 0.5;
+    g.beta = with_bias ? 0 : 0.25;
+    const std::vector<double> av = randoms(batch * g.stride_a, 20 + flags),
+                              bv = randoms(batch * (g.trans_b ? n : k) * g.ldb, 30 + flags),
+                              biasv = with_bias ? randoms(n, 40) : std::vector<double>();
+    // With beta = 0 the old C must not be read: fill it with NaN.
+    std::vector<double> cv = randoms(batch * g.stride_c, 50 + flags);
+    if (g.beta == 0) cv.assign(cv.size(), std::numeric_limits<double>::quiet_NaN());
+    const std::vector<double> ref = naive_gemm(g, av, bv, cv, biasv);
+    g.a = make<double>(av, {static_cast<int64_t>(av.size())});
+    g.b = make<double>(bv, {static_cast<int64_t>(bv.size())});
+    g.c = make<double>(cv, {static_cast<int64_t>(cv.size())});
+    if (with_bias) g.bias = make<double>(biasv, {n});
+    cpu.gemm(g);
+    // Compare the written entries (padding columns keep their old values either way).
+    const std::vector<double> got = read(g.c);
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t at = bi * g.stride_c + i * g.ldc + j;
+          ASSERT_NEAR(got[at], ref[at], 1e-12)
+              << "flags " << flags << " at " << bi << "," << i << "," << j;
+        }
+  }
+}
+
+TEST(CpuKernels, GemmF32MatchesNaive) {
+  kernels::GemmArgs g;
+  g.m = 33, g.n = 17, g.k = 65, g.lda = 65, g.ldb = 17, g.ldc = 17;
+  const std::vector<double> av = randoms(33 * 65, 60), bv = randoms(65 * 17, 61);
+  g.a = make<float>(av, {33, 65});
+  g.b = make<float>(bv, {65, 17});
+  g.c = Tensor::empty({33, 17});
+  cpu.gemm(g);
+  std::vector<double> af(av.begin(), av.end()), bf(bv.begin(), bv.end());
+  for (double& v : af) v = static_cast<float>(v);
+  for (double& v : bf) v = static_cast<float>(v);
+  EXPECT_TRUE(all_close(read(g.c), naive_gemm(g, af, bf, std::vector<double>(33 * 17), {}), 1e-5));
+}
+
+TEST(CpuKernels, GemmRejectsBadLeadingDimensions) {
+  kernels::GemmArgs g;
+  g.m = 4, g.n = 3, g.k = 5, g.lda = 5, g.ldb = 3, g.ldc = 3;
+  g.a = Tensor::empty({4, 5});
+  g.b = Tensor::empty({5, 3});
+  g.c = Tensor::empty({4, 3});
+  auto err = [&](kernels::GemmArgs bad) { return error_of([&] { cpu.gemm(bad); }); };
+  kernels::GemmArgs bad = g;
+  bad.lda = 4;  // shorter than k
+  EXPECT_NE(err(bad).find("lda = 4"), std::string::npos) << err(bad);
+  bad = g;
+  bad.trans_b = true;  // B read as 3 x 5 with ldb 3 < 5
+  EXPECT_NE(err(bad).find("ldb"), std::string::npos) << err(bad);
+  bad = g;
+  bad.ldc = 4;  // C's last row would end past its 12 elements
+  EXPECT_NE(err(bad).find("beyond its storage"), std::string::npos) << err(bad);
+  bad = g;
+  bad.batch = 2, bad.stride_a = 20;  // a second A that does not exist
+  EXPECT_NE(err(bad).find("A ("), std::string::npos) << err(bad);
+  bad = g;
+  bad.b = Tensor::empty({5, 3}, DType::f64);
+  EXPECT_NE(err(bad).find("one dtype"), std::string::npos) << err(bad);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+TEST(CpuKernels, EmbeddingGatherAndDeterministicScatterAdd) {
+  const int64_t V = 11, C = 37, N = 2001;
+  std::vector<int32_t> ids(N);
+  for (int64_t i = 0; i < N; ++i) ids[i] = static_cast<int32_t>(philox_word(70, 0, i) % (V - 2));
+  const Tensor idt = Tensor::from_host(ids.data(), {N}, DType::i32);
+  const std::vector<double> tv = randoms(V * C, 71), gv = randoms(N * C, 72);
+  Tensor out = Tensor::empty({N, C});
+  cpu.embedding_forward(idt, make<float>(tv, {V, C}), out);
+  std::vector<double> ref(N * C);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) ref[i * C + c] = static_cast<float>(tv[ids[i] * C + c]);
+  EXPECT_EQ(read(out), ref);
+
+  // Rows V-2 and V-1 are never used: they must come out 0, not stale memory.
+  const Tensor dout = make<float>(gv, {N, C});
+  auto backward = [&](int threads) {
+    return with_threads(threads, [&] {
+      Tensor dtable = make<float>(std::vector<double>(V * C, 123.0), {V, C});
+      cpu.embedding_backward(idt, dout, dtable);
+      return bits(dtable);
+    });
+  };
+  const std::vector<float> d1 = backward(1);
+  EXPECT_EQ(d1, backward(3));
+  std::vector<double> dref(V * C, 0.0);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) dref[ids[i] * C + c] += static_cast<float>(gv[i * C + c]);
+  EXPECT_TRUE(all_close(std::vector<double>(d1.begin(), d1.end()), dref, 1e-6));
+}
+
+TEST(CpuKernels, EmbeddingNamesTheBadId) {
+  const std::vector<int32_t> ids = {0, 2, 1, 7, 3};
+  const Tensor idt = Tensor::from_host(ids.data(), {5}, DType::i32);
+  Tensor out = Tensor::empty({5, 4});
+  const std::string e = error_of([&] { cpu.embedding_forward(idt, Tensor::empty({5, 4}), out); });
+  EXPECT_NE(e.find("id 7 at position 3"), std::string::npos) << e;
+  const std::string eb = error_of([&] { cpu.embedding_backward(idt, out, Tensor::empty({5, 4})); });
+  EXPECT_NE(eb.find("id 7 at position 3"), std::string::npos) << eb;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizers
+
+TEST(CpuKernels, AdamWMatchesReferenceFormula) {
+  const int64_t n = 1037;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  std::vector<double> p = randoms(n, 80), m(n, 0.0), v(n, 0.0);
+  for (double& x : p) x = static_cast<float>(x);
+  const Tensor param = make<float>(p, {n}), mt = make<float>(m, {n}), vt = make<float>(v, {n});
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::vector<double> g = randoms(n, 90 + step);
+    cpu.adamw_step(param, make<float>(g, {n}), mt, vt, lr, b1, b2, eps, wd, step);
+    // Reference, in double, as PyTorch documents AdamW.
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = static_cast<float>(g[i]);
+      p[i] -= lr * wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      const double m_hat = m[i] / (1 - std::pow(b1, step)), v_hat = v[i] / (1 - std::pow(b2, step));
+      p[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+    }
+  }
+  EXPECT_TRUE(all_close(read(param), p, 1e-6));
+  EXPECT_TRUE(all_close(read(mt), m, 1e-6));
+  EXPECT_TRUE(all_close(read(vt), v, 1e-6));
+}
+
+TEST(CpuKernels, SgdMatchesReferenceFormula) {
+  const int64_t n = 101;
+  const double lr = 0.1, momentum = 0.9, wd = 0.01;
+  std::vector<double> p = randoms(n, 100), buf(n, 0.0);
+  for (double& x : p) x = static_cast<float>(x);
+  std::vector<double> p_plain = p;
+  // The buffer starts as NaN: the first step must not read it.
+  const Tensor param = make<float>(p, {n}), plain = make<float>(p, {n});
+  const Tensor buft = make<float>(std::vector<double>(n, std::nan("")), {n});
+  for (int step = 1; step <= 3; ++step) {
+    const std::vector<double> g = randoms(n, 110 + step);
+    const Tensor gt = make<float>(g, {n});
+    cpu.sgd_step(param, gt, buft, lr, momentum, wd, step == 1);
+    cpu.sgd_step(plain, gt, Tensor(), lr, 0, wd, step == 1);  // no momentum, no buffer
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = static_cast<float>(g[i]) + wd * p[i];
+      buf[i] = step == 1 ? gi : momentum * buf[i] + gi;
+      p[i] -= lr * buf[i];
+      p_plain[i] -= lr * (static_cast<float>(g[i]) + wd * p_plain[i]);
+    }
+  }
+  EXPECT_TRUE(all_close(read(param), p, 1e-6));
+  EXPECT_TRUE(all_close(read(buft), buf, 1e-6));
+  EXPECT_TRUE(all_close(read(plain), p_plain, 1e-6));
+}
+
+TEST(CpuKernels, ErrorsNameTheKernelAndTensors) {
+  const Tensor a = Tensor::empty({2, 3}), b = Tensor::empty({3, 2});
+  Tensor out = Tensor::empty({2, 3});
+  std::string e = error_of([&] { cpu.binary(kernels::BinaryOp::add, a, b, out); });
+  EXPECT_NE(e.find("binary add"), std::string::npos) << e;
+  EXPECT_NE(e.find("f32[3, 2]"), std::string::npos) << e;
+  const Tensor ints = Tensor::empty({2, 3}, DType::i32);
+  Tensor int_out = Tensor::empty({2, 3}, DType::i32);
+  e = error_of([&] { cpu.binary(kernels::BinaryOp::mul, ints, ints, int_out); });
+  EXPECT_NE(e.find("i32 is not supported"), std::string::npos) << e;
+  e = error_of([&] { cpu.gelu_forward(a, b); });
+  EXPECT_NE(e.find("gelu_forward"), std::string::npos) << e;
+  e = error_of([&] { cpu.dropout_forward(a, out, 1.5, 0, 0); });
+  EXPECT_NE(e.find("probability 1.5"), std::string::npos) << e;
+  Tensor bad_out = Tensor::empty({2});
+  e = error_of([&] { cpu.sum_dim(a, bad_out, 0); });
+  EXPECT_NE(e.find("sum_dim"), std::string::npos) << e;
+  e = error_of([&] { cpu.adamw_step(a, Tensor::empty({3}), a, a, 1e-3, 0.9, 0.999, 1e-8, 0, 1); });
+  EXPECT_NE(e.find("adamw_step"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace glass

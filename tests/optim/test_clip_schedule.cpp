@@ -1,0 +1,101 @@
+// Global-norm clipping and learning-rate schedules.
+#include <cmath>
+#include <numbers>
+
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+// Parameters of odd sizes whose gradients are random with the given scale.
+std::vector<Tensor> params_with_grads(Generator& gen, double scale) {
+  std::vector<Tensor> params;
+  for (const Shape& s : {Shape{7, 13}, Shape{33}, Shape{5}}) {
+    Tensor p = zeros(s);
+    p.set_requires_grad(true);
+    p.set_grad(randn(s, gen, 0, scale));
+    params.push_back(p);
+  }
+  return params;
+}
+
+double global_norm(const std::vector<Tensor>& params) {
+  double total = 0;
+  for (const Tensor& p : params)
+    for (double g : testing::values(p.grad())) total += g * g;
+  return std::sqrt(total);
+}
+
+TEST(ClipGradNorm, ScalesToExactlyMaxNorm) {
+  Generator gen(1);
+  std::vector<Tensor> params = params_with_grads(gen, 3.0);
+  params.push_back(zeros({4}));  // a parameter without a gradient is skipped
+  const double norm = global_norm({params[0], params[1], params[2]});
+  const std::vector<double> g0 = testing::values(params[0].grad());
+  const double max_norm = norm / 3;
+  EXPECT_NEAR(clip_grad_norm(params, max_norm), norm, 1e-6 * norm);
+  EXPECT_NEAR(global_norm({params[0], params[1], params[2]}), max_norm, 1e-5 * max_norm);
+  // Every gradient is scaled by the same factor, max_norm / (norm + 1e-6).
+  std::vector<double> expected = g0;
+  for (double& g : expected) g *= max_norm / (norm + 1e-6);
+  EXPECT_TRUE(testing::all_close(testing::values(params[0].grad()), expected, 1e-6));
+}
+
+TEST(ClipGradNorm, LeavesSmallGradientsUntouched) {
+  Generator gen(2);
+  std::vector<Tensor> params = params_with_grads(gen, 0.01);
+  const std::vector<float> before = to_vector<float>(params[1].grad());
+  const double norm = clip_grad_norm(params, 1.0);
+  EXPECT_NEAR(norm, global_norm(params), 1e-6 * norm);
+  EXPECT_EQ(to_vector<float>(params[1].grad()), before);
+}
+
+TEST(ClipGradNorm, RejectsNonPositiveMaxNorm) {
+  Generator gen(3);
+  EXPECT_THROW(clip_grad_norm(params_with_grads(gen, 1), 0), Error);
+}
+
+TEST(LrSchedule, ConstantWithWarmup) {
+  const LrSchedule s = LrSchedule::constant(1e-3, 4);
+  EXPECT_DOUBLE_EQ(s.at(0), 1e-3 * 1 / 4);
+  EXPECT_DOUBLE_EQ(s.at(2), 1e-3 * 3 / 4);
+  EXPECT_DOUBLE_EQ(s.at(3), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(1000), 1e-3);
+  EXPECT_DOUBLE_EQ(LrSchedule::constant(0.5).at(0), 0.5);
+}
+
+TEST(LrSchedule, WarmupThenCosineToMinLr) {
+  // max 1.0, min 0.1 (the default max/10), warmup 10, reaches min at step 110.
+  const LrSchedule s = LrSchedule::cosine(1.0, 10, 110);
+  EXPECT_DOUBLE_EQ(s.min_lr, 0.1);
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(4), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);  // progress 0
+  EXPECT_NEAR(s.at(35), 0.1 + 0.5 * (1 + std::cos(std::numbers::pi / 4)) * 0.9,
+              1e-15);                  // progress 1/4
+  EXPECT_NEAR(s.at(60), 0.55, 1e-15);  // progress 1/2
+  EXPECT_DOUBLE_EQ(s.at(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(500), 0.1);
+  EXPECT_DOUBLE_EQ(LrSchedule::cosine(1.0, 0, 10, 0.0).at(10), 0.0);
+}
+
+TEST(LrSchedule, ParseNamesTheKinds) {
+  EXPECT_EQ(LrSchedule::parse("cosine", 1.0, 0, 10).kind, LrSchedule::Kind::cosine);
+  EXPECT_EQ(LrSchedule::parse("constant", 1.0, 0, 10).kind, LrSchedule::Kind::constant);
+  try {
+    LrSchedule::parse("linear", 1.0, 0, 10);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'linear' (expected constant or cosine)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(LrSchedule::cosine(1.0, 20, 10), Error);
+  EXPECT_THROW(LrSchedule::constant(1.0).at(-1), Error);
+}
+
+}  // namespace
+}  // namespace glass

@@ -1,0 +1,117 @@
+// train_gpt as a user runs it: bad input gives one clear error line and a non-zero exit; a tiny
+// run trains, saves weights, writes metrics and can start again from the saved weights.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Outcome {
+  int status = 0;
+  std::string out;  // stdout and stderr together
+};
+
+Outcome run_train_gpt(const std::string& args) {
+  const std::string cmd = std::string(GLASS_BINARY_DIR) + "/samples/train_gpt " + args + " 2>&1";
+  Outcome r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("glass_cli_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+const std::string kTiny = "--data " + kData +
+                          " --n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
+                          "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+
+// The error is one line, starting with "train_gpt: error:", and contains `fragment`.
+void expect_one_line_error(const std::string& args, const std::string& fragment) {
+  const Outcome r = run_train_gpt(args);
+  EXPECT_NE(r.status, 0) << r.out;
+  const std::string first = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(r.out.rfind("train_gpt: error:", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(first.find(fragment), std::string::npos)
+      << "missing '" << fragment << "' in: " << r.out;
+}
+
+TEST(TrainGptCli, UnknownFlag) { expect_one_line_error("--no-such-flag 3", "--no-such-flag"); }
+
+TEST(TrainGptCli, MissingDataFile) {
+  expect_one_line_error("--data /nonexistent/shakespeare.txt --steps 1",
+                        "/nonexistent/shakespeare.txt");
+}
+
+TEST(TrainGptCli, DeviceCudaWithoutGpu) {
+  expect_one_line_error(kTiny + "--steps 1 --device cuda", "cuda");
+}
+
+TEST(TrainGptCli, ShapeMismatchHeadsDoNotDivideWidth) {
+  expect_one_line_error("--data " + kData + " --n-embd 30 --n-head 4 --steps 1", "n_head");
+}
+
+TEST(TrainGptCli, CorruptShard) {
+  const std::string path = tmp("corrupt.bin");
+  std::ofstream(path, std::ios::binary) << std::string("\x88\xd8\x34\x01", 4) << "junk";
+  expect_one_line_error("--data " + path + " --vocab-size 50 --steps 1", "corrupt.bin");
+}
+
+TEST(TrainGptCli, CorruptCheckpoint) {
+  const std::string dir = tmp("ckdir");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/latest") << "ckpt_00000001.safetensors\n";
+  std::ofstream(dir + "/ckpt_00000001.safetensors") << "garbage";
+  expect_one_line_error(kTiny + "--steps 2 --resume " + dir, "ckpt_00000001.safetensors");
+}
+
+TEST(TrainGptCli, WrongDtypeInitWeights) {
+  // Token ids (i32) where weights should be: a dtype error naming the parameter.
+  const std::string path = tmp("ints.safetensors");
+  const std::string header =
+      R"({"transformer.wte.weight":{"dtype":"I32","shape":[65,16],"data_offsets":[0,4160]}})";
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += header + std::string(4160, '\0');
+  std::ofstream(path, std::ios::binary) << bytes;
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --init " + path);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("train_gpt: error:"), std::string::npos) << r.out;
+}
+
+TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
+  const std::string weights = tmp("w.safetensors"), metrics = tmp("m.jsonl");
+  std::filesystem::remove(metrics);
+  const Outcome r = run_train_gpt(kTiny + "--steps 3 --save " + weights + " --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("step     3/3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done: 3 steps"), std::string::npos) << r.out;
+  std::ifstream in(metrics);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* key : {"step", "loss", "lr", "ms", "tokens_per_s"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_EQ(j["step"], ++lines);
+  }
+  EXPECT_EQ(lines, 3);
+  const Outcome again = run_train_gpt(kTiny + "--steps 1 --init " + weights);
+  EXPECT_EQ(again.status, 0) << again.out;
+}
+
+}  // namespace

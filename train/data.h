@@ -1,0 +1,70 @@
+// Training data: token streams from plain text (character vocabulary) or llm.c token shards, and
+// the batches a training step reads.
+//
+// Batches are a pure function of the step number (and the seed, with shuffling), so a resumed run
+// reads exactly the batches the uninterrupted run would have read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace glass::train {
+
+// The sorted distinct bytes of a text; token id = position in that list.
+class CharVocab {
+ public:
+  static CharVocab from_text(const std::string& text);
+  int64_t size() const { return static_cast<int64_t>(chars_.size()); }
+  std::vector<int32_t> encode(const std::string& text) const;  // throws on an unknown character
+  std::string decode(const std::vector<int32_t>& ids) const;
+  const std::string& chars() const { return chars_; }
+
+ private:
+  std::string chars_;
+  int32_t index_[256];
+};
+
+struct Dataset {
+  std::string path;
+  std::vector<int32_t> train, val;  // token ids; val is the held-out tail
+  int64_t vocab_size = 0;
+  std::optional<CharVocab> vocab;  // set for text data
+};
+
+// A text file: character vocabulary; the last `val_fraction` of the tokens is held out.
+Dataset load_text(const std::string& path, double val_fraction = 0.1);
+// An llm.c shard (int32[256] header: magic 20240520, version 1, token count; uint16 tokens).
+// Every token must be < vocab_size. Throws naming the file and the problem.
+std::vector<int32_t> read_shard(const std::string& path, int64_t vocab_size);
+Dataset load_shard(const std::string& path, int64_t vocab_size, double val_fraction = 0.1);
+// A shard when the name ends in .bin or the file starts with the shard magic, else text.
+Dataset load_dataset(const std::string& path, int64_t vocab_size, double val_fraction = 0.1);
+
+struct Batch {
+  Tensor x, y;  // i32 [B, T]; y is x shifted by one token
+};
+
+// Step s without shuffling reads tokens [s*B*T, (s+1)*B*T + 1) of the stream, wrapping at its end.
+// With shuffling, row b of step s starts at a Philox-random position (seed, s*B + b).
+class BatchLoader {
+ public:
+  BatchLoader(const std::vector<int32_t>* tokens, int64_t batch, int64_t seq_len, bool shuffle,
+              uint64_t seed);
+  Batch batch(int64_t step, Device device) const;
+  // Rows [row_begin, row_end) of step s's batch (data parallelism reads its share).
+  Batch rows(int64_t step, int64_t row_begin, int64_t row_end, Device device) const;
+  int64_t batch_size() const { return batch_; }
+  int64_t seq_len() const { return seq_len_; }
+
+ private:
+  const std::vector<int32_t>* tokens_;
+  int64_t batch_, seq_len_;
+  bool shuffle_;
+  uint64_t seed_;
+};
+
+}  // namespace glass::train

@@ -1,0 +1,247 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "autograd/ops.h"
+#include "engine/allocator.h"
+#include "engine/log.h"
+#include "kernels/cpu/threads.h"
+#include "nn/safetensors.h"
+#include "optim/clip.h"
+#include "train/checkpoint.h"
+
+namespace glass::train {
+
+namespace {
+
+Device pick_device(const std::string& name) {
+  // "auto" is the best device this build has; only `cpu` exists so far.
+  return name == "auto" ? kCPU : Device::parse(name);
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Mean cross-entropy of the model's next-token predictions for one batch.
+Tensor batch_loss(const GPT& model, const Batch& b) {
+  const Tensor logits = model.forward(b.x);
+  const int64_t rows = b.x.numel();
+  return cross_entropy(view(logits, {rows, logits.size(-1)}), view(b.y, {rows}));
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options) : opt_(options) {
+  device_ = pick_device(opt_.device);
+  const int threads = kernels::cpu::set_threads(opt_.threads);
+  data_ = load_dataset(opt_.data, opt_.vocab_size);
+
+  // The model's shape: from the checkpoint when resuming, from --init's weights, else the flags.
+  std::optional<LoadedCheckpoint> ck;
+  std::optional<SafeTensorsFile> init;
+  if (!opt_.resume.empty()) {
+    ck = load_checkpoint(opt_.resume);
+    config_ = ck->state.config;
+  } else if (!opt_.init.empty()) {
+    init = load_safetensors(opt_.init, device_);
+    config_ = GPT::config_from_state_dict(init->tensors, opt_.n_head);
+    config_.dropout = opt_.dropout;
+  } else {
+    config_ = {data_.vocab_size, opt_.seq_len, opt_.n_layer,
+               opt_.n_head,      opt_.n_embd,  opt_.dropout};
+  }
+  config_.validate();
+  GLASS_CHECK(config_.vocab_size >= data_.vocab_size,
+              "the model's vocabulary ({}) is smaller than the data's ({})", config_.vocab_size,
+              data_.vocab_size);
+  GLASS_CHECK(opt_.seq_len <= config_.block_size,
+              "--seq-len {} is longer than the model's block size {}", opt_.seq_len,
+              config_.block_size);
+
+  dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
+  model_ = std::make_unique<GPT>(config_, dropout_gen_);
+  Generator init_gen(opt_.seed);
+  model_->init(init_gen);
+  if (init) model_->load_state_dict(init->tensors);
+
+  optimizer_ = std::make_unique<AdamW>(
+      model_->named_parameters(),
+      AdamWOptions{opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay});
+  // A run shorter than the warmup warms up over the whole run.
+  schedule_ =
+      LrSchedule::parse(opt_.lr_schedule, opt_.lr, std::min(opt_.warmup, opt_.steps), opt_.steps);
+  loader_ = std::make_unique<BatchLoader>(&data_.train, opt_.batch, opt_.seq_len, opt_.shuffle,
+                                          opt_.seed);
+  if (static_cast<int64_t>(data_.val.size()) > opt_.seq_len)
+    val_loader_ = std::make_unique<BatchLoader>(&data_.val, opt_.batch, opt_.seq_len, false, 0);
+
+  if (ck) {
+    model_->load_state_dict(ck->model);
+    optimizer_->load_state(ck->optimizer, ck->optimizer_scalars);
+    dropout_gen_.set_state(ck->state.rng_seed, ck->state.rng_offset);
+    step_ = ck->state.step;
+    log().info("resumed from {} at step {}", ck->path, step_);
+  }
+  if (!opt_.metrics.empty()) {
+    metrics_.open(opt_.metrics, std::ios::app);
+    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+  }
+
+  log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
+             threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
+  log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step", config_.str(),
+             static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch, opt_.seq_len,
+             opt_.batch * opt_.seq_len);
+}
+
+StepResult Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  model_->train(true);
+  const Batch b = loader_->batch(step_, device_);
+  const Tensor loss = batch_loss(*model_, b);
+  if (opt_.print_tape && step_ == 0) fmt::print("{}", tape_string(loss, true));
+  backward(loss);
+
+  StepResult r;
+  r.loss = item(loss);
+  if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
+  r.lr = schedule_.at(step_);
+  optimizer_->set_lr(r.lr);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  ++step_;
+  r.step = step_;
+  r.ms = ms_since(t0);
+  r.tokens_per_s = static_cast<double>(b.x.numel()) / (r.ms / 1000.0);
+  return r;
+}
+
+double Trainer::evaluate(int64_t batches) {
+  GLASS_CHECK(val_loader_ != nullptr,
+              "evaluate: the held-out split of {} is shorter than one "
+              "sequence",
+              data_.path);
+  NoGradGuard no_grad;
+  model_->train(false);
+  double total = 0;
+  for (int64_t i = 0; i < batches; ++i)
+    total += item(batch_loss(*model_, val_loader_->batch(i, device_)));
+  model_->train(true);
+  return total / static_cast<double>(batches);
+}
+
+std::string Trainer::sample(int64_t n, uint64_t seed) {
+  GLASS_CHECK(data_.vocab.has_value(), "sample: token-shard data has no character vocabulary");
+  NoGradGuard no_grad;
+  model_->train(false);
+  const CharVocab& vocab = *data_.vocab;
+  const auto newline = vocab.chars().find('\n');
+  std::vector<int32_t> ids{static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    // The last block_size tokens are the context; sample the next from softmax(last logits).
+    const size_t ctx = std::min<size_t>(ids.size(), static_cast<size_t>(opt_.seq_len));
+    const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
+    const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
+    const Tensor logits = model_->forward(x);
+    const Tensor last = slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
+                              static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx));
+    const std::vector<float> p = to_vector<float>(softmax(last));
+    const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
+    double acc = 0;
+    int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
+    for (int32_t v = 0; v < data_.vocab_size; ++v) {
+      acc += p[static_cast<size_t>(v)];
+      if (u < acc) {
+        next = v;
+        break;
+      }
+    }
+    ids.push_back(next);
+    out.push_back(next);
+  }
+  model_->train(true);
+  return vocab.decode(out);
+}
+
+std::string Trainer::save_checkpoint_now() const {
+  CheckpointState s;
+  s.step = step_;
+  s.rng_seed = dropout_gen_.seed();
+  s.rng_offset = dropout_gen_.offset();
+  s.data_position = step_;
+  s.config = config_;
+  s.data_path = data_.path;
+  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_);
+}
+
+void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
+  const AllocatorStats mem = Allocator::for_device(device_).stats();
+  if (!opt_.quiet || val_loss) {
+    std::string line = fmt::format(
+        "step {:5d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:7.1f} ms | {:8.0f} tok/s",
+        r.step, opt_.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s);
+    if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+  if (metrics_.is_open()) {
+    nlohmann::json j = {{"step", r.step},
+                        {"loss", r.loss},
+                        {"lr", r.lr},
+                        {"grad_norm", r.grad_norm},
+                        {"ms", r.ms},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"peak_allocated_bytes", mem.peak_allocated_bytes},
+                        {"peak_reserved_bytes", mem.peak_reserved_bytes}};
+    if (val_loss) j["val_loss"] = *val_loss;
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+  }
+}
+
+void Trainer::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = step_;
+  double last_loss = NAN, tokens = 0, train_ms = 0;
+  std::optional<double> val_loss;
+  while (step_ < opt_.steps) {
+    const StepResult r = train_step();
+    GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
+                r.loss);
+    last_loss = r.loss;
+    tokens += static_cast<double>(opt_.batch * opt_.seq_len);
+    train_ms += r.ms;
+    std::optional<double> v;
+    if (val_loader_ &&
+        (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
+      val_loss = v = evaluate(opt_.eval_batches);
+    log_step(r, v);
+    if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
+        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
+      log().info("checkpoint {}", save_checkpoint_now());
+  }
+  if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  if (!opt_.save.empty()) {
+    save_safetensors(opt_.save, model_->named_parameters(),
+                     {{"format", "pt"}, {"config", config_.str()}});
+    log().info("saved weights to {}", opt_.save);
+  }
+  const AllocatorStats mem = Allocator::for_device(device_).stats();
+  fmt::print(
+      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s | final loss {:.4f}{} | peak memory {:.1f} MiB "
+      "allocated, {:.1f} MiB reserved\n",
+      step_ - first, ms_since(t0) / 1000.0, train_ms > 0 ? tokens / (train_ms / 1000.0) : 0.0,
+      last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
+      static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
+      static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
+  if (opt_.sample > 0 && data_.vocab) {
+    fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
+               sample(opt_.sample, opt_.seed));
+  }
+}
+
+}  // namespace glass::train

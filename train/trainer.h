@@ -1,0 +1,84 @@
+// Trainer: the training loop that samples/train_gpt runs, as a library so that tests can drive it.
+//
+// One step: read the step's batch -> forward -> cross-entropy -> backward -> clip the global
+// gradient norm -> set the scheduled learning rate -> AdamW -> zero the gradients. Everything a
+// step depends on (weights, optimizer state, step number, dropout RNG, data position) is in the
+// checkpoint, so resuming at step k and training to n equals training to n in one go, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "nn/gpt.h"
+#include "optim/adamw.h"
+#include "optim/schedule.h"
+#include "train/data.h"
+
+namespace glass::train {
+
+struct TrainOptions {
+  std::string device = "auto";
+  std::string data = "data/tinyshakespeare.txt";
+  int64_t vocab_size = 0;  // token shards only
+  int64_t n_layer = 4, n_head = 4, n_embd = 256;
+  int64_t seq_len = 128, batch = 16, steps = 600;
+  double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  int64_t warmup = 20;
+  std::string lr_schedule = "cosine";
+  double grad_clip = 1.0;  // 0 = off
+  double dropout = 0;
+  uint64_t seed = 1337;
+  bool shuffle = false;
+  std::string init, save;              // safetensors weights in / out
+  std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
+  int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
+  std::string metrics;                 // JSONL path
+  int64_t eval_every = 100, eval_batches = 8;
+  int64_t sample = 400;  // characters generated after training (text data)
+  int threads = 0;       // 0 = all cores
+  bool print_tape = false;
+  bool quiet = false;  // no per-step progress lines
+};
+
+struct StepResult {
+  int64_t step = 0;  // 1-based number of the step just done
+  double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& options);
+
+  StepResult train_step();
+  // Mean loss over `batches` consecutive batches of the held-out split (no dropout, no grad).
+  double evaluate(int64_t batches);
+  // `n` characters sampled from the model, starting after a newline (text data only).
+  std::string sample(int64_t n, uint64_t seed);
+  // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample.
+  void run();
+
+  int64_t step() const { return step_; }
+  const GPT& model() const { return *model_; }
+  const Dataset& data() const { return data_; }
+  std::string save_checkpoint_now() const;
+
+ private:
+  void log_step(const StepResult& r, std::optional<double> val_loss);
+
+  TrainOptions opt_;
+  Device device_;
+  Dataset data_;
+  GPTConfig config_;
+  Generator dropout_gen_;
+  std::unique_ptr<GPT> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  LrSchedule schedule_;
+  std::unique_ptr<BatchLoader> loader_, val_loader_;
+  int64_t step_ = 0;
+  std::ofstream metrics_;
+};
+
+}  // namespace glass::train
