@@ -49,9 +49,9 @@ GemmOperand gemm_operand(const Tensor& t, const Shape& batch) {
   const std::optional<int64_t> bs = batch_stride(e, nb);
   const int64_t rs = e.stride(-2), cs = e.stride(-1);
   if (bs && (cols <= 1 || cs == 1) && (rows <= 1 || rs >= cols))
-    return {e, false, rows <= 1 ? std::max<int64_t>(cols, 1) : rs, *bs};
+    return {e, false, rows <= 1 || cols == 0 ? std::max<int64_t>(cols, 1) : rs, *bs};
   if (bs && (rows <= 1 || rs == 1) && (cols <= 1 || cs >= rows))
-    return {e, true, cols <= 1 ? std::max<int64_t>(rows, 1) : cs, *bs};
+    return {e, true, cols <= 1 || rows == 0 ? std::max<int64_t>(rows, 1) : cs, *bs};
   Tensor c = Tensor::empty(full, t.dtype(), t.device());
   kernels::backend(t).copy(e, c);
   return {c, false, std::max<int64_t>(cols, 1), rows * cols};

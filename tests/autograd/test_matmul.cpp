@@ -68,6 +68,8 @@ TEST(Matmul, ForwardMatchesNaive) {
   for (int rep = 0; rep < 2; ++rep) bb.insert(bb.end(), bv.begin(), bv.end());
   EXPECT_TRUE(all_close(
       matmul(a, b), from_vector(naive_matmul(values(a), bb, 6, 6, 7, 5, 4), {2, 3, 7, 4}), 1e-6));
+  // An empty inner dimension gives zeros.
+  EXPECT_TRUE(all_close(matmul(zeros({3, 0}), zeros({0, 4})), zeros({3, 4}), 0));
   const Tensor bt = rnd({2, 3, 4, 5}, 4, DType::f32);  // read through the transpose flag
   EXPECT_TRUE(all_close(matmul(a, transpose(bt, -1, -2)),
                         matmul(a, contiguous(transpose(bt, -1, -2))), 1e-6));

@@ -1,0 +1,31 @@
+// Force-included (`-include engine/emu/cuda_shim.h`) into every .cu file compiled under emu, i.e.
+// compiled as host C++ by the host compiler. It stands in for what nvcc provides implicitly:
+// the CUDA keywords, the built-in variables, and the device intrinsics, all implemented on the
+// host by the emulator. Kernels are then ordinary functions launched by launch_kernel().
+#pragma once
+
+#define GLASS_EMU 1
+
+// The keywords must be defined before any CUDA header: without __CUDACC__, crt/host_defines.h
+// keeps a user's definition. __host__/__device__/__global__/__constant__ then vanish, and
+// __shared__ becomes thread_local (at block scope that implies static): an OS thread runs one
+// block at a time, so every block sees one copy, and blocks on other OS threads have their own.
+// Static __shared__ is not poisoned: it keeps what the previous block on that OS thread left.
+#define __host__
+#define __device__
+#define __global__
+#define __constant__
+#define __managed__
+#define __shared__ thread_local
+#define __launch_bounds__(...)
+// Not __attribute__((noinline)): libstdc++ itself spells __attribute__((__noinline__)).
+#define __noinline__
+
+#include <vector_functions.h>
+#include <vector_types.h>
+
+#include "engine/emu/builtins.h"
+#include "engine/emu/dynamic_shared.h"
+#include "engine/emu/intrinsics_atomic.h"
+#include "engine/emu/intrinsics_math.h"
+#include "engine/emu/intrinsics_sync.h"

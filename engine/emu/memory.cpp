@@ -1,0 +1,133 @@
+#include "engine/emu/memory.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "engine/emu/error.h"
+#include "engine/emu/settings.h"
+
+namespace glass::emu {
+namespace {
+
+constexpr size_t kAlignment = 256;  // what cudaMalloc guarantees
+constexpr size_t kRedZone = 256;    // before every checked allocation, and at least after it
+constexpr unsigned char kZoneByte = 0xFD;
+constexpr int kFreshByte = 0xFF;
+
+struct Allocation {
+  std::byte* raw;
+  size_t bytes;
+  size_t before;  // red zone bytes before the user's first byte (0: unchecked)
+  size_t after;   // red zone bytes after the user's last byte
+  uint64_t serial;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::byte*, Allocation> live;  // by user pointer
+  uint64_t allocations = 0;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+std::string address(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// "" when the zone [p, p + n) is intact, else "[first, last]" of the bytes that changed,
+// as offsets from `origin`.
+std::string zone_damage(const std::byte* p, size_t n, const std::byte* origin) {
+  size_t first = n, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<unsigned char>(p[i]) == kZoneByte) continue;
+    if (first == n) first = i;
+    last = i;
+  }
+  if (first == n) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%td, %td]", p + first - origin, p + last - origin);
+  return buf;
+}
+
+// Describes what was written outside `a`, or "" if nothing was, and repairs the zones.
+std::string damage(std::byte* user, const Allocation& a) {
+  if (a.before == 0) return "";
+  std::string below = zone_damage(user - a.before, a.before, user);
+  std::string above = zone_damage(user + a.bytes, a.after, user);
+  if (below.empty() && above.empty()) return "";
+  std::memset(user - a.before, kZoneByte, a.before);
+  std::memset(user + a.bytes, kZoneByte, a.after);
+  std::string msg = "allocation #" + std::to_string(a.serial) + " (" + std::to_string(a.bytes) +
+                    " bytes at " + address(user) + ") was written";
+  if (!below.empty()) msg += " before its start at byte offsets " + below;
+  if (!below.empty() && !above.empty()) msg += " and";
+  if (!above.empty()) msg += " past its end at byte offsets " + above;
+  return msg;
+}
+
+}  // namespace
+
+void* device_malloc(size_t bytes) {
+  const bool checked = settings().check_memory;
+  const size_t body = round_up(bytes == 0 ? 1 : bytes, kAlignment);
+  const size_t before = checked ? kRedZone : 0;
+  const size_t total = before + body + (checked ? kRedZone : 0);
+  auto* raw = static_cast<std::byte*>(std::aligned_alloc(kAlignment, total));
+  if (!raw)
+    throw EmuError("device_malloc: out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::byte* user = raw + before;
+  std::memset(user, kFreshByte, bytes);
+  const size_t after = checked ? total - before - bytes : 0;
+  if (checked) {
+    std::memset(raw, kZoneByte, before);
+    std::memset(user + bytes, kZoneByte, after);
+  }
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.live.emplace(user, Allocation{raw, bytes, before, after, ++r.allocations});
+  return user;
+}
+
+void device_free(void* p) {
+  if (!p) return;
+  Registry& r = registry();
+  std::string bad;
+  {
+    std::lock_guard lock(r.mutex);
+    auto it = r.live.find(static_cast<std::byte*>(p));
+    if (it == r.live.end())
+      throw EmuError("device_free(" + address(p) + "): not a pointer returned by device_malloc");
+    bad = damage(it->first, it->second);
+    std::free(it->second.raw);
+    r.live.erase(it);
+  }
+  if (!bad.empty()) throw EmuError("device_free(" + address(p) + "): " + bad);
+}
+
+void check_red_zones(const char* kernel) {
+  Registry& r = registry();
+  std::string bad;
+  {
+    std::lock_guard lock(r.mutex);
+    for (const auto& [user, a] : r.live) {
+      std::string d = damage(user, a);
+      if (!d.empty()) bad += "\n  " + d;
+    }
+  }
+  if (!bad.empty())
+    throw EmuError("kernel '" + std::string(kernel) + "' wrote outside device memory:" + bad);
+}
+
+}  // namespace glass::emu

@@ -1,0 +1,26 @@
+// Device memory on emu: host memory handed out behind device-style pointers.
+//
+// Fresh allocations are filled with 0xFF bytes (NaN as any float type, -1 as an integer), so a
+// kernel that reads memory nobody wrote produces visibly wrong results. With
+// Settings::check_memory (GLASS_EMU_CHECK=1) each allocation also gets red zones before and
+// after it; every launch and every device_free checks them and throws EmuError naming the kernel
+// and the allocation when something wrote there. A write that lands beyond a red zone is not
+// seen (AddressSanitizer sees it).
+#pragma once
+
+#include <cstddef>
+
+namespace glass::emu {
+
+// Like cudaMalloc: the pointer is aligned to 256 bytes. Throws EmuError when out of memory.
+void* device_malloc(size_t bytes);
+// Like cudaFree; nullptr is ignored. Throws EmuError for a pointer device_malloc did not return,
+// or, when it has red zones, if they were written.
+void device_free(void* p);
+
+// Checks the red zones of every live allocation that has them; throws EmuError naming `kernel`
+// (and restores the zones, so that one bad write is reported once). Called after every launch
+// in checking mode.
+void check_red_zones(const char* kernel);
+
+}  // namespace glass::emu
