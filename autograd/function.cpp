@@ -14,14 +14,18 @@ void OpScope::init(const char* op) {
   if (GradMode::enabled())
     for (const auto& t : inputs_)
       if (t.requires_grad()) needs_grad_ = true;
-  id_ = Tape::current().next_id();
-  // An op called while backward or the optimizer runs keeps that phase; otherwise it is forward.
+  // An op used inside a backward function or an optimizer step is part of that node or step:
+  // its launches keep the caller's op, node id and phase. Anywhere else it is a forward op of its
+  // own, with a fresh node id.
   const Phase outer = current_launch_context().phase;
-  scope_.emplace(op, id_, outer == Phase::other ? Phase::forward : outer);
+  if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
+  id_ = Tape::current().next_id();
+  scope_.emplace(op, id_, Phase::forward);
 }
 
 Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward) {
   if (!needs_grad_) return out;
+  if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
   auto node = std::make_shared<Node>();
   node->id = id_;
   node->op = op_;

@@ -1,0 +1,115 @@
+// The backward engine itself: reverse tape order, gradient summing, leaf accumulation, hooks,
+// early release of saved tensors, NoGradGuard, detach and the tape printer.
+#include <gtest/gtest.h>
+
+#include "autograd/ops.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+Tensor leaf(std::vector<double> v, Shape s) {
+  Tensor t = from_vector(v, s);
+  t.set_requires_grad(true);
+  return t;
+}
+
+TEST(Tape, GradientsMeetingInOneTensorAreSummed) {
+  Tensor x = leaf({1, 2, 3}, {3});
+  // y = x*x + 3x: dy/dx = 2x + 3, with x reaching y along three edges.
+  Tensor y = sum(x * x + x * 3.0);
+  backward(y);
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{5, 7, 9}));
+}
+
+TEST(Tape, LeafGradientsAccumulateOverBackwardPasses) {
+  Tensor x = leaf({1, -2}, {2});
+  backward(sum(x * 2.0));
+  backward(sum(x * x));
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{2 + 2, 2 - 4}));
+}
+
+TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {
+  Tensor x = leaf({0.5, 1.5}, {2});
+  Tensor a = x * 2.0;
+  Tensor b = gelu(a);
+  Tensor c = sum(b);
+  std::vector<int64_t> order;
+  for (const Tensor& t : {a, b, c}) {
+    t.grad_fn()->pre_hooks.push_back([&](Node& n, const Tensor&) { order.push_back(n.id); });
+  }
+  int post_calls = 0;
+  b.grad_fn()->post_hooks.push_back([&](Node& n, const std::vector<Tensor>& grads) {
+    ++post_calls;
+    EXPECT_EQ(grads.size(), 1u);
+    EXPECT_EQ(grads[0].shape(), (Shape{2}));
+  });
+  backward(c);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_GT(order[0], order[1]);
+  EXPECT_GT(order[1], order[2]);
+  EXPECT_EQ(post_calls, 1);
+}
+
+TEST(Tape, GradReadyHookFiresOnceWithTheFinishedGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  std::vector<std::vector<double>> seen;
+  x.autograd_meta().grad_ready_hooks.push_back(
+      [&](const Tensor& g) { seen.push_back(to_vector<double>(g)); });
+  backward(sum(x * x + x * 5.0 + x));  // three contributions, one hook call
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<double>{8, 10}));
+}
+
+TEST(Tape, SavedTensorsAreReleasedAfterTheNodeRunsAndASecondBackwardFails) {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = x * x;  // saves both inputs
+  Tensor loss = sum(y);
+  Node* mul_node = y.grad_fn().get();
+  EXPECT_FALSE(mul_node->saved.empty());
+  backward(loss);
+  EXPECT_TRUE(mul_node->saved.empty());
+  EXPECT_TRUE(mul_node->has_run());
+  EXPECT_THROW(backward(loss), Error);
+}
+
+TEST(Tape, NoGradGuardAndDetachRecordNothing) {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    NoGradGuard guard;
+    Tensor y = x * 3.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+  }
+  Tensor d = (x * 3.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_THROW(backward(sum(d)), Error);
+  // A detached branch contributes nothing: only the attached one reaches x.
+  Tensor y = sum(x * 2.0 + (x * x).detach());
+  backward(y);
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{2, 2}));
+}
+
+TEST(Tape, PrinterListsNodesInTapeOrderWithLeafNames) {
+  Tensor w = leaf({1, 2, 3, 4}, {2, 2});
+  w.autograd_meta().name = "layer.weight";
+  Tensor x = from_vector<double>({1, 1}, {1, 2});
+  Tensor loss = sum(matmul(x, w));
+  const std::string s = tape_string(loss, true);
+  EXPECT_NE(s.find("2 nodes"), std::string::npos) << s;
+  EXPECT_NE(s.find("leaf layer.weight"), std::string::npos) << s;
+  EXPECT_LT(s.find("matmul"), s.find("sum")) << s;
+  EXPECT_NE(s.find("saved[0]"), std::string::npos) << s;
+}
+
+TEST(Tape, BackwardNeedsAScalarOrAGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 2.0;
+  EXPECT_THROW(backward(y), Error);
+  backward(y, from_vector<double>({1, 10}, {2}));
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{2, 20}));
+  EXPECT_THROW(backward(from_vector<double>({1}, {1})), Error);  // nothing requires grad
+}
+
+}  // namespace
+}  // namespace glass
