@@ -87,4 +87,12 @@ Tensor cast(const Tensor& t, DType dtype) {
   return out;
 }
 
+Tensor to_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  const Tensor src = contiguous(t.detach());
+  std::vector<char> host(src.nbytes());
+  src.copy_to_host(host.data());
+  return Tensor::from_host(host.data(), src.shape(), src.dtype(), device);
+}
+
 }  // namespace glass

@@ -43,6 +43,9 @@ std::vector<T> to_vector(const Tensor& t);
 double item(const Tensor& t);
 // A copy converted to `dtype` (no history: casts are for storage, e.g. bf16 weights).
 Tensor cast(const Tensor& t, DType dtype);
+// A contiguous copy on `device` (no history), staged through host memory; `t` itself when it is
+// already there.
+Tensor to_device(const Tensor& t, Device device);
 
 // --- views: share storage, never copy (except contiguous/reshape/concat, which say so) ---
 Tensor view(const Tensor& x, Shape shape);     // one dim may be -1; x's strides must allow it

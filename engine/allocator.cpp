@@ -4,6 +4,9 @@
 #include <cstdlib>
 
 #include "engine/error.h"
+#if defined(GLASS_HAS_EMU)
+#include "engine/emu/memory.h"
+#endif
 
 namespace glass {
 
@@ -12,6 +15,15 @@ Allocator& Allocator::for_device(Device d) {
     case DeviceKind::cpu: {
       static Allocator cpu(kCPU);
       return cpu;
+    }
+    case DeviceKind::emu: {
+#if defined(GLASS_HAS_EMU)
+      // Never destroyed: at exit the emulator's own registry of allocations may already be gone.
+      static Allocator* emu = new Allocator(kEmu);
+      return *emu;
+#else
+      break;
+#endif
     }
   }
   fail("Allocator: no allocator for device {}", d.str());
@@ -25,14 +37,41 @@ size_t Allocator::size_class(size_t bytes) {
 }
 
 void* Allocator::device_malloc(size_t bytes) {
-  // 64-byte alignment: a cache line, and what AVX-512 loads like.
-  void* p = std::aligned_alloc(64, bytes);
+  void* p = nullptr;
+  switch (device_.kind) {
+    case DeviceKind::cpu:
+      // 64-byte alignment: a cache line, and what AVX-512 loads like.
+      p = std::aligned_alloc(64, bytes);
+      break;
+    case DeviceKind::emu:
+#if defined(GLASS_HAS_EMU)
+      // Host memory behind a device pointer: 256-byte aligned like cudaMalloc, fresh bytes 0xFF,
+      // red zones with GLASS_EMU_CHECK=1. It throws on failure; report it like the cpu case.
+      try {
+        p = glass::emu::device_malloc(bytes);
+      } catch (const std::exception&) {
+        p = nullptr;
+      }
+#endif
+      break;
+  }
   GLASS_CHECK(p != nullptr, "Allocator: out of memory on {} allocating {} bytes ({} reserved)",
               device_.str(), bytes, stats_.reserved_bytes);
   return p;
 }
 
-void Allocator::device_free(void* p) { std::free(p); }
+void Allocator::device_free(void* p) {
+  switch (device_.kind) {
+    case DeviceKind::cpu:
+      std::free(p);
+      return;
+    case DeviceKind::emu:
+#if defined(GLASS_HAS_EMU)
+      glass::emu::device_free(p);
+#endif
+      return;
+  }
+}
 
 void* Allocator::allocate(size_t bytes) {
   const size_t cls = size_class(bytes);

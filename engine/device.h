@@ -1,13 +1,15 @@
 // Device: where a tensor's memory lives and whose kernels run on it.
-// Only `cpu` exists so far; `cuda` and `emu` slot in as further kinds with their own kernel
-// table in kernels/ and their own Allocator.
+// `cpu` runs kernels/cpu on host memory. `emu` runs the CUDA kernels of kernels/cuda on the CPU
+// through the emulator (engine/emu): its memory is host memory behind device-style pointers.
+// `cuda` (a real GPU) slots in as a further kind with its own kernel table and Allocator.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace glass {
 
-enum class DeviceKind : uint8_t { cpu };
+enum class DeviceKind : uint8_t { cpu, emu };
 
 struct Device {
   DeviceKind kind = DeviceKind::cpu;
@@ -15,10 +17,11 @@ struct Device {
 
   bool operator==(const Device&) const = default;
   std::string str() const;
-  // Parses "cpu" (and later "cuda", "cuda:1", "emu"); throws glass::Error naming the string.
+  // Parses "cpu" and "emu" (and later "cuda", "cuda:1"); throws glass::Error naming the string.
   static Device parse(const std::string& name);
 };
 
 inline const Device kCPU{DeviceKind::cpu, 0};
+inline const Device kEmu{DeviceKind::emu, 0};
 
 }  // namespace glass

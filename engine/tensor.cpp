@@ -47,6 +47,7 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
   if (t.nbytes() == 0) return t;  // memcpy with a null source is undefined even for 0 bytes
   switch (device.kind) {
     case DeviceKind::cpu:
+    case DeviceKind::emu:  // emu device memory is host memory
       std::memcpy(t.raw_data(), src, t.nbytes());
       break;
   }
@@ -58,6 +59,7 @@ void Tensor::copy_to_host(void* dst) const {
   if (nbytes() == 0) return;
   switch (device().kind) {
     case DeviceKind::cpu:
+    case DeviceKind::emu:  // emu device memory is host memory
       std::memcpy(dst, raw_data(), nbytes());
       break;
   }
@@ -113,6 +115,15 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
 }
 
 Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+
+void Tensor::set_data(const Tensor& src) {
+  GLASS_CHECK(defined() && src.defined(), "set_data: both tensors must be defined");
+  impl_->storage = src.storage();
+  impl_->offset = src.offset();
+  impl_->shape = src.shape();
+  impl_->strides = src.strides();
+  impl_->dtype = src.dtype();
+}
 
 bool Tensor::requires_grad() const {
   return defined() && impl_->autograd &&

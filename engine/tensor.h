@@ -90,6 +90,9 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   // A new handle to the same storage and geometry but without autograd history.
   Tensor detach() const;
+  // Makes this tensor (every handle to it) use `src`'s storage, geometry and dtype, keeping its
+  // autograd meta: how a module moves its parameters to another device in place.
+  void set_data(const Tensor& src);
 
   // Copies a contiguous tensor to host memory (nbytes()).
   void copy_to_host(void* dst) const;

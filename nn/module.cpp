@@ -66,6 +66,13 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+void Module::to(Device device) {
+  for (auto& [name, p] : named_parameters()) {
+    Tensor handle = p;
+    handle.set_data(to_device(p, device));
+  }
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
@@ -104,7 +111,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   // 2. Copy each value into the existing parameter storage, converting the dtype if needed.
   NoGradGuard no_grad;
   for (auto& [param, src] : copies) {
-    const Tensor value = src->dtype() == param.dtype() ? *src : cast(*src, param.dtype());
+    const Tensor on_device = to_device(*src, param.device());
+    const Tensor value =
+        on_device.dtype() == param.dtype() ? on_device : cast(on_device, param.dtype());
     kernels::backend(param).copy(value.detach(), param);
   }
 }

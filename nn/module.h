@@ -32,6 +32,10 @@ class Module {
   std::vector<Tensor> parameters() const;
   int64_t num_parameters() const;
 
+  // Moves every parameter to `device` in place (each handle, in the module and outside it, sees
+  // the move). Build the optimizer after this: its state lives where the parameters are.
+  void to(Device device);
+
   // Training mode (dropout active) for this module and every descendant.
   void train(bool on = true);
   void eval() { train(false); }

@@ -4,11 +4,12 @@
 #   scripts/setup.sh --test   also the test tools (GoogleTest, Google Benchmark, PyTorch as oracle)
 set -euo pipefail
 
-packages=(g++ cmake make libspdlog-dev libfmt-dev libopenblas-dev libopenblas0-pthread
+packages=(g++ cmake make libspdlog-dev libfmt-dev libopenblas-dev libopenblas0-openmp
           nlohmann-json3-dev libcli11-dev libboost-context-dev)
 if [[ "${1:-}" == "--test" ]]; then
   # PyTorch 1.13 (CPU) is the reference for whole-model tests and the benchmark.
-  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy)
+  # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy libopenblas0-pthread)
 fi
 
 missing=()

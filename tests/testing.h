@@ -1,13 +1,24 @@
-// Helpers shared by the test suites: comparisons whose tolerance scales with the reference.
+// Helpers shared by the test suites: comparisons whose tolerance scales with the reference, error
+// capture, launch recording, seeded random inputs, gradcheck expectations, thread-count control
+// and scratch files.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <typeinfo>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "engine/launch.h"
 
 namespace glass::testing {
 
@@ -43,6 +54,145 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
     return ::testing::AssertionFailure()
            << "shape " << actual.describe() << " != expected " << expected.describe();
   return all_close(values(actual), values(expected), rtol, atol);
+}
+
+// The message of the exception of type E (a glass::Error by default) that fn throws; a test
+// failure (and "") when it throws none.
+template <class E = Error, class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception (" << typeid(E).name() << ")";
+  return "";
+}
+
+// Passes when `text` contains every one of `parts`; on failure the message shows the text.
+inline ::testing::AssertionResult contains_all(const std::string& text,
+                                               std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts)
+    if (text.find(p) == std::string::npos)
+      return ::testing::AssertionFailure() << "'" << p << "' not found in: " << text;
+  return ::testing::AssertionSuccess();
+}
+
+// Records every launch that ends while it lives: subscribed on construction, unsubscribed on
+// destruction.
+struct LaunchLog : LaunchObserver {
+  std::vector<LaunchRecord> records;
+
+  LaunchLog() { subscribe(this); }
+  ~LaunchLog() override { unsubscribe(this); }
+  LaunchLog(const LaunchLog&) = delete;
+  LaunchLog& operator=(const LaunchLog&) = delete;
+  void on_launch_end(const LaunchRecord& r) override { records.push_back(r); }
+
+  // The launches whose kernel name starts with `prefix` (all of them by default), in order.
+  std::vector<LaunchInfo> launches(std::string_view prefix = "") const {
+    std::vector<LaunchInfo> out;
+    for (const LaunchRecord& r : records)
+      if (std::string_view(r.info.kernel).starts_with(prefix)) out.push_back(r.info);
+    return out;
+  }
+  // The kernel names launched, in order; those of one phase or of one op.
+  std::vector<std::string> kernels() const {
+    return kernels_where([](const LaunchInfo&) { return true; });
+  }
+  std::vector<std::string> kernels(Phase phase) const {
+    return kernels_where([&](const LaunchInfo& l) { return l.phase == phase; });
+  }
+  std::vector<std::string> kernels_of_op(std::string_view op) const {
+    return kernels_where([&](const LaunchInfo& l) { return l.op == op; });
+  }
+
+ private:
+  template <class Keep>
+  std::vector<std::string> kernels_where(Keep keep) const {
+    std::vector<std::string> out;
+    for (const LaunchRecord& r : records)
+      if (keep(r.info)) out.emplace_back(r.info.kernel);
+    return out;
+  }
+};
+
+// A standard-normal tensor drawn from `gen` (f64 by default: gradcheck inputs).
+inline Tensor rnd(const Shape& shape, Generator& gen, DType dtype = DType::f64) {
+  return randn(shape, gen, 0, 1, dtype);
+}
+
+// A standard-normal tensor drawn from a fresh Generator(seed): each input fixed by its own seed.
+inline Tensor rnd(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
+  Generator gen(seed);
+  return rnd(shape, gen, dtype);
+}
+
+// Random token ids in [0, V), i32 [B, T].
+inline Tensor random_ids(int64_t B, int64_t T, int64_t V, Generator& gen) {
+  std::vector<int32_t> ids;
+  for (double u : values(rand({B * T}, gen)))
+    ids.push_back(static_cast<int32_t>(u * static_cast<double>(V)));
+  return from_vector(ids, {B, T});
+}
+
+// Passes when gradcheck of f at `inputs` does; on failure the message is gradcheck's report.
+inline ::testing::AssertionResult gradcheck_passes(const GradcheckFn& f,
+                                                   const std::vector<Tensor>& inputs) {
+  const GradcheckResult r = gradcheck(f, inputs);
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "gradcheck failed:\n" << r.report;
+}
+
+// f's output followed by the gradient of each input, from backward(f(inputs), dout) run on fresh
+// leaf copies of the inputs (so the same inputs can be used again).
+inline std::vector<Tensor> output_and_grads(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                                            const Tensor& dout) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.detach().set_requires_grad(true));
+  std::vector<Tensor> result{f(leaves)};
+  backward(result[0], dout);
+  for (const Tensor& leaf : leaves) result.push_back(leaf.grad());
+  return result;
+}
+
+// Each f32 tensor's values, for bit-exact comparisons.
+inline std::vector<std::vector<float>> f32_values(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : ts) out.push_back(to_vector<float>(t));
+  return out;
+}
+
+// One row of a gradcheck table: a name for the failure message, the inputs, the function.
+struct GradCase {
+  const char* name;
+  std::vector<Tensor> inputs;
+  GradcheckFn f;
+};
+
+// Runs fn with OpenMP limited to `threads`, restoring the previous setting; returns fn's result.
+template <class Fn>
+auto with_threads(int threads, Fn&& fn) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  auto result = fn();
+  omp_set_num_threads(saved);
+  return result;
+}
+
+// A path called `name` in a directory private to this test process, removed when it exits.
+inline std::string scratch_path(const std::string& name) {
+  struct ScratchDir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("glass_test_scratch_" + std::to_string(::getpid()));
+    ScratchDir() { std::filesystem::create_directories(path); }
+    ~ScratchDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const ScratchDir dir;
+  return (dir.path / name).string();
 }
 
 }  // namespace glass::testing

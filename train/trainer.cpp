@@ -17,7 +17,7 @@ namespace glass::train {
 namespace {
 
 Device pick_device(const std::string& name) {
-  // "auto" is the best device this build has; only `cpu` exists so far.
+  // "auto" is the best device this build has: `cpu` (emu runs CUDA kernels on the CPU, slower).
   return name == "auto" ? kCPU : Device::parse(name);
 }
 
@@ -64,7 +64,8 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
   model_ = std::make_unique<GPT>(config_, dropout_gen_);
   Generator init_gen(opt_.seed);
-  model_->init(init_gen);
+  model_->init(init_gen);  // on cpu: Philox gives every device the same numbers anyway
+  model_->to(device_);
   if (init) model_->load_state_dict(init->tensors);
 
   optimizer_ = std::make_unique<AdamW>(

@@ -16,8 +16,6 @@
 // softmax FLOPs count the causal triangle it touches.
 #include <cblas.h>
 
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
@@ -38,18 +36,6 @@ class SingleThreadedBlas {
  private:
   int saved_;
 };
-
-// C = alpha * op(A) op(B), row-major: op(A) is m x k, op(B) is k x n, C is m x n.
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), alpha, a, int(lda), b, int(ldb), 0.0f, c, int(ldc));
-}
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-               int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), alpha, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
-}
 
 // q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
 // contiguous and of q's dtype.
@@ -75,44 +61,9 @@ struct AttentionShape {
     const double t = static_cast<double>(T), d = static_cast<double>(D);
     return static_cast<double>(slices) * (gemms * 2.0 * t * t * d + per_entry * t * (t + 1) / 2);
   }
-  bool parallel() const { return slices > 1 && slices * T * T * D >= kParallelGrain; }
+  // the elements of work, all slices together: what decides threading
+  int64_t work() const { return slices * T * T * D; }
 };
-
-double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
-// Row i of P from row i of S, in place: softmax over the first `len` = i + 1 entries, 0 after.
-template <class T>
-void causal_softmax_row(T* s, int64_t len, int64_t cols) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < len; ++j) m = s[j] > m ? s[j] : m;
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < len; ++j) {
-    s[j] = std::exp(s[j] - m);
-    sum += s[j];
-  }
-  const T inv = T(1) / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) s[j] *= inv;
-  for (int64_t j = len; j < cols; ++j) s[j] = 0;
-}
-
-// Row i of dS from rows i of P and dP, in place of dP: P * (dP - sum(dP * P)) on the first `len`
-// entries, 0 after (where P is 0).
-template <class T>
-void causal_softmax_backward_row(const T* p, T* dp, int64_t len, int64_t cols) {
-  T dot = 0;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < len; ++j) dot += dp[j] * p[j];
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) dp[j] = p[j] * (dp[j] - dot);
-  for (int64_t j = len; j < cols; ++j) dp[j] = 0;
-}
 
 }  // namespace
 
@@ -131,19 +82,18 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
     const int64_t Tn = g.T, D = g.D;
     launch(cpu_launch_info(kernel, g.slices, g.flops(2, 5), bytes), [&] {
       SingleThreadedBlas one_thread;
-#pragma omp parallel for schedule(static) if (g.parallel())
-      for (int64_t s = 0; s < g.slices; ++s) {
+      for_each_row(g.slices, g.work(), [&](int64_t s) {
         const T* Q = qp + s * Tn * D;
         const T* K = kp + s * Tn * D;
         const T* V = vp + s * Tn * D;
         T* P = pp + s * Tn * Tn;
         // 1. S = Q K^T * scale, into P
-        blas_gemm(false, true, Tn, Tn, D, T(scale), Q, D, K, D, P, Tn);
-        // 2. P = causal softmax of S, row by row
-        for (int64_t i = 0; i < Tn; ++i) causal_softmax_row(P + i * Tn, i + 1, Tn);
+        blas_gemm(false, true, Tn, Tn, D, T(scale), Q, D, K, D, T(0), P, Tn);
+        // 2. P = causal softmax of S, row by row: row i sees columns 0..i
+        for (int64_t i = 0; i < Tn; ++i) masked_softmax_row(P + i * Tn, P + i * Tn, i + 1, Tn);
         // 3. out = P V
-        blas_gemm(false, false, Tn, D, Tn, T(1), P, Tn, V, D, op + s * Tn * D, D);
-      }
+        blas_gemm(false, false, Tn, D, Tn, T(1), P, Tn, V, D, T(0), op + s * Tn * D, D);
+      });
     });
   });
 }
@@ -167,7 +117,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     const int64_t Tn = g.T, D = g.D;
     launch(cpu_launch_info(kernel, g.slices, g.flops(4, 4), bytes), [&] {
       SingleThreadedBlas one_thread;
-#pragma omp parallel if (g.parallel())
+      // not for_each_row: each thread keeps one dP buffer for all its slices
+#pragma omp parallel if (worth_threading(g.slices, g.work()))
       {
         std::vector<T> ds(static_cast<size_t>(Tn * Tn));  // this thread's dP, then dS
 #pragma omp for schedule(static)
@@ -175,15 +126,18 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           const int64_t at = s * Tn * D;
           const T* P = pp + s * Tn * Tn;
           // 1. dV = P^T dO
-          blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, dvp + at, D);
+          blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, T(0), dvp + at, D);
           // 2. dP = dO V^T
-          blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + at, D, ds.data(), Tn);
+          blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + at, D, T(0), ds.data(), Tn);
           // 3. dS = P * (dP - rowsum(dP * P)), row by row
-          for (int64_t i = 0; i < Tn; ++i)
-            causal_softmax_backward_row(P + i * Tn, ds.data() + i * Tn, i + 1, Tn);
+          for (int64_t i = 0; i < Tn; ++i) {
+            T* row = ds.data() + i * Tn;
+            masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
+          }
           // 4. dQ = dS K * scale, dK = dS^T Q * scale
-          blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + at, D, dqp + at, D);
-          blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, dkp + at, D);
+          blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + at, D, T(0), dqp + at,
+                    D);
+          blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, T(0), dkp + at, D);
         }
       }
     });

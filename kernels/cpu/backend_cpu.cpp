@@ -52,10 +52,20 @@ const Backend cpu_backend{
 };
 }  // namespace
 
+#if defined(GLASS_HAS_EMU)
+const Backend& emu_backend();  // kernels/cuda/backend_emu.cpp
+#endif
+
 const Backend& backend(Device d) {
   switch (d.kind) {
     case DeviceKind::cpu:
       return cpu_backend;
+    case DeviceKind::emu:
+#if defined(GLASS_HAS_EMU)
+      return emu_backend();
+#else
+      break;
+#endif
   }
   fail("no kernels for device {}", d.str());
 }

@@ -1,10 +1,17 @@
-// Shared helpers for the `cpu` kernels: type dispatch, launch info, threading and strided loops.
+// Shared helpers for the `cpu` kernels: type dispatch, launch info, threading, strided loops, GEMM
+// through OpenBLAS, and the row primitives (max, sum, dot, masked softmax) that softmax, layernorm
+// and attention share.
 #pragma once
 
+#include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 
 #include "engine/launch.h"
 #include "engine/tensor.h"
@@ -40,15 +47,39 @@ inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double
   return info;
 }
 
+// Bytes a kernel moves when it touches each of these tensors once.
+inline double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelGrain = 1 << 15;
 
+// Whether `items` independent work items doing `elements` of work in all are worth threading.
+inline bool worth_threading(int64_t items, int64_t elements) {
+  return items > 1 && elements >= kParallelGrain;
+}
+
+// fn(r) for every row r < rows, in parallel when worth_threading(rows, elements). A row is any
+// independent unit of a kernel's work: a tensor row, a fixed chunk of rows, an attention slice.
+template <class Fn>
+void for_each_row(int64_t rows, int64_t elements, Fn&& fn) {
+#pragma omp parallel for schedule(static) if (worth_threading(rows, elements))
+  for (int64_t r = 0; r < rows; ++r) fn(r);
+}
+
 // A loop over the elements of a shape in row-major order, for N operands with their own strides.
-// Dimensions are split into an inner run (the last dimension) and outer rows; fn(row, offsets,
-// inner_strides, inner) handles one row, with offsets[i] the element offset of operand i at the
-// row's start. Rows run in parallel when there is enough work.
+// The last dimension is the inner run, cut into pieces of at most kRunPiece elements; the other
+// dimensions are the rows. fn(offsets, inner_strides, len) handles one piece, with offsets[i] the
+// element offset of operand i at the piece's start. The pieces are split evenly over the threads
+// when there is enough work; each thread finds its first piece once and steps through the rest
+// like an odometer, so no index is divided per row.
 template <size_t N>
 struct StridedLoop {
+  static constexpr int64_t kRunPiece = 1 << 13;
+
   Shape shape;
   std::array<Shape, N> strides;
 
@@ -61,18 +92,134 @@ struct StridedLoop {
     int64_t rows = 1;
     for (int d = 0; d + 1 < nd; ++d) rows *= shape[d];
     if (rows == 0 || inner == 0) return;
-#pragma omp parallel for schedule(static) if (rows * inner >= kParallelGrain && rows > 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      std::array<int64_t, N> off{};
-      int64_t rem = r;
-      for (int d = nd - 2; d >= 0; --d) {
-        const int64_t idx = rem % shape[d];
-        rem /= shape[d];
-        for (size_t i = 0; i < N; ++i) off[i] += idx * strides[i][d];
+    const int64_t pieces_per_row = (inner + kRunPiece - 1) / kRunPiece;
+    const int64_t pieces = rows * pieces_per_row;
+#pragma omp parallel if (worth_threading(pieces, rows * inner))
+    {
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t begin = pieces * t / threads, end = pieces * (t + 1) / threads;
+      if (begin < end) {
+        // 1. the row index (one digit per outer dimension) and offsets of the first piece
+        Shape digit(static_cast<size_t>(std::max(nd - 1, 0)));
+        std::array<int64_t, N> row_off{};
+        for (int64_t d = nd - 2, rem = begin / pieces_per_row; d >= 0; --d) {
+          digit[d] = rem % shape[d];
+          rem /= shape[d];
+          for (size_t i = 0; i < N; ++i) row_off[i] += digit[d] * strides[i][d];
+        }
+        int64_t piece = begin % pieces_per_row;
+        for (int64_t w = begin; w < end; ++w) {
+          // 2. this piece of the row
+          const int64_t start = piece * kRunPiece;
+          std::array<int64_t, N> off;
+          for (size_t i = 0; i < N; ++i) off[i] = row_off[i] + start * inner_stride[i];
+          fn(off, inner_stride, std::min(kRunPiece, inner - start));
+          // 3. the next piece: the row's next, or the first of the next row (odometer step)
+          if (++piece < pieces_per_row) continue;
+          piece = 0;
+          for (int d = nd - 2; d >= 0; --d) {
+            for (size_t i = 0; i < N; ++i) row_off[i] += strides[i][d];
+            if (++digit[d] < shape[d]) break;
+            for (size_t i = 0; i < N; ++i) row_off[i] -= shape[d] * strides[i][d];
+            digit[d] = 0;
+          }
+        }
       }
-      fn(off, inner_stride, inner);
     }
   }
 };
+
+// The loop over `shape` for N operands with size-1 dimensions dropped and neighbouring dimensions
+// merged wherever every operand steps through them as one (stride[d-1] == stride[d] * size[d]):
+// operands contiguous alike become one run, and a transposed pair keeps its contiguous inner run.
+template <size_t N>
+StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides) {
+  StridedLoop<N> loop;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !loop.shape.empty();
+    for (size_t i = 0; i < N && merge; ++i)
+      merge = loop.strides[i].back() == strides[i][d] * shape[d];
+    if (merge) {
+      loop.shape.back() *= shape[d];
+      for (size_t i = 0; i < N; ++i) loop.strides[i].back() = strides[i][d];
+    } else {
+      loop.shape.push_back(shape[d]);
+      for (size_t i = 0; i < N; ++i) loop.strides[i].push_back(strides[i][d]);
+    }
+  }
+  return loop;
+}
+
+// C = alpha op(A) op(B) + beta C through OpenBLAS, row-major: op(A) is m x k, op(B) k x n, C m x n
+// (sizes and leading dimensions checked to fit an int by the caller).
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                      double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+// --- row primitives: contiguous rows of n elements, sums in the row's own type, vectorised ---
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += x[j];
+  return s;
+}
+
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+// A row of a softmax whose entries from `len` on are masked out (len == cols: no mask):
+// y[j] = exp(x[j] - max) / sum(exp(x - max)) over j < len, y[j] = 0 for len <= j < cols.
+// Subtracting the max keeps exp from overflowing and cancels out. y may be x.
+template <class T>
+void masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
+  const T m = row_max(x, len);
+  // 1. exponentiate the shifted entries and sum them
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < len; ++j) {
+    y[j] = std::exp(x[j] - m);
+    sum += y[j];
+  }
+  // 2. normalise; the masked entries are 0
+  const T inv = T(1) / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) y[j] *= inv;
+  for (int64_t j = len; j < cols; ++j) y[j] = 0;
+}
+
+// Its backward, from the row's output y and gradient dy: dx = y * (dy - sum(dy * y)) over j < len,
+// 0 for the masked entries (where y is 0). dx may be dy.
+template <class T>
+void masked_softmax_backward_row(const T* y, const T* dy, T* dx, int64_t len, int64_t cols) {
+  const T dot = row_dot(dy, y, len);
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) dx[j] = y[j] * (dy[j] - dot);
+  for (int64_t j = len; j < cols; ++j) dx[j] = 0;
+}
 
 }  // namespace glass::kernels::cpu

@@ -21,27 +21,6 @@ namespace {
 constexpr double kGeluForwardFlops = 10;   // u (5), -2u, exp, 1 + e, 1 / (.), x (.)
 constexpr double kGeluBackwardFlops = 20;  // q (9), du/dx (4), the product (7)
 
-// The shape and per-operand strides with size-1 dimensions dropped and neighbouring dimensions
-// merged wherever every operand steps through them as one (stride[d-1] == stride[d] * size[d]).
-template <size_t N>
-StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides) {
-  StridedLoop<N> loop;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !loop.shape.empty();
-    for (size_t i = 0; i < N && merge; ++i)
-      merge = loop.strides[i].back() == strides[i][d] * shape[d];
-    if (merge) {
-      loop.shape.back() *= shape[d];
-      for (size_t i = 0; i < N; ++i) loop.strides[i].back() = strides[i][d];
-    } else {
-      loop.shape.push_back(shape[d]);
-      for (size_t i = 0; i < N; ++i) loop.strides[i].push_back(strides[i][d]);
-    }
-  }
-  return loop;
-}
-
 // Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
 int64_t distinct_elements(const Tensor& t) {
   int64_t n = 1;

@@ -4,8 +4,6 @@
 // (plus beta C) and letting the GEMM accumulate onto that (beta = 1): no extra pass over C.
 // Before anything runs, the leading dimensions and batch strides are checked against the storage
 // each operand lives in, so a wrong ld is an error naming it, not a read past an allocation.
-#include <cblas.h>
-
 #include <climits>
 #include <vector>
 
@@ -15,18 +13,6 @@
 namespace glass::kernels::cpu {
 
 namespace {
-
-void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-               const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
-               const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 // One operand as stored: `rows` x `cols` with row stride `ld`, `batch` matrices `stride` apart.
 // Checks ld against the row length and the furthest element against the tensor's storage.
@@ -100,10 +86,8 @@ void gemm_typed(const GemmArgs& g) {
   const T beta = prefilled ? T(1) : static_cast<T>(g.beta);
   // OpenBLAS threads each call internally, so the batch runs one matrix after another.
   for (int64_t i = 0; i < g.batch; ++i)
-    blas_gemm(g.trans_a, g.trans_b, static_cast<int>(g.m), static_cast<int>(g.n),
-              static_cast<int>(g.k), static_cast<T>(g.alpha), a + i * g.stride_a,
-              static_cast<int>(g.lda), b + i * g.stride_b, static_cast<int>(g.ldb), beta,
-              c + i * g.stride_c, static_cast<int>(g.ldc));
+    blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<T>(g.alpha), a + i * g.stride_a,
+              g.lda, b + i * g.stride_b, g.ldb, beta, c + i * g.stride_c, g.ldc);
 }
 
 }  // namespace

@@ -45,22 +45,13 @@ struct LayerNormShape {
   }
 };
 
-template <class T>
-T mean_of(const T* x, int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += x[j];
-  return s / static_cast<T>(n);
-}
-
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd, double eps) {
   const char* kernel = "layernorm_forward";
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
-  const double bytes = static_cast<double>(x.nbytes() + y.nbytes() + weight.nbytes() +
-                                           bias.nbytes() + mean.nbytes() + rstd.nbytes());
+  const double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
   const double flops = 8.0 * static_cast<double>(x.numel());
   visit_float(x.dtype(), kernel, [&]<class T>() {
@@ -72,12 +63,11 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
     T* rp = rstd.data<T>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
-#pragma omp parallel for schedule(static) if (g.rows > 1 && x.numel() >= kParallelGrain)
-      for (int64_t r = 0; r < g.rows; ++r) {
+      for_each_row(g.rows, x.numel(), [&](int64_t r) {
         const T* xr = xp + r * C;
         T* yr = yp + r * C;
         // 1. mean, then the variance around it
-        const T m = mean_of(xr, C);
+        const T m = row_sum(xr, C) / static_cast<T>(C);
         T var = 0;
 #pragma omp simd reduction(+ : var)
         for (int64_t j = 0; j < C; ++j) var += (xr[j] - m) * (xr[j] - m);
@@ -87,7 +77,7 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
         for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * rs * w[j] + b[j];
         mp[r] = m;
         rp[r] = rs;
-      }
+      });
     });
   });
 }
@@ -97,9 +87,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                         const Tensor& dbias) {
   const char* kernel = "layernorm_backward";
   const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
-  const double bytes =
-      static_cast<double>(dy.nbytes() + x.nbytes() + weight.nbytes() + mean.nbytes() +
-                          rstd.nbytes() + dx.nbytes() + dweight.nbytes() + dbias.nbytes());
+  const double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &dweight, &dbias});
   // per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
   const double flops = 13.0 * static_cast<double>(x.numel());
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -116,8 +104,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
       // partial[c] holds chunk c's dweight sums, then its dbias sums (2 * C values)
       std::vector<T> partial(static_cast<size_t>(chunks * 2 * C));
-#pragma omp parallel for schedule(static) if (chunks > 1 && x.numel() >= kParallelGrain)
-      for (int64_t c = 0; c < chunks; ++c) {
+      for_each_row(chunks, x.numel(), [&](int64_t c) {
         T* pw = partial.data() + c * 2 * C;
         T* pb = pw + C;
         for (int64_t j = 0; j < 2 * C; ++j) pw[j] = 0;
@@ -146,7 +133,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
             pb[j] += dyr[j];
           }
         }
-      }
+      });
       // 3. add the chunks' partial sums in chunk order
       for (int64_t j = 0; j < C; ++j) dw[j] = db[j] = 0;
       for (int64_t c = 0; c < chunks; ++c) {

@@ -1,4 +1,10 @@
 // cpu kernels that fill, copy and convert memory.
+//
+// copy takes any strides on both sides (contiguous(), slice backward, concat): the dimensions are
+// simplified first; then rows contiguous on both sides (a transposed [B, T, H, D] <-> [B, H, T, D]
+// pair: rows of D) are one memcpy each, and anything else (a transpose of the last two dimensions)
+// is copied element by element in small square tiles, so that the side read or written across
+// rows stays in cache. Rows and tiles run in parallel; per-element moves have a fixed size.
 #include <cstring>
 
 #include "engine/rng.h"
@@ -42,35 +48,108 @@ void store_any(void* p, DType t, int64_t i, double v) {
   }
 }
 
+// Square tiles of the last two dimensions, for copies whose inner run is strided on one side.
+constexpr int64_t kCopyTile = 16;
+
+// One element of E bytes: a memcpy of constant size compiles to a single move.
+template <size_t E>
+void move(char* to, const char* from) {
+  std::memcpy(to, from, E);
+}
+
+// Elements of E bytes from s to d over `loop`, whose strides are in bytes. The last two dimensions
+// are walked tile by tile: a transpose reads columns on one side, and within a tile those cache
+// lines are reused while they are still in L1. Tiles (of every outer index) run in parallel.
+template <size_t E>
+void copy_tiled(const StridedLoop<2>& loop, const char* s, char* d) {
+  const int nd = static_cast<int>(loop.shape.size());
+  const auto& [s_step, d_step] = loop.strides;
+  // the tile's steps as locals: the char stores below could alias the vectors holding them
+  const int64_t R = loop.shape[nd - 2], C = loop.shape[nd - 1];
+  const int64_t s_row = s_step[nd - 2], s_col = s_step[nd - 1];
+  const int64_t d_row = d_step[nd - 2], d_col = d_step[nd - 1];
+  const int64_t row_tiles = (R + kCopyTile - 1) / kCopyTile;
+  const int64_t col_tiles = (C + kCopyTile - 1) / kCopyTile;
+  int64_t outer = 1;
+  for (int dim = 0; dim < nd - 2; ++dim) outer *= loop.shape[dim];
+  const int64_t tiles = outer * row_tiles * col_tiles;
+#pragma omp parallel for schedule(static) if (worth_threading(tiles, outer * R * C))
+  for (int64_t w = 0; w < tiles; ++w) {
+    // 1. the tile's rows and columns, and the byte offsets of its outer index
+    const int64_t r0 = w / col_tiles % row_tiles * kCopyTile, c0 = w % col_tiles * kCopyTile;
+    const int64_t r1 = std::min(R, r0 + kCopyTile), c1 = std::min(C, c0 + kCopyTile);
+    const char* from = s;
+    char* to = d;
+    for (int64_t dim = nd - 3, rem = w / (row_tiles * col_tiles); dim >= 0; --dim) {
+      from += rem % loop.shape[dim] * s_step[dim];
+      to += rem % loop.shape[dim] * d_step[dim];
+      rem /= loop.shape[dim];
+    }
+    // 2. the tile, row by row
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c)
+        move<E>(to + r * d_row + c * d_col, from + r * s_row + c * s_col);
+  }
+}
+
+// Elements of E bytes from s to d over `loop`, whose strides are in bytes: rows contiguous on both
+// sides are one memcpy each, in parallel; a lone strided run is a loop of moves; anything else
+// goes through tiles.
+template <size_t E>
+void copy_strided(const StridedLoop<2>& loop, const char* s, char* d) {
+  const int nd = static_cast<int>(loop.shape.size());
+  const int64_t e = static_cast<int64_t>(E);
+  if (nd >= 2 && (loop.strides[0][nd - 1] != e || loop.strides[1][nd - 1] != e))
+    return copy_tiled<E>(loop, s, d);
+  loop.run([&](const auto& off, const auto& step, int64_t n) {
+    const int64_t s_step = step[0], d_step = step[1];  // locals: the stores could alias `step`
+    if (s_step == e && d_step == e)
+      std::memcpy(d + off[1], s + off[0], static_cast<size_t>(n * e));
+    else
+      for (int64_t j = 0; j < n; ++j) move<E>(d + off[1] + j * d_step, s + off[0] + j * s_step);
+  });
+}
+
+// dst[i] = value_at(i) for contiguous dst, threaded from `grain` elements on. value_at(i) is a pure
+// function of i (a constant, a Philox draw), so the values do not depend on the threads.
+template <class ValueAt>
+void fill_each(const char* kernel, const Tensor& dst, int64_t grain, ValueAt value_at) {
+  GLASS_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", kernel, dst.describe());
+  const int64_t n = dst.numel();
+  launch(cpu_launch_info(kernel, n, 0, static_cast<double>(dst.nbytes())), [&] {
+    void* p = dst.raw_data();
+    const DType t = dst.dtype();
+#pragma omp parallel for schedule(static) if (n >= grain)
+    for (int64_t i = 0; i < n; ++i) store_any(p, t, i, value_at(i));
+  });
+}
+
 }  // namespace
 
 void fill(const Tensor& dst, double value) {
-  GLASS_CHECK(dst.is_contiguous(), "fill: destination {} must be contiguous", dst.describe());
-  const int64_t n = dst.numel();
-  launch(cpu_launch_info("fill", n, 0, static_cast<double>(dst.nbytes())), [&] {
-    void* p = dst.raw_data();
-    const DType t = dst.dtype();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) store_any(p, t, i, value);
-  });
+  fill_each("fill", dst, kParallelGrain, [=](int64_t) { return value; });
 }
 
 void copy(const Tensor& src, const Tensor& dst) {
   GLASS_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(),
               "copy: source {} and destination {} differ", src.describe(), dst.describe());
-  const size_t es = dtype_size(src.dtype());
-  launch(cpu_launch_info("copy", src.numel(), 0, 2.0 * static_cast<double>(src.nbytes())), [&] {
-    if (src.is_contiguous() && dst.is_contiguous()) {
-      std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
-      return;
-    }
+  launch(cpu_launch_info("copy", src.numel(), 0, bytes_of({&src, &dst})), [&] {
+    // Dimensions both sides walk as one merged: contiguous tensors become a single run.
+    const size_t e = dtype_size(src.dtype());
+    StridedLoop<2> loop = simplify<2>(src.shape(), {src.strides(), dst.strides()});
+    for (Shape& strides : loop.strides)
+      for (int64_t& stride : strides) stride *= static_cast<int64_t>(e);  // in bytes
     const char* s = static_cast<const char*>(src.raw_data());
     char* d = static_cast<char*>(dst.raw_data());
-    StridedLoop<2>{src.shape(), {src.strides(), dst.strides()}}.run(
-        [&](const auto& off, const auto& st, int64_t n) {
-          for (int64_t j = 0; j < n; ++j)
-            std::memcpy(d + (off[1] + j * st[1]) * es, s + (off[0] + j * st[0]) * es, es);
-        });
+    switch (e) {
+      case 2:
+        return copy_strided<2>(loop, s, d);
+      case 4:
+        return copy_strided<4>(loop, s, d);
+      case 8:
+        return copy_strided<8>(loop, s, d);
+    }
+    fail("copy: no element copy for {}", src.describe());
   });
 }
 
@@ -79,7 +158,7 @@ void cast(const Tensor& src, const Tensor& dst) {
               "cast: source {} and destination {} must be contiguous and of one shape",
               src.describe(), dst.describe());
   const int64_t n = src.numel();
-  launch(cpu_launch_info("cast", n, 0, static_cast<double>(src.nbytes() + dst.nbytes())), [&] {
+  launch(cpu_launch_info("cast", n, 0, bytes_of({&src, &dst})), [&] {
     const void* s = src.raw_data();
     void* d = dst.raw_data();
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
@@ -87,26 +166,15 @@ void cast(const Tensor& src, const Tensor& dst) {
   });
 }
 
+// Philox draws cost more than a store: threaded from fewer elements.
 void fill_normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
-  GLASS_CHECK(dst.is_contiguous(), "fill_normal: {} must be contiguous", dst.describe());
-  const int64_t n = dst.numel();
-  launch(cpu_launch_info("fill_normal", n, 0, static_cast<double>(dst.nbytes())), [&] {
-    void* p = dst.raw_data();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
-    for (int64_t i = 0; i < n; ++i)
-      store_any(p, dst.dtype(), i, mean + std * philox_normal(seed, offset, i));
-  });
+  fill_each("fill_normal", dst, kParallelGrain / 8,
+            [=](int64_t i) { return mean + std * philox_normal(seed, offset, i); });
 }
 
 void fill_uniform(const Tensor& dst, double lo, double hi, uint64_t seed, uint64_t offset) {
-  GLASS_CHECK(dst.is_contiguous(), "fill_uniform: {} must be contiguous", dst.describe());
-  const int64_t n = dst.numel();
-  launch(cpu_launch_info("fill_uniform", n, 0, static_cast<double>(dst.nbytes())), [&] {
-    void* p = dst.raw_data();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
-    for (int64_t i = 0; i < n; ++i)
-      store_any(p, dst.dtype(), i, lo + (hi - lo) * philox_uniform(seed, offset, i));
-  });
+  fill_each("fill_uniform", dst, kParallelGrain / 8,
+            [=](int64_t i) { return lo + (hi - lo) * philox_uniform(seed, offset, i); });
 }
 
 }  // namespace glass::kernels::cpu

@@ -7,7 +7,6 @@
 // by the code, never by the threads, so results are bit-identical from run to run.
 // FLOP counts treat exp and log as one operation each.
 #include <cmath>
-#include <limits>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -29,44 +28,6 @@ void check_layout(const char* kernel, int64_t numel, std::initializer_list<const
   for (const Tensor* t : ts)
     GLASS_CHECK(t->is_contiguous() && t->numel() == numel,
                 "{}: {} must be contiguous with {} elements", kernel, t->describe(), numel);
-}
-
-// Bytes a kernel moves when it touches each of these tensors once.
-double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
-// fn(r) for every row r, in parallel when there is enough work.
-template <class Fn>
-void for_each_row(const Rows& g, Fn&& fn) {
-#pragma omp parallel for schedule(static) if (g.rows > 1 && g.rows * g.cols >= kParallelGrain)
-  for (int64_t r = 0; r < g.rows; ++r) fn(r);
-}
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
-  return m;
-}
-
-template <class T>
-T row_sum(const T* x, int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += x[j];
-  return s;
-}
-
-template <class T>
-T row_dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
-  return s;
 }
 
 // A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
@@ -100,7 +61,7 @@ void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<c
     const auto row = make_row.template operator()<T>();
     launch(
         cpu_launch_info(kernel, g.rows, flops_per_element * static_cast<double>(x.numel()), bytes),
-        [&] { for_each_row(g, [&](int64_t r) { row(r * g.cols, g.cols); }); });
+        [&] { for_each_row(g.rows, x.numel(), [&](int64_t r) { row(r * g.cols, g.cols); }); });
   });
 }
 
@@ -125,20 +86,7 @@ int64_t count_valid_targets(const char* kernel, const Tensor& targets, int64_t V
 void softmax_forward(const Tensor& x, const Tensor& y) {
   launch_rowwise("softmax_forward", x, {&x, &y}, 5, [&]<class T>() {
     return [xp = x.data<T>(), yp = y.data<T>()](int64_t off, int64_t n) {
-      const T* xr = xp + off;
-      T* yr = yp + off;
-      const T m = row_max(xr, n);
-      // 1. exponentiate the shifted row and sum it
-      T s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < n; ++j) {
-        yr[j] = std::exp(xr[j] - m);
-        s += yr[j];
-      }
-      // 2. normalise
-      const T inv = T(1) / s;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      masked_softmax_row(xp + off, yp + off, n, n);
     };
   });
 }
@@ -147,12 +95,7 @@ void softmax_forward(const Tensor& x, const Tensor& y) {
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   launch_rowwise("softmax_backward", y, {&y, &dy, &dx}, 4, [&]<class T>() {
     return [yp = y.data<T>(), dyp = dy.data<T>(), dxp = dx.data<T>()](int64_t off, int64_t n) {
-      const T* yr = yp + off;
-      const T* dyr = dyp + off;
-      T* dxr = dxp + off;
-      const T dot = row_dot(dyr, yr, n);
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
+      masked_softmax_backward_row(yp + off, dyp + off, dxp + off, n, n);
     };
   });
 }
@@ -203,7 +146,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
     T* l = lse.data<T>();
     T* n_rows = valid.data<T>();
     launch(cpu_launch_info(kernel, g.rows, 4.0 * static_cast<double>(logits.numel()), bytes), [&] {
-      for_each_row(g, [&](int64_t r) {
+      for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         const T* xr = x + r * g.cols;
         const LogSumExp<T> lse_r = row_logsumexp(xr, g.cols);
         l[r] = lse_r.value();
@@ -230,7 +173,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
     const T* dl = dlosses.data<T>();
     T* dx = dlogits.data<T>();
     launch(cpu_launch_info(kernel, g.rows, 3.0 * static_cast<double>(logits.numel()), bytes), [&] {
-      for_each_row(g, [&](int64_t r) {
+      for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         const T* xr = x + r * g.cols;
         T* dxr = dx + r * g.cols;
         const T scale = t[r] == ignore_index ? T(0) : dl[r];

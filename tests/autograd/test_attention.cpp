@@ -3,32 +3,17 @@
 // independent of the thread count, the launch record (FLOPs as documented), and the errors for bad
 // shapes.
 #include <cblas.h>
-#include <omp.h>
 
 #include <cmath>
 #include <string>
 
-#include "autograd/gradcheck.h"
-#include "autograd/ops.h"
-#include "engine/launch.h"
 #include "kernels/backend.h"
 #include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using testing::all_close;
-using testing::values;
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using namespace testing;
 
 // out[s, i] = sum_{j <= i} softmax_j(q_i . k_j / sqrt(D)) v_j for every (b, h) slice s, in double.
 std::vector<double> naive_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -53,6 +38,11 @@ std::vector<double> naive_attention(const Tensor& q, const Tensor& k, const Tens
   return out;
 }
 
+// causal_attention(q, k, v) as a function of its inputs.
+const GradcheckFn kAttention = [](const std::vector<Tensor>& in) {
+  return causal_attention(in[0], in[1], in[2]);
+};
+
 TEST(Attention, ForwardF32MatchesNaive) {
   Generator gen(21);
   for (const Shape& shape : {Shape{2, 3, 5, 4}, Shape{1, 2, 33, 8}}) {
@@ -65,14 +55,11 @@ TEST(Attention, ForwardF32MatchesNaive) {
 
 TEST(Attention, Gradcheck) {
   Generator gen(22);
-  auto f = [](const std::vector<Tensor>& in) { return causal_attention(in[0], in[1], in[2]); };
-  auto input = [&] { return randn({2, 3, 5, 4}, gen, 0, 1, DType::f64); };
-  const GradcheckResult r = gradcheck(f, {input(), input(), input()});
-  EXPECT_TRUE(r.ok) << r.report;
+  auto input = [&] { return rnd({2, 3, 5, 4}, gen); };
+  EXPECT_TRUE(gradcheck_passes(kAttention, {input(), input(), input()}));
   // [B, T, H, D] transposed to [B, H, T, D], as a model splits its heads: non-contiguous inputs
-  auto heads = [&] { return transpose(randn({2, 5, 3, 4}, gen, 0, 1, DType::f64), 1, 2); };
-  const GradcheckResult rt = gradcheck(f, {heads(), heads(), heads()});
-  EXPECT_TRUE(rt.ok) << rt.report;
+  auto heads = [&] { return transpose(rnd({2, 5, 3, 4}, gen), 1, 2); };
+  EXPECT_TRUE(gradcheck_passes(kAttention, {heads(), heads(), heads()}));
 }
 
 TEST(Attention, BackwardF32MatchesF64) {
@@ -81,13 +68,11 @@ TEST(Attention, BackwardF32MatchesF64) {
   const Tensor q = randn(shape, gen), k = randn(shape, gen), v = randn(shape, gen);
   const Tensor dout = randn(shape, gen);
   auto grads = [&](DType dt) {
-    std::vector<Tensor> in;
-    for (const Tensor& t : {q, k, v}) in.push_back(cast(t, dt).set_requires_grad(true));
-    backward(causal_attention(in[0], in[1], in[2]), cast(dout, dt));
-    return std::vector<Tensor>{in[0].grad(), in[1].grad(), in[2].grad()};
+    return output_and_grads(kAttention, {cast(q, dt), cast(k, dt), cast(v, dt)}, cast(dout, dt));
   };
   const auto g32 = grads(DType::f32), g64 = grads(DType::f64);
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g32[i], g64[i], 1e-5)) << "input " << i;
+  for (size_t i = 0; i < 3; ++i)  // [0] is the output, then the gradients of q, k, v
+    EXPECT_TRUE(all_close(g32[i + 1], g64[i + 1], 1e-5)) << "gradient of input " << i;
 }
 
 TEST(Attention, IsCausalAndProbsAreMasked) {
@@ -132,29 +117,9 @@ TEST(Attention, BitIdenticalForAnyThreadCount) {
   const Shape shape{2, 2, 16, 64};  // big enough to run the slices in parallel
   const Tensor q = randn(shape, gen), k = randn(shape, gen), v = randn(shape, gen);
   const Tensor dout = randn(shape, gen);
-  auto run = [&](int threads) {
-    omp_set_num_threads(threads);
-    Tensor qi = q.detach().set_requires_grad(true), ki = k.detach().set_requires_grad(true);
-    Tensor vi = v.detach().set_requires_grad(true);
-    const Tensor out = causal_attention(qi, ki, vi);
-    backward(out, dout);
-    return std::vector<std::vector<float>>{to_vector<float>(out), to_vector<float>(qi.grad()),
-                                           to_vector<float>(ki.grad()),
-                                           to_vector<float>(vi.grad())};
-  };
-  const int saved = omp_get_max_threads();
-  const auto one = run(1), two = run(2);
-  omp_set_num_threads(saved);
-  EXPECT_EQ(one, two);
+  auto run = [&] { return f32_values(output_and_grads(kAttention, {q, k, v}, dout)); };
+  EXPECT_EQ(with_threads(1, run), with_threads(2, run));
 }
-
-// Records the attention kernels' launches.
-struct Recorder : LaunchObserver {
-  std::vector<LaunchInfo> seen;
-  void on_launch_begin(const LaunchInfo& info) override {
-    if (std::string(info.kernel).rfind("attention_", 0) == 0) seen.push_back(info);
-  }
-};
 
 TEST(Attention, LaunchesCountTheDocumentedFlopsAndLeaveBlasThreadsAlone) {
   Generator gen(25);
@@ -162,33 +127,40 @@ TEST(Attention, LaunchesCountTheDocumentedFlopsAndLeaveBlasThreadsAlone) {
   const Tensor q = randn(shape, gen).set_requires_grad(true), k = randn(shape, gen);
   const Tensor v = randn(shape, gen);
   const int blas_threads = openblas_get_num_threads();
-  Recorder rec;
-  subscribe(&rec);
-  backward(causal_attention(q, k, v), ones(shape));
-  unsubscribe(&rec);
+  const Tensor dout = ones(shape);
+  std::vector<LaunchInfo> seen;
+  {
+    LaunchLog log;
+    backward(causal_attention(q, k, v), dout);
+    seen = log.launches("attention_");
+  }
   EXPECT_EQ(openblas_get_num_threads(), blas_threads);
-  ASSERT_EQ(rec.seen.size(), 2u);
+  ASSERT_EQ(seen.size(), 2u);
   // full T x T x D GEMMs (2 forward, 4 backward) plus 5 or 4 FLOPs per causal entry, per slice
   const double square = 2.0 * 16 * 16 * 8, triangle = 16 * 17 / 2;
-  EXPECT_STREQ(rec.seen[0].kernel, "attention_forward");
-  EXPECT_STREQ(rec.seen[0].op, "attention");
-  EXPECT_EQ(rec.seen[0].phase, Phase::forward);
-  EXPECT_EQ(rec.seen[0].flops, 6 * (2 * square + 5 * triangle));
-  EXPECT_STREQ(rec.seen[1].kernel, "attention_backward");
-  EXPECT_EQ(rec.seen[1].phase, Phase::backward);
-  EXPECT_EQ(rec.seen[1].flops, 6 * (4 * square + 4 * triangle));
+  EXPECT_STREQ(seen[0].kernel, "attention_forward");
+  EXPECT_STREQ(seen[0].op, "attention");
+  EXPECT_EQ(seen[0].phase, Phase::forward);
+  EXPECT_EQ(seen[0].flops, 6 * (2 * square + 5 * triangle));
+  EXPECT_STREQ(seen[1].kernel, "attention_backward");
+  EXPECT_EQ(seen[1].phase, Phase::backward);
+  EXPECT_EQ(seen[1].flops, 6 * (4 * square + 4 * triangle));
 }
 
 TEST(Attention, RejectsBadShapes) {
   const Tensor q = zeros({2, 3, 5, 4});
-  const std::string rank = error_of([&] { causal_attention(zeros({3, 5, 4}), q, q); });
-  EXPECT_NE(rank.find("[B, H, T, D]"), std::string::npos) << rank;
-  const std::string mismatch = error_of([&] { causal_attention(q, zeros({2, 3, 6, 4}), q); });
-  EXPECT_NE(mismatch.find("f32[2, 3, 6, 4]"), std::string::npos) << mismatch;
-  const std::string dtype = error_of([&] {
-    causal_attention(q, q, zeros({2, 3, 5, 4}, DType::f64));
-  });
-  EXPECT_NE(dtype.find("f64[2, 3, 5, 4]"), std::string::npos) << dtype;
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(zeros({3, 5, 4}), q, q);
+                           }),
+                           {"[B, H, T, D]"}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(q, zeros({2, 3, 6, 4}), q);
+                           }),
+                           {"f32[2, 3, 6, 4]"}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(q, q, zeros({2, 3, 5, 4}, DType::f64));
+                           }),
+                           {"f64[2, 3, 5, 4]"}));
 }
 
 }  // namespace

@@ -4,30 +4,12 @@
 #include <cmath>
 #include <string>
 
-#include "autograd/gradcheck.h"
-#include "autograd/ops.h"
 #include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using testing::all_close;
-using testing::values;
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Tensor rnd(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
-  Generator gen(seed);
-  return randn(shape, gen, 0, 1, dtype);
-}
+using namespace testing;
 
 // A non-contiguous tensor of `shape` (2-D or more): the transpose of a contiguous one.
 Tensor rnd_transposed(Shape shape, uint64_t seed) {
@@ -74,12 +56,6 @@ TEST(Elementwise, ScalarOpsGeluAndPowMatchNaive) {
   EXPECT_TRUE(all_close(pow(x, 3), from_vector(cube_ref, {7, 13}), 1e-6));
 }
 
-struct GradCase {
-  const char* name;
-  std::vector<Tensor> inputs;
-  GradcheckFn f;
-};
-
 TEST(Elementwise, GradcheckEveryOp) {
   using V = const std::vector<Tensor>&;
   const GradCase cases[] = {
@@ -112,10 +88,7 @@ TEST(Elementwise, GradcheckEveryOp) {
          return dropout(x[0], 0.4, true, gen);
        }},
   };
-  for (const GradCase& c : cases) {
-    const GradcheckResult r = gradcheck(c.f, c.inputs);
-    EXPECT_TRUE(r.ok) << c.name << ":\n" << r.report;
-  }
+  for (const GradCase& c : cases) EXPECT_TRUE(gradcheck_passes(c.f, c.inputs)) << c.name;
 }
 
 TEST(Elementwise, DropoutUsesTheGeneratorDeterministically) {
@@ -154,16 +127,15 @@ TEST(Elementwise, BackwardReachesLeavesThroughBroadcast) {
 TEST(Elementwise, ErrorsNameOpAndTensors) {
   const Tensor a = zeros({2, 3}), b = zeros({4});
   std::string e = error_of([&] { add(a, b); });
-  EXPECT_NE(e.find("add: shapes [2, 3] and [4] do not broadcast"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"add: shapes [2, 3] and [4] do not broadcast"}));
   e = error_of([&] { mul(a, zeros({2, 3}, DType::f64)); });
-  EXPECT_NE(e.find("mul: dtypes differ: f32[2, 3] on cpu and f64[2, 3] on cpu"), std::string::npos)
-      << e;
+  EXPECT_TRUE(contains_all(e, {"mul: dtypes differ: f32[2, 3] on cpu and f64[2, 3] on cpu"}));
   e = error_of([&] { gelu(zeros({3}, DType::i32)); });
-  EXPECT_NE(e.find("gelu: expects a floating tensor, got i32[3]"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"gelu: expects a floating tensor, got i32[3]"}));
   e = error_of([&] { dropout(a, 1.5, true); });
-  EXPECT_NE(e.find("dropout: probability 1.5"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"dropout: probability 1.5"}));
   e = error_of([&] { sub(zeros({2}, DType::i32), zeros({2}, DType::i32)); });
-  EXPECT_NE(e.find("sub: expects a floating tensor"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"sub: expects a floating tensor"}));
 }
 
 }  // namespace

@@ -5,26 +5,12 @@
 #include <limits>
 #include <string>
 
-#include "autograd/gradcheck.h"
-#include "autograd/ops.h"
 #include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using testing::all_close;
-using testing::values;
-
-// The message of the glass::Error fn throws, or "" when it throws none.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using namespace testing;
 
 // Naive log-softmax of each `cols`-wide row, in double.
 std::vector<double> naive_log_softmax(const std::vector<double>& x, size_t cols) {
@@ -82,14 +68,12 @@ TEST(Softmax, LargeLogitsStayFinite) {
 
 TEST(Softmax, Gradcheck) {
   Generator gen(3);
-  const Tensor x = randn({5, 7}, gen, 0, 1, DType::f64);
-  const Tensor xt = transpose(randn({7, 5}, gen, 0, 1, DType::f64), 0, 1);  // non-contiguous
+  const Tensor x = rnd({5, 7}, gen);
+  const Tensor xt = transpose(rnd({7, 5}, gen), 0, 1);  // non-contiguous
   for (auto* op : {&softmax, &log_softmax}) {
     auto f = [op](const std::vector<Tensor>& in) { return op(in[0]); };
-    for (const Tensor& input : {x, xt}) {
-      const GradcheckResult r = gradcheck(f, {input});
-      EXPECT_TRUE(r.ok) << input.describe() << "\n" << r.report;
-    }
+    for (const Tensor& input : {x, xt})
+      EXPECT_TRUE(gradcheck_passes(f, {input})) << input.describe();
   }
 }
 
@@ -109,13 +93,10 @@ TEST(CrossEntropy, ForwardF32MatchesNaiveWithIgnoredRows) {
 TEST(CrossEntropy, Gradcheck) {
   Generator gen(5);
   auto f = [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); };
-  const GradcheckResult r2 = gradcheck(
-      f, {randn({5, 7}, gen, 0, 1, DType::f64), from_vector<int32_t>({6, 0, -100, 3, 3}, {5})});
-  EXPECT_TRUE(r2.ok) << r2.report;
-  const Tensor logits3 = randn({2, 3, 7}, gen, 0, 1, DType::f64);
-  const GradcheckResult r3 =
-      gradcheck(f, {logits3, from_vector<int32_t>({1, 2, 6, -100, 0, 5}, {2, 3})});
-  EXPECT_TRUE(r3.ok) << r3.report;
+  EXPECT_TRUE(
+      gradcheck_passes(f, {rnd({5, 7}, gen), from_vector<int32_t>({6, 0, -100, 3, 3}, {5})}));
+  const Tensor logits3 = rnd({2, 3, 7}, gen);
+  EXPECT_TRUE(gradcheck_passes(f, {logits3, from_vector<int32_t>({1, 2, 6, -100, 0, 5}, {2, 3})}));
 }
 
 TEST(CrossEntropy, GradientF32IsSoftmaxMinusOnehotOverValid) {
@@ -145,20 +126,20 @@ TEST(CrossEntropy, BadTargetNamesRowAndValue) {
   const std::string too_big = error_of([&] {
     cross_entropy(logits, from_vector<int32_t>({0, 2, 7, 1}, {4}));
   });
-  EXPECT_NE(too_big.find("target 7 at row 2"), std::string::npos) << too_big;
+  EXPECT_TRUE(contains_all(too_big, {"target 7 at row 2"}));
   const std::string negative = error_of([&] {
     cross_entropy(logits, from_vector<int32_t>({0, -1, 3, 1}, {4}));
   });
-  EXPECT_NE(negative.find("target -1 at row 1"), std::string::npos) << negative;
+  EXPECT_TRUE(contains_all(negative, {"target -1 at row 1"}));
 }
 
 TEST(CrossEntropy, RejectsWrongDtypeAndShape) {
   const Tensor logits = zeros({4, 7});
   const std::string dtype = error_of([&] { cross_entropy(logits, zeros({4})); });
-  EXPECT_NE(dtype.find("must be i32"), std::string::npos) << dtype;
+  EXPECT_TRUE(contains_all(dtype, {"must be i32"}));
   const std::string shape = error_of([&] { cross_entropy(logits, zeros({5}, DType::i32)); });
-  EXPECT_NE(shape.find("f32[4, 7]"), std::string::npos) << shape;
-  EXPECT_NE(shape.find("i32[5]"), std::string::npos) << shape;
+  EXPECT_TRUE(contains_all(shape, {"f32[4, 7]"}));
+  EXPECT_TRUE(contains_all(shape, {"i32[5]"}));
 }
 
 }  // namespace

@@ -3,38 +3,12 @@
 // here, gradcheck covers each op (non-contiguous inputs included), and errors name the op.
 #include <string>
 
-#include "autograd/gradcheck.h"
-#include "autograd/ops.h"
-#include "engine/launch.h"
 #include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using testing::values;
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// Records the kernel names launched while it lives.
-struct LaunchLog : LaunchObserver {
-  std::vector<std::string> kernels;
-  LaunchLog() { subscribe(this); }
-  ~LaunchLog() override { unsubscribe(this); }
-  void on_launch_end(const LaunchRecord& r) override { kernels.emplace_back(r.info.kernel); }
-};
-
-Tensor rnd(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
-  Generator gen(seed);
-  return randn(shape, gen, 0, 1, dtype);
-}
+using namespace testing;
 
 // 0, 1, 2, ... as f32 of `shape`: element values that name their row-major index.
 Tensor iota(const Shape& shape) {
@@ -55,7 +29,7 @@ TEST(Views, ViewsShareStorageAndLaunchNothing) {
                                      slice(x, 1, 1, 3),
                                      split(x, 3, -1)[1],
                                      expand(slice(x, 0, 0, 1), {5, 3, 4})};
-  EXPECT_TRUE(log.kernels.empty()) << log.kernels.front();
+  EXPECT_TRUE(log.records.empty()) << log.kernels().front();
   for (const Tensor& v : views) EXPECT_EQ(v.storage(), x.storage()) << v.describe();
   EXPECT_EQ(views[0].shape(), (Shape{6, 4}));
 }
@@ -95,10 +69,10 @@ TEST(Views, ReshapeCopiesOnlyWhenStridesForceIt) {
   const Tensor cols = slice(x, 1, 0, 3);
   EXPECT_EQ(view(cols, {2, 2, 3}).storage(), x.storage());
   EXPECT_EQ(view(cols, {2, 2, 3}).strides(), (Shape{12, 6, 1}));
-  EXPECT_NE(error_of([&] { view(cols, {12}); }).find("use reshape"), std::string::npos);
+  EXPECT_TRUE(contains_all(error_of([&] { view(cols, {12}); }), {"use reshape"}));
   LaunchLog log;
   const Tensor flat = reshape(cols, {12});
-  EXPECT_EQ(log.kernels, (std::vector<std::string>{"copy"}));
+  EXPECT_EQ(log.kernels(), (std::vector<std::string>{"copy"}));
   EXPECT_EQ(vals(flat), (std::vector<float>{0, 1, 2, 6, 7, 8, 12, 13, 14, 18, 19, 20}));
   // A transposed matrix flattens only by copying; a transposed view of it back does not.
   const Tensor t = transpose(x, 0, 1);
@@ -111,18 +85,12 @@ TEST(Views, ContiguousIsXItselfOrOneRecordedCopy) {
   EXPECT_TRUE(contiguous(x).is_same(x));
   LaunchLog log;
   const Tensor c = contiguous(transpose(x, 0, 1));
-  EXPECT_EQ(log.kernels, (std::vector<std::string>{"copy"}));
+  EXPECT_EQ(log.kernels(), (std::vector<std::string>{"copy"}));
   EXPECT_TRUE(c.is_contiguous());
   ASSERT_NE(c.grad_fn(), nullptr);
   EXPECT_STREQ(c.grad_fn()->op, "contiguous");
   EXPECT_EQ(vals(c), vals(transpose(x.detach(), 0, 1)));
 }
-
-struct GradCase {
-  const char* name;
-  std::vector<Tensor> inputs;
-  GradcheckFn f;
-};
 
 TEST(Views, GradcheckEveryView) {
   using V = const std::vector<Tensor>&;
@@ -169,10 +137,7 @@ TEST(Views, GradcheckEveryView) {
          return sum_to(x[0], {3, 1});
        }},
   };
-  for (const GradCase& c : cases) {
-    const GradcheckResult r = gradcheck(c.f, c.inputs);
-    EXPECT_TRUE(r.ok) << c.name << ":\n" << r.report;
-  }
+  for (const GradCase& c : cases) EXPECT_TRUE(gradcheck_passes(c.f, c.inputs)) << c.name;
 }
 
 TEST(Views, BroadcastShapesAndSumTo) {
@@ -192,25 +157,23 @@ TEST(Views, BroadcastShapesAndSumTo) {
 TEST(Views, ErrorsNameOpAndShapes) {
   const Tensor x = zeros({2, 3});
   std::string e = error_of([&] { view(x, {4, -1}); });
-  EXPECT_NE(e.find("view: cannot infer the -1 in shape [4, -1]"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"view: cannot infer the -1 in shape [4, -1]"}));
   e = error_of([&] { reshape(x, {7}); });
-  EXPECT_NE(e.find("reshape: shape [7] does not hold the 6 elements"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"reshape: shape [7] does not hold the 6 elements"}));
   e = error_of([&] { permute(x, {0, 0}); });
-  EXPECT_NE(e.find("permute: dims 0, 0 are not a permutation"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"permute: dims 0, 0 are not a permutation"}));
   e = error_of([&] { slice(x, 1, 2, 5); });
-  EXPECT_NE(e.find("slice: [2, 5) is not within dim 1 (size 3)"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"slice: [2, 5) is not within dim 1 (size 3)"}));
   e = error_of([&] { transpose(x, 0, 2); });
-  EXPECT_NE(e.find("dimension 2 out of range for f32[2, 3]"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"dimension 2 out of range for f32[2, 3]"}));
   e = error_of([&] { concat({x, zeros({3, 3})}, 1); });
-  EXPECT_NE(e.find("concat: f32[3, 3] on cpu does not match f32[2, 3] on cpu"), std::string::npos)
-      << e;
+  EXPECT_TRUE(contains_all(e, {"concat: f32[3, 3] on cpu does not match f32[2, 3] on cpu"}));
   e = error_of([&] { expand(x, {4, 3}); });
-  EXPECT_NE(e.find("expand: f32[2, 3] on cpu cannot be expanded to [4, 3]"), std::string::npos)
-      << e;
+  EXPECT_TRUE(contains_all(e, {"expand: f32[2, 3] on cpu cannot be expanded to [4, 3]"}));
   e = error_of([&] { broadcast_shapes({2, 3}, {4}, "add"); });
-  EXPECT_NE(e.find("add: shapes [2, 3] and [4] do not broadcast"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"add: shapes [2, 3] and [4] do not broadcast"}));
   e = error_of([&] { split(x, 0, 0); });
-  EXPECT_NE(e.find("split: chunk size 0"), std::string::npos) << e;
+  EXPECT_TRUE(contains_all(e, {"split: chunk size 0"}));
 }
 
 }  // namespace

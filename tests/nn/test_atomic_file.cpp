@@ -4,14 +4,12 @@
 #include <stdexcept>
 
 #include "engine/atomic_file.h"
-#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using nn_test::contains_all;
-using nn_test::error_of;
-using nn_test::scratch_path;
+using namespace testing;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

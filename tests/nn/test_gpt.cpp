@@ -2,25 +2,15 @@
 // through safetensors.
 #include <cmath>
 
-#include "autograd/gradcheck.h"
 #include "nn/gpt.h"
-#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using nn_test::contains_all;
-using nn_test::error_of;
-using nn_test::scratch_path;
+using namespace testing;
 
 const GPTConfig kTiny{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8};
-
-// Random token ids in [0, V), i32 [B, T].
-Tensor random_ids(int64_t B, int64_t T, int64_t V, Generator& gen) {
-  std::vector<int32_t> ids;
-  for (double u : testing::values(rand({B * T}, gen))) ids.push_back(static_cast<int32_t>(u * V));
-  return from_vector(ids, {B, T});
-}
 
 std::unique_ptr<GPT> make_gpt(const GPTConfig& cfg, uint64_t seed) {
   auto m = std::make_unique<GPT>(cfg);
@@ -107,13 +97,13 @@ TEST(GPT, InitIsDeterministicAndFollowsNanoGPT) {
   EXPECT_NE(to_vector<float>(pa[0].second), to_vector<float>(pc[0].second));
   auto std_of = [](const Tensor& t) {
     double s = 0;
-    const std::vector<double> v = testing::values(t);
+    const std::vector<double> v = values(t);
     for (double x : v) s += x * x;
     return std::sqrt(s / static_cast<double>(v.size()));
   };
   const double proj_std = 0.02 / std::sqrt(4.0);
   for (const auto& [name, p] : pa) {
-    const std::vector<double> v = testing::values(p);
+    const std::vector<double> v = values(p);
     if (name.find(".ln_") != std::string::npos || name.starts_with("transformer.ln_f"))
       EXPECT_EQ(v, std::vector<double>(v.size(), name.ends_with("weight") ? 1.0 : 0.0)) << name;
     else if (name.ends_with(".bias"))
@@ -131,7 +121,7 @@ TEST(GPT, TiedHeadGradientSumsEmbeddingAndHeadContributions) {
   const Tensor ids = random_ids(2, 6, 11, gen), targets = random_ids(2, 6, 11, gen);
   const Tensor logits = m->forward(ids);
   backward(cross_entropy(logits, targets));
-  const std::vector<double> tied = testing::values(m->wte.weight.grad());
+  const std::vector<double> tied = values(m->wte.weight.grad());
 
   // The same model written out by hand, with the head as a separate copy of wte: the tied
   // gradient must be the embedding's gradient plus the head's.
@@ -141,50 +131,49 @@ TEST(GPT, TiedHeadGradientSumsEmbeddingAndHeadContributions) {
   Tensor x = m->wte.forward(ids) + m->wpe.forward(from_vector<int32_t>({0, 1, 2, 3, 4, 5}, {6}));
   for (const auto& block : m->h) x = block->forward(x);
   const Tensor separate_logits = linear(m->ln_f.forward(x), head);
-  EXPECT_TRUE(testing::all_close(separate_logits, logits, 1e-6));
+  EXPECT_TRUE(all_close(separate_logits, logits, 1e-6));
   backward(cross_entropy(separate_logits, targets));
-  std::vector<double> sum = testing::values(m->wte.weight.grad());
-  const std::vector<double> from_head = testing::values(head.grad());
+  std::vector<double> sum = values(m->wte.weight.grad());
+  const std::vector<double> from_head = values(head.grad());
   for (size_t i = 0; i < sum.size(); ++i) sum[i] += from_head[i];
-  EXPECT_TRUE(testing::all_close(tied, sum, 1e-5));
+  EXPECT_TRUE(all_close(tied, sum, 1e-5));
   // Both parts matter: neither alone is the tied gradient.
-  EXPECT_FALSE(testing::all_close(tied, from_head, 1e-3));
+  EXPECT_FALSE(all_close(tied, from_head, 1e-3));
 }
 
 TEST(GPT, AttentionDropoutPathMatchesFusedAttentionWithoutDropout) {
   Generator gen(5);
   std::vector<Tensor> qkv;
   for (int i = 0; i < 3; ++i) {
-    qkv.push_back(randn({2, 3, 7, 4}, gen, 0, 1, DType::f64));
+    qkv.push_back(rnd({2, 3, 7, 4}, gen));
     qkv.back().set_requires_grad(true);
   }
-  const Tensor r = randn({2, 3, 7, 4}, gen, 0, 1, DType::f64);
+  const Tensor r = rnd({2, 3, 7, 4}, gen);
   auto grads_of = [&](const Tensor& y) {
     for (Tensor& t : qkv) t.set_grad(Tensor());
     backward(sum(y * r));
     std::vector<double> g;
     for (Tensor& t : qkv)
-      for (double v : testing::values(t.grad())) g.push_back(v);
+      for (double v : values(t.grad())) g.push_back(v);
     return g;
   };
   const Tensor fused = causal_attention(qkv[0], qkv[1], qkv[2]);
   const Tensor unfused = causal_attention_dropout(qkv[0], qkv[1], qkv[2], 0.0, gen);
-  EXPECT_TRUE(testing::all_close(unfused, fused, 1e-12));
-  EXPECT_TRUE(testing::all_close(grads_of(unfused), grads_of(fused), 1e-12));
+  EXPECT_TRUE(all_close(unfused, fused, 1e-12));
+  EXPECT_TRUE(all_close(grads_of(unfused), grads_of(fused), 1e-12));
 }
 
 TEST(GPT, AttentionDropoutPathPassesGradcheck) {
   Generator gen(10);
   std::vector<Tensor> qkv;
-  for (int i = 0; i < 3; ++i) qkv.push_back(randn({1, 2, 5, 3}, gen, 0, 1, DType::f64));
+  for (int i = 0; i < 3; ++i) qkv.push_back(rnd({1, 2, 5, 3}, gen));
   // A fresh generator per call: every evaluation drops the same elements.
-  const GradcheckResult r = gradcheck(
+  EXPECT_TRUE(gradcheck_passes(
       [](const std::vector<Tensor>& in) {
         Generator mask_gen(11);
         return causal_attention_dropout(in[0], in[1], in[2], 0.3, mask_gen);
       },
-      qkv);
-  EXPECT_TRUE(r.ok) << r.report;
+      qkv));
 }
 
 TEST(GPT, DropoutActsOnlyInTraining) {
@@ -238,8 +227,7 @@ TEST(GPT, StateDictRoundTripsThroughSafetensorsInF32AndBF16) {
   bf16_model.load_state_dict(load_safetensors(bf16_path).tensors);
   const NamedTensors want = src->state_dict(), got = bf16_model.state_dict();
   for (size_t i = 0; i < want.size(); ++i) {
-    const std::vector<double> w = testing::values(want[i].second),
-                              g = testing::values(got[i].second);
+    const std::vector<double> w = values(want[i].second), g = values(got[i].second);
     for (size_t j = 0; j < w.size(); ++j)
       ASSERT_LE(std::abs(g[j] - w[j]), std::ldexp(std::abs(w[j]), -8))
           << want[i].first << "[" << j << "]";

@@ -1,13 +1,12 @@
 // Module: dotted parameter names in registration order, train/eval, state dicts.
 #include "autograd/node.h"
 #include "nn/module.h"
-#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using nn_test::contains_all;
-using nn_test::error_of;
+using namespace testing;
 
 struct Leaf : Module {
   Tensor w, b;
@@ -96,9 +95,9 @@ TEST(Module, LoadStateDictCopiesInPlaceAndCastsBF16) {
   state[0].second = cast(state[0].second, DType::bf16);
   dst.load_state_dict(state);
   EXPECT_EQ(dst.inner.scale.dtype(), DType::f32);
-  EXPECT_EQ(testing::values(dst.inner.scale), testing::values(state[0].second));
-  EXPECT_EQ(testing::values(dst.head.w), testing::values(state[5].second));
-  EXPECT_EQ(testing::values(dst.inner.second.w), testing::values(state[3].second));
+  EXPECT_EQ(values(dst.inner.scale), values(state[0].second));
+  EXPECT_EQ(values(dst.head.w), values(state[5].second));
+  EXPECT_EQ(values(dst.inner.second.w), values(state[3].second));
 }
 
 TEST(Module, LoadStateDictListsEveryProblemAndChangesNothing) {
@@ -115,13 +114,13 @@ TEST(Module, LoadStateDictListsEveryProblemAndChangesNothing) {
             "'inner.first.w' is f32[2, 4] on cpu in the state dict but f32[2, 3] on cpu "
             "in the model",
             "'inner.first.b' is i32[2]", "unexpected 'inner.extra'", "'head.b' appears twice"}));
-  EXPECT_EQ(testing::values(m.inner.scale), std::vector<double>(5, 1.0));
+  EXPECT_EQ(values(m.inner.scale), std::vector<double>(5, 1.0));
 }
 
 TEST(Module, NonStrictLoadIgnoresMissingAndUnexpectedButNotShapes) {
   Outer m;
   m.load_state_dict({{"head.b", full({1}, 7.0)}, {"something.else", zeros({9})}}, false);
-  EXPECT_EQ(testing::values(m.head.b), std::vector<double>{7.0});
+  EXPECT_EQ(values(m.head.b), std::vector<double>{7.0});
   EXPECT_TRUE(
       contains_all(error_of([&] {
                      m.load_state_dict({{"head.b", zeros({2})}}, false);

@@ -5,14 +5,12 @@
 #include <fstream>
 
 #include "nn/safetensors.h"
-#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using nn_test::contains_all;
-using nn_test::error_of;
-using nn_test::scratch_path;
+using namespace testing;
 
 // Writes a file by hand: header length, header text, data bytes.
 void write_raw(const std::string& path, const std::string& header, const std::string& data) {
@@ -54,7 +52,7 @@ TEST(SafeTensors, RoundTripsEveryDTypeShapeAndMetadata) {
     if (expected.dtype() == DType::i32)
       EXPECT_EQ(to_vector<int32_t>(got), to_vector<int32_t>(expected));
     else
-      EXPECT_EQ(testing::values(got), testing::values(expected)) << name;  // bit-exact
+      EXPECT_EQ(values(got), values(expected)) << name;  // bit-exact
   }
   EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"step", "12"}, {"note", "hello"}}));
   EXPECT_TRUE(file.contains("bf16"));

@@ -8,12 +8,12 @@
 
 #include "nn/gpt.h"
 #include "optim/adamw.h"
-#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-using nn_test::scratch_path;
+using namespace testing;
 
 const char* kPython = "/usr/bin/python3";
 
@@ -29,13 +29,7 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   GPT model(cfg);
   Generator gen(2024);
   model.init(gen);
-  auto random_ids = [&] {
-    std::vector<int32_t> ids;
-    for (double u : testing::values(rand({B * T}, gen)))
-      ids.push_back(static_cast<int32_t>(u * static_cast<double>(cfg.vocab_size)));
-    return from_vector(ids, {B, T});
-  };
-  const Tensor x = random_ids(), y = random_ids();
+  const Tensor x = random_ids(B, T, cfg.vocab_size, gen), y = random_ids(B, T, cfg.vocab_size, gen);
   const std::string weights = scratch_path("oracle_weights.safetensors");
   const std::string batch = scratch_path("oracle_batch.safetensors");
   const std::string out = scratch_path("oracle_out.safetensors");
@@ -58,14 +52,14 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
     FAIL() << "the oracle failed: " << cmd;
   }
   const SafeTensorsFile ref = load_safetensors(out);
-  auto ref_values = [&](const std::string& name) { return testing::values(ref.at(name)); };
+  auto ref_values = [&](const std::string& name) { return values(ref.at(name)); };
 
   // 3. Loss and every gradient at the initial weights.
   const Tensor loss = cross_entropy(model.forward(x), y);
   backward(loss);
   EXPECT_NEAR(item(loss), ref_values("loss")[0], 1e-5 * ref_values("loss")[0]);
   for (const auto& [name, p] : model.named_parameters())
-    EXPECT_TRUE(testing::all_close(testing::values(p.grad()), ref_values("grad." + name), 1e-4))
+    EXPECT_TRUE(all_close(values(p.grad()), ref_values("grad." + name), 1e-4))
         << "gradient of " << name;
 
   // 4. K AdamW steps on the same batch: the loss before each step, then the weights.
@@ -78,13 +72,13 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
     adamw.step();
     losses.push_back(item(l));
   }
-  EXPECT_TRUE(testing::all_close(losses, ref_values("losses"), 1e-5));
+  EXPECT_TRUE(all_close(losses, ref_values("losses"), 1e-5));
   // rtol 1e-3 here: the key bias gets no gradient in exact arithmetic (adding a constant to every
   // key shifts a softmax row uniformly), so its gradient is rounding noise of ~1e-11 in both
   // engines, and Adam's m / sqrt(v) turns that noise into updates of up to ~lr * 1e-3. A real
   // optimizer error moves weights by ~lr = 1e-2, far outside this tolerance.
   for (const auto& [name, p] : model.named_parameters())
-    EXPECT_TRUE(testing::all_close(testing::values(p), ref_values("after." + name), 1e-3))
+    EXPECT_TRUE(all_close(values(p), ref_values("after." + name), 1e-3))
         << "weights after " << steps << " AdamW steps: " << name;
 }
 

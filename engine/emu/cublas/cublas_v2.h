@@ -1,0 +1,71 @@
+// The emulated cuBLAS: the part of <cublas_v2.h> that kernels/cuda calls, with the same names,
+// signatures, enum values and status codes, answered on the host by OpenBLAS (cublas.cpp).
+//
+// A .cu file includes it in place of the real header when compiled for emu:
+//   #if defined(GLASS_EMU)
+//   #include "engine/emu/cublas/cublas_v2.h"
+//   #else
+//   #include <cublas_v2.h>
+//   #endif
+// and the call site stays byte for byte the one a GPU runs. The semantics are cuBLAS's:
+// - matrices are column-major; op(X) is X (CUBLAS_OP_N) or its transpose (CUBLAS_OP_T, and
+//   CUBLAS_OP_C, which means the same for real types);
+// - arguments are checked as cuBLAS checks them, before anything is touched: a null handle is
+//   CUBLAS_STATUS_NOT_INITIALIZED; a negative size or batch count, an unknown op flag, a null
+//   alpha or beta, or a leading dimension below the rows of the matrix as stored
+//   (lda < max(1, transa == N ? m : k), ldb < max(1, transb == N ? k : n), ldc < max(1, m)) is
+//   CUBLAS_STATUS_INVALID_VALUE;
+// - alpha and beta are read through host pointers (CUBLAS_POINTER_MODE_HOST, cuBLAS's default);
+//   with beta == 0, C is written without being read, so NaN in C does not survive; with
+//   alpha == 0 or k == 0, A and B are not read and C = beta C.
+// Calls are synchronous. The stream set on a handle is kept (cublasGetStream returns it) and
+// otherwise has no effect: on emu every stream is an in-order queue that is always drained.
+#pragma once
+
+#include <driver_types.h>  // cudaStream_t, from the CUDA headers as they are
+
+extern "C" {
+
+typedef enum {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_ARCH_MISMATCH = 8,
+  CUBLAS_STATUS_MAPPING_ERROR = 11,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_INTERNAL_ERROR = 14,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+  CUBLAS_STATUS_LICENSE_ERROR = 16
+} cublasStatus_t;
+
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
+
+// A handle: what the library keeps per context (here only the stream).
+typedef struct cublasContext* cublasHandle_t;
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasDestroy(cublasHandle_t handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);
+
+// "CUBLAS_STATUS_INVALID_VALUE", and a sentence saying what it means.
+const char* cublasGetStatusName(cublasStatus_t status);
+const char* cublasGetStatusString(cublasStatus_t status);
+
+// C = alpha op(A) op(B) + beta C, column-major; op(A) is m x k, op(B) is k x n, C is m x n.
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                           const float* A, int lda, const float* B, int ldb, const float* beta,
+                           float* C, int ldc);
+
+// The same for batchCount matrices: matrix i of X starts at X + i * strideX (a stride of 0 reuses
+// one matrix for every entry).
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb,
+                                         long long int strideB, const float* beta, float* C,
+                                         int ldc, long long int strideC, int batchCount);
+
+}  // extern "C"

@@ -1,0 +1,256 @@
+// CUDA kernels for causal scaled-dot-product attention: q, k, v, out [B, H, T, D] and probs
+// [B, H, T, T], all contiguous f32 (contracts in kernels/backend.h; the cpu reference is
+// kernels/cpu/attention.cpp).
+//
+//   forward:  S = Q K^T * scale; P[i] = softmax of S[i, 0..i], P[i, j > i] = 0 (the causal mask);
+//             out = P V. P is stored in probs for backward.
+//   backward: dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dP * P));
+//             dQ = dS K * scale; dK = dS^T Q * scale.
+//
+// Plain (not flash) kernels, one block per row of one (batch, head) slice; grid.x = slices * T.
+// Only the causal triangle j <= i is computed.
+// - forward, block (slice, query row i): q_i goes to shared memory; threads over keys j <= i
+//   compute s_j = q_i . k_j * scale into a shared row; block max and sum (warp butterfly shuffles,
+//   then the warps in warp order) turn it into P[i], written out with zeros above the diagonal;
+//   then threads over d compute out_i[d] = sum_j P_ij v_j[d] (reads of V coalesced over d).
+// - backward, kernel 1, block (slice, row i): dP_ij = dO_i . V_j over j <= i (threads over j),
+//   the row dot sum_j dP_ij P_ij by block reduction, dS_ij = P_ij (dP_ij - dot) into shared memory
+//   and into a scratch tensor dS [slices, T, T] (lower triangle only), then
+//   dQ_i[d] = scale * sum_j dS_ij K_j[d] (threads over d).
+// - backward, kernel 2, block (slice, key row j): threads over d sum over the queries i >= j:
+//   dV_j[d] = sum_i P_ij dO_i[d], dK_j[d] = scale * sum_i dS_ij Q_i[d].
+// Each output element is summed by one thread in a fixed order (no atomics), so results are
+// bit-identical run to run. FLOPs count the triangle actually computed: 2D per entry per product
+// (two products forward, four backward) plus the softmax's 5 (forward) / 4 (backward) per entry.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "engine/emu/dynamic_shared.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxThreads = 256;
+
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return a > b ? a : b; }
+};
+
+// op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
+// a multiple of 32 and every thread must call it (it holds two barriers).
+template <class Op>
+__device__ float block_reduce(float value, Op op) {
+  __shared__ float warp_results[32];
+  // 1. inside each warp: butterfly shuffles leave the warp's result in all 32 lanes
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
+    value = op(value, __shfl_xor_sync(kFullMask, value, lane_mask));
+  if (threadIdx.x % 32 == 0) warp_results[threadIdx.x / 32] = value;
+  __syncthreads();
+  // 2. across warps, in warp order
+  float result = warp_results[0];
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) result = op(result, warp_results[w]);
+  __syncthreads();  // warp_results may be overwritten by the next reduction
+  return result;
+}
+
+// sum_d a[d] * b[d]
+__device__ float dot(const float* a, const float* b, int64_t D) {
+  float s = 0;
+  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// One block per (slice, query row i). Dynamic shared memory: q_i [D], then the row of P [T].
+__global__ void attention_forward_kernel(const float* q, const float* k, const float* v, float* out,
+                                         float* probs, int64_t T, int64_t D, float scale) {
+  GLASS_DYNAMIC_SHARED(float, shared);
+  float* qi = shared;
+  float* p = shared + D;
+  const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
+  const float* K = k + slice * T * D;
+  const float* V = v + slice * T * D;
+  // 1. stage q_i in shared memory
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) qi[d] = q[(slice * T + i) * D + d];
+  __syncthreads();
+  // 2. scores s_j = q_i . k_j * scale for j <= i, and their maximum
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+    p[j] = dot(qi, K + j * D, D) * scale;
+    m = p[j] > m ? p[j] : m;
+  }
+  m = block_reduce(m, Max{});
+  // 3. exponentiate the shifted scores and sum them
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+    p[j] = expf(p[j] - m);
+    sum += p[j];
+  }
+  const float inv = 1.0f / block_reduce(sum, Sum{});
+  // 4. normalise and store the row of P, zero above the diagonal
+  float* prow = probs + (slice * T + i) * T;
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
+    if (j <= i) p[j] *= inv;
+    prow[j] = j <= i ? p[j] : 0.0f;
+  }
+  __syncthreads();
+  // 5. out_i[d] = sum_{j <= i} P_ij v_j[d], threads over d
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = 0; j <= i; ++j) acc += p[j] * V[j * D + d];
+    out[(slice * T + i) * D + d] = acc;
+  }
+}
+
+// Backward kernel 1, one block per (slice, query row i): the row of dS (into shared memory and
+// into ds [slices, T, T], j <= i), then dQ_i. Dynamic shared memory: dO_i [D], then dS_i [T].
+__global__ void attention_backward_query_kernel(const float* k, const float* v, const float* probs,
+                                                const float* dout, float* dq, float* ds, int64_t T,
+                                                int64_t D, float scale) {
+  GLASS_DYNAMIC_SHARED(float, shared);
+  float* doi = shared;
+  float* dsi = shared + D;
+  const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
+  const float* K = k + slice * T * D;
+  const float* V = v + slice * T * D;
+  const float* prow = probs + (slice * T + i) * T;
+  // 1. stage dO_i in shared memory
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) doi[d] = dout[(slice * T + i) * D + d];
+  __syncthreads();
+  // 2. dP_ij = dO_i . v_j for j <= i, and the row dot sum_j dP_ij P_ij
+  float row_dot = 0;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+    dsi[j] = dot(doi, V + j * D, D);
+    row_dot += dsi[j] * prow[j];
+  }
+  row_dot = block_reduce(row_dot, Sum{});
+  // 3. dS_ij = P_ij (dP_ij - dot), kept in shared memory and stored for kernel 2
+  float* dsrow = ds + (slice * T + i) * T;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+    dsi[j] = prow[j] * (dsi[j] - row_dot);
+    dsrow[j] = dsi[j];
+  }
+  __syncthreads();
+  // 4. dQ_i[d] = scale * sum_{j <= i} dS_ij k_j[d], threads over d
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = 0; j <= i; ++j) acc += dsi[j] * K[j * D + d];
+    dq[(slice * T + i) * D + d] = scale * acc;
+  }
+}
+
+// Backward kernel 2, one block per (slice, key row j), threads over d: the column j of P and dS
+// against the rows i >= j of dO and Q.
+__global__ void attention_backward_key_kernel(const float* q, const float* probs, const float* dout,
+                                              const float* ds, float* dk, float* dv, int64_t T,
+                                              int64_t D, float scale) {
+  const int64_t slice = blockIdx.x / T, j = blockIdx.x % T;
+  const float* Q = q + slice * T * D;
+  const float* dO = dout + slice * T * D;
+  const float* P = probs + slice * T * T;
+  const float* dS = ds + slice * T * T;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    // dV_j[d] = sum_{i >= j} P_ij dO_i[d];  dK_j[d] = scale * sum_{i >= j} dS_ij Q_i[d]
+    float dv_acc = 0, dk_acc = 0;
+    for (int64_t i = j; i < T; ++i) {
+      dv_acc += P[i * T + j] * dO[i * D + d];
+      dk_acc += dS[i * T + j] * Q[i * D + d];
+    }
+    dv[(slice * T + j) * D + d] = dv_acc;
+    dk[(slice * T + j) * D + d] = scale * dk_acc;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
+// contiguous f32.
+struct AttentionShape {
+  int64_t slices, T, D;
+  AttentionShape(const char* kernel, const Tensor& q, std::initializer_list<const Tensor*> like_q,
+                 const Tensor& probs) {
+    GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "{}: q {} must be [B, H, T, D] with D > 0", kernel,
+                q.describe());
+    slices = q.size(0) * q.size(1);
+    T = q.size(2);
+    D = q.size(3);
+    for (const Tensor* t : like_q)
+      GLASS_CHECK(t->shape() == q.shape() && t->is_contiguous() && t->dtype() == DType::f32,
+                  "{}: {} must be contiguous f32 like q {} (f32 only on emu/cuda)", kernel,
+                  t->describe(), q.describe());
+    GLASS_CHECK(probs.shape() == Shape({q.size(0), q.size(1), T, T}) && probs.is_contiguous() &&
+                    probs.dtype() == DType::f32,
+                "{}: probs {} must be contiguous f32 [B, H, T, T] for q {}", kernel,
+                probs.describe(), q.describe());
+  }
+  int64_t rows() const { return slices * T; }
+  // `products` T x T x D products over the causal triangle plus `per_entry` per causal entry
+  double flops(int products, int per_entry) const {
+    const double entries = static_cast<double>(slices) * static_cast<double>(T * (T + 1) / 2);
+    return entries * (products * 2.0 * static_cast<double>(D) + per_entry);
+  }
+  // One block per row; threads: whole warps covering max(T, D), at most kMaxThreads.
+  dim3 block() const {
+    return dim3(32 * ceil_div(std::min<int64_t>(std::max(T, D), kMaxThreads), 32));
+  }
+  // Shared memory of the row kernels: a D-vector and a T-row.
+  size_t shared_bytes() const { return static_cast<size_t>(D + T) * sizeof(float); }
+};
+
+double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                       const Tensor& probs, double scale) {
+  const char* kernel = "attention_forward";
+  const AttentionShape g(kernel, q, {&q, &k, &v, &out}, probs);
+  if (q.numel() == 0) return;
+  const LaunchInfo info =
+      kernel_launch_info(kernel, q, dim3(static_cast<unsigned>(g.rows())), g.block(),
+                         g.shared_bytes(), g.flops(2, 5), bytes_of({&q, &k, &v, &out, &probs}));
+  launch_cuda_kernel(info, attention_forward_kernel, q.data<float>(), k.data<float>(),
+                     v.data<float>(), out.data<float>(), probs.data<float>(), g.T, g.D,
+                     static_cast<float>(scale));
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                        double scale) {
+  const char* kernel = "attention_backward";
+  const AttentionShape g(kernel, q, {&q, &k, &v, &dout, &dq, &dk, &dv}, probs);
+  if (q.numel() == 0) return;
+  const Tensor ds = Tensor::empty(probs.shape(), DType::f32, q.device());  // lower triangle used
+  const dim3 grid(static_cast<unsigned>(g.rows()));
+  // 1. per query row: dS (two of the four products: dP and dQ) and dQ
+  const LaunchInfo query_info =
+      kernel_launch_info("attention_backward_query", q, grid, g.block(), g.shared_bytes(),
+                         g.flops(2, 4), bytes_of({&k, &v, &probs, &dout, &dq, &ds}));
+  launch_cuda_kernel(query_info, attention_backward_query_kernel, k.data<float>(), v.data<float>(),
+                     probs.data<float>(), dout.data<float>(), dq.data<float>(), ds.data<float>(),
+                     g.T, g.D, static_cast<float>(scale));
+  // 2. per key row: dV and dK (the other two products)
+  const LaunchInfo key_info =
+      kernel_launch_info("attention_backward_key", q, grid,
+                         dim3(32 * ceil_div(std::min<int64_t>(g.D, kMaxThreads), 32)), 0,
+                         g.flops(2, 0), bytes_of({&q, &probs, &dout, &ds, &dk, &dv}));
+  launch_cuda_kernel(key_info, attention_backward_key_kernel, q.data<float>(), probs.data<float>(),
+                     dout.data<float>(), ds.data<float>(), dk.data<float>(), dv.data<float>(), g.T,
+                     g.D, static_cast<float>(scale));
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,96 @@
+// Helpers shared by the host launchers and kernels of kernels/cuda: dtype dispatch, LaunchInfo,
+// and strided indexing for kernels whose operands have arbitrary strides (copy, binary ops).
+//
+// Strided operands reach a kernel as one small struct passed by value (kernel parameters live in
+// constant memory on a GPU): the shape and each operand's strides, in elements, after size-1
+// dimensions were dropped and neighbouring dimensions merged wherever every operand walks them
+// as one. A contiguous tensor so becomes a single dimension of stride 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "engine/launch.h"
+#include "engine/tensor.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda {
+
+constexpr int kMaxDims = 8;  // rank limit of strided kernels (after merging dimensions)
+
+// Calls fn.template operator()<T>() with T = float or double, as t's dtype says.
+template <class Fn>
+void visit_float(const Tensor& t, const char* kernel, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::f64:
+      fn.template operator()<double>();
+      return;
+    default:
+      fail("{}: dtype {} is not supported on {} (f32, f64): {}", kernel, dtype_name(t.dtype()),
+           t.device().str(), t.describe());
+  }
+}
+
+// LaunchInfo of a kernel running on `on`'s device.
+inline LaunchInfo kernel_launch_info(const char* kernel, const Tensor& on, dim3 grid, dim3 block,
+                                     size_t shared_bytes, double flops, double bytes) {
+  LaunchInfo info;
+  info.kernel = kernel;
+  info.device = on.device();
+  info.grid = {grid.x, grid.y, grid.z};
+  info.block = {block.x, block.y, block.z};
+  info.shared_bytes = shared_bytes;
+  info.flops = flops;
+  info.bytes = bytes;
+  return info;
+}
+
+// N operands walked over one shape: the element at row-major position i of the shape is at
+// offset[k] in operand k.
+template <int N>
+struct StridedIndex {
+  int ndim = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[N][kMaxDims] = {};
+
+  // Peels the coordinates of i off from the last dimension to the first.
+  __host__ __device__ void offsets(int64_t i, int64_t (&offset)[N]) const {
+    for (int k = 0; k < N; ++k) offset[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t coord = i % size[d];
+      i /= size[d];
+      for (int k = 0; k < N; ++k) offset[k] += coord * stride[k][d];
+    }
+  }
+};
+
+// The StridedIndex of `shape` walked by operands with `strides`, simplified; throws naming
+// `kernel` and `t` when more than kMaxDims dimensions remain.
+template <int N>
+StridedIndex<N> make_strided_index(const char* kernel, const Tensor& t, const Shape& shape,
+                                   const std::array<Shape, N>& strides) {
+  StridedIndex<N> idx;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    // Merge into the previous dimension when every operand steps through both as one.
+    bool merge = idx.ndim > 0;
+    for (int k = 0; k < N && merge; ++k)
+      merge = idx.stride[k][idx.ndim - 1] == strides[k][d] * shape[d];
+    if (merge) {
+      idx.size[idx.ndim - 1] *= shape[d];
+      for (int k = 0; k < N; ++k) idx.stride[k][idx.ndim - 1] = strides[k][d];
+      continue;
+    }
+    GLASS_CHECK(idx.ndim < kMaxDims, "{}: {} has more than {} dimensions that cannot be merged",
+                kernel, t.describe(), kMaxDims);
+    idx.size[idx.ndim] = shape[d];
+    for (int k = 0; k < N; ++k) idx.stride[k][idx.ndim] = strides[k][d];
+    idx.ndim++;
+  }
+  return idx;
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,272 @@
+// CUDA elementwise kernels with their host launchers: binary ops over broadcasting strides,
+// affine, pow, GELU and dropout.
+//
+// Thread mapping: one thread per element (dropout: per group of four, below), 256 threads per
+// block, grid = ceil(n / 256), the tail block's extra threads return at once. Consecutive
+// threads handle consecutive elements, so contiguous operands are read and written coalesced.
+// Kernels are templates over the element type (f32, and f64 for gradcheck) and over a small
+// functor holding the op and its scalars, so that each op is one line of math and every op
+// shares one kernel body.
+#include "engine/rng.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+// FLOPs per element, counting an exp or pow as one operation (as the cpu kernels count).
+constexpr double kGeluForwardFlops = 10;
+constexpr double kGeluBackwardFlops = 20;
+
+// Math that picks the f32 or f64 function by argument type, on host and device alike.
+__device__ inline float exp_of(float x) { return expf(x); }
+__device__ inline double exp_of(double x) { return exp(x); }
+__device__ inline float pow_of(float x, float p) { return powf(x, p); }
+__device__ inline double pow_of(double x, double p) { return pow(x, p); }
+
+__device__ inline int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// --- binary: out = a op b, each operand with its own strides (a broadcast dimension has
+// stride 0). Element i reads a and b before writing out, so out may alias a or b.
+
+struct Add {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+
+template <class T, class Op>
+__global__ void binary_kernel(const T* a, const T* b, T* out, StridedIndex<3> idx, int64_t n,
+                              Op op) {
+  const int64_t i = global_index();
+  if (i >= n) return;
+  int64_t off[3];
+  idx.offsets(i, off);
+  out[off[2]] = op(a[off[0]], b[off[1]]);
+}
+
+// --- unary maps: y[i] = f(x[i]) and, for backward, dx[i] = f(x[i], dy[i]) on contiguous arrays.
+
+template <class T, class F>
+__global__ void map1_kernel(const T* x, T* y, int64_t n, F f) {
+  const int64_t i = global_index();
+  if (i < n) y[i] = f(x[i]);
+}
+
+template <class T, class F>
+__global__ void map2_kernel(const T* x, const T* dy, T* dx, int64_t n, F f) {
+  const int64_t i = global_index();
+  if (i < n) dx[i] = f(x[i], dy[i]);
+}
+
+template <class T>
+struct Affine {  // x * mul + add
+  T mul, add;
+  __device__ T operator()(T x) const { return x * mul + add; }
+};
+
+template <class T>
+struct Square {  // x^2: common (variances, norms) and exact without pow
+  __device__ T operator()(T x) const { return x * x; }
+};
+
+template <class T>
+struct Power {  // x^p
+  T p;
+  __device__ T operator()(T x) const { return pow_of(x, p); }
+};
+
+// GELU (tanh approximation): y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// Since 1 + tanh(u) = 2 sigmoid(2u), y = x sigmoid(2u): one exp, and no cancellation near 0.
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCubic = 0.044715;
+
+// sigmoid(2u) = 1 / (1 + e^(-2u)), with u = sqrt(2/pi) (x + c x^3).
+template <class T>
+__device__ T gelu_sigmoid_2u(T x) {
+  const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+  return T(1) / (T(1) + exp_of(T(-2) * u));
+}
+
+template <class T>
+struct GeluForward {
+  __device__ T operator()(T x) const { return x * gelu_sigmoid_2u(x); }
+};
+
+template <class T>
+struct GeluBackward {
+  // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so
+  // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx = q + 2 x q (1 - q) du/dx,
+  // du/dx = sqrt(2/pi) (1 + 3c x^2).
+  __device__ T operator()(T x, T dy) const {
+    const T q = gelu_sigmoid_2u(x);
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3) * T(kGeluCubic) * x * x);
+    return dy * (q + T(2) * x * q * (T(1) - q) * du);
+  }
+};
+
+// --- dropout: y[i] = x[i] / (1 - p) when element i is kept, else 0.
+// Element i is kept when its 24-bit uniform philox_uniform(seed, off, i) = k / 2^24 is >= p,
+// i.e. when k >= threshold = ceil(p 2^24): an exact integer test, the same as on cpu. One Philox
+// call yields the words of four consecutive elements (counter block off + i/4), so each thread
+// handles one such group of four: thread g computes block g once and applies its four lanes.
+template <class T>
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, T scale,
+                               uint64_t seed, uint64_t off) {
+  const int64_t g = global_index();
+  if (g * 4 >= n) return;
+  const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(g), 0);
+  for (int lane = 0; lane < 4; ++lane) {
+    const int64_t i = g * 4 + lane;
+    if (i < n) y[i] = (r.v[lane] >> 8) >= threshold ? x[i] * scale : T(0);
+  }
+}
+
+// Launches kernel over `items` work items, one thread each.
+template <class... Params, class... Args>
+void launch_items(const char* name, const Tensor& on, int64_t items, double flops, double bytes,
+                  void (*kernel)(Params...), Args&&... args) {
+  const dim3 grid(ceil_div(items, kThreads)), block(kThreads);
+  launch_cuda_kernel(kernel_launch_info(name, on, grid, block, 0, flops, bytes), kernel,
+                     std::forward<Args>(args)...);
+}
+
+// Checks that x and y are contiguous and alike: the shape every unary kernel needs.
+void check_unary(const char* kernel, const Tensor& x, const Tensor& y) {
+  GLASS_CHECK(
+      x.shape() == y.shape() && x.dtype() == y.dtype() && x.is_contiguous() && y.is_contiguous(),
+      "{}: input {} and output {} must be contiguous, of one shape and dtype", kernel, x.describe(),
+      y.describe());
+}
+
+// y = f(x) with f = F<T>{scalars...}, the scalars converted to the element type T.
+template <template <class> class F, class... Scalars>
+void launch_map1(const char* name, const Tensor& x, const Tensor& y, double flops_per_element,
+                 Scalars... scalars) {
+  check_unary(name, x, y);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  visit_float(x, name, [&]<class T>() {
+    launch_items(name, y, n, flops_per_element * n, 2.0 * x.nbytes(), map1_kernel<T, F<T>>,
+                 x.data<T>(), y.data<T>(), n, F<T>{static_cast<T>(scalars)...});
+  });
+}
+
+// Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
+int64_t distinct_elements(const Tensor& t) {
+  int64_t n = 1;
+  for (int d = 0; d < t.dim(); ++d)
+    n *= t.stride(d) == 0 ? std::min<int64_t>(t.size(d), 1) : t.size(d);
+  return n;
+}
+
+template <class T, class Op>
+void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out,
+                   double bytes, Op op) {
+  const int64_t n = out.numel();
+  const StridedIndex<3> idx =
+      make_strided_index<3>(name, out, out.shape(), {a.strides(), b.strides(), out.strides()});
+  launch_items(name, out, n, static_cast<double>(n), bytes, binary_kernel<T, Op>, a.data<T>(),
+               b.data<T>(), out.data<T>(), idx, n, op);
+}
+
+void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uint64_t seed,
+             uint64_t off) {
+  check_unary(kernel, x, y);
+  GLASS_CHECK(p >= 0 && p <= 1, "{}: probability {} is outside [0, 1] for {}", kernel, p,
+              x.describe());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
+  visit_float(x, kernel, [&]<class T>() {
+    const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    launch_items(kernel, y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
+                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, seed, off);
+  });
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const char* name = binary_op_name(op);
+  GLASS_CHECK(a.shape() == out.shape() && b.shape() == out.shape() && a.dtype() == out.dtype() &&
+                  b.dtype() == out.dtype(),
+              "binary {}: operands {} and {} must have the output's shape and dtype, {}", name,
+              a.describe(), b.describe(), out.describe());
+  if (out.numel() == 0) return;
+  const double bytes =
+      static_cast<double>(distinct_elements(a) + distinct_elements(b) + out.numel()) *
+      dtype_size(out.dtype());
+  visit_float(out, name, [&]<class T>() {
+    switch (op) {
+      case BinaryOp::add:
+        return launch_binary<T>(name, a, b, out, bytes, Add{});
+      case BinaryOp::sub:
+        return launch_binary<T>(name, a, b, out, bytes, Sub{});
+      case BinaryOp::mul:
+        return launch_binary<T>(name, a, b, out, bytes, Mul{});
+      case BinaryOp::div:
+        return launch_binary<T>(name, a, b, out, bytes, Div{});
+    }
+  });
+}
+
+void affine(const Tensor& x, const Tensor& out, double mul, double add) {
+  launch_map1<Affine>("affine", x, out, 2, mul, add);
+}
+
+void pow_scalar(const Tensor& x, const Tensor& out, double p) {
+  if (p == 2) return launch_map1<Square>("pow_scalar", x, out, 1);
+  launch_map1<Power>("pow_scalar", x, out, 1, p);
+}
+
+void gelu_forward(const Tensor& x, const Tensor& y) {
+  launch_map1<GeluForward>("gelu_forward", x, y, kGeluForwardFlops);
+}
+
+void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  check_unary("gelu_backward", x, dx);
+  check_unary("gelu_backward", dy, dx);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  visit_float(x, "gelu_backward", [&]<class T>() {
+    launch_items("gelu_backward", dx, n, kGeluBackwardFlops * n, 3.0 * x.nbytes(),
+                 map2_kernel<T, GeluBackward<T>>, x.data<T>(), dy.data<T>(), dx.data<T>(), n,
+                 GeluBackward<T>{});
+  });
+}
+
+void dropout_forward(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off) {
+  dropout("dropout_forward", x, y, p, seed, off);
+}
+
+// dx = dy * mask / (1 - p): the forward map applied to dy, with the mask regenerated.
+void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t seed, uint64_t off) {
+  dropout("dropout_backward", dy, dx, p, seed, off);
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,175 @@
+// cuda GEMM: the engine's one cuBLAS call site. Row-major, strided-batched
+//   C[i] = alpha op(A[i]) op(B[i]) (+ bias broadcast over rows) + beta C[i]
+// as kernels/backend.h (GemmArgs) defines it, handed to column-major cuBLAS without a copy.
+//
+// The mapping: a row-major r x c matrix with leading dimension ld is, byte for byte, the
+// column-major c x r matrix of its transpose with the same ld. So the row-major product
+// C = op(A) op(B) is, read column-major, C^T = op(B)^T op(A)^T: cuBLAS is called with A and B
+// swapped, m and n swapped, and the op flags unchanged (B stored row-major as k x n is, column-
+// major, the n x k matrix B^T = op(B)^T when op is N; when op is T it is stored n x k row-major,
+// i.e. k x n column-major, and cuBLAS's transpose gives op(B)^T again). Leading dimensions carry
+// over as they are, and cuBLAS's own checks on them (ld >= rows as stored, column-major) are then
+// exactly the row-major checks ld >= row length: a wrong lda, ldb, ldc or transpose flag comes
+// back as CUBLAS_STATUS_INVALID_VALUE, on a GPU and on emu alike, and becomes a glass::Error here.
+// What cuBLAS cannot see (that every element it will touch lies inside the tensors' storage) is
+// checked before the call.
+//
+// The bias is an epilogue: after the GEMM, a small kernel adds bias[j] to column j of every row.
+// (cuBLASLt's bias epilogue would fuse it into the GEMM; that is a later optimisation.) So a GEMM
+// that cuBLAS refuses leaves C untouched.
+//
+// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
+// backed by OpenBLAS. f32 only (f64 is for gradcheck on cpu).
+#if defined(GLASS_EMU)
+#include "engine/emu/cublas/cublas_v2.h"
+#else
+#include <cublas_v2.h>
+#endif
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr int kBiasThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
+
+// Every argument, for error messages.
+std::string describe(const GemmArgs& g) {
+  return fmt::format(
+      "GemmArgs{{m={}, n={}, k={}, batch={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={}, "
+      "stride_a={}, stride_b={}, stride_c={}, alpha={}, beta={}, A {}, B {}, C {}, bias {}}}",
+      g.m, g.n, g.k, g.batch, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b,
+      g.stride_c, g.alpha, g.beta, g.a.describe(), g.b.describe(), g.c.describe(),
+      g.bias.describe());
+}
+
+void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
+  GLASS_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm: {} returned {} ({}) for {}", call,
+              cublasGetStatusName(status), cublasGetStatusString(status), describe(g));
+}
+
+// One cuBLAS handle per device, created on first use (on `cuda`, with that device current) and
+// kept for the life of the process: destroying it during static destruction could come after the
+// CUDA context it belongs to is gone.
+cublasHandle_t handle_for(Device device, const GemmArgs& g) {
+  static std::mutex mutex;
+  static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
+  const std::lock_guard<std::mutex> lock(mutex);
+  cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
+  if (handle == nullptr) {
+    check_cublas(cublasCreate(&handle), "cublasCreate", g);
+    // The default stream, the one launch_cuda_kernel launches on.
+    check_cublas(cublasSetStream(handle, nullptr), "cublasSetStream", g);
+  }
+  return handle;
+}
+
+// One operand as stored row-major: `rows` x `cols` with leading dimension `ld`, `batch` matrices
+// `stride` apart. The furthest element cuBLAS will touch must lie inside the tensor's storage
+// (on a GPU, a read past it would be an illegal address, not an error message).
+void check_extent(const char* name, const Tensor& t, int64_t rows, int64_t cols, int64_t ld,
+                  int64_t stride, const GemmArgs& g) {
+  GLASS_CHECK(stride >= 0, "gemm: the batch stride of {} is negative in {}", name, describe(g));
+  if (rows == 0 || cols == 0) return;
+  const int64_t last = t.offset() + (g.batch - 1) * stride + (rows - 1) * ld + cols - 1;
+  const int64_t capacity = static_cast<int64_t>(t.storage()->nbytes / dtype_size(t.dtype()));
+  GLASS_CHECK(last < capacity,
+              "gemm: {} ({} x {} as stored) reaches element {} beyond its storage of {} elements "
+              "in {}",
+              name, rows, cols, last, capacity, describe(g));
+}
+
+void check_args(const GemmArgs& g) {
+  GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
+              "gemm: an operand is undefined in {}", describe(g));
+  const Device device = g.c.device();
+  for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias})
+    GLASS_CHECK(!t->defined() || (t->dtype() == DType::f32 && t->device() == device),
+                "gemm: every operand must be f32 (f64 is for cpu) on C's device {} in {}",
+                device.str(), describe(g));
+  // cuBLAS takes int sizes and leading dimensions; the leading dimensions' lower bounds are its
+  // own check.
+  for (int64_t v : {g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc})
+    GLASS_CHECK(v <= INT_MAX, "gemm: {} exceeds cuBLAS's int range in {}", v, describe(g));
+  GLASS_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm: bad sizes in {}",
+              describe(g));
+  // A is stored m x k, or k x m when transposed; B is k x n, or n x k.
+  check_extent("A", g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, g);
+  check_extent("B", g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, g);
+  check_extent("C", g.c, g.m, g.n, g.ldc, g.stride_c, g);
+  GLASS_CHECK(g.batch == 1 || g.m == 0 || g.stride_c >= g.m * g.ldc,
+              "gemm: C's batch stride makes the outputs overlap in {}", describe(g));
+  if (g.bias.defined())
+    GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
+                "gemm: bias must be contiguous with n values in {}", describe(g));
+}
+
+cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// C[r][j] += bias[j] for each of the `rows` = batch * m rows of C (row r is row r % m of batch
+// entry r / m). Thread mapping: thread j of block column blockIdx.x owns column j, so a warp
+// touches 32 consecutive floats of a row (coalesced); the block rows walk the rows of C, block
+// row blockIdx.y taking rows blockIdx.y, blockIdx.y + gridDim.y, ... A column past n (the tail
+// block) does nothing.
+__global__ void add_bias_kernel(float* c, const float* bias, int64_t rows, int64_t m, int64_t n,
+                                int64_t ldc, int64_t stride_c) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const float b = bias[j];
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    c[(r / m) * stride_c + (r % m) * ldc + j] += b;
+}
+
+void add_bias(const GemmArgs& g) {
+  const int64_t rows = g.batch * g.m;
+  LaunchInfo info;
+  info.kernel = "gemm_add_bias";
+  info.device = g.c.device();
+  info.grid = {ceil_div(g.n, kBiasThreads), static_cast<unsigned>(std::min(rows, kMaxGridY)), 1};
+  info.block = {kBiasThreads, 1, 1};
+  info.flops = static_cast<double>(rows * g.n);
+  info.bytes = 4.0 * (2.0 * static_cast<double>(rows * g.n) + static_cast<double>(g.n));
+  launch_cuda_kernel(info, add_bias_kernel, g.c.data<float>(), g.bias.data<float>(), rows, g.m, g.n,
+                     g.ldc, g.stride_c);
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  check_args(g);
+  if (g.m == 0 || g.n == 0) return;
+  const cublasHandle_t handle = handle_for(g.c.device(), g);
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
+  // one), C written (and read when beta != 0).
+  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
+  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
+  const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
+  LaunchInfo info;
+  info.kernel = "cublasSgemmStridedBatched";
+  info.device = g.c.device();
+  info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
+  info.bytes = 4.0 * (a_elems + b_elems + c_elems);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  glass::launch(info, [&] {
+    // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
+    status = cublasSgemmStridedBatched(
+        handle, op(g.trans_b), op(g.trans_a), static_cast<int>(g.n), static_cast<int>(g.m),
+        static_cast<int>(g.k), &alpha, g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
+        g.a.data<float>(), static_cast<int>(g.lda), g.stride_a, &beta, g.c.data<float>(),
+        static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
+  });
+  check_cublas(status, "cublasSgemmStridedBatched", g);
+  if (g.bias.defined()) add_bias(g);
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,205 @@
+// CUDA kernels for LayerNorm over the last dimension: x [N, C], weight and bias [C], mean and
+// rstd [N] (contracts in kernels/backend.h; the cpu reference is kernels/cpu/layernorm.cpp).
+//
+//   forward:  mean = sum(x)/C, var = sum((x - mean)^2)/C, rstd = 1/sqrt(var + eps),
+//             xhat = (x - mean) * rstd, y = xhat * weight + bias     (mean and rstd saved)
+//   backward: dxhat = dy * weight,
+//             dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+//             dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+//
+// Thread mapping. Forward: one block per row, its threads striding over the C columns (coalesced);
+// the row sums are block reductions (warp butterfly shuffles, then the warps in warp order). The
+// variance is taken around the mean in a second pass, as on cpu.
+// Backward: one block per chunk of kRowsPerChunk consecutive rows. The block walks its rows in
+// order: two block reductions give the row's means, then each thread writes dx for its columns and
+// adds dy * xhat and dy into the chunk's partial dweight/dbias sums, a scratch buffer
+// [chunks, 2, C] in device memory where each column belongs to one thread (no race, no atomics).
+// A second kernel adds the chunks' partials in chunk order, one thread per column. Every order is
+// fixed by the code, so the results are bit-identical run to run. f32 only.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxThreadsPerRow = 512;
+constexpr int64_t kRowsPerChunk = 32;
+constexpr int kThreadsPerColumnBlock = 256;
+
+// Sum over the block of each thread's `value`; every thread gets it. blockDim.x must be a
+// multiple of 32 and every thread must call it (it holds two barriers).
+__device__ float block_sum(float value) {
+  __shared__ float warp_sums[32];
+  // 1. inside each warp: butterfly shuffles leave the warp's sum in all 32 lanes
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
+    value += __shfl_xor_sync(kFullMask, value, lane_mask);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  // 2. across warps, in warp order
+  float sum = warp_sums[0];
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) sum += warp_sums[w];
+  __syncthreads();  // warp_sums may be overwritten by the next reduction
+  return sum;
+}
+
+// One block per row r.
+__global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
+                                         float* y, float* mean, float* rstd, int64_t C, float eps) {
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * C;
+  float* yr = y + r * C;
+  // 1. mean, then the variance around it
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
+  const float m = block_sum(s) / static_cast<float>(C);
+  float v = 0;
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) v += (xr[j] - m) * (xr[j] - m);
+  const float rs = 1.0f / sqrtf(block_sum(v) / static_cast<float>(C) + eps);
+  // 2. normalise, scale and shift
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+    yr[j] = (xr[j] - m) * rs * weight[j] + bias[j];
+  if (threadIdx.x == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+}
+
+// One block per chunk of kRowsPerChunk rows: dx for its rows, and the chunk's partial sums
+// partial[chunk] = {dweight[C], dbias[C]}.
+__global__ void layernorm_backward_kernel(const float* dy, const float* x, const float* weight,
+                                          const float* mean, const float* rstd, float* dx,
+                                          float* partial, int64_t rows, int64_t C) {
+  float* pw = partial + static_cast<int64_t>(blockIdx.x) * 2 * C;
+  float* pb = pw + C;
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) pw[j] = pb[j] = 0;
+  const int64_t first = blockIdx.x * kRowsPerChunk;
+  const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
+  for (int64_t r = first; r < end; ++r) {
+    const float* dyr = dy + r * C;
+    const float* xr = x + r * C;
+    float* dxr = dx + r * C;
+    const float m = mean[r], rs = rstd[r];
+    // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
+    float sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+      const float dxhat = dyr[j] * weight[j];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (xr[j] - m) * rs;
+    }
+    const float mean_dxhat = block_sum(sum_dxhat) / static_cast<float>(C);
+    const float mean_dxhat_xhat = block_sum(sum_dxhat_xhat) / static_cast<float>(C);
+    // 2. dx, and this row's share of the chunk's dweight and dbias (column j is this thread's)
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+      const float xhat = (xr[j] - m) * rs;
+      dxr[j] = rs * (dyr[j] * weight[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+      pw[j] += dyr[j] * xhat;
+      pb[j] += dyr[j];
+    }
+  }
+}
+
+// One thread per column j: dweight[j] and dbias[j] = the chunks' partial sums, in chunk order.
+__global__ void layernorm_param_grads_kernel(const float* partial, float* dweight, float* dbias,
+                                             int64_t chunks, int64_t C) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= C) return;
+  float dw = 0, db = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    dw += partial[c * 2 * C + j];
+    db += partial[c * 2 * C + C + j];
+  }
+  dweight[j] = dw;
+  dbias[j] = db;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
+// parameters checked to be contiguous f32 of matching sizes.
+struct LayerNormShape {
+  int64_t rows, C;
+  LayerNormShape(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> like_x,
+                 std::initializer_list<const Tensor*> per_row,
+                 std::initializer_list<const Tensor*> per_column)
+      : rows(0), C(x.dim() ? x.size(-1) : 0) {
+    GLASS_CHECK(C > 0, "{}: x {} has no last dimension to normalise", kernel, x.describe());
+    rows = x.numel() / C;
+    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
+      for (const Tensor* t : ts)
+        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == DType::f32,
+                    "{}: {} must be contiguous f32 with {} elements (x is {}; f32 only on "
+                    "emu/cuda)",
+                    kernel, t->describe(), numel, x.describe());
+    };
+    check(like_x, x.numel());
+    check(per_row, rows);
+    check(per_column, C);
+  }
+};
+
+double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
+// Threads for a block that strides over a row of C: whole warps, at most kMaxThreadsPerRow.
+dim3 row_threads(int64_t C) {
+  return dim3(32 * ceil_div(std::min<int64_t>(C, kMaxThreadsPerRow), 32));
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, double eps) {
+  const char* kernel = "layernorm_forward";
+  const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
+  if (g.rows == 0) return;
+  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
+  const LaunchInfo info = kernel_launch_info(
+      kernel, x, dim3(static_cast<unsigned>(g.rows)), row_threads(g.C), 0,
+      8.0 * static_cast<double>(x.numel()), bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
+  launch_cuda_kernel(info, layernorm_forward_kernel, x.data<float>(), weight.data<float>(),
+                     bias.data<float>(), y.data<float>(), mean.data<float>(), rstd.data<float>(),
+                     g.C, static_cast<float>(eps));
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias) {
+  const char* kernel = "layernorm_backward";
+  const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
+  const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
+  const Tensor partial =
+      Tensor::empty({std::max<int64_t>(chunks, 1), 2, g.C}, DType::f32, x.device());
+  // 1. dx, and per-chunk partial sums of dweight and dbias.
+  //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
+  if (chunks > 0) {
+    const LaunchInfo info =
+        kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)), row_threads(g.C), 0,
+                           13.0 * static_cast<double>(x.numel()),
+                           bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial}));
+    launch_cuda_kernel(info, layernorm_backward_kernel, dy.data<float>(), x.data<float>(),
+                       weight.data<float>(), mean.data<float>(), rstd.data<float>(),
+                       dx.data<float>(), partial.data<float>(), g.rows, g.C);
+  }
+  // 2. dweight and dbias: the chunks' partials added in chunk order
+  const LaunchInfo info =
+      kernel_launch_info("layernorm_param_grads", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
+                         dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
+                         bytes_of({&partial, &dweight, &dbias}));
+  launch_cuda_kernel(info, layernorm_param_grads_kernel, partial.data<float>(),
+                     dweight.data<float>(), dbias.data<float>(), chunks, g.C);
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,151 @@
+// CUDA reductions with their host launchers: sum over one dimension, and the sum of squares for
+// global-norm clipping.
+//
+// Determinism: no atomics. Each thread sums a set of elements fixed by the launch shape (which
+// depends only on the tensor's shape), in order, into a double; the threads' sums are then
+// combined by a tree whose pairing is fixed (shared memory, or warp shuffles in a fixed
+// butterfly). So results are bit-identical run to run, and double accumulation keeps long f32
+// sums accurate (as on cpu, though the order of additions differs, so cpu and emu agree to
+// rounding, not bit for bit).
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;            // threads per block, a multiple of the warp size
+constexpr unsigned kMaxPartialBlocks = 1024;  // blocks of the first sum_squares pass, at most
+constexpr int64_t kMinPerThread = 8;          // elements each thread of that pass sums, at least
+
+// --- sum_dim: x viewed as [outer, n, inner] (contiguous), out[o, c] = sum_r x[o, r, c].
+// A block owns a chunk of bx consecutive columns of one o and has bx x by threads (bx * by =
+// 256): thread (tx, ty) sums rows ty, ty + by, ty + 2 by, ... of column tx. A warp then reads
+// bx consecutive columns of 32 / bx consecutive rows: coalesced both for wide rows (bx = 32) and
+// for row sums (inner = 1, bx = 1, where rows are consecutive in memory). The by partial sums of
+// a column are then added by a tree over ty in shared memory, the pairing fixed by by.
+// Grid: outer * ceil(inner / bx) blocks in x (x allows 2^31 - 1 blocks; y only 65535).
+
+template <class T>
+__global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, unsigned col_chunks) {
+  __shared__ double partial[kThreads];
+  const int64_t o = blockIdx.x / col_chunks;
+  const int64_t col = static_cast<int64_t>(blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+  // 1. This thread's rows of its column, in order (columns past the end sum nothing).
+  double acc = 0;
+  if (col < inner) {
+    const T* src = x + o * n * inner + col;
+    for (int64_t r = threadIdx.y; r < n; r += blockDim.y)
+      acc += static_cast<double>(src[r * inner]);
+  }
+  partial[t] = acc;
+  // 2. Tree over ty: rows [0, s) add rows [s, 2s), halving s. The barrier before each step
+  //    makes the previous step's sums visible.
+  for (unsigned s = blockDim.y / 2; s > 0; s /= 2) {
+    __syncthreads();
+    if (threadIdx.y < s) partial[t] += partial[t + s * blockDim.x];
+  }
+  // 3. Row 0 holds each column's total (written by this same thread: no barrier needed).
+  if (threadIdx.y == 0 && col < inner) out[o * inner + col] = static_cast<T>(partial[t]);
+}
+
+// --- block_sum: the sum of v over a 1-D block, valid in thread 0. Each warp adds its 32 values
+// by a butterfly of shuffles (offsets 16, 8, 4, 2, 1), lane 0 stores the warp's sum in shared
+// memory, and warp 0 adds those the same way.
+
+__device__ double warp_sum(double v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ double block_sum(double v) {
+  __shared__ double warp_sums[kThreads / 32];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp != 0) return 0;
+  return warp_sum(lane < blockDim.x / 32 ? warp_sums[lane] : 0.0);
+}
+
+// --- sum_squares, pass 1: block b sums x[i]^2 over i = b*256 + t + k * (blocks * 256), k >= 0
+// (grid-stride: each step of a warp reads 32 consecutive elements), into partials[b] (double).
+// The number of blocks depends only on n, so the partition, and the result, are fixed.
+
+template <class T>
+__global__ void sum_squares_partials_kernel(const T* x, int64_t n, double* partials) {
+  double acc = 0;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const double v = static_cast<double>(x[i]);
+    acc += v * v;
+  }
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// --- sum_squares, pass 2: one block adds the partials (thread t: partials t, t + 256, ...),
+// then block_sum; thread 0 stores the total in the output's type.
+
+template <class Out>
+__global__ void sum_squares_combine_kernel(const double* partials, int64_t count, Out* out) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) out[0] = static_cast<Out>(total);
+}
+
+}  // namespace
+
+void sum_dim(const Tensor& x, const Tensor& out, int dim) {
+  GLASS_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype(),
+              "sum_dim: input {} and output {} must be contiguous and of one dtype", x.describe(),
+              out.describe());
+  const int d = x.wrap_dim(dim);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  const int64_t n = x.size(d);
+  GLASS_CHECK(out.numel() == outer * inner, "sum_dim: output {} does not fit {} summed over dim {}",
+              out.describe(), x.describe(), dim);
+  if (outer * inner == 0) return;
+  // Columns per block: 32 when rows are wide, else inner rounded up to a power of two.
+  unsigned bx = 1;
+  while (bx < 32 && bx < inner) bx *= 2;
+  const dim3 block(bx, kThreads / bx);
+  const unsigned col_chunks = ceil_div(inner, bx);
+  const dim3 grid(static_cast<unsigned>(outer) * col_chunks);
+  const LaunchInfo info =
+      kernel_launch_info("sum_dim", x, grid, block, 0, static_cast<double>(x.numel()),
+                         static_cast<double>(x.nbytes() + out.nbytes()));
+  visit_float(x, "sum_dim", [&]<class T>() {
+    launch_cuda_kernel(info, sum_dim_kernel<T>, x.data<T>(), out.data<T>(), n, inner, col_chunks);
+  });
+}
+
+void sum_squares(const Tensor& x, const Tensor& out) {
+  GLASS_CHECK(x.is_contiguous() && out.numel() == 1 && out.is_contiguous(),
+              "sum_squares: input {} must be contiguous and output {} hold one element",
+              x.describe(), out.describe());
+  const int64_t n = x.numel();
+  const unsigned blocks =
+      std::max(1u, std::min(kMaxPartialBlocks, ceil_div(n, kThreads * kMinPerThread)));
+  Tensor partials = Tensor::empty({blocks}, DType::f64, x.device());
+  // Pass 1: per-block partial sums of squares.
+  visit_float(x, "sum_squares", [&]<class T>() {
+    launch_cuda_kernel(
+        kernel_launch_info("sum_squares", x, dim3(blocks), dim3(kThreads), 0, 2.0 * n,
+                           static_cast<double>(x.nbytes() + partials.nbytes())),
+        sum_squares_partials_kernel<T>, x.data<T>(), n, partials.data<double>());
+  });
+  // Pass 2: one block adds them in a fixed order.
+  visit_float(out, "sum_squares", [&]<class Out>() {
+    launch_cuda_kernel(
+        kernel_launch_info("sum_squares_combine", out, dim3(1), dim3(kThreads), 0, blocks,
+                           static_cast<double>(partials.nbytes() + out.nbytes())),
+        sum_squares_combine_kernel<Out>, partials.data<double>(), int64_t{blocks}, out.data<Out>());
+  });
+}
+
+}  // namespace glass::kernels::cuda

@@ -1,0 +1,316 @@
+// CUDA kernels for the softmax family on the last dimension: softmax, log-softmax and the fused
+// cross-entropy, each with its backward (contracts in kernels/backend.h; the cpu reference is
+// kernels/cpu/softmax.cpp).
+//
+// Thread mapping: a tensor is seen as [rows, cols]; one block per row (grid.x = rows), its threads
+// striding over the columns (thread t takes columns t, t + blockDim, ...), so a warp reads 32
+// consecutive floats at a time (coalesced). Short rows get a one-warp block. Row maxima and sums
+// are block reductions: butterfly shuffles inside each warp, then the warps' results combined in
+// warp order through shared memory. Every order is fixed by the code, so results are bit-identical
+// run to run. As on cpu, every row subtracts its maximum before exponentiating, and the logsumexp
+// is kept as max + log(sum) so that x - lse = (x - max) - log(sum) stays accurate for large logits.
+//
+// Cross-entropy targets are checked on the device: a one-block kernel counts the rows that are not
+// ignore_index (written to `valid` as a float; integer counts are exact) and finds the first row
+// whose target is outside [0, V). A kernel cannot throw, so it leaves that row and its value in a
+// small flag tensor on the device; the launcher copies the flag to the host after the launch
+// (a synchronising 8-byte copy on `cuda`, a read on `emu`) and throws naming row and value, before
+// the row kernels could read out of bounds. f32 only (f64 is for gradcheck on cpu).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxThreadsPerRow = 512;
+
+struct Sum {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+struct Min {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
+};
+
+// op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
+// a multiple of 32 and every thread must call it (it holds two barriers).
+template <class T, class Op>
+__device__ T block_reduce(T value, Op op) {
+  __shared__ T warp_results[32];
+  // 1. inside each warp: butterfly shuffles leave the warp's result in all 32 lanes
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
+    value = op(value, __shfl_xor_sync(kFullMask, value, lane_mask));
+  if (threadIdx.x % 32 == 0) warp_results[threadIdx.x / 32] = value;
+  __syncthreads();
+  // 2. across warps, in warp order
+  T result = warp_results[0];
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) result = op(result, warp_results[w]);
+  __syncthreads();  // warp_results may be overwritten by the next reduction
+  return result;
+}
+
+// max_j x[j] over one row, by the whole block.
+__device__ float row_max(const float* x, int64_t cols) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = x[j] > m ? x[j] : m;
+  return block_reduce(m, Max{});
+}
+
+// A row's logsumexp in its two parts, max + log(sum_j exp(x_j - max)).
+struct LogSumExp {
+  float max, log_sum;
+};
+
+__device__ LogSumExp row_logsumexp(const float* x, int64_t cols) {
+  const float m = row_max(x, cols);
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(x[j] - m);
+  return {m, logf(block_reduce(s, Sum{}))};
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax: y = exp(x - max) / sum(exp(x - max))
+__global__ void softmax_forward_kernel(const float* x, float* y, int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
+  const float* xr = x + row;
+  float* yr = y + row;
+  const float m = row_max(xr, cols);
+  // 1. exponentiate the shifted row and sum it
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    yr[j] = expf(xr[j] - m);
+    s += yr[j];
+  }
+  // 2. normalise (each thread rescales the columns it wrote)
+  const float inv = 1.0f / block_reduce(s, Sum{});
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] *= inv;
+}
+
+// softmax backward: dx = y * (dy - sum(dy * y))
+__global__ void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
+  const float *yr = y + row, *dyr = dy + row;
+  float* dxr = dx + row;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += dyr[j] * yr[j];
+  dot = block_reduce(dot, Sum{});
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dxr[j] = yr[j] * (dyr[j] - dot);
+}
+
+// log-softmax: y = (x - max) - log(sum(exp(x - max)))
+__global__ void log_softmax_forward_kernel(const float* x, float* y, int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
+  const float* xr = x + row;
+  float* yr = y + row;
+  const LogSumExp lse = row_logsumexp(xr, cols);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = (xr[j] - lse.max) - lse.log_sum;
+}
+
+// log-softmax backward: dx = dy - softmax(x) * sum(dy), with softmax(x) = exp(y)
+__global__ void log_softmax_backward_kernel(const float* y, const float* dy, float* dx,
+                                            int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
+  const float *yr = y + row, *dyr = dy + row;
+  float* dxr = dx + row;
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += dyr[j];
+  s = block_reduce(s, Sum{});
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dxr[j] = dyr[j] - expf(yr[j]) * s;
+}
+
+// Cross-entropy target check, one block over all rows: valid[0] (when given) = the number of rows
+// whose target is not ignore_index; bad[0] = the first row whose target is outside [0, V) and not
+// ignore_index, bad[1] its target (bad[0] = -1 when there is none).
+__global__ void cross_entropy_check_targets_kernel(const int32_t* targets, int64_t rows, int64_t V,
+                                                   int64_t ignore_index, int32_t* bad,
+                                                   float* valid) {
+  long long count = 0, first_bad = rows;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t t = targets[r];
+    if (t == ignore_index) continue;
+    if (t >= 0 && t < V)
+      ++count;
+    else if (r < first_bad)
+      first_bad = r;
+  }
+  count = block_reduce(count, Sum{});
+  first_bad = block_reduce(first_bad, Min{});
+  if (threadIdx.x == 0) {
+    bad[0] = first_bad < rows ? static_cast<int32_t>(first_bad) : -1;
+    bad[1] = first_bad < rows ? targets[first_bad] : 0;
+    if (valid) valid[0] = static_cast<float>(count);
+  }
+}
+
+// cross-entropy: lse[r] = logsumexp(x[r]); losses[r] = lse[r] - x[r, t_r], 0 for ignored rows
+// (targets already checked)
+__global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* targets,
+                                             float* losses, float* lse, int64_t cols,
+                                             int64_t ignore_index) {
+  const int64_t r = blockIdx.x;
+  const float* xr = logits + r * cols;
+  const LogSumExp l = row_logsumexp(xr, cols);
+  if (threadIdx.x == 0) {
+    const int32_t t = targets[r];
+    lse[r] = l.max + l.log_sum;
+    losses[r] = t == ignore_index ? 0.0f : l.log_sum - (xr[t] - l.max);
+  }
+}
+
+// cross-entropy backward: dx[r, j] = (exp(x[r, j] - lse[r]) - [j == t_r]) * dlosses[r]; ignored
+// rows get 0
+__global__ void cross_entropy_backward_kernel(const float* logits, const int32_t* targets,
+                                              const float* lse, const float* dlosses,
+                                              float* dlogits, int64_t cols, int64_t ignore_index) {
+  const int64_t r = blockIdx.x;
+  const float* xr = logits + r * cols;
+  float* dxr = dlogits + r * cols;
+  const int64_t t = targets[r];
+  const float scale = t == ignore_index ? 0.0f : dlosses[r];
+  const float l = lse[r];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    dxr[j] = expf(xr[j] - l) * scale - (j == t ? scale : 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// A contiguous tensor seen as [rows, cols] over its last dimension (a 0-d tensor is one 1-wide
+// row).
+struct Rows {
+  int64_t cols, rows;
+  explicit Rows(const Tensor& t)
+      : cols(t.dim() ? t.size(-1) : 1), rows(cols ? t.numel() / cols : 0) {}
+};
+
+// Every tensor must be contiguous with `numel` elements of `dtype`: what the kernels index by.
+void check_layout(const char* kernel, int64_t numel, DType dtype,
+                  std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == dtype,
+                "{}: {} must be contiguous {} with {} elements", kernel, t->describe(),
+                dtype_name(dtype), numel);
+}
+
+double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
+// One block per row; threads: the row's width rounded up to whole warps, at most 512.
+LaunchInfo row_launch_info(const char* kernel, const Tensor& x, const Rows& g, double flops,
+                           double bytes) {
+  const dim3 block(32 * ceil_div(std::min<int64_t>(g.cols, kMaxThreadsPerRow), 32));
+  return kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), block, 0, flops, bytes);
+}
+
+// The four row-wise kernels: kernel(inputs..., out, cols) with one block per row, after checking
+// that inputs and output are contiguous f32 of the first input's size.
+template <class... Params, class... In>
+void launch_rowwise(const char* kernel, void (*fn)(Params...), double flops_per_element,
+                    const Tensor& out, const In&... in) {
+  const Tensor* inputs[] = {&in...};
+  const Tensor& x = *inputs[0];  // x, or y for the backward kernels: sets the size
+  check_layout(kernel, x.numel(), DType::f32, {&in..., &out});
+  const Rows g(x);
+  if (g.rows == 0) return;
+  const LaunchInfo info =
+      row_launch_info(kernel, out, g, flops_per_element * static_cast<double>(out.numel()),
+                      bytes_of({&in..., &out}));
+  launch_cuda_kernel(info, fn, in.template data<float>()..., out.data<float>(), g.cols);
+}
+
+// Runs the target check; throws naming the first bad row and its target. `valid` may be null.
+void check_targets(const char* kernel, const Tensor& targets, int64_t V, int64_t ignore_index,
+                   float* valid) {
+  const int64_t rows = targets.numel();
+  const Tensor bad = Tensor::empty({2}, DType::i32, targets.device());
+  const LaunchInfo info = kernel_launch_info(
+      "cross_entropy_check_targets", targets, dim3(1),
+      dim3(32 * ceil_div(std::clamp<int64_t>(rows, 1, 1024), 32)), 0, 0,
+      static_cast<double>(targets.nbytes() + bad.nbytes()) + (valid ? 4.0 : 0.0));
+  launch_cuda_kernel(info, cross_entropy_check_targets_kernel, targets.data<int32_t>(), rows, V,
+                     ignore_index, bad.data<int32_t>(), valid);
+  int32_t host_bad[2];
+  bad.copy_to_host(host_bad);
+  GLASS_CHECK(host_bad[0] < 0,
+              "{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})", kernel,
+              host_bad[1], host_bad[0], V, ignore_index);
+}
+
+}  // namespace
+
+void softmax_forward(const Tensor& x, const Tensor& y) {
+  launch_rowwise("softmax_forward", softmax_forward_kernel, 5, y, x);
+}
+
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  launch_rowwise("softmax_backward", softmax_backward_kernel, 4, dx, y, dy);
+}
+
+void log_softmax_forward(const Tensor& x, const Tensor& y) {
+  launch_rowwise("log_softmax_forward", log_softmax_forward_kernel, 5, y, x);
+}
+
+void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  launch_rowwise("log_softmax_backward", log_softmax_backward_kernel, 4, dx, y, dy);
+}
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                           const Tensor& lse, const Tensor& valid, int64_t ignore_index) {
+  const char* kernel = "cross_entropy_forward";
+  const Rows g(logits);
+  check_layout(kernel, logits.numel(), DType::f32, {&logits});
+  check_layout(kernel, g.rows, DType::i32, {&targets});
+  check_layout(kernel, g.rows, DType::f32, {&losses, &lse});
+  check_layout(kernel, 1, DType::f32, {&valid});
+  // 1. check the targets and count the valid rows
+  check_targets(kernel, targets, g.cols, ignore_index, valid.data<float>());
+  if (g.rows == 0) return;
+  // 2. one block per row: logsumexp and the loss
+  const LaunchInfo info =
+      row_launch_info(kernel, logits, g, 4.0 * static_cast<double>(logits.numel()),
+                      bytes_of({&logits, &targets, &losses, &lse}));
+  launch_cuda_kernel(info, cross_entropy_forward_kernel, logits.data<float>(),
+                     targets.data<int32_t>(), losses.data<float>(), lse.data<float>(), g.cols,
+                     ignore_index);
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            const Tensor& dlosses, const Tensor& dlogits, int64_t ignore_index) {
+  const char* kernel = "cross_entropy_backward";
+  const Rows g(logits);
+  check_layout(kernel, logits.numel(), DType::f32, {&logits, &dlogits});
+  check_layout(kernel, g.rows, DType::i32, {&targets});
+  check_layout(kernel, g.rows, DType::f32, {&lse, &dlosses});
+  check_targets(kernel, targets, g.cols, ignore_index, nullptr);
+  if (g.rows == 0) return;
+  const LaunchInfo info =
+      row_launch_info(kernel, logits, g, 3.0 * static_cast<double>(logits.numel()),
+                      bytes_of({&logits, &targets, &lse, &dlosses, &dlogits}));
+  launch_cuda_kernel(info, cross_entropy_backward_kernel, logits.data<float>(),
+                     targets.data<int32_t>(), lse.data<float>(), dlosses.data<float>(),
+                     dlogits.data<float>(), g.cols, ignore_index);
+}
+
+}  // namespace glass::kernels::cuda

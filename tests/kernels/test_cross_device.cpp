@@ -1,0 +1,203 @@
+// Cross-device table: every op, forward and backward through autograd, on `emu` against `cpu`.
+//
+// Each case builds random inputs on cpu (odd shapes, so that kernels on emu run partial blocks
+// and partial warps), copies them to emu, runs the op on both devices with every floating input
+// requiring grad, and compares outputs; then it back-propagates sum(out * w) for a random w and
+// compares every input's gradient. The kernels differ (kernels/cpu vs kernels/cuda), so values
+// agree to f32 rounding, judged against the magnitude of the cpu result (tests/testing.h).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "engine/launch.h"
+#include "kernels/backend.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+using testing::all_close;
+using Inputs = std::vector<Tensor>;
+
+// Counts launches per device while it lives.
+struct LaunchCounter : LaunchObserver {
+  int cpu = 0, emu = 0;
+  LaunchCounter() { subscribe(this); }
+  ~LaunchCounter() override { unsubscribe(this); }
+  void on_launch_begin(const LaunchInfo& info) override { (info.device == kEmu ? emu : cpu)++; }
+};
+
+struct Case {
+  std::string name;
+  std::function<Inputs(Generator&)> inputs;  // on cpu
+  std::function<Tensor(const Inputs&)> op;
+  double rtol = 1e-5;
+};
+
+// ids in [0, n) as i32, with `ignored` positions set to -100 (cross-entropy's ignore_index).
+Tensor random_ids(int64_t count, int64_t n, Generator& g, int64_t ignored = 0) {
+  std::vector<int32_t> ids(static_cast<size_t>(count));
+  const std::vector<float> u = to_vector<float>(rand({count}, g));
+  for (int64_t i = 0; i < count; ++i)
+    ids[i] = i < ignored ? -100 : std::min<int32_t>(static_cast<int32_t>(u[i] * n), n - 1);
+  return from_vector(ids, {count});
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Case> cases() {
+  auto r = [](Shape s) { return [s](Generator& g) { return Inputs{randn(s, g)}; }; };
+  auto r2 = [](Shape a, Shape b) {
+    return [a, b](Generator& g) { return Inputs{randn(a, g), randn(b, g)}; };
+  };
+  return {
+      // --- elementwise: broadcasting in either operand, non-contiguous operands ---
+      {"add_broadcast_row", r2({7, 33}, {33}), [](const Inputs& x) { return x[0] + x[1]; }},
+      {"sub_broadcast_col", r2({37, 13}, {37, 1}), [](const Inputs& x) { return x[0] - x[1]; }},
+      {"mul_transposed", r2({13, 7}, {7, 13}),
+       [](const Inputs& x) { return transpose(x[0], 0, 1) * x[1]; }},
+      {"mul_broadcast_both", r2({5, 1, 33}, {1, 7, 1}),
+       [](const Inputs& x) { return x[0] * x[1]; }},
+      {"div",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), rand({37, 33}, g, 0.5, 2)};
+       },
+       [](const Inputs& x) { return x[0] / x[1]; }},
+      {"scalar_ops", r({1000}), [](const Inputs& x) { return -(x[0] * 1.5 + 0.25) / 3.0; }},
+      {"pow_square", r({37, 33}), [](const Inputs& x) { return pow(x[0], 2); }},
+      {"pow_cube", r({37, 33}), [](const Inputs& x) { return pow(x[0], 3); }},
+      {"pow_fractional", [](Generator& g) { return Inputs{rand({1025}, g, 0.5, 2)}; },
+       [](const Inputs& x) { return pow(x[0], 1.5); }},
+      {"gelu", r({37, 1000}), [](const Inputs& x) { return gelu(x[0]); }},
+      {"dropout", r({37, 33}),
+       [](const Inputs& x) {
+         Generator g(7);  // the same stream on both devices: the same mask
+         return dropout(x[0], 0.3, true, g);
+       }},
+      // --- views and copies: strided copies through contiguous() and concat ---
+      {"permute_contiguous", r({5, 7, 9}),
+       [](const Inputs& x) {
+         return contiguous(permute(x[0], {2, 0, 1}));
+       }},
+      {"slice_reshape", r({13, 33}),
+       [](const Inputs& x) { return reshape(slice(x[0], 1, 3, 30), {-1}); }},
+      {"expand_mul", r2({7, 1}, {7, 33}),
+       [](const Inputs& x) {
+         return expand(x[0], {7, 33}) * x[1];
+       }},
+      {"concat", r2({7, 5}, {7, 11}),
+       [](const Inputs& x) {
+         return concat({x[0], x[1]}, 1);
+       }},
+      // --- reductions: rows, columns, middle dimensions, everything ---
+      {"sum_all", r({37, 33}), [](const Inputs& x) { return sum(x[0]); }},
+      {"sum_rows", r({37, 1000}), [](const Inputs& x) { return sum(x[0], {1}); }},
+      {"sum_cols", r({1000, 37}), [](const Inputs& x) { return sum(x[0], {0}); }},
+      {"sum_middle_keepdim", r({5, 37, 33}), [](const Inputs& x) { return sum(x[0], {1}, true); }},
+      {"mean_two_dims", r({5, 7, 9}),
+       [](const Inputs& x) {
+         return mean(x[0], {0, 2});
+       }},
+      // --- matrix multiply: batched, broadcast, transposed operands as GEMM op flags ---
+      {"matmul_batched", r2({3, 7, 13}, {3, 13, 9}),
+       [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {"matmul_broadcast_transposed", r2({2, 3, 13, 7}, {9, 13}),
+       [](const Inputs& x) { return matmul(transpose(x[0], -2, -1), transpose(x[1], 0, 1)); }},
+      {"linear_bias",
+       [](Generator& g) {
+         return Inputs{randn({5, 7, 33}, g), randn({13, 33}, g), randn({13}, g)};
+       },
+       [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
+      // --- softmax family, rows that leave partial blocks and warps ---
+      {"softmax", r({37, 33}), [](const Inputs& x) { return softmax(x[0]); }},
+      {"softmax_wide", r({5, 1000}), [](const Inputs& x) { return softmax(x[0] * 3.0); }},
+      {"softmax_one_column", r({37, 1}), [](const Inputs& x) { return softmax(x[0]); }},
+      {"log_softmax", r({37, 1000}), [](const Inputs& x) { return log_softmax(x[0]); }},
+      {"cross_entropy",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), random_ids(37, 33, g, 3)};
+       },
+       [](const Inputs& x) { return cross_entropy(x[0], x[1]); }},
+      {"cross_entropy_3d",
+       [](Generator& g) {
+         return Inputs{randn({3, 5, 1000}, g), random_ids(15, 1000, g)};
+       },
+       [](const Inputs& x) {
+         return cross_entropy(x[0], reshape(x[1], {3, 5}));
+       }},
+      // --- LayerNorm ---
+      {"layer_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), randn({33}, g), randn({33}, g)};
+       },
+       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"layer_norm_wide",
+       [](Generator& g) {
+         return Inputs{randn({3, 5, 1000}, g, 2, 3), randn({1000}, g), randn({1000}, g)};
+       },
+       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }},
+      // --- causal attention: T and D that leave partial tiles ---
+      {"causal_attention",
+       [](Generator& g) {
+         return Inputs{randn({2, 3, 13, 8}, g), randn({2, 3, 13, 8}, g), randn({2, 3, 13, 8}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], x[1], x[2]); }},
+      {"causal_attention_long",
+       [](Generator& g) {
+         return Inputs{randn({1, 2, 67, 33}, g), randn({1, 2, 67, 33}, g),
+                       randn({1, 2, 67, 33}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], x[1], x[2]); }},
+      // --- embedding: repeated ids accumulate into one row ---
+      {"embedding",
+       [](Generator& g) {
+         return Inputs{random_ids(37, 11, g), randn({11, 33}, g)};
+       },
+       [](const Inputs& x) {
+         return embedding(reshape(x[0], {37, 1}), x[1]);
+       }},
+  };
+}
+
+class CrossDevice : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CrossDevice, ForwardAndBackwardMatchCpu) {
+  const Case& c = GetParam();
+  Generator gen(1234);
+  Inputs cpu_in = c.inputs(gen);
+  Inputs emu_in;
+  for (const Tensor& t : cpu_in) emu_in.push_back(to_device(t, kEmu));
+  for (Inputs* in : {&cpu_in, &emu_in})
+    for (Tensor& t : *in)
+      if (is_floating(t.dtype())) t.set_requires_grad(true);
+
+  // Forward and backward of sum(out * w), the same random w on both devices. On emu every
+  // launch must run on emu: nothing may fall back to cpu kernels.
+  const Tensor cpu_out = c.op(cpu_in);
+  const Tensor w = randn(cpu_out.shape(), gen);
+  backward(sum(cpu_out * w));
+  const Tensor emu_w = to_device(w, kEmu);
+  Tensor emu_out;
+  {
+    LaunchCounter launches;
+    emu_out = c.op(emu_in);
+    backward(sum(emu_out * emu_w));
+    EXPECT_EQ(launches.cpu, 0) << c.name;
+    EXPECT_GT(launches.emu, 0) << c.name;
+  }
+  ASSERT_EQ(emu_out.device(), kEmu) << c.name;
+  EXPECT_TRUE(all_close(emu_out, cpu_out, c.rtol)) << c.name << " forward";
+  for (size_t i = 0; i < cpu_in.size(); ++i) {
+    if (!cpu_in[i].requires_grad()) continue;
+    ASSERT_TRUE(emu_in[i].grad().defined()) << c.name << " input " << i;
+    EXPECT_TRUE(all_close(emu_in[i].grad(), cpu_in[i].grad(), c.rtol))
+        << c.name << " gradient of input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CrossDevice, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace glass
