@@ -16,15 +16,15 @@ while (($#)); do
   esac
 done
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target train_gpt >/dev/null
+cmake -S . -B "${BUILD:-build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
 
 data=data/tinyshakespeare.txt
 # The loop PyTorch runs: forward, backward, AdamW; no clipping, constant lr, no evaluation.
 common="--n-layer 4 --n-head 4 --n-embd 256 --seq-len 128 --batch 16 --lr 1e-3"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
-build/samples/train_gpt --data $data $common --steps $((steps + warmup)) --threads "$threads" \
+"${BUILD:-build}"/samples/train_gpt --data $data $common --steps $((steps + warmup)) --threads "$threads" \
   --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 --eval-batches 1 --sample 0 \
   --quiet --metrics "$metrics" >/dev/null
 glass=$(/usr/bin/python3 - "$metrics" "$warmup" <<'PY'
