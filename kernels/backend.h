@@ -14,10 +14,23 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "engine/tensor.h"
 
 namespace glass::kernels {
+
+// One parameter of an AdamW step: the parameter, its gradient and both moments (f32, contiguous,
+// one shape, one device), and the weight decay that applies to it (0 for biases and norms).
+struct AdamWParam {
+  Tensor param, grad, m, v;
+  double weight_decay = 0;
+};
+// The step's hyper-parameters; `step` counts from 1 (bias correction).
+struct AdamWHyper {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  int64_t step = 0;
+};
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
 const char* binary_op_name(BinaryOp op);
@@ -64,8 +77,9 @@ struct Backend {
   // --- reductions ---
   // out = x summed over dimension `dim`; out has x's shape without that dimension.
   void (*sum_dim)(const Tensor& x, const Tensor& out, int dim);
-  // out[0] = sum of x^2 (f32 out, accumulated in double), for global-norm clipping.
-  void (*sum_squares)(const Tensor& x, const Tensor& out);
+  // out[0] = sum over every x in xs of sum(x^2), for global-norm clipping: one value for many
+  // tensors, in few launches (f32 or f64 out, accumulated in double in a fixed order).
+  void (*sum_squares)(std::span<const Tensor> xs, const Tensor& out);
 
   // --- matrix multiply ---
   void (*gemm)(const GemmArgs& args);
@@ -107,11 +121,11 @@ struct Backend {
   void (*embedding_backward)(const Tensor& ids, const Tensor& dout, const Tensor& dtable);
 
   // --- optimizers (f32, updated in place) ---
-  // PyTorch AdamW: p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  // p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
-  void (*adamw_step)(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                     double lr, double beta1, double beta2, double eps, double weight_decay,
-                     int64_t step);
+  // PyTorch AdamW, for many parameters at once (cpu: one launch; cuda/emu: one multi-tensor
+  // launch per 32 parameters), each with its own weight decay:
+  //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+  void (*adamw_step)(std::span<const AdamWParam> params, const AdamWHyper& hyper);
   // PyTorch SGD: g += wd*p; buf = momentum*buf + g (buf = g on the first step); p -= lr*buf.
   void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
                    double momentum, double weight_decay, bool first_step);

@@ -13,10 +13,15 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
               options.weight_decay);
 }
 
-void AdamW::update(size_t i, const Tensor& param, const Tensor& grad) {
-  kernels::backend(param).adamw_step(param, grad, buffer(0, i), buffer(1, i), lr(), options_.beta1,
-                                     options_.beta2, options_.eps,
-                                     decays(i) ? options_.weight_decay : 0.0, step_count());
+void AdamW::update(const std::vector<size_t>& with_grad) {
+  std::vector<kernels::AdamWParam> batch;
+  for (size_t i : with_grad) {
+    const Tensor& p = params()[i].second;
+    batch.push_back(
+        {p, p.grad(), buffer(0, i), buffer(1, i), decays(i) ? options_.weight_decay : 0.0});
+  }
+  const kernels::AdamWHyper hyper{lr(), options_.beta1, options_.beta2, options_.eps, step_count()};
+  kernels::backend(batch[0].param).adamw_step(batch, hyper);
 }
 
 }  // namespace glass

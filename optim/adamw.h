@@ -1,4 +1,5 @@
-// AdamW with PyTorch's semantics (torch.optim.AdamW), one adamw_step kernel launch per parameter:
+// AdamW with PyTorch's semantics (torch.optim.AdamW), one multi-tensor adamw_step launch for all
+// parameters (one per 32 on cuda/emu):
 //   p -= lr * wd * p                          (decoupled weight decay; only on >= 2-D parameters)
 //   m  = beta1 m + (1 - beta1) g              (exp_avg)
 //   v  = beta2 v + (1 - beta2) g^2            (exp_avg_sq)
@@ -25,7 +26,7 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return options_; }
 
  protected:
-  void update(size_t i, const Tensor& param, const Tensor& grad) override;
+  void update(const std::vector<size_t>& with_grad) override;
 
  private:
   AdamWOptions options_;  // .lr is only the initial value: lr() is the current one

@@ -18,15 +18,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0;
 
-  // 1. Each gradient's sum of squares into its own slot of one buffer, read back with one copy.
-  Tensor partials =
-      Tensor::empty({static_cast<int64_t>(grads.size())}, DType::f32, grads[0].device());
-  for (size_t i = 0; i < grads.size(); ++i)
-    kernels::backend(grads[i]).sum_squares(contiguous(grads[i]),
-                                           partials.as_strided({1}, {1}, static_cast<int64_t>(i)));
-  double total = 0;
-  for (float s : to_vector<float>(partials)) total += s;
-  const double norm = std::sqrt(total);
+  // 1. The sum of squares over every gradient: one multi-tensor reduction, one value read back.
+  std::vector<Tensor> dense;
+  for (const Tensor& g : grads) dense.push_back(contiguous(g));
+  Tensor total = Tensor::empty({1}, DType::f64, grads[0].device());
+  kernels::backend(total).sum_squares(dense, total);
+  const double norm = std::sqrt(to_vector<double>(total)[0]);
 
   // 2. Scale in place so that the global norm becomes max_norm.
   if (norm > max_norm) {

@@ -7,11 +7,12 @@
 
 namespace glass {
 
-// norm = sqrt(sum over all gradients of sum(g^2)) (one sum_squares launch per gradient, summed in
-// double in parameter order). When norm > max_norm every gradient is scaled in place by
-// max_norm / (norm + 1e-6), so the new norm is max_norm (to within that 1e-6). Returns the norm
-// before clipping. Parameters without a gradient are skipped. A non-finite norm scales nothing
-// (the caller decides what a NaN step means). Launches run in Phase::optimizer.
+// norm = sqrt(sum over all gradients of sum(g^2)) (one multi-tensor sum_squares, accumulated in
+// double in a fixed order; the gradients must share one device). When norm > max_norm every
+// gradient is scaled in place by max_norm / (norm + 1e-6), so the new norm is max_norm (to within
+// that 1e-6). Returns the norm before clipping. Parameters without a gradient are skipped. A
+// non-finite norm scales nothing (the caller decides what a NaN step means). Launches run in
+// Phase::optimizer.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace glass

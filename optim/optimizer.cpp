@@ -47,10 +47,10 @@ void Optimizer::step() {
   ++step_;
   NoGradGuard no_grad;
   LaunchScope scope(name(), -1, Phase::optimizer);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].second.grad();
-    if (g.defined()) update(i, params_[i].second, g);
-  }
+  std::vector<size_t> with_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].second.grad().defined()) with_grad.push_back(i);
+  if (!with_grad.empty()) update(with_grad);
 }
 
 void Optimizer::zero_grad() {

@@ -3,8 +3,8 @@
 // The base class owns what every optimizer shares: the parameters (by name), the learning rate,
 // the step count, per-parameter state buffers (e.g. AdamW's exp_avg and exp_avg_sq), and the step
 // loop, which runs under NoGradGuard and LaunchScope(name, -1, Phase::optimizer) so that every
-// update kernel shows up as an optimizer launch. A subclass names its buffers and updates one
-// parameter at a time.
+// update kernel shows up as an optimizer launch. A subclass names its buffers and updates the
+// parameters that have gradients (AdamW all at once, in one multi-tensor launch).
 //
 // zero_grad() sets gradients to undefined (PyTorch's set_to_none=True): the next backward then
 // writes fresh gradients instead of adding into zero-filled ones, which saves a fill launch per
@@ -22,7 +22,6 @@
 #include "engine/tensor.h"
 
 namespace glass {
-
 
 class Optimizer {
  public:
@@ -57,8 +56,9 @@ class Optimizer {
   // state buffer per parameter is made for each name in `buffer_names`.
   Optimizer(NamedTensors params, double lr, std::vector<std::string> buffer_names);
 
-  // Updates parameter i from its gradient (same shape and dtype, checked), at step_count().
-  virtual void update(size_t i, const Tensor& param, const Tensor& grad) = 0;
+  // Updates the parameters with these indices (those that have a gradient, of the parameter's
+  // shape and dtype: checked) from their gradients, at step_count().
+  virtual void update(const std::vector<size_t>& with_grad) = 0;
   // State buffer b of parameter i.
   const Tensor& buffer(size_t b, size_t i) const { return buffers_[b][i]; }
   // Whether weight decay applies to parameter i (2 or more dimensions).

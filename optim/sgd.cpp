@@ -14,10 +14,13 @@ SGD::SGD(NamedTensors params, const SGDOptions& options)
   GLASS_CHECK(options.weight_decay >= 0, "sgd: weight_decay {} must be >= 0", options.weight_decay);
 }
 
-void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
-  const Tensor buf = options_.momentum > 0 ? buffer(0, i) : Tensor();
-  kernels::backend(param).sgd_step(param, grad, buf, lr(), options_.momentum,
-                                   decays(i) ? options_.weight_decay : 0.0, step_count() == 1);
+void SGD::update(const std::vector<size_t>& with_grad) {
+  for (size_t i : with_grad) {
+    const Tensor& p = params()[i].second;
+    const Tensor buf = options_.momentum > 0 ? buffer(0, i) : Tensor();
+    kernels::backend(p).sgd_step(p, p.grad(), buf, lr(), options_.momentum,
+                                 decays(i) ? options_.weight_decay : 0.0, step_count() == 1);
+  }
 }
 
 }  // namespace glass

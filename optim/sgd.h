@@ -24,7 +24,7 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  protected:
-  void update(size_t i, const Tensor& param, const Tensor& grad) override;
+  void update(const std::vector<size_t>& with_grad) override;
 
  private:
   SGDOptions options_;

@@ -1,63 +1,35 @@
-// cpu optimizer steps: AdamW and SGD with momentum, one fused pass over each parameter, in place.
+// cpu optimizer steps, in place: AdamW (all parameters in one launch) and SGD with momentum (one
+// fused pass per parameter).
 //
 // The arithmetic follows PyTorch's single-tensor implementations step by step (scalars computed
-// in double, then used in f32), so weights track a PyTorch run to rounding. Every element is
-// independent: the loops are plain, branch-free and vectorise.
+// in double, then used in f32; kernels/optim_math.h, shared with the CUDA kernels), so weights
+// track a PyTorch run to rounding. Every element is independent: the loops are plain,
+// branch-free and vectorise.
 #include <cmath>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/optim_math.h"
 
 namespace glass::kernels::cpu {
 
-namespace {
-
-// Optimizer state must be f32, contiguous and shaped like the parameter.
-void check_state(const char* kernel, const Tensor& param, std::initializer_list<Tensor> state) {
-  GLASS_CHECK(param.dtype() == DType::f32 && param.is_contiguous(),
-              "{}: parameter {} must be contiguous f32", kernel, param.describe());
-  for (const Tensor& t : state)
-    GLASS_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == param.shape(),
-                "{}: state {} must be contiguous f32 shaped like the parameter {}", kernel,
-                t.describe(), param.describe());
-}
-
-}  // namespace
-
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                double lr, double beta1, double beta2, double eps, double weight_decay,
-                int64_t step) {
-  check_state("adamw_step", param, {grad, m, v});
-  GLASS_CHECK(step >= 1, "adamw_step: step {} must count from 1 for {}", step, param.describe());
-  const int64_t n = param.numel();
-  // Reads p, g, m, v; writes p, m, v.
-  launch(cpu_launch_info("adamw_step", n, 16.0 * n, 7.0 * param.nbytes()), [&] {
-    // Scalars, as PyTorch forms them: decay factor, bias corrections and the step size.
-    const float decay = static_cast<float>(1.0 - lr * weight_decay);
-    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-    const float one_minus_b1 = static_cast<float>(1.0 - beta1);
-    const float one_minus_b2 = static_cast<float>(1.0 - beta2);
-    const double bias_correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-    const double bias_correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-    const float step_size = static_cast<float>(lr / bias_correction1);
-    const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    const float epsilon = static_cast<float>(eps);
-    float* p = param.data<float>();
-    const float* g = grad.data<float>();
-    float* mp = m.data<float>();
-    float* vp = v.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      // Decoupled weight decay: p -= lr wd p.
-      const float pi = p[i] * decay;
-      // First and second moments: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2.
-      const float mi = b1 * mp[i] + one_minus_b1 * g[i];
-      const float vi = b2 * vp[i] + one_minus_b2 * g[i] * g[i];
-      // p -= lr/(1-b1^t) m / (sqrt(v)/sqrt(1-b2^t) + eps).
-      const float denom = std::sqrt(vi) / bias_correction2_sqrt + epsilon;
-      p[i] = pi - step_size * mi / denom;
-      mp[i] = mi;
-      vp[i] = vi;
+void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
+  check_adamw_step(params, hyper);
+  int64_t n = 0;
+  for (const AdamWParam& a : params) n += a.param.numel();
+  // One launch for all parameters; each parameter's loop is split over the threads. Reads p, g,
+  // m, v; writes p, m, v.
+  launch(cpu_launch_info("adamw_step", n, 16.0 * n, 7.0 * 4.0 * n), [&] {
+    const AdamWScalars s = adamw_scalars(hyper);
+    for (const AdamWParam& a : params) {
+      const float decay = adamw_decay(hyper, a.weight_decay);
+      const int64_t count = a.param.numel();
+      float* p = a.param.data<float>();
+      const float* g = a.grad.data<float>();
+      float* m = a.m.data<float>();
+      float* v = a.v.data<float>();
+#pragma omp parallel for simd schedule(static) if (count >= kParallelGrain)
+      for (int64_t i = 0; i < count; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
     }
   });
 }
@@ -69,9 +41,9 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
   GLASS_CHECK(use_buf || momentum == 0, "sgd_step: momentum {} needs a buffer for {}", momentum,
               param.describe());
   if (use_buf)
-    check_state("sgd_step", param, {grad, buf});
+    check_optimizer_state("sgd_step", param, {grad, buf});
   else
-    check_state("sgd_step", param, {grad});
+    check_optimizer_state("sgd_step", param, {grad});
   const int64_t n = param.numel();
   launch(cpu_launch_info("sgd_step", n, 5.0 * n, (use_buf ? 5.0 : 3.0) * param.nbytes()), [&] {
     const float wd = static_cast<float>(weight_decay), lr_f = static_cast<float>(lr);

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/reduce_checks.h"
 
 namespace glass::kernels::cpu {
 
@@ -95,30 +96,37 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
          });
 }
 
-void sum_squares(const Tensor& x, const Tensor& out) {
-  GLASS_CHECK(x.is_contiguous() && out.numel() == 1 && out.is_contiguous(),
-              "sum_squares: input {} must be contiguous and output {} hold one element",
-              x.describe(), out.describe());
-  const int64_t n = x.numel();
-  const int64_t chunks = (n + kChunkElems - 1) / kChunkElems;
-  launch(cpu_launch_info("sum_squares", chunks, 2.0 * n,
-                         static_cast<double>(x.nbytes() + out.nbytes())),
-         [&] {
-           // Fixed-size chunks, each a lane sum of squares; the partials added in chunk order.
-           std::vector<double> partial(static_cast<size_t>(chunks));
-           visit_float(x.dtype(), "sum_squares", [&]<class T>() {
-             const T* p = x.data<T>();
+void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
+  check_sum_squares(xs, out);
+  // Fixed-size chunks of every tensor, in tensor order; each chunk a lane sum of squares, the
+  // partials then added in chunk order.
+  struct Chunk {
+    const Tensor* x;
+    int64_t begin, size;
+  };
+  std::vector<Chunk> chunks;
+  double n = 0, bytes = static_cast<double>(out.nbytes());
+  for (const Tensor& x : xs) {
+    for (int64_t b = 0; b < x.numel(); b += kChunkElems)
+      chunks.push_back({&x, b, std::min(kChunkElems, x.numel() - b)});
+    n += static_cast<double>(x.numel());
+    bytes += static_cast<double>(x.nbytes());
+  }
+  const auto count = static_cast<int64_t>(chunks.size());
+  launch(cpu_launch_info("sum_squares", count, 2.0 * n, bytes), [&] {
+    std::vector<double> partial(chunks.size());
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-             for (int64_t c = 0; c < chunks; ++c)
-               partial[c] =
-                   lane_sum(p + c * kChunkElems, std::min(kChunkElems, n - c * kChunkElems),
-                            [](double v) { return v * v; });
-           });
-           double total = 0;
-           for (double s : partial) total += s;
-           visit_float(out.dtype(), "sum_squares",
-                       [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });
-         });
+    for (int64_t c = 0; c < count; ++c) {
+      const Chunk& k = chunks[c];
+      visit_float(k.x->dtype(), "sum_squares", [&]<class T>() {
+        partial[c] = lane_sum(k.x->data<T>() + k.begin, k.size, [](double v) { return v * v; });
+      });
+    }
+    double total = 0;
+    for (double s : partial) total += s;
+    visit_float(out.dtype(), "sum_squares",
+                [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });
+  });
 }
 
 }  // namespace glass::kernels::cpu

@@ -26,7 +26,7 @@ void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t see
 
 // reduce.cu
 void sum_dim(const Tensor& x, const Tensor& out, int dim);
-void sum_squares(const Tensor& x, const Tensor& out);
+void sum_squares(std::span<const Tensor> xs, const Tensor& out);
 
 // gemm.cu
 void gemm(const GemmArgs& args);
@@ -60,9 +60,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable);
 
 // optim.cu
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                double lr, double beta1, double beta2, double eps, double weight_decay,
-                int64_t step);
+void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper);
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
               double momentum, double weight_decay, bool first_step);
 

@@ -1,80 +1,58 @@
-// cuda optimizer steps: AdamW and SGD with momentum, one pass over each parameter, in place.
-// Contracts in kernels/backend.h; the cpu reference is kernels/cpu/optim.cpp, whose arithmetic
-// (PyTorch's single-tensor formulas, scalars formed in double on the host and used in f32) this
-// follows step by step.
+// cuda optimizer steps, in place: a fused multi-tensor AdamW (one launch updates up to
+// kMaxTensorsPerLaunch parameters, kernels/cuda/multi_tensor.h) and SGD with momentum (one pass
+// per parameter). Contracts in kernels/backend.h. The per-element arithmetic is the cpu
+// reference's own (kernels/optim_math.h: PyTorch's formulas, scalars formed in double on the host
+// and used in f32), so both devices compute the same floats.
 //
-// Thread mapping: a grid-stride loop. Thread t of the grid takes elements t, t + T, t + 2T, ...
-// (T = all threads of the grid), so a warp touches 32 consecutive floats of each array at a time
-// (coalesced) and any n, tail included, is covered by a grid of bounded size. Every element is
-// independent: no sharing, no atomics. A fused multi-tensor AdamW (one launch for all parameters)
-// is a later optimisation.
+// Thread mapping: a grid-stride loop. Thread t of a tensor's blocks takes elements t, t + T,
+// t + 2T, ... (T = the threads of those blocks), so a warp touches 32 consecutive floats of each
+// array at a time (coalesced) and any n, tail included, is covered by a grid of bounded size.
+// Every element is independent: no sharing, no atomics.
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/multi_tensor.h"
+#include "kernels/optim_math.h"
 
 namespace glass::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr unsigned kThreads = 256;
 // Enough blocks to fill any current GPU several times over; larger tensors loop.
-constexpr int64_t kMaxBlocks = 1024;
+constexpr unsigned kMaxBlocks = 1024;
 
-// Optimizer state must be f32, contiguous, shaped like the parameter and on its device.
-void check_state(const char* kernel, const Tensor& param, std::initializer_list<Tensor> state) {
-  GLASS_CHECK(param.dtype() == DType::f32 && param.is_contiguous(),
-              "{}: parameter {} must be contiguous f32", kernel, param.describe());
-  for (const Tensor& t : state)
-    GLASS_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == param.shape() &&
-                    t.device() == param.device(),
-                "{}: state {} must be contiguous f32 shaped like the parameter {}, on its device",
-                kernel, t.describe(), param.describe());
-}
-
-// A grid-stride launch over the parameter's elements.
+// A grid-stride launch over one parameter's elements.
 LaunchInfo grid_stride_info(const char* kernel, const Tensor& param, double flops, double bytes) {
-  LaunchInfo info;
-  info.kernel = kernel;
-  info.device = param.device();
-  info.grid = {
-      static_cast<unsigned>(std::min<int64_t>(ceil_div(param.numel(), kThreads), kMaxBlocks)), 1,
-      1};
-  info.block = {kThreads, 1, 1};
-  info.flops = flops;
-  info.bytes = bytes;
-  return info;
+  return kernel_launch_info(kernel, param,
+                            dim3(multi_tensor_blocks(param.numel(), kThreads, 1, kMaxBlocks)),
+                            dim3(kThreads), 0, flops, bytes);
 }
 
-// The step's scalars, as PyTorch forms them.
-struct AdamWScalars {
-  float decay;         // 1 - lr wd
-  float beta1, beta2;  // moment decay rates
-  float one_minus_beta1, one_minus_beta2;
-  float step_size;              // lr / (1 - beta1^t)
-  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-  float eps;
+// The parameters of one multi-tensor AdamW launch: entry y is updated by the blocks of row y.
+struct AdamWTensorList {
+  float* p[kMaxTensorsPerLaunch];
+  const float* g[kMaxTensorsPerLaunch];
+  float* m[kMaxTensorsPerLaunch];
+  float* v[kMaxTensorsPerLaunch];
+  int64_t n[kMaxTensorsPerLaunch];
+  float decay[kMaxTensorsPerLaunch];  // 1 - lr wd of that parameter
 };
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n,
-                             AdamWScalars s) {
+__global__ void adamw_kernel(AdamWTensorList list, AdamWScalars s) {
+  const unsigned t = blockIdx.y;
+  float* p = list.p[t];
+  const float* g = list.g[t];
+  float* m = list.m[t];
+  float* v = list.v[t];
+  const int64_t n = list.n[t];
+  const float decay = list.decay[t];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    // Decoupled weight decay: p -= lr wd p.
-    const float pi = p[i] * s.decay;
-    // First and second moments: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2.
-    const float gi = g[i];
-    const float mi = s.beta1 * m[i] + s.one_minus_beta1 * gi;
-    const float vi = s.beta2 * v[i] + s.one_minus_beta2 * gi * gi;
-    // p -= lr/(1-b1^t) m / (sqrt(v)/sqrt(1-b2^t) + eps).
-    const float denom = sqrtf(vi) / s.bias_correction2_sqrt + s.eps;
-    p[i] = pi - s.step_size * mi / denom;
-    m[i] = mi;
-    v[i] = vi;
-  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    adamw_update(p[i], g[i], m[i], v[i], decay, s);
 }
 
 // buf == nullptr: plain SGD (no momentum, no buffer).
@@ -97,27 +75,33 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, floa
 
 }  // namespace
 
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                double lr, double beta1, double beta2, double eps, double weight_decay,
-                int64_t step) {
-  check_state("adamw_step", param, {grad, m, v});
-  GLASS_CHECK(step >= 1, "adamw_step: step {} must count from 1 for {}", step, param.describe());
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  const double bias_correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bias_correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const AdamWScalars s{static_cast<float>(1.0 - lr * weight_decay),
-                       static_cast<float>(beta1),
-                       static_cast<float>(beta2),
-                       static_cast<float>(1.0 - beta1),
-                       static_cast<float>(1.0 - beta2),
-                       static_cast<float>(lr / bias_correction1),
-                       static_cast<float>(std::sqrt(bias_correction2)),
-                       static_cast<float>(eps)};
-  // Reads p, g, m, v; writes p, m, v.
-  launch_cuda_kernel(grid_stride_info("adamw_step", param, 16.0 * n, 7.0 * param.nbytes()),
-                     adamw_kernel, param.data<float>(), grad.data<float>(), m.data<float>(),
-                     v.data<float>(), n, s);
+void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
+  check_adamw_step(params, hyper);
+  const AdamWScalars s = adamw_scalars(hyper);
+  for_each_launch(
+      params.size(), [](size_t, size_t) { return true; },
+      [&](size_t first, size_t count) {
+        AdamWTensorList list{};
+        int64_t largest = 0, n = 0;
+        for (size_t k = 0; k < count; ++k) {
+          const AdamWParam& a = params[first + k];
+          list.p[k] = a.param.data<float>();
+          list.g[k] = a.grad.data<float>();
+          list.m[k] = a.m.data<float>();
+          list.v[k] = a.v.data<float>();
+          list.n[k] = a.param.numel();
+          list.decay[k] = adamw_decay(hyper, a.weight_decay);
+          largest = std::max(largest, list.n[k]);
+          n += list.n[k];
+        }
+        if (n == 0) return;
+        // Reads p, g, m, v; writes p, m, v.
+        const dim3 grid(multi_tensor_blocks(largest, kThreads, 1, kMaxBlocks),
+                        static_cast<unsigned>(count));
+        launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
+                                              dim3(kThreads), 0, 16.0 * n, 7.0 * 4.0 * n),
+                           adamw_kernel, list, s);
+      });
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
@@ -127,9 +111,9 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
   GLASS_CHECK(use_buf || momentum == 0, "sgd_step: momentum {} needs a buffer for {}", momentum,
               param.describe());
   if (use_buf)
-    check_state("sgd_step", param, {grad, buf});
+    check_optimizer_state("sgd_step", param, {grad, buf});
   else
-    check_state("sgd_step", param, {grad});
+    check_optimizer_state("sgd_step", param, {grad});
   const int64_t n = param.numel();
   if (n == 0) return;
   // Reads p, g (and buf); writes p (and buf).

@@ -7,8 +7,13 @@
 // butterfly). So results are bit-identical run to run, and double accumulation keeps long f32
 // sums accurate (as on cpu, though the order of additions differs, so cpu and emu agree to
 // rounding, not bit for bit).
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/multi_tensor.h"
+#include "kernels/reduce_checks.h"
 
 namespace glass::kernels::cuda {
 
@@ -69,12 +74,21 @@ __device__ double block_sum(double v) {
   return warp_sum(lane < blockDim.x / 32 ? warp_sums[lane] : 0.0);
 }
 
-// --- sum_squares, pass 1: block b sums x[i]^2 over i = b*256 + t + k * (blocks * 256), k >= 0
-// (grid-stride: each step of a warp reads 32 consecutive elements), into partials[b] (double).
-// The number of blocks depends only on n, so the partition, and the result, are fixed.
+// --- sum_squares, pass 1: a multi-tensor launch (kernels/cuda/multi_tensor.h). Block (b, y)
+// sums x_y[i]^2 over i = b*256 + t + k * (gridDim.x * 256), k >= 0 (grid-stride: each step of a
+// warp reads 32 consecutive elements) into partials[y * gridDim.x + b] (double). The grid depends
+// only on the tensors' sizes, so the partition, and the result, are fixed.
 
 template <class T>
-__global__ void sum_squares_partials_kernel(const T* x, int64_t n, double* partials) {
+struct SquaresTensorList {
+  const T* x[kMaxTensorsPerLaunch];
+  int64_t n[kMaxTensorsPerLaunch];
+};
+
+template <class T>
+__global__ void sum_squares_partials_kernel(SquaresTensorList<T> list, double* partials) {
+  const T* x = list.x[blockIdx.y];
+  const int64_t n = list.n[blockIdx.y];
   double acc = 0;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -82,7 +96,7 @@ __global__ void sum_squares_partials_kernel(const T* x, int64_t n, double* parti
     acc += v * v;
   }
   const double total = block_sum(acc);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = total;
 }
 
 // --- sum_squares, pass 2: one block adds the partials (thread t: partials t, t + 256, ...),
@@ -124,27 +138,56 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
   });
 }
 
-void sum_squares(const Tensor& x, const Tensor& out) {
-  GLASS_CHECK(x.is_contiguous() && out.numel() == 1 && out.is_contiguous(),
-              "sum_squares: input {} must be contiguous and output {} hold one element",
-              x.describe(), out.describe());
-  const int64_t n = x.numel();
-  const unsigned blocks =
-      std::max(1u, std::min(kMaxPartialBlocks, ceil_div(n, kThreads * kMinPerThread)));
-  Tensor partials = Tensor::empty({blocks}, DType::f64, x.device());
-  // Pass 1: per-block partial sums of squares.
-  visit_float(x, "sum_squares", [&]<class T>() {
-    launch_cuda_kernel(
-        kernel_launch_info("sum_squares", x, dim3(blocks), dim3(kThreads), 0, 2.0 * n,
-                           static_cast<double>(x.nbytes() + partials.nbytes())),
-        sum_squares_partials_kernel<T>, x.data<T>(), n, partials.data<double>());
-  });
-  // Pass 2: one block adds them in a fixed order.
+void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
+  check_sum_squares(xs, out);
+  // Plan the pass-1 launches (runs of one dtype) and where each one's partials go.
+  struct Batch {
+    size_t first, count;
+    unsigned blocks;  // per tensor
+    int64_t offset;   // of its first partial
+  };
+  std::vector<Batch> batches;
+  int64_t partial_count = 0;
+  for_each_launch(
+      xs.size(), [&](size_t a, size_t b) { return xs[a].dtype() == xs[b].dtype(); },
+      [&](size_t first, size_t count) {
+        int64_t largest = 0;
+        for (size_t k = first; k < first + count; ++k) largest = std::max(largest, xs[k].numel());
+        const unsigned blocks =
+            multi_tensor_blocks(largest, kThreads, kMinPerThread, kMaxPartialBlocks);
+        batches.push_back({first, count, blocks, partial_count});
+        partial_count += static_cast<int64_t>(blocks) * static_cast<int64_t>(count);
+      });
+  Tensor partials = Tensor::empty({std::max<int64_t>(partial_count, 1)}, DType::f64, out.device());
+  if (partial_count == 0) fill(partials, 0.0);  // no tensors: the sum is 0
+  // Pass 1: per-block partial sums of squares, tensor by tensor.
+  for (const Batch& batch : batches) {
+    const Tensor& head = xs[batch.first];
+    visit_float(head, "sum_squares", [&]<class T>() {
+      SquaresTensorList<T> list{};
+      double n = 0, bytes = 0;
+      for (size_t k = 0; k < batch.count; ++k) {
+        const Tensor& x = xs[batch.first + k];
+        list.x[k] = x.data<T>();
+        list.n[k] = x.numel();
+        n += static_cast<double>(x.numel());
+        bytes += static_cast<double>(x.nbytes());
+      }
+      const dim3 grid(batch.blocks, static_cast<unsigned>(batch.count));
+      launch_cuda_kernel(kernel_launch_info("sum_squares", head, grid, dim3(kThreads), 0, 2.0 * n,
+                                            bytes + 8.0 * batch.blocks * batch.count),
+                         sum_squares_partials_kernel<T>, list,
+                         partials.data<double>() + batch.offset);
+    });
+  }
+  // Pass 2: one block adds all partials in a fixed order.
+  const int64_t count = std::max<int64_t>(partial_count, 1);
   visit_float(out, "sum_squares", [&]<class Out>() {
-    launch_cuda_kernel(
-        kernel_launch_info("sum_squares_combine", out, dim3(1), dim3(kThreads), 0, blocks,
-                           static_cast<double>(partials.nbytes() + out.nbytes())),
-        sum_squares_combine_kernel<Out>, partials.data<double>(), int64_t{blocks}, out.data<Out>());
+    launch_cuda_kernel(kernel_launch_info("sum_squares_combine", out, dim3(1), dim3(kThreads), 0,
+                                          static_cast<double>(count),
+                                          static_cast<double>(partials.nbytes() + out.nbytes())),
+                       sum_squares_combine_kernel<Out>, partials.data<double>(), count,
+                       out.data<Out>());
   });
 }
 

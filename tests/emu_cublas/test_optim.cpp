@@ -29,18 +29,29 @@ struct State {
 }
 
 TEST(EmuOptim, AdamWMatchesCpuOverSteps) {
+  // Every size in one multi-tensor step, decay on all but the first.
+  std::vector<State> e, c;
+  std::vector<kernels::AdamWParam> on_emu, on_cpu;
   for (int64_t n : kSizes) {
-    State e(n, kEmu), c(n, kCPU);
+    e.emplace_back(n, kEmu);
+    c.emplace_back(n, kCPU);
     // v must stay non-negative: start it at g^2-like magnitudes.
-    e.s2 = make(std::vector<float>(n, 1e-4f), {n}, kEmu);
-    c.s2 = make(std::vector<float>(n, 1e-4f), {n}, kCPU);
-    for (int64_t step = 1; step <= 3; ++step) {
-      kernels::cuda::adamw_step(e.p, e.g, e.s1, e.s2, 1e-2, 0.9, 0.95, 1e-8, 0.1, step);
-      kernels::cpu::adamw_step(c.p, c.g, c.s1, c.s2, 1e-2, 0.9, 0.95, 1e-8, 0.1, step);
-    }
-    EXPECT_TRUE(close(e.p, c.p)) << "n " << n;
-    EXPECT_TRUE(close(e.s1, c.s1)) << "n " << n;
-    EXPECT_TRUE(close(e.s2, c.s2)) << "n " << n;
+    e.back().s2 = make(std::vector<float>(n, 1e-4f), {n}, kEmu);
+    c.back().s2 = make(std::vector<float>(n, 1e-4f), {n}, kCPU);
+  }
+  for (size_t k = 0; k < e.size(); ++k) {
+    const double wd = k == 0 ? 0.0 : 0.1;
+    on_emu.push_back({e[k].p, e[k].g, e[k].s1, e[k].s2, wd});
+    on_cpu.push_back({c[k].p, c[k].g, c[k].s1, c[k].s2, wd});
+  }
+  for (int64_t step = 1; step <= 3; ++step) {
+    kernels::cuda::adamw_step(on_emu, {1e-2, 0.9, 0.95, 1e-8, step});
+    kernels::cpu::adamw_step(on_cpu, {1e-2, 0.9, 0.95, 1e-8, step});
+  }
+  for (size_t k = 0; k < e.size(); ++k) {
+    EXPECT_TRUE(close(e[k].p, c[k].p)) << "n " << kSizes[k];
+    EXPECT_TRUE(close(e[k].s1, c[k].s1)) << "n " << kSizes[k];
+    EXPECT_TRUE(close(e[k].s2, c[k].s2)) << "n " << kSizes[k];
   }
 }
 
@@ -63,14 +74,15 @@ TEST(EmuOptim, SgdMatchesCpuWithAndWithoutMomentum) {
 TEST(EmuOptim, BadStateIsNamed) {
   State e(37, kEmu);
   const Tensor short_grad = Tensor::empty({36}, DType::f32, kEmu);
+  const std::vector<kernels::AdamWParam> bad = {{e.p, short_grad, e.s1, e.s2, 0.0}};
+  const std::vector<kernels::AdamWParam> good = {{e.p, e.g, e.s1, e.s2, 0.0}};
   EXPECT_CONTAINS(error_of([&] {
-                    kernels::cuda::adamw_step(e.p, short_grad, e.s1, e.s2, 1e-3, 0.9, 0.999, 1e-8,
-                                              0, 1);
+                    kernels::cuda::adamw_step(bad, {1e-3, 0.9, 0.999, 1e-8, 1});
                   }),
                   "adamw_step: state f32[36] on emu must be contiguous f32 shaped like the "
                   "parameter f32[37] on emu");
   EXPECT_CONTAINS(error_of([&] {
-                    kernels::cuda::adamw_step(e.p, e.g, e.s1, e.s2, 1e-3, 0.9, 0.999, 1e-8, 0, 0);
+                    kernels::cuda::adamw_step(good, {1e-3, 0.9, 0.999, 1e-8, 0});
                   }),
                   "step 0 must count from 1");
   const Tensor cpu_grad = make(randoms(37, 2), {37}, kCPU);

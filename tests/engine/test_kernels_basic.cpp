@@ -384,7 +384,7 @@ TEST(CpuKernels, ReductionsAreBitIdenticalAcrossThreadCounts) {
       Tensor row_sums = Tensor::empty({7}), col_sums = Tensor::empty({7}), sq = Tensor::empty({1});
       cpu.sum_dim(rows, row_sums, 1);
       cpu.sum_dim(cols, col_sums, 0);
-      cpu.sum_squares(rows, sq);
+      cpu.sum_squares(std::span(&rows, 1), sq);
       std::vector<float> all = bits(row_sums);
       for (float v : bits(col_sums)) all.push_back(v);
       all.push_back(bits(sq)[0]);
@@ -395,15 +395,26 @@ TEST(CpuKernels, ReductionsAreBitIdenticalAcrossThreadCounts) {
   EXPECT_EQ(reduce(1), reduce(3));
 }
 
-TEST(CpuKernels, SumSquaresMatchesNaive) {
-  for (size_t n : {1u, 13u, 150001u}) {
-    const std::vector<double> xv = randoms(n, 13, 5);
-    double ref = 0;
+TEST(CpuKernels, SumSquaresOfManyTensorsMatchesNaive) {
+  // Sizes that leave partial chunks, an empty tensor, and an f64 tensor among the f32 ones.
+  std::vector<Tensor> xs;
+  double ref = 0;
+  uint64_t seed = 5;
+  for (int64_t n : {1, 13, 150001, 0, 70000}) {
+    const std::vector<double> xv = randoms(static_cast<size_t>(n), 13, seed++);
     for (double v : xv) ref += static_cast<double>(static_cast<float>(v)) * static_cast<float>(v);
-    Tensor out = Tensor::empty({1});
-    cpu.sum_squares(make<float>(xv, {static_cast<int64_t>(n)}), out);
-    EXPECT_NEAR(read(out)[0], ref, 1e-6 * ref) << n;
+    xs.push_back(make<float>(xv, {n}));
   }
+  const std::vector<double> wide = randoms(37, 13, seed);
+  for (double v : wide) ref += v * v;
+  xs.push_back(make<double>(wide, {37}));
+  Tensor out = Tensor::empty({1}, DType::f64);
+  cpu.sum_squares(xs, out);
+  EXPECT_NEAR(read(out)[0], ref, 1e-12 * ref);
+  cpu.sum_squares(std::span(xs.data(), 1), out);
+  EXPECT_NEAR(read(out)[0], read(xs[0])[0] * read(xs[0])[0], 1e-12);
+  cpu.sum_squares({}, out);
+  EXPECT_EQ(read(out)[0], 0.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,28 +567,46 @@ TEST(CpuKernels, EmbeddingNamesTheBadId) {
 // ---------------------------------------------------------------------------------------------
 // Optimizers
 
-TEST(CpuKernels, AdamWMatchesReferenceFormula) {
-  const int64_t n = 1037;
-  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
-  std::vector<double> p = randoms(n, 80), m(n, 0.0), v(n, 0.0);
-  for (double& x : p) x = static_cast<float>(x);
-  const Tensor param = make<float>(p, {n}), mt = make<float>(m, {n}), vt = make<float>(v, {n});
-  for (int64_t step = 1; step <= 3; ++step) {
-    const std::vector<double> g = randoms(n, 90 + step);
-    cpu.adamw_step(param, make<float>(g, {n}), mt, vt, lr, b1, b2, eps, wd, step);
-    // Reference, in double, as PyTorch documents AdamW.
-    for (int64_t i = 0; i < n; ++i) {
-      const double gi = static_cast<float>(g[i]);
-      p[i] -= lr * wd * p[i];
-      m[i] = b1 * m[i] + (1 - b1) * gi;
-      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-      const double m_hat = m[i] / (1 - std::pow(b1, step)), v_hat = v[i] / (1 - std::pow(b2, step));
-      p[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
-    }
+TEST(CpuKernels, AdamWOfManyParametersMatchesReferenceFormula) {
+  // Two parameters in one step, each with its own weight decay (a matrix and a bias).
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8;
+  const std::vector<int64_t> sizes = {1037, 13};
+  const std::vector<double> decays = {0.1, 0.0};
+  std::vector<std::vector<double>> p, m, v;
+  std::vector<kernels::AdamWParam> params;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const int64_t n = sizes[k];
+    p.push_back(randoms(n, 80 + k));
+    for (double& x : p[k]) x = static_cast<float>(x);
+    m.emplace_back(n, 0.0);
+    v.emplace_back(n, 0.0);
+    params.push_back({make<float>(p[k], {n}), Tensor(), make<float>(m[k], {n}),
+                      make<float>(v[k], {n}), decays[k]});
   }
-  EXPECT_TRUE(all_close(read(param), p, 1e-6));
-  EXPECT_TRUE(all_close(read(mt), m, 1e-6));
-  EXPECT_TRUE(all_close(read(vt), v, 1e-6));
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<std::vector<double>> g;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      g.push_back(randoms(sizes[k], 90 + 10 * step + k));
+      params[k].grad = make<float>(g[k], {sizes[k]});
+    }
+    cpu.adamw_step(params, {lr, b1, b2, eps, step});
+    // Reference, in double, as PyTorch documents AdamW.
+    for (size_t k = 0; k < sizes.size(); ++k)
+      for (int64_t i = 0; i < sizes[k]; ++i) {
+        const double gi = static_cast<float>(g[k][i]);
+        p[k][i] -= lr * decays[k] * p[k][i];
+        m[k][i] = b1 * m[k][i] + (1 - b1) * gi;
+        v[k][i] = b2 * v[k][i] + (1 - b2) * gi * gi;
+        const double m_hat = m[k][i] / (1 - std::pow(b1, step));
+        const double v_hat = v[k][i] / (1 - std::pow(b2, step));
+        p[k][i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+      }
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    EXPECT_TRUE(all_close(read(params[k].param), p[k], 1e-6)) << k;
+    EXPECT_TRUE(all_close(read(params[k].m), m[k], 1e-6)) << k;
+    EXPECT_TRUE(all_close(read(params[k].v), v[k], 1e-6)) << k;
+  }
 }
 
 TEST(CpuKernels, SgdMatchesReferenceFormula) {
@@ -623,8 +652,18 @@ TEST(CpuKernels, ErrorsNameTheKernelAndTensors) {
   Tensor bad_out = Tensor::empty({2});
   e = error_of([&] { cpu.sum_dim(a, bad_out, 0); });
   EXPECT_TRUE(contains_all(e, {"sum_dim"}));
-  e = error_of([&] { cpu.adamw_step(a, Tensor::empty({3}), a, a, 1e-3, 0.9, 0.999, 1e-8, 0, 1); });
-  EXPECT_TRUE(contains_all(e, {"adamw_step"}));
+  // A bad parameter anywhere in the list is found before any parameter changes.
+  const std::vector<kernels::AdamWParam> adamw = {
+      {out, out, Tensor::empty({2, 3}), Tensor::empty({2, 3}), 0.1},
+      {a, Tensor::empty({3}), a, a, 0.0}};
+  const std::vector<double> before = read(out);
+  e = error_of([&] { cpu.adamw_step(adamw, {1e-3, 0.9, 0.999, 1e-8, 1}); });
+  EXPECT_TRUE(contains_all(e, {"adamw_step", "f32[3]", "f32[2, 3]"}));
+  EXPECT_EQ(read(out), before);
+  e = error_of([&] { cpu.adamw_step(std::span(adamw.data(), 1), {1e-3, 0.9, 0.999, 1e-8, 0}); });
+  EXPECT_TRUE(contains_all(e, {"adamw_step", "step 0"}));
+  e = error_of([&] { cpu.sum_squares(std::span(&ints, 1), bad_out); });
+  EXPECT_TRUE(contains_all(e, {"sum_squares", "f32[2]"}));
 }
 
 }  // namespace

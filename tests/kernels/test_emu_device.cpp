@@ -132,19 +132,27 @@ TEST(EmuKernels, StridedCopyOfEveryElementSize) {
   }
 }
 
-TEST(EmuKernels, SumSquaresMatchesCpuAndIsDeterministic) {
+TEST(EmuKernels, SumSquaresOfManyTensorsMatchesCpuAndIsDeterministic) {
+  // 40 tensors (two multi-tensor launches of f32, then one of f64), sizes that leave partial
+  // blocks and warps, one empty.
   Generator gen(9);
-  for (int64_t n : {1, 7, 255, 257, 2049, 33 * 1000 + 1}) {
-    const Tensor x = randn({n}, gen);
-    Tensor c = Tensor::empty({1}), e = Tensor::empty({1}, DType::f32, kEmu);
-    cpu.sum_squares(x, c);
-    const Tensor xe = on_emu(x);
-    emu.sum_squares(xe, e);
-    EXPECT_TRUE(all_close(e, c, 1e-6)) << n;
-    const std::vector<unsigned char> first = bytes_of(e);
-    emu.sum_squares(xe, e);
-    EXPECT_EQ(bytes_of(e), first) << n;
-  }
+  std::vector<Tensor> xs;
+  for (int64_t k = 0; k < 37; ++k) xs.push_back(randn({k == 5 ? 0 : 1 + 97 * k * k}, gen));
+  for (int64_t n : {3, 2049, 33 * 1000 + 1}) xs.push_back(randn({n}, gen, 0, 1, DType::f64));
+  std::vector<Tensor> xe;
+  for (const Tensor& x : xs) xe.push_back(on_emu(x));
+  Tensor c = Tensor::empty({1}, DType::f64), e = Tensor::empty({1}, DType::f64, kEmu);
+  cpu.sum_squares(xs, c);
+  emu.sum_squares(xe, e);
+  EXPECT_TRUE(all_close(e, c, 1e-12));
+  const std::vector<unsigned char> first = bytes_of(e);
+  emu.sum_squares(xe, e);
+  EXPECT_EQ(bytes_of(e), first);
+  // One tensor, f32 out.
+  Tensor c1 = Tensor::empty({1}), e1 = Tensor::empty({1}, DType::f32, kEmu);
+  cpu.sum_squares(std::span(xs.data() + 1, 1), c1);
+  emu.sum_squares(std::span(xe.data() + 1, 1), e1);
+  EXPECT_TRUE(all_close(e1, c1, 1e-6));
 }
 
 // The reductions' barriers are all there and their order of additions is fixed: results stay
@@ -174,7 +182,7 @@ TEST(EmuKernels, ReductionsAreBitIdenticalUnderShuffledThreadOrder) {
       all.insert(all.end(), b.begin(), b.end());
     }
     Tensor sq = Tensor::empty({1}, DType::f32, kEmu);
-    emu.sum_squares(x, sq);
+    emu.sum_squares(std::span(&x, 1), sq);
     const std::vector<unsigned char> b = bytes_of(sq);
     all.insert(all.end(), b.begin(), b.end());
     return all;
@@ -185,20 +193,30 @@ TEST(EmuKernels, ReductionsAreBitIdenticalUnderShuffledThreadOrder) {
 }
 
 TEST(EmuKernels, OptimizerStepsMatchCpu) {
+  // AdamW over 35 parameters of odd sizes (two multi-tensor launches on emu), decay on every
+  // other one; then SGD with momentum on the first.
   Generator gen(21);
-  const Shape shape{37, 33};
-  const Tensor p = randn(shape, gen), g = randn(shape, gen), m = randn(shape, gen, 0, 0.1);
-  const Tensor v = rand(shape, gen, 0, 0.01);
-  Tensor cp = contiguous(p * 1.0), cm = contiguous(m * 1.0), cv = contiguous(v * 1.0);
-  Tensor ep = on_emu(p), em = on_emu(m), ev = on_emu(v), eg = on_emu(g);
-  for (int64_t step = 1; step <= 3; ++step) {
-    cpu.adamw_step(cp, g, cm, cv, 1e-2, 0.9, 0.95, 1e-8, 0.1, step);
-    emu.adamw_step(ep, eg, em, ev, 1e-2, 0.9, 0.95, 1e-8, 0.1, step);
+  std::vector<kernels::AdamWParam> on_cpu, on_device;
+  for (int64_t k = 0; k < 35; ++k) {
+    const Shape shape{1 + 3 * k, 33};
+    const Tensor p = randn(shape, gen), g = randn(shape, gen), m = randn(shape, gen, 0, 0.1);
+    const Tensor v = rand(shape, gen, 0, 0.01);
+    const double wd = k % 2 == 0 ? 0.1 : 0.0;
+    on_cpu.push_back({contiguous(p * 1.0), g, contiguous(m * 1.0), contiguous(v * 1.0), wd});
+    on_device.push_back({on_emu(p), on_emu(g), on_emu(m), on_emu(v), wd});
   }
-  EXPECT_TRUE(all_close(ep, cp, 1e-5));
-  EXPECT_TRUE(all_close(em, cm, 1e-5));
-  EXPECT_TRUE(all_close(ev, cv, 1e-5));
-  Tensor cbuf = Tensor::empty(shape), ebuf = Tensor::empty(shape, DType::f32, kEmu);
+  for (int64_t step = 1; step <= 3; ++step) {
+    cpu.adamw_step(on_cpu, {1e-2, 0.9, 0.95, 1e-8, step});
+    emu.adamw_step(on_device, {1e-2, 0.9, 0.95, 1e-8, step});
+  }
+  for (size_t k = 0; k < on_cpu.size(); ++k) {
+    EXPECT_TRUE(all_close(on_device[k].param, on_cpu[k].param, 1e-5)) << k;
+    EXPECT_TRUE(all_close(on_device[k].m, on_cpu[k].m, 1e-5)) << k;
+    EXPECT_TRUE(all_close(on_device[k].v, on_cpu[k].v, 1e-5)) << k;
+  }
+  const Tensor &cp = on_cpu[3].param, &ep = on_device[3].param, &g = on_cpu[3].grad;
+  const Tensor eg = on_device[3].grad;
+  Tensor cbuf = Tensor::empty(cp.shape()), ebuf = Tensor::empty(cp.shape(), DType::f32, kEmu);
   for (bool first : {true, false}) {
     cpu.sgd_step(cp, g, cbuf, 0.1, 0.9, 0.01, first);
     emu.sgd_step(ep, eg, ebuf, 0.1, 0.9, 0.01, first);

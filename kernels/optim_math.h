@@ -1,0 +1,84 @@
+// The optimizers' arithmetic and argument checks, shared by the cpu loops (kernels/cpu/optim.cpp)
+// and the CUDA kernels (kernels/cuda/optim.cu), so both devices do the same f32 operations in the
+// same order and reject the same bad input with the same message.
+//
+// AdamW follows PyTorch's single-tensor formulas: the step's scalars (bias corrections, step size)
+// are formed in double on the host, then every element is updated in f32.
+#pragma once
+
+#include <cmath>
+#include <initializer_list>
+#include <span>
+
+#include "engine/error.h"
+#include "engine/rng.h"  // GLASS_HD
+#include "kernels/backend.h"
+
+namespace glass::kernels {
+
+// The scalars of one AdamW step that every parameter shares.
+struct AdamWScalars {
+  float beta1, beta2;  // moment decay rates
+  float one_minus_beta1, one_minus_beta2;
+  float step_size;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  float eps;
+};
+
+inline AdamWScalars adamw_scalars(const AdamWHyper& h) {
+  const double t = static_cast<double>(h.step);
+  const double bias_correction1 = 1.0 - std::pow(h.beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(h.beta2, t);
+  return {static_cast<float>(h.beta1),
+          static_cast<float>(h.beta2),
+          static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.lr / bias_correction1),
+          static_cast<float>(std::sqrt(bias_correction2)),
+          static_cast<float>(h.eps)};
+}
+
+// The decoupled weight-decay factor of one parameter: 1 - lr wd.
+inline float adamw_decay(const AdamWHyper& h, double weight_decay) {
+  return static_cast<float>(1.0 - h.lr * weight_decay);
+}
+
+// One element of one AdamW step, in place.
+GLASS_HD inline void adamw_update(float& p, float g, float& m, float& v, float decay,
+                                  const AdamWScalars& s) {
+  // Decoupled weight decay: p -= lr wd p.
+  const float decayed = p * decay;
+  // First and second moments: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2.
+  const float mi = s.beta1 * m + s.one_minus_beta1 * g;
+  const float vi = s.beta2 * v + s.one_minus_beta2 * g * g;
+  // p -= lr/(1-b1^t) m / (sqrt(v)/sqrt(1-b2^t) + eps).
+  const float denom = sqrtf(vi) / s.bias_correction2_sqrt + s.eps;
+  p = decayed - s.step_size * mi / denom;
+  m = mi;
+  v = vi;
+}
+
+// Optimizer state must be f32, contiguous, shaped like the parameter and on its device.
+inline void check_optimizer_state(const char* kernel, const Tensor& param,
+                                  std::initializer_list<Tensor> state) {
+  GLASS_CHECK(param.dtype() == DType::f32 && param.is_contiguous(),
+              "{}: parameter {} must be contiguous f32", kernel, param.describe());
+  for (const Tensor& t : state)
+    GLASS_CHECK(t.dtype() == DType::f32 && t.is_contiguous() && t.shape() == param.shape() &&
+                    t.device() == param.device(),
+                "{}: state {} must be contiguous f32 shaped like the parameter {}, on its device",
+                kernel, t.describe(), param.describe());
+}
+
+// Every parameter of a multi-tensor AdamW step checked before any is touched.
+inline void check_adamw_step(std::span<const AdamWParam> params, const AdamWHyper& h) {
+  GLASS_CHECK(h.step >= 1, "adamw_step: step {} must count from 1", h.step);
+  for (const AdamWParam& a : params) {
+    check_optimizer_state("adamw_step", a.param, {a.grad, a.m, a.v});
+    GLASS_CHECK(a.param.device() == params[0].param.device(),
+                "adamw_step: parameter {} is not on the device of {}", a.param.describe(),
+                params[0].param.describe());
+  }
+}
+
+}  // namespace glass::kernels
