@@ -3,10 +3,10 @@
 //   mean = sum_j x_j / C,   rstd = 1 / sqrt(sum_j (x_j - mean)^2 / C + eps),
 //   y_j = (x_j - mean) * rstd * weight_j + bias_j          (mean and rstd saved for backward)
 // and the rungs differ only in how threads are mapped to the data and combine partial sums:
-//   rung 0  naive         layernorm_forward_naive        here
-//   rung 1  coalesced     layernorm_forward_coalesced    here
-//   rung 2  warp shuffle  layernorm_forward              the production kernel,
-//   kernels/cuda/layernorm.cu rung 3  float4        layernorm_forward_float4       here
+//   rung 0  naive         layernorm_forward_naive
+//   rung 1  coalesced     layernorm_forward_coalesced
+//   rung 2  warp shuffle  layernorm_forward  (production: kernels/cuda/layernorm.cu)
+//   rung 3  float4        layernorm_forward_float4
 // The ideal traffic is x read and y written once, plus weight, bias, mean and rstd.
 #include <cmath>
 

@@ -3,10 +3,10 @@
 //   m = max_j x_j,   s = sum_j exp(x_j - m),   y_j = exp(x_j - m) / s
 // (subtracting the row maximum keeps exp from overflowing), and they differ only in how threads
 // are mapped to the data and how they combine their partial results:
-//   rung 0  naive         softmax_forward_naive        here
-//   rung 1  coalesced     softmax_forward_coalesced    here
-//   rung 2  warp shuffle  softmax_forward              the production kernel,
-//   kernels/cuda/softmax.cu rung 3  float4        softmax_forward_float4       here
+//   rung 0  naive         softmax_forward_naive
+//   rung 1  coalesced     softmax_forward_coalesced
+//   rung 2  warp shuffle  softmax_forward  (production: kernels/cuda/softmax.cu)
+//   rung 3  float4        softmax_forward_float4
 // Each rung reads x three times and writes y once: the ideal traffic is one read of x and one
 // write of y, and the later passes over a row mostly hit the cache.
 #include <cmath>
