@@ -2,6 +2,7 @@
 // file is built with the .cu sources into glass_kernels_emu). kernels::backend(Device) in
 // kernels/cpu/backend_cpu.cpp hands it out for DeviceKind::emu.
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/ladder.h"
 
 namespace glass::kernels {
 
@@ -22,14 +23,14 @@ const Backend& emu_backend() {
       .dropout_backward = cuda::dropout_backward,
       .sum_dim = cuda::sum_dim,
       .sum_squares = cuda::sum_squares,
-      .gemm = cuda::gemm,
-      .softmax_forward = cuda::softmax_forward,
+      .gemm = ladder::selected_gemm,  // GLASS_KERNEL_VARIANT's rung (kernels/ladder.h)
+      .softmax_forward = ladder::selected_softmax_forward,
       .softmax_backward = cuda::softmax_backward,
       .log_softmax_forward = cuda::log_softmax_forward,
       .log_softmax_backward = cuda::log_softmax_backward,
       .cross_entropy_forward = cuda::cross_entropy_forward,
       .cross_entropy_backward = cuda::cross_entropy_backward,
-      .layernorm_forward = cuda::layernorm_forward,
+      .layernorm_forward = ladder::selected_layernorm_forward,
       .layernorm_backward = cuda::layernorm_backward,
       .attention_forward = cuda::attention_forward,
       .attention_backward = cuda::attention_backward,

@@ -30,6 +30,7 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out);
 
 // gemm.cu
 void gemm(const GemmArgs& args);
+void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
 
 // softmax.cu
 void softmax_forward(const Tensor& x, const Tensor& y);

@@ -88,7 +88,9 @@ void check_extent(const char* name, const Tensor& t, int64_t rows, int64_t cols,
               name, rows, cols, last, capacity, describe(g));
 }
 
-void check_args(const GemmArgs& g) {
+}  // namespace
+
+void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
               "gemm: an operand is undefined in {}", describe(g));
   const Device device = g.c.device();
@@ -112,6 +114,8 @@ void check_args(const GemmArgs& g) {
     GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
                 "gemm: bias must be contiguous with n values in {}", describe(g));
 }
+
+namespace {
 
 cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
@@ -145,7 +149,7 @@ void add_bias(const GemmArgs& g) {
 }  // namespace
 
 void gemm(const GemmArgs& g) {
-  check_args(g);
+  check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
   const cublasHandle_t handle = handle_for(g.c.device(), g);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);

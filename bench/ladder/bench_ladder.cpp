@@ -1,0 +1,68 @@
+// bench_ladder: prints the kernel-ladder table (kernels/ladder_timing.h) of softmax, LayerNorm and
+// matmul: time, GB/s of the ideal bytes and GFLOP/s per rung. On emu the numbers measure the
+// emulator on the CPU (fibers, barriers), not a GPU; docs/kernel_ladders.md says how to read them.
+//
+//   bench_ladder [--op all|softmax|layernorm|matmul] [--device emu] [--rows R --cols C]
+//                [--mnk M N K] [--warmup W] [--repeats N]
+//
+// Errors are one line on stderr, "bench_ladder: error: ...", and a non-zero exit.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "kernels/ladder_timing.h"
+
+namespace {
+
+using glass::kernels::ladder::Op;
+
+struct Options {
+  std::string op = "all", device = "emu";
+  int64_t rows = 256, cols = 1000;
+  std::vector<int64_t> mnk = {256, 256, 256};
+  glass::kernels::ladder::TimingOptions timing;
+};
+
+void run(const Options& o) {
+  const glass::Device device = glass::Device::parse(o.device);
+  std::vector<Op> ops(glass::kernels::ladder::kOps.begin(), glass::kernels::ladder::kOps.end());
+  if (o.op != "all") ops = {glass::kernels::ladder::parse_op(o.op)};
+  for (Op op : ops) {
+    const glass::Shape shape =
+        op == Op::matmul ? glass::Shape(o.mnk) : glass::Shape{o.rows, o.cols};
+    const auto rows = glass::kernels::ladder::time_ladder(op, device, shape, {}, o.timing);
+    std::printf(
+        "%s [%s] on %s (median of %d after %d warm-up):\n%s\n", glass::kernels::ladder::op_name(op),
+        fmt::format("{}", fmt::join(shape, ", ")).c_str(), device.str().c_str(), o.timing.repeats,
+        o.timing.warmup, glass::kernels::ladder::ladder_table(rows).c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("bench_ladder: the kernel-ladder table (docs/kernel_ladders.md)");
+  app.add_option("--op", o.op, "all, softmax, layernorm or matmul");
+  app.add_option("--device", o.device, "emu (or cuda where built)");
+  app.add_option("--rows", o.rows, "softmax and layernorm rows");
+  app.add_option("--cols", o.cols, "softmax and layernorm columns");
+  app.add_option("--mnk", o.mnk, "matmul sizes M N K")->expected(3);
+  app.add_option("--warmup", o.timing.warmup, "untimed runs per rung");
+  app.add_option("--repeats", o.timing.repeats, "timed runs per rung (the median is shown)");
+  try {
+    app.parse(argc, argv);
+    run(o);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "bench_ladder: error: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_ladder: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+// Host launchers of the kernel ladders (kernels/cuda/ladder/*.cu): the rungs that are not a
+// production kernel. The registry (kernels/ladder.h) lists every rung, production ones included,
+// and runs rung N through a device's LadderTable (ladder_emu.cpp for emu).
+// Each launcher computes what its production counterpart computes; contracts in kernels/backend.h.
+#pragma once
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace glass::kernels::cuda {
+
+// softmax_ladder.cu: y = softmax(x) over the last dimension, f32
+void softmax_forward_naive(const Tensor& x, const Tensor& y);
+void softmax_forward_coalesced(const Tensor& x, const Tensor& y);
+void softmax_forward_float4(const Tensor& x, const Tensor& y);
+
+// layernorm_ladder.cu: LayerNorm forward over the last dimension, f32
+void layernorm_forward_naive(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps);
+void layernorm_forward_coalesced(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                 double eps);
+void layernorm_forward_float4(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps);
+
+// matmul_ladder.cu: the whole GemmArgs contract (transposes, leading dimensions, batches, alpha,
+// beta, bias), so that training can run on any rung
+void matmul_naive(const GemmArgs& g);
+void matmul_smem_tiled(const GemmArgs& g);
+void matmul_register_tiled(const GemmArgs& g);
+
+}  // namespace glass::kernels::cuda

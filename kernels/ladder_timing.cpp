@@ -1,0 +1,116 @@
+// The kernel-ladder timing harness (see kernels/ladder_timing.h).
+#include "kernels/ladder_timing.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "engine/error.h"
+#include "engine/launch.h"
+#include "engine/rng.h"
+
+namespace glass::kernels::ladder {
+
+namespace {
+
+// Adds up the launches that end while it is subscribed: their time, FLOPs and bytes.
+struct RunCost : LaunchObserver {
+  double us = 0, flops = 0, bytes = 0;
+  RunCost() { subscribe(this); }
+  ~RunCost() override { unsubscribe(this); }
+  RunCost(const RunCost&) = delete;
+  RunCost& operator=(const RunCost&) = delete;
+  void on_launch_end(const LaunchRecord& r) override {
+    us += r.end_us - r.start_us;
+    flops += r.info.flops;
+    bytes += r.info.bytes;
+  }
+};
+
+// N(0, 1) values on `device`, drawn there from gen's Philox stream.
+Tensor random(const Shape& shape, Generator& gen, Device device) {
+  const Tensor t = Tensor::empty(shape, DType::f32, device);
+  backend(device).fill_normal(t, 0, 1, gen.seed(),
+                              gen.reserve(static_cast<uint64_t>(t.numel()) + 1));
+  return t;
+}
+
+// Random inputs for `op` at `shape` on `device`, and a call running rung N on them.
+std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, Generator& gen) {
+  const size_t dims = op == Op::matmul ? 3 : 2;
+  GLASS_CHECK(shape.size() == dims &&
+                  std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s > 0; }),
+              "time_ladder: {} takes a shape of {} positive sizes ({}), got [{}]", op_name(op),
+              dims, op == Op::matmul ? "M, N, K" : "rows, cols", fmt::join(shape, ", "));
+  auto empty = [&](const Shape& s) { return Tensor::empty(s, DType::f32, device); };
+  switch (op) {
+    case Op::softmax: {
+      const Tensor x = random(shape, gen, device), y = empty(shape);
+      return [=](int rung) { run_softmax_forward(rung, x, y); };
+    }
+    case Op::layernorm: {
+      const Tensor x = random(shape, gen, device), y = empty(shape);
+      const Tensor weight = random({shape[1]}, gen, device), bias = random({shape[1]}, gen, device);
+      const Tensor mean = empty({shape[0]}), rstd = empty({shape[0]});
+      return [=](int rung) { run_layernorm_forward(rung, x, weight, bias, y, mean, rstd, 1e-5); };
+    }
+    case Op::matmul: {
+      const int64_t M = shape[0], N = shape[1], K = shape[2];
+      const Tensor a = random({M, K}, gen, device), b = random({K, N}, gen, device);
+      const Tensor c = empty({M, N});
+      return [=](int rung) { run_matmul(rung, a, b, c); };
+    }
+  }
+  fail("time_ladder: unknown op {}", static_cast<int>(op));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
+                                   std::span<const int> rung_indices,
+                                   const TimingOptions& options) {
+  GLASS_CHECK(options.warmup >= 0 && options.repeats >= 1,
+              "time_ladder: warmup ({}) must be >= 0 and repeats ({}) >= 1", options.warmup,
+              options.repeats);
+  ladder_table(device);  // throws for a device without ladders
+  std::vector<int> indices(rung_indices.begin(), rung_indices.end());
+  if (indices.empty())
+    for (const Rung& r : rungs(op)) indices.push_back(r.index);
+  for (int i : indices) rung(op, i);  // throws for a bad index before anything runs
+  Generator gen(options.seed);
+  const std::function<void(int)> run = make_problem(op, device, shape, gen);
+
+  std::vector<LadderRow> rows;
+  for (int i : indices) {
+    for (int w = 0; w < options.warmup; ++w) run(i);
+    std::vector<double> times;
+    double flops = 0, bytes = 0;
+    for (int r = 0; r < options.repeats; ++r) {
+      const RunCost cost;
+      run(i);
+      times.push_back(cost.us);
+      flops = cost.flops;
+      bytes = cost.bytes;
+    }
+    rows.push_back({op, &rung(op, i), shape, options.repeats, median(times),
+                    *std::min_element(times.begin(), times.end()), flops, bytes});
+  }
+  return rows;
+}
+
+std::string ladder_table(std::span<const LadderRow> rows) {
+  std::string out = fmt::format("{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>9} {:>9}\n", "op",
+                                "rung", "name", "kernel", "median us", "min us", "GB/s", "GFLOP/s");
+  for (const LadderRow& r : rows)
+    out += fmt::format("{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>9.3f} {:>9.3f}\n",
+                       op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name,
+                       r.rung->kernel, r.median_us, r.min_us, r.gb_per_s(), r.gflop_per_s());
+  return out;
+}
+
+}  // namespace glass::kernels::ladder

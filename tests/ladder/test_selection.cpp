@@ -1,0 +1,107 @@
+// Choosing rungs: parsing GLASS_KERNEL_VARIANT (indices and names, ops left at production, errors
+// naming the variable and listing the valid rungs), and a training step on emu that runs the
+// chosen rungs (seen by a LaunchObserver) and still matches the same step on cpu.
+#include <cstdlib>
+
+#include "tests/ladder/ladder_test.h"
+#include "tests/train/train_testing.h"
+
+namespace glass {
+namespace {
+
+using kernels::ladder::default_selection;
+using kernels::ladder::parse_selection;
+using kernels::ladder::Selection;
+using testing::contains_all;
+using testing::error_of;
+
+constexpr const char* kSource = "GLASS_KERNEL_VARIANT";
+
+TEST(LadderSelection, ProductionByDefault) {
+  EXPECT_EQ(default_selection(), (Selection{{2, 2, 3}}));
+  EXPECT_EQ(parse_selection("", kSource), default_selection());
+  for (kernels::ladder::Op op : kernels::ladder::kOps)
+    EXPECT_TRUE(kernels::ladder::rung(op, kernels::ladder::production_rung(op)).production);
+}
+
+TEST(LadderSelection, ParsesIndicesAndNames) {
+  EXPECT_EQ(parse_selection("softmax:1,layernorm:float4,matmul:0", kSource),
+            (Selection{{1, 3, 0}}));
+  EXPECT_EQ(parse_selection("matmul:register", kSource), (Selection{{2, 2, 2}}));
+  EXPECT_EQ(kernels::ladder::selection_string(Selection{{1, 3, 0}}),
+            "softmax:1,layernorm:3,matmul:0");
+}
+
+TEST(LadderSelection, BadValuesNameTheVariableAndTheRungs) {
+  EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmax:7", kSource); }),
+                           {"GLASS_KERNEL_VARIANT", "softmax has no rung '7'",
+                            "0 naive, 1 coalesced, 2 shuffle (production), 3 float4"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_selection("matmul:fast", kSource); }),
+                           {"matmul has no rung 'fast'", "3 cublas (production)"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmx:1", kSource); }),
+                           {"unknown op 'softmx'", "softmax, layernorm, matmul"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmax:1,layernorm", kSource); }),
+                           {"'layernorm' is not op:rung"}));
+  EXPECT_TRUE(contains_all(error_of([] {
+                             kernels::ladder::set_active_selection({{0, 4, 0}});
+                           }),
+                           {"layernorm has no rung 4"}));
+}
+
+TEST(LadderSelection, ReadsTheEnvironment) {
+  ::setenv(kSource, "layernorm:1", 1);
+  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 1, 3}}));
+  ::setenv(kSource, "softmax:-1", 1);
+  EXPECT_TRUE(contains_all(error_of([] { kernels::ladder::selection_from_env(); }),
+                           {"GLASS_KERNEL_VARIANT=softmax:-1", "softmax has no rung '-1'"}));
+  ::unsetenv(kSource);
+  EXPECT_EQ(kernels::ladder::selection_from_env(), default_selection());
+}
+
+struct StepResult {
+  double loss, grad_norm;
+  std::vector<std::string> kernels;
+};
+
+// One training step of the tiny GPT (dropout on, so attention runs softmax) on `device`.
+StepResult train_step(const std::string& device) {
+  train::TrainOptions o = testing::tiny_options();
+  o.device = device;
+  o.steps = 1;
+  train::Trainer trainer(o);
+  testing::LaunchLog log;
+  const train::StepResult r = trainer.train_step();
+  return {r.loss, r.grad_norm, log.kernels()};
+}
+
+int count(const std::vector<std::string>& kernels, const std::string& name) {
+  return static_cast<int>(std::count(kernels.begin(), kernels.end(), name));
+}
+
+// The production kernels and, per selection, the kernels that must replace them.
+const char* const kProduction[] = {"softmax_forward", "layernorm_forward",
+                                   "cublasSgemmStridedBatched"};
+
+TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
+  const StepResult cpu = train_step("cpu");
+  const StepResult production = train_step("emu");
+  for (const char* kernel : kProduction) EXPECT_GT(count(production.kernels, kernel), 0) << kernel;
+
+  const Selection selections[] = {{{0, 0, 0}}, {{1, 1, 1}}, {{3, 3, 2}}};
+  for (const Selection& s : selections) {
+    SCOPED_TRACE(kernels::ladder::selection_string(s));
+    const testing::ScopedSelection selected(s);
+    const StepResult emu = train_step("emu");
+    for (size_t i = 0; i < kernels::ladder::kOps.size(); ++i) {
+      const char* chosen = kernels::ladder::rung(kernels::ladder::kOps[i], s.rung[i]).kernel;
+      // every production launch of the op became a launch of the chosen rung
+      EXPECT_EQ(count(emu.kernels, kProduction[i]), 0) << kProduction[i];
+      EXPECT_EQ(count(emu.kernels, chosen), count(production.kernels, kProduction[i])) << chosen;
+    }
+    EXPECT_NEAR(emu.loss, cpu.loss, 1e-4 * cpu.loss);
+    EXPECT_NEAR(emu.grad_norm, cpu.grad_norm, 1e-3 * cpu.grad_norm);
+  }
+}
+
+}  // namespace
+}  // namespace glass

@@ -1,0 +1,78 @@
+// The timing harness: a row per rung with the rung's identity, positive times, and the FLOPs and
+// ideal bytes its launches declare (the same for every rung of an op: 2 M N K and the operands'
+// bytes); the table; errors for a device without ladders, a bad shape or a bad rung.
+#include "kernels/ladder_timing.h"
+#include "tests/ladder/ladder_test.h"
+
+namespace glass {
+namespace {
+
+using kernels::ladder::LadderRow;
+using kernels::ladder::Op;
+using kernels::ladder::time_ladder;
+using kernels::ladder::TimingOptions;
+using testing::contains_all;
+using testing::error_of;
+
+const TimingOptions kQuick{.warmup = 1, .repeats = 3};
+
+void expect_rows(const std::vector<LadderRow>& rows, Op op, double flops, double bytes) {
+  ASSERT_EQ(rows.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(rows[i].rung->name);
+    EXPECT_EQ(rows[i].op, op);
+    EXPECT_EQ(rows[i].rung->index, i);
+    EXPECT_EQ(rows[i].rung->production, i == kernels::ladder::production_rung(op));
+    EXPECT_EQ(rows[i].repeats, 3);
+    EXPECT_GT(rows[i].min_us, 0);
+    EXPECT_LE(rows[i].min_us, rows[i].median_us);
+    EXPECT_DOUBLE_EQ(rows[i].flops, flops);
+    EXPECT_DOUBLE_EQ(rows[i].bytes, bytes);
+    EXPECT_DOUBLE_EQ(rows[i].gb_per_s(), bytes / (rows[i].median_us * 1e3));
+  }
+}
+
+TEST(LadderTiming, RowPerRungWithFlopsAndIdealBytes) {
+  expect_rows(time_ladder(Op::matmul, kEmu, {33, 17, 45}, {}, kQuick), Op::matmul,
+              2.0 * 33 * 17 * 45, 4.0 * (33 * 45 + 45 * 17 + 33 * 17));
+  expect_rows(time_ladder(Op::softmax, kEmu, {37, 45}, {}, kQuick), Op::softmax, 5.0 * 37 * 45,
+              2 * 4.0 * 37 * 45);
+  expect_rows(time_ladder(Op::layernorm, kEmu, {37, 45}, {}, kQuick), Op::layernorm, 8.0 * 37 * 45,
+              4.0 * (2 * 37 * 45 + 2 * 45 + 2 * 37));
+}
+
+TEST(LadderTiming, ChosenRungsAndTable) {
+  const int chosen[] = {3, 0};
+  const std::vector<LadderRow> rows = time_ladder(Op::softmax, kEmu, {5, 1}, chosen, kQuick);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].rung->index, 3);
+  EXPECT_EQ(rows[1].rung->index, 0);
+  const std::string table = kernels::ladder::ladder_table(rows);
+  EXPECT_TRUE(contains_all(
+      table, {"GB/s", "GFLOP/s", "softmax_forward_float4", "float4", "softmax_forward_naive"}));
+  const std::string production = kernels::ladder::ladder_table(
+      time_ladder(Op::softmax, kEmu, {5, 1}, std::vector<int>{2}, kQuick));
+  EXPECT_TRUE(contains_all(production, {"2*", "softmax_forward "}));
+}
+
+TEST(LadderTiming, BadRequestsAreNamed) {
+  EXPECT_TRUE(contains_all(error_of([] {
+                             time_ladder(Op::softmax, kCPU, {4, 4});
+                           }),
+                           {"emu or cuda", "cpu"}));
+  EXPECT_TRUE(contains_all(error_of([] {
+                             time_ladder(Op::matmul, kEmu, {4, 4});
+                           }),
+                           {"matmul", "M, N, K", "[4, 4]"}));
+  EXPECT_TRUE(contains_all(error_of([] {
+                             time_ladder(Op::layernorm, kEmu, {0, 4});
+                           }),
+                           {"layernorm", "positive", "[0, 4]"}));
+  EXPECT_TRUE(contains_all(error_of([] {
+                             time_ladder(Op::layernorm, kEmu, {4, 4}, std::vector<int>{1, 9});
+                           }),
+                           {"layernorm has no rung 9"}));
+}
+
+}  // namespace
+}  // namespace glass
