@@ -1,44 +1,61 @@
-// The `emu` kernel table: the host launchers of kernels/cuda, compiled for the emulator (this
-// file is built with the .cu sources into glass_kernels_emu). kernels::backend(Device) in
-// kernels/cpu/backend_cpu.cpp hands it out for DeviceKind::emu.
+// The kernel tables of kernels/cuda: one source, compiled in both builds (build.h). Compiled for
+// the emulator it defines emu_backend(), the `emu` table; compiled by nvcc it defines
+// cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
+// them out. The entries are the host launchers of this build.
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace glass::kernels {
 
-const Backend& emu_backend() {
-  static const Backend table{
-      .name = "emu",
-      .fill = cuda::fill,
-      .copy = cuda::copy,
-      .cast = cuda::cast,
-      .fill_normal = cuda::fill_normal,
-      .fill_uniform = cuda::fill_uniform,
-      .binary = cuda::binary,
-      .affine = cuda::affine,
-      .pow_scalar = cuda::pow_scalar,
-      .gelu_forward = cuda::gelu_forward,
-      .gelu_backward = cuda::gelu_backward,
-      .dropout_forward = cuda::dropout_forward,
-      .dropout_backward = cuda::dropout_backward,
-      .sum_dim = cuda::sum_dim,
-      .sum_squares = cuda::sum_squares,
-      .gemm = cuda::gemm,
-      .softmax_forward = cuda::softmax_forward,
-      .softmax_backward = cuda::softmax_backward,
-      .log_softmax_forward = cuda::log_softmax_forward,
-      .log_softmax_backward = cuda::log_softmax_backward,
-      .cross_entropy_forward = cuda::cross_entropy_forward,
-      .cross_entropy_backward = cuda::cross_entropy_backward,
-      .layernorm_forward = cuda::layernorm_forward,
-      .layernorm_backward = cuda::layernorm_backward,
-      .attention_forward = cuda::attention_forward,
-      .attention_backward = cuda::attention_backward,
-      .embedding_forward = cuda::embedding_forward,
-      .embedding_backward = cuda::embedding_backward,
-      .adamw_step = cuda::adamw_step,
-      .sgd_step = cuda::sgd_step,
+namespace {
+
+Backend cuda_kernel_table(const char* name) {
+  namespace k = cuda::GLASS_CUDA_BUILD;
+  return Backend{
+      .name = name,
+      .fill = k::fill,
+      .copy = k::copy,
+      .cast = k::cast,
+      .fill_normal = k::fill_normal,
+      .fill_uniform = k::fill_uniform,
+      .binary = k::binary,
+      .affine = k::affine,
+      .pow_scalar = k::pow_scalar,
+      .gelu_forward = k::gelu_forward,
+      .gelu_backward = k::gelu_backward,
+      .dropout_forward = k::dropout_forward,
+      .dropout_backward = k::dropout_backward,
+      .sum_dim = k::sum_dim,
+      .sum_squares = k::sum_squares,
+      .gemm = k::gemm,
+      .softmax_forward = k::softmax_forward,
+      .softmax_backward = k::softmax_backward,
+      .log_softmax_forward = k::log_softmax_forward,
+      .log_softmax_backward = k::log_softmax_backward,
+      .cross_entropy_forward = k::cross_entropy_forward,
+      .cross_entropy_backward = k::cross_entropy_backward,
+      .layernorm_forward = k::layernorm_forward,
+      .layernorm_backward = k::layernorm_backward,
+      .attention_forward = k::attention_forward,
+      .attention_backward = k::attention_backward,
+      .embedding_forward = k::embedding_forward,
+      .embedding_backward = k::embedding_backward,
+      .adamw_step = k::adamw_step,
+      .sgd_step = k::sgd_step,
   };
+}
+
+}  // namespace
+
+#if defined(GLASS_EMU)
+const Backend& emu_backend() {
+  static const Backend table = cuda_kernel_table("emu");
   return table;
 }
+#else
+const Backend& cuda_backend() {
+  static const Backend table = cuda_kernel_table("cuda");
+  return table;
+}
+#endif
 
 }  // namespace glass::kernels

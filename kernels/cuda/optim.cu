@@ -15,7 +15,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -140,4 +140,4 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
       first_step);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD
