@@ -75,8 +75,10 @@ echo "== train_gpt"
 rm -f "$build"/metrics_*.jsonl*
 train cuda "$steps" "$build/metrics_cuda.jsonl"
 train cpu "$cpu_steps" "$build/metrics_cpu.jsonl"
-read -r cuda_tps cuda_loss cuda_n <<<"$(summary "$build/metrics_cuda.jsonl")"
-read -r cpu_tps cpu_loss cpu_n <<<"$(summary "$build/metrics_cpu.jsonl")"
+cuda_summary=$(summary "$build/metrics_cuda.jsonl") || die "reading $build/metrics_cuda.jsonl"
+cpu_summary=$(summary "$build/metrics_cpu.jsonl") || die "reading $build/metrics_cpu.jsonl"
+read -r cuda_tps cuda_loss cuda_n <<<"$cuda_summary"
+read -r cpu_tps cpu_loss cpu_n <<<"$cpu_summary"
 
 # 4. The NCCL check of the comm/ layer, when it exists.
 nccl="not run (scripts/gpu_check_nccl.sh absent)"
