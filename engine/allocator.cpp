@@ -2,13 +2,40 @@
 
 #include <bit>
 #include <cstdlib>
+#include <map>
+#include <memory>
 
 #include "engine/error.h"
 #if defined(GLASS_HAS_EMU)
 #include "engine/emu/memory.h"
 #endif
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/memory.h"
+#include "engine/cuda/runtime.h"
+#include "engine/cuda/stream.h"
+#endif
 
 namespace glass {
+
+#if defined(GLASS_HAS_CUDA)
+// An engine/cuda Event on the heap, behind the opaque pointer.
+DeviceEvents::Event DeviceEvents::record(Stream stream) {
+  auto event = std::make_unique<cuda::Event>();
+  event->record(static_cast<cudaStream_t>(stream));
+  return event.release();
+}
+
+bool DeviceEvents::done(Event event) { return static_cast<cuda::Event*>(event)->done(); }
+
+void DeviceEvents::release(Event event) { delete static_cast<cuda::Event*>(event); }
+#else
+namespace {
+[[noreturn]] void no_cuda() { fail("Allocator: this build of glass has no CUDA runtime"); }
+}  // namespace
+DeviceEvents::Event DeviceEvents::record(Stream) { no_cuda(); }
+bool DeviceEvents::done(Event) { no_cuda(); }
+void DeviceEvents::release(Event) { no_cuda(); }
+#endif
 
 Allocator& Allocator::for_device(Device d) {
   switch (d.kind) {
@@ -25,6 +52,20 @@ Allocator& Allocator::for_device(Device d) {
       break;
 #endif
     }
+    case DeviceKind::cuda: {
+#if defined(GLASS_HAS_CUDA)
+      cuda::require_device(d.index);  // the one clear error line when there is no such GPU
+      // One per GPU, never destroyed: at exit the CUDA context may already be gone.
+      static std::mutex mu;
+      static auto* gpus = new std::map<int, Allocator*>;
+      const std::lock_guard lock(mu);
+      Allocator*& a = (*gpus)[d.index];
+      if (a == nullptr) a = new Allocator(d);
+      return *a;
+#else
+      break;
+#endif
+    }
   }
   fail("Allocator: no allocator for device {}", d.str());
 }
@@ -37,27 +78,30 @@ size_t Allocator::size_class(size_t bytes) {
 }
 
 void* Allocator::device_malloc(size_t bytes) {
-  void* p = nullptr;
   switch (device_.kind) {
     case DeviceKind::cpu:
       // 64-byte alignment: a cache line, and what AVX-512 loads like.
-      p = std::aligned_alloc(64, bytes);
-      break;
+      return std::aligned_alloc(64, bytes);
     case DeviceKind::emu:
 #if defined(GLASS_HAS_EMU)
       // Host memory behind a device pointer: 256-byte aligned like cudaMalloc, fresh bytes 0xFF,
       // red zones with GLASS_EMU_CHECK=1. It throws on failure; report it like the cpu case.
       try {
-        p = glass::emu::device_malloc(bytes);
+        return glass::emu::device_malloc(bytes);
       } catch (const std::exception&) {
-        p = nullptr;
+        return nullptr;
       }
-#endif
+#else
       break;
+#endif
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      return cuda::device_malloc(bytes);
+#else
+      break;
+#endif
   }
-  GLASS_CHECK(p != nullptr, "Allocator: out of memory on {} allocating {} bytes ({} reserved)",
-              device_.str(), bytes, stats_.reserved_bytes);
-  return p;
+  return nullptr;
 }
 
 void Allocator::device_free(void* p) {
@@ -70,21 +114,37 @@ void Allocator::device_free(void* p) {
       glass::emu::device_free(p);
 #endif
       return;
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      cuda::device_free(p);
+#endif
+      return;
   }
+}
+
+DeviceEvents::Stream Allocator::current_stream() const {
+#if defined(GLASS_HAS_CUDA)
+  if (device_.kind == DeviceKind::cuda) return cuda::current_stream();
+#endif
+  return nullptr;
 }
 
 void* Allocator::allocate(size_t bytes) {
   const size_t cls = size_class(bytes);
   std::lock_guard lock(mu_);
   stats_.alloc_count++;
-  void* p = nullptr;
-  auto it = free_.find(cls);
-  if (it != free_.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
+  void* p = free_.take(cls, current_stream());
+  if (p != nullptr) {
     stats_.cache_hits++;
   } else {
     p = device_malloc(cls);
+    if (p == nullptr) {  // out of memory: give the cached blocks back and try once more
+      empty_cache_locked();
+      p = device_malloc(cls);
+    }
+    GLASS_CHECK(p != nullptr,
+                "Allocator: out of memory on {} allocating {} bytes ({} allocated, {} reserved)",
+                device_.str(), cls, stats_.allocated_bytes, stats_.reserved_bytes);
     stats_.device_malloc_count++;
     stats_.reserved_bytes += static_cast<int64_t>(cls);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
@@ -98,7 +158,7 @@ void Allocator::release(void* ptr, size_t bytes) {
   const size_t cls = size_class(bytes);
   std::lock_guard lock(mu_);
   stats_.allocated_bytes -= static_cast<int64_t>(cls);
-  free_[cls].push_back(ptr);
+  free_.put(cls, ptr, current_stream());
 }
 
 AllocatorStats Allocator::stats() const {
@@ -114,16 +174,18 @@ void Allocator::reset_peaks() {
 
 void Allocator::empty_cache() {
   std::lock_guard lock(mu_);
-  for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) device_free(p);
-    stats_.reserved_bytes -= static_cast<int64_t>(cls * blocks.size());
-    blocks.clear();
-  }
+  empty_cache_locked();
+}
+
+void Allocator::empty_cache_locked() {
+  free_.drain([&](void* p, size_t cls) {
+    device_free(p);
+    stats_.reserved_bytes -= static_cast<int64_t>(cls);
+  });
 }
 
 Allocator::~Allocator() {
-  for (auto& [cls, blocks] : free_)
-    for (void* p : blocks) device_free(p);
+  free_.drain([&](void* p, size_t) { device_free(p); });
 }
 
 }  // namespace glass

@@ -4,15 +4,16 @@
 // handed out again to the next request of that class without asking the device (a "cache hit").
 // `allocated` counts bytes handed to tensors (rounded), `reserved` counts bytes obtained from the
 // device and kept by the cache; reserved >= allocated always, and the difference is the cache.
+// On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
+// stream that was current when it was freed.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <vector>
 
 #include "engine/device.h"
+#include "engine/free_blocks.h"
 
 namespace glass {
 
@@ -24,6 +25,16 @@ struct AllocatorStats {
   int64_t device_malloc_count = 0;  // calls to the device's own malloc
   int64_t cache_hits = 0;           // requests served from a free list
   int64_t alloc_count = 0;          // all requests
+};
+
+// The events FreeBlocks asks for: CUDA events on `cuda`. On cpu and emu every block is freed and
+// taken on the null stream, so FreeBlocks never asks.
+struct DeviceEvents {
+  using Stream = void*;  // cudaStream_t on cuda, nullptr elsewhere
+  using Event = void*;   // cudaEvent_t
+  Event record(Stream stream);
+  bool done(Event event);
+  void release(Event event);
 };
 
 class Allocator {
@@ -49,12 +60,14 @@ class Allocator {
   ~Allocator();
 
  private:
-  void* device_malloc(size_t bytes);
+  void* device_malloc(size_t bytes);  // nullptr when the device is out of memory
   void device_free(void* p);
+  DeviceEvents::Stream current_stream() const;
+  void empty_cache_locked();
 
   Device device_;
   mutable std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
   AllocatorStats stats_;
 };
 

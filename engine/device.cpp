@@ -1,14 +1,43 @@
 #include "engine/device.h"
 
+#include <charconv>
+
 #include "engine/error.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 
-// The devices this build can run, for error messages. GLASS_HAS_EMU: built with the emulator.
-#if defined(GLASS_HAS_EMU)
+// The devices this build can run, for error messages. GLASS_HAS_EMU: built with the emulator;
+// GLASS_HAS_CUDA: built with nvcc and the CUDA runtime.
+#if defined(GLASS_HAS_EMU) && defined(GLASS_HAS_CUDA)
+constexpr const char* kDevices = "cpu, emu, cuda";
+#elif defined(GLASS_HAS_EMU)
 constexpr const char* kDevices = "cpu, emu";
+#elif defined(GLASS_HAS_CUDA)
+constexpr const char* kDevices = "cpu, cuda";
 #else
 constexpr const char* kDevices = "cpu";
+#endif
+
+#if defined(GLASS_HAS_CUDA)
+namespace {
+
+// "cuda" -> 0, "cuda:N" -> N; throws naming `name` for anything else ("cuda:", "cuda:x",
+// "cuda:-1").
+int parse_cuda_index(const std::string& name) {
+  if (name == "cuda") return 0;
+  int index = -1;
+  const char* first = name.data() + 5;  // after "cuda:"
+  const char* last = name.data() + name.size();
+  const auto [end, ec] = std::from_chars(first, last, index);
+  GLASS_CHECK(name[4] == ':' && first != last && ec == std::errc() && end == last && index >= 0,
+              "bad device '{}': expected cuda or cuda:N with N a GPU index (0, 1, ...)", name);
+  return index;
+}
+
+}  // namespace
 #endif
 
 std::string Device::str() const {
@@ -17,6 +46,8 @@ std::string Device::str() const {
       return "cpu";
     case DeviceKind::emu:
       return "emu";
+    case DeviceKind::cuda:
+      return "cuda:" + std::to_string(index);
   }
   return "?";
 }
@@ -26,13 +57,25 @@ Device Device::parse(const std::string& name) {
 #if defined(GLASS_HAS_EMU)
   if (name == "emu") return kEmu;
 #endif
-  if (name.rfind("cuda", 0) == 0)
+  if (name.rfind("cuda", 0) == 0) {
+#if defined(GLASS_HAS_CUDA)
+    return {DeviceKind::cuda, parse_cuda_index(name)};
+#else
     fail("device '{}' is not available: this build of glass has no CUDA runtime (devices: {})",
          name, kDevices);
+#endif
+  }
   if (name == "emu")
     fail("device 'emu' is not available: glass was built with GLASS_EMU=OFF (devices: {})",
          kDevices);
   fail("unknown device '{}' (devices: {})", name, kDevices);
+}
+
+Device Device::best_available() {
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() > 0) return kCUDA;
+#endif
+  return kCPU;
 }
 
 }  // namespace glass

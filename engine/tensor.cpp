@@ -3,6 +3,9 @@
 #include <cstring>
 
 #include "engine/allocator.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/memory.h"
+#endif
 
 namespace glass {
 
@@ -50,6 +53,11 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
     case DeviceKind::emu:  // emu device memory is host memory
       std::memcpy(t.raw_data(), src, t.nbytes());
       break;
+    case DeviceKind::cuda:  // through a pinned staging buffer, on the current stream
+#if defined(GLASS_HAS_CUDA)
+      cuda::copy_host_to_device(t.raw_data(), src, t.nbytes());
+#endif
+      break;
   }
   return t;
 }
@@ -61,6 +69,11 @@ void Tensor::copy_to_host(void* dst) const {
     case DeviceKind::cpu:
     case DeviceKind::emu:  // emu device memory is host memory
       std::memcpy(dst, raw_data(), nbytes());
+      break;
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      cuda::copy_device_to_host(dst, raw_data(), nbytes());
+#endif
       break;
   }
 }

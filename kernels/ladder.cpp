@@ -149,12 +149,18 @@ int production_rung(Op op) {
 }
 
 #if defined(GLASS_HAS_EMU)
-const LadderTable& emu_ladder_table();  // kernels/cuda/ladder/ladder_emu.cpp
+const LadderTable& emu_ladder_table();  // kernels/cuda/ladder/ladder_table.cu, compiled for emu
+#endif
+#if defined(GLASS_HAS_CUDA)
+const LadderTable& cuda_ladder_table();  // kernels/cuda/ladder/ladder_table.cu, compiled by nvcc
 #endif
 
 const LadderTable& ladder_table(Device d) {
 #if defined(GLASS_HAS_EMU)
   if (d.kind == DeviceKind::emu) return emu_ladder_table();
+#endif
+#if defined(GLASS_HAS_CUDA)
+  if (d.kind == DeviceKind::cuda) return cuda_ladder_table();
 #endif
   fail("kernel ladder: the rungs are CUDA kernels and run on emu or cuda; there are none for {}",
        d.str());

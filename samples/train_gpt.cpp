@@ -12,7 +12,9 @@
 namespace {
 
 void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
-  app.add_option("--device", o.device, "cpu | emu (CUDA kernels on the CPU) | auto (the best: cpu)");
+  app.add_option(
+      "--device", o.device,
+      "cpu | emu (CUDA kernels on the CPU) | cuda[:N] | auto (cuda if a GPU is there, else cpu)");
   app.add_option("--data", o.data, "text file or llm.c .bin token shard");
   app.add_option("--vocab-size", o.vocab_size, "vocabulary size (token shards)");
   app.add_option("--n-layer", o.n_layer, "transformer blocks");

@@ -17,8 +17,9 @@ namespace glass::train {
 namespace {
 
 Device pick_device(const std::string& name) {
-  // "auto" is the best device this build has: `cpu` (emu runs CUDA kernels on the CPU, slower).
-  return name == "auto" ? kCPU : Device::parse(name);
+  // "auto": cuda when this build has it and a GPU is present, else cpu (emu runs the CUDA kernels
+  // on the CPU, slower; it is for seeing and debugging them).
+  return name == "auto" ? Device::best_available() : Device::parse(name);
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {

@@ -1,5 +1,8 @@
 // The `cpu` kernel table, and the dispatch point that picks a table by device.
 #include "kernels/cpu/cpu_kernels.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass::kernels {
 
@@ -53,7 +56,10 @@ const Backend cpu_backend{
 }  // namespace
 
 #if defined(GLASS_HAS_EMU)
-const Backend& emu_backend();  // kernels/cuda/backend_emu.cpp
+const Backend& emu_backend();  // kernels/cuda/backend_table.cu, compiled for emu
+#endif
+#if defined(GLASS_HAS_CUDA)
+const Backend& cuda_backend();  // kernels/cuda/backend_table.cu, compiled by nvcc
 #endif
 
 const Backend& backend(Device d) {
@@ -63,6 +69,13 @@ const Backend& backend(Device d) {
     case DeviceKind::emu:
 #if defined(GLASS_HAS_EMU)
       return emu_backend();
+#else
+      break;
+#endif
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      glass::cuda::require_device(d.index);  // the one clear error line when there is no such GPU
+      return cuda_backend();
 #else
       break;
 #endif

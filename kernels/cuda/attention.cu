@@ -32,36 +32,11 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxThreads = 256;
-
-struct Sum {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return a > b ? a : b; }
-};
-
-// op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
-// a multiple of 32 and every thread must call it (it holds two barriers).
-template <class Op>
-__device__ float block_reduce(float value, Op op) {
-  __shared__ float warp_results[32];
-  // 1. inside each warp: butterfly shuffles leave the warp's result in all 32 lanes
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
-    value = op(value, __shfl_xor_sync(kFullMask, value, lane_mask));
-  if (threadIdx.x % 32 == 0) warp_results[threadIdx.x / 32] = value;
-  __syncthreads();
-  // 2. across warps, in warp order
-  float result = warp_results[0];
-  for (unsigned w = 1; w < blockDim.x / 32; ++w) result = op(result, warp_results[w]);
-  __syncthreads();  // warp_results may be overwritten by the next reduction
-  return result;
-}
 
 // sum_d a[d] * b[d]
 __device__ float dot(const float* a, const float* b, int64_t D) {
@@ -253,4 +228,4 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                      g.D, static_cast<float>(scale));
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

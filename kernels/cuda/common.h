@@ -1,5 +1,6 @@
 // Helpers shared by the host launchers and kernels of kernels/cuda: dtype dispatch, LaunchInfo,
-// and strided indexing for kernels whose operands have arbitrary strides (copy, binary ops).
+// strided indexing for kernels whose operands have arbitrary strides (copy, binary ops), and the
+// block-wide reduction of the row kernels (softmax, layernorm, attention, sum_squares).
 //
 // Strided operands reach a kernel as one small struct passed by value (kernel parameters live in
 // constant memory on a GPU): the shape and each operand's strides, in elements, after size-1
@@ -14,7 +15,7 @@
 #include "engine/tensor.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 constexpr int kMaxDims = 8;  // rank limit of strided kernels (after merging dimensions)
 
@@ -46,6 +47,49 @@ inline LaunchInfo kernel_launch_info(const char* kernel, const Tensor& on, dim3 
   info.flops = flops;
   info.bytes = bytes;
   return info;
+}
+
+// --- block_reduce: op over one value per thread of a 1-D block, by the whole block.
+
+constexpr unsigned kFullMask = 0xffffffffu;  // all 32 lanes of a warp take part in a shuffle
+
+struct Sum {
+  template <class T>
+  __host__ __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  template <class T>
+  __host__ __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+struct Min {
+  template <class T>
+  __host__ __device__ T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
+};
+
+// op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
+// a multiple of 32 (at most 1024) and every thread must call it (it holds two barriers). The
+// order of the operations is fixed (butterfly inside warps, then warps in order), so the result is
+// the same bits on every run.
+template <class T, class Op>
+__device__ T block_reduce(T value, Op op) {
+  __shared__ T warp_results[32];
+  // 1. inside each warp: butterfly shuffles (lane masks 16, 8, 4, 2, 1) leave the warp's result
+  //    in all 32 lanes
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
+    value = op(value, __shfl_xor_sync(kFullMask, value, lane_mask));
+  if (threadIdx.x % 32 == 0) warp_results[threadIdx.x / 32] = value;
+  __syncthreads();
+  // 2. across warps, in warp order
+  T result = warp_results[0];
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) result = op(result, warp_results[w]);
+  __syncthreads();  // warp_results may be overwritten by the next reduction
+  return result;
 }
 
 // N operands walked over one shape: the element at row-major position i of the shape is at
@@ -93,4 +137,4 @@ StridedIndex<N> make_strided_index(const char* kernel, const Tensor& t, const Sh
   return idx;
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -1,12 +1,13 @@
 // Host launchers of the CUDA kernels (kernels/cuda/*.cu). The same sources build the `cuda` table
-// (nvcc) and the `emu` table (host compiler + engine/emu); backend_emu.cpp / backend_cuda.cpp put
-// them into the dispatch table.
+// (nvcc) and the `emu` table (host compiler + engine/emu), each in its own inline namespace
+// (build.h); backend_table.cu, compiled in both builds, puts them into the dispatch table.
 // Each kernel's contract is documented once, on its entry in kernels/backend.h.
 #pragma once
 
 #include "kernels/backend.h"
+#include "kernels/cuda/build.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 // memory.cu
 void fill(const Tensor& dst, double value);
@@ -65,4 +66,4 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper);
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
               double momentum, double weight_decay, bool first_step);
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -11,7 +11,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -269,4 +269,4 @@ void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t see
   dropout("dropout_backward", dy, dx, p, seed, off);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -20,7 +20,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -152,4 +152,4 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   bad_id.check("embedding_backward", ids, dtable);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

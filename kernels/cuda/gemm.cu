@@ -35,7 +35,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -57,7 +57,8 @@ void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
               cublasGetStatusName(status), cublasGetStatusString(status), describe(g));
 }
 
-// One cuBLAS handle per device, created on first use (on `cuda`, with that device current) and
+// One cuBLAS handle per device, created on first use (on `cuda`, with that device current: the
+// tensors' allocator made it current) and
 // kept for the life of the process: destroying it during static destruction could come after the
 // CUDA context it belongs to is gone.
 cublasHandle_t handle_for(Device device, const GemmArgs& g) {
@@ -65,11 +66,10 @@ cublasHandle_t handle_for(Device device, const GemmArgs& g) {
   static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
   const std::lock_guard<std::mutex> lock(mutex);
   cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
-  if (handle == nullptr) {
-    check_cublas(cublasCreate(&handle), "cublasCreate", g);
-    // The default stream, the one launch_cuda_kernel launches on.
-    check_cublas(cublasSetStream(handle, nullptr), "cublasSetStream", g);
-  }
+  if (handle == nullptr) check_cublas(cublasCreate(&handle), "cublasCreate", g);
+  // The current stream, the one launch_cuda_kernel launches on, so that the GEMM runs in order
+  // with the kernels around it (cheap: cuBLAS only stores it).
+  check_cublas(cublasSetStream(handle, launch_stream()), "cublasSetStream", g);
   return handle;
 }
 
@@ -163,6 +163,7 @@ void gemm(const GemmArgs& g) {
   info.device = g.c.device();
   info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
   info.bytes = 4.0 * (a_elems + b_elems + c_elems);
+  info.stream = launch_stream_id();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   glass::launch(info, [&] {
     // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
@@ -176,4 +177,4 @@ void gemm(const GemmArgs& g) {
   if (g.bias.defined()) add_bias(g);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

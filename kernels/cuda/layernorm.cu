@@ -25,30 +25,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kRowsPerChunk = 32;
 constexpr int kThreadsPerColumnBlock = 256;
-
-// Sum over the block of each thread's `value`; every thread gets it. blockDim.x must be a
-// multiple of 32 and every thread must call it (it holds two barriers).
-__device__ float block_sum(float value) {
-  __shared__ float warp_sums[32];
-  // 1. inside each warp: butterfly shuffles leave the warp's sum in all 32 lanes
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
-    value += __shfl_xor_sync(kFullMask, value, lane_mask);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
-  __syncthreads();
-  // 2. across warps, in warp order
-  float sum = warp_sums[0];
-  for (unsigned w = 1; w < blockDim.x / 32; ++w) sum += warp_sums[w];
-  __syncthreads();  // warp_sums may be overwritten by the next reduction
-  return sum;
-}
 
 // One block per row r.
 __global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
@@ -59,10 +42,10 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
   // 1. mean, then the variance around it
   float s = 0;
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
-  const float m = block_sum(s) / static_cast<float>(C);
+  const float m = block_reduce(s, Sum{}) / static_cast<float>(C);
   float v = 0;
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x) v += (xr[j] - m) * (xr[j] - m);
-  const float rs = 1.0f / sqrtf(block_sum(v) / static_cast<float>(C) + eps);
+  const float rs = 1.0f / sqrtf(block_reduce(v, Sum{}) / static_cast<float>(C) + eps);
   // 2. normalise, scale and shift
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
     yr[j] = (xr[j] - m) * rs * weight[j] + bias[j];
@@ -94,8 +77,8 @@ __global__ void layernorm_backward_kernel(const float* dy, const float* x, const
       sum_dxhat += dxhat;
       sum_dxhat_xhat += dxhat * (xr[j] - m) * rs;
     }
-    const float mean_dxhat = block_sum(sum_dxhat) / static_cast<float>(C);
-    const float mean_dxhat_xhat = block_sum(sum_dxhat_xhat) / static_cast<float>(C);
+    const float mean_dxhat = block_reduce(sum_dxhat, Sum{}) / static_cast<float>(C);
+    const float mean_dxhat_xhat = block_reduce(sum_dxhat_xhat, Sum{}) / static_cast<float>(C);
     // 2. dx, and this row's share of the chunk's dweight and dbias (column j is this thread's)
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       const float xhat = (xr[j] - m) * rs;
@@ -202,4 +185,4 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                      dweight.data<float>(), dbias.data<float>(), chunks, g.C);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -10,7 +10,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -195,4 +195,4 @@ void fill_uniform(const Tensor& dst, double lo, double hi, uint64_t seed, uint64
                   dst.raw_data(), dst.dtype(), n, lo, hi, seed, offset);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

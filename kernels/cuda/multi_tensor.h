@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 constexpr int kMaxTensorsPerLaunch = 32;
 
@@ -39,4 +39,4 @@ inline unsigned multi_tensor_blocks(int64_t largest, unsigned threads, int64_t p
   return std::max(1u, std::min(max_blocks, ceil_div(largest, threads * per_thread)));
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -17,7 +17,7 @@
 #include "kernels/cuda/multi_tensor.h"
 #include "kernels/optim_math.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -124,4 +124,4 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
       first_step);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -15,7 +15,7 @@
 #include "kernels/cuda/multi_tensor.h"
 #include "kernels/reduce_checks.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -55,25 +55,6 @@ __global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, uns
   if (threadIdx.y == 0 && col < inner) out[o * inner + col] = static_cast<T>(partial[t]);
 }
 
-// --- block_sum: the sum of v over a 1-D block, valid in thread 0. Each warp adds its 32 values
-// by a butterfly of shuffles (offsets 16, 8, 4, 2, 1), lane 0 stores the warp's sum in shared
-// memory, and warp 0 adds those the same way.
-
-__device__ double warp_sum(double v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-__device__ double block_sum(double v) {
-  __shared__ double warp_sums[kThreads / 32];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  if (warp != 0) return 0;
-  return warp_sum(lane < blockDim.x / 32 ? warp_sums[lane] : 0.0);
-}
-
 // --- sum_squares, pass 1: a multi-tensor launch (kernels/cuda/multi_tensor.h). Block (b, y)
 // sums x_y[i]^2 over i = b*256 + t + k * (gridDim.x * 256), k >= 0 (grid-stride: each step of a
 // warp reads 32 consecutive elements) into partials[y * gridDim.x + b] (double). The grid depends
@@ -95,18 +76,18 @@ __global__ void sum_squares_partials_kernel(SquaresTensorList<T> list, double* p
     const double v = static_cast<double>(x[i]);
     acc += v * v;
   }
-  const double total = block_sum(acc);
+  const double total = block_reduce(acc, Sum{});
   if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = total;
 }
 
 // --- sum_squares, pass 2: one block adds the partials (thread t: partials t, t + 256, ...),
-// then block_sum; thread 0 stores the total in the output's type.
+// then block_reduce; thread 0 stores the total in the output's type.
 
 template <class Out>
 __global__ void sum_squares_combine_kernel(const double* partials, int64_t count, Out* out) {
   double acc = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
-  const double total = block_sum(acc);
+  const double total = block_reduce(acc, Sum{});
   if (threadIdx.x == 0) out[0] = static_cast<Out>(total);
 }
 
@@ -191,4 +172,4 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
   });
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

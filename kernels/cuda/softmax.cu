@@ -25,48 +25,11 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxThreadsPerRow = 512;
-
-struct Sum {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Max {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    return a > b ? a : b;
-  }
-};
-struct Min {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    return a < b ? a : b;
-  }
-};
-
-// op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
-// a multiple of 32 and every thread must call it (it holds two barriers).
-template <class T, class Op>
-__device__ T block_reduce(T value, Op op) {
-  __shared__ T warp_results[32];
-  // 1. inside each warp: butterfly shuffles leave the warp's result in all 32 lanes
-  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2)
-    value = op(value, __shfl_xor_sync(kFullMask, value, lane_mask));
-  if (threadIdx.x % 32 == 0) warp_results[threadIdx.x / 32] = value;
-  __syncthreads();
-  // 2. across warps, in warp order
-  T result = warp_results[0];
-  for (unsigned w = 1; w < blockDim.x / 32; ++w) result = op(result, warp_results[w]);
-  __syncthreads();  // warp_results may be overwritten by the next reduction
-  return result;
-}
 
 // max_j x[j] over one row, by the whole block.
 __device__ float row_max(const float* x, int64_t cols) {
@@ -313,4 +276,4 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                      dlogits.data<float>(), g.cols, ignore_index);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -1,18 +1,24 @@
-// Cross-device table: every op, forward and backward through autograd, on `emu` against `cpu`.
+// Cross-device table: every op, forward and backward through autograd, on each device that runs
+// kernels/cuda against `cpu`: `emu` always, and `cuda` when this build has it and a GPU is present
+// (the same table, parameterised over the devices).
 //
-// Each case builds random inputs on cpu (odd shapes, so that kernels on emu run partial blocks
-// and partial warps), copies them to emu, runs the op on both devices with every floating input
-// requiring grad, and compares outputs; then it back-propagates sum(out * w) for a random w and
-// compares every input's gradient. The kernels differ (kernels/cpu vs kernels/cuda), so values
+// Each case builds random inputs on cpu (odd shapes, so that the CUDA kernels run partial blocks
+// and partial warps), copies them to the device, runs the op on both devices with every floating
+// input requiring grad, and compares outputs; then it back-propagates sum(out * w) for a random w
+// and compares every input's gradient. The kernels differ (kernels/cpu vs kernels/cuda), so values
 // agree to f32 rounding, judged against the magnitude of the cpu result (tests/testing.h).
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "engine/launch.h"
 #include "kernels/backend.h"
 #include "tests/testing.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 namespace {
@@ -20,13 +26,25 @@ namespace {
 using testing::all_close;
 using Inputs = std::vector<Tensor>;
 
-// Counts launches per device while it lives.
+// Counts launches on `device` and on every other device while it lives.
 struct LaunchCounter : LaunchObserver {
-  int cpu = 0, emu = 0;
-  LaunchCounter() { subscribe(this); }
+  Device device;
+  int on_device = 0, elsewhere = 0;
+  explicit LaunchCounter(Device d) : device(d) { subscribe(this); }
   ~LaunchCounter() override { unsubscribe(this); }
-  void on_launch_begin(const LaunchInfo& info) override { (info.device == kEmu ? emu : cpu)++; }
+  void on_launch_begin(const LaunchInfo& info) override {
+    (info.device == device ? on_device : elsewhere)++;
+  }
 };
+
+// The devices that run kernels/cuda here.
+std::vector<Device> cuda_kernel_devices() {
+  std::vector<Device> devices{kEmu};
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() > 0) devices.push_back(kCUDA);
+#endif
+  return devices;
+}
 
 struct Case {
   std::string name;
@@ -45,6 +63,9 @@ Tensor random_ids(int64_t count, int64_t n, Generator& g, int64_t ignored = 0) {
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+}  // namespace
+void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
+namespace {
 
 std::vector<Case> cases() {
   auto r = [](Shape s) { return [s](Generator& g) { return Inputs{randn(s, g)}; }; };
@@ -160,44 +181,50 @@ std::vector<Case> cases() {
   };
 }
 
-class CrossDevice : public ::testing::TestWithParam<Case> {};
+class CrossDevice : public ::testing::TestWithParam<std::tuple<Case, Device>> {};
 
 TEST_P(CrossDevice, ForwardAndBackwardMatchCpu) {
-  const Case& c = GetParam();
+  const auto& [c, device] = GetParam();
   Generator gen(1234);
   Inputs cpu_in = c.inputs(gen);
-  Inputs emu_in;
-  for (const Tensor& t : cpu_in) emu_in.push_back(to_device(t, kEmu));
-  for (Inputs* in : {&cpu_in, &emu_in})
+  Inputs dev_in;
+  for (const Tensor& t : cpu_in) dev_in.push_back(to_device(t, device));
+  for (Inputs* in : {&cpu_in, &dev_in})
     for (Tensor& t : *in)
       if (is_floating(t.dtype())) t.set_requires_grad(true);
 
-  // Forward and backward of sum(out * w), the same random w on both devices. On emu every
-  // launch must run on emu: nothing may fall back to cpu kernels.
+  // Forward and backward of sum(out * w), the same random w on both devices. On the device every
+  // launch must run there: nothing may fall back to cpu kernels.
   const Tensor cpu_out = c.op(cpu_in);
   const Tensor w = randn(cpu_out.shape(), gen);
   backward(sum(cpu_out * w));
-  const Tensor emu_w = to_device(w, kEmu);
-  Tensor emu_out;
+  const Tensor dev_w = to_device(w, device);
+  Tensor dev_out;
   {
-    LaunchCounter launches;
-    emu_out = c.op(emu_in);
-    backward(sum(emu_out * emu_w));
-    EXPECT_EQ(launches.cpu, 0) << c.name;
-    EXPECT_GT(launches.emu, 0) << c.name;
+    LaunchCounter launches(device);
+    dev_out = c.op(dev_in);
+    backward(sum(dev_out * dev_w));
+    EXPECT_EQ(launches.elsewhere, 0) << c.name;
+    EXPECT_GT(launches.on_device, 0) << c.name;
   }
-  ASSERT_EQ(emu_out.device(), kEmu) << c.name;
-  EXPECT_TRUE(all_close(emu_out, cpu_out, c.rtol)) << c.name << " forward";
+  ASSERT_EQ(dev_out.device(), device) << c.name;
+  EXPECT_TRUE(all_close(dev_out, cpu_out, c.rtol)) << c.name << " forward";
   for (size_t i = 0; i < cpu_in.size(); ++i) {
     if (!cpu_in[i].requires_grad()) continue;
-    ASSERT_TRUE(emu_in[i].grad().defined()) << c.name << " input " << i;
-    EXPECT_TRUE(all_close(emu_in[i].grad(), cpu_in[i].grad(), c.rtol))
+    ASSERT_TRUE(dev_in[i].grad().defined()) << c.name << " input " << i;
+    EXPECT_TRUE(all_close(dev_in[i].grad(), cpu_in[i].grad(), c.rtol))
         << c.name << " gradient of input " << i;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CrossDevice, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Ops, CrossDevice,
+                         ::testing::Combine(::testing::ValuesIn(cases()),
+                                            ::testing::ValuesIn(cuda_kernel_devices())),
+                         [](const auto& info) {
+                           const Device d = std::get<1>(info.param);
+                           return std::get<0>(info.param).name + "_" +
+                                  (d.kind == DeviceKind::emu ? "emu" : "cuda");
+                         });
 
 }  // namespace
 }  // namespace glass

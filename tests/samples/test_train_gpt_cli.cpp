@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace {
 
@@ -57,7 +60,13 @@ TEST(TrainGptCli, MissingDataFile) {
 }
 
 TEST(TrainGptCli, DeviceCudaWithoutGpu) {
-  expect_one_line_error(kTiny + "--steps 1 --device cuda", "cuda");
+#if defined(GLASS_HAS_CUDA)
+  if (glass::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  expect_one_line_error(kTiny + "--steps 1 --device cuda",
+                        "device cuda:0: no CUDA GPU found (cudaGetDeviceCount: ");
+#else
+  expect_one_line_error(kTiny + "--steps 1 --device cuda", "has no CUDA runtime");
+#endif
 }
 
 TEST(TrainGptCli, ShapeMismatchHeadsDoNotDivideWidth) {

@@ -24,6 +24,20 @@
 
 #include <driver_types.h>  // cudaStream_t, from the CUDA headers as they are
 
+// The real library's symbols stay free: a program with both devices links this emulation (for
+// gemm.cu's emu build) and libcublas (for its nvcc build), and each call must reach its own. So,
+// as the real header maps cublasCreate to cublasCreate_v2, these names are macros for symbols of
+// the emulator's own; the call sites are unchanged.
+#define cublasContext glass_emu_cublasContext
+#define cublasCreate glass_emu_cublasCreate
+#define cublasDestroy glass_emu_cublasDestroy
+#define cublasSetStream glass_emu_cublasSetStream
+#define cublasGetStream glass_emu_cublasGetStream
+#define cublasGetStatusName glass_emu_cublasGetStatusName
+#define cublasGetStatusString glass_emu_cublasGetStatusString
+#define cublasSgemm glass_emu_cublasSgemm
+#define cublasSgemmStridedBatched glass_emu_cublasSgemmStridedBatched
+
 extern "C" {
 
 typedef enum {

@@ -19,7 +19,9 @@
 
 #include <cstdint>
 
-namespace glass::kernels::cuda::ladder {
+#include "kernels/cuda/build.h"
+
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD::ladder {
 
 struct RowSplit {
   int64_t head, vecs;
@@ -74,4 +76,4 @@ __device__ void map_row(const float* x, float* y, RowSplit s, int64_t cols, G g)
       });
 }
 
-}  // namespace glass::kernels::cuda::ladder
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD::ladder

@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 // softmax_ladder.cu: y = softmax(x) over the last dimension, f32
 void softmax_forward_naive(const Tensor& x, const Tensor& y);
@@ -28,4 +28,4 @@ void matmul_naive(const GemmArgs& g);
 void matmul_smem_tiled(const GemmArgs& g);
 void matmul_register_tiled(const GemmArgs& g);
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

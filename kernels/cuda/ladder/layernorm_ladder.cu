@@ -16,7 +16,7 @@
 #include "kernels/cuda/ladder/row_launch.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -93,11 +93,10 @@ __global__ void layernorm_float4_kernel(const float* x, const float* weight, con
   const ladder::RowSplit split = ladder::split_row(xr, yr, C);
   float s = 0;
   ladder::for_each_column(xr, split, C, [&](int64_t, float xj) { s += xj; });
-  const float m = ladder::block_reduce_shuffle(s, Sum{}) / static_cast<float>(C);
+  const float m = block_reduce(s, Sum{}) / static_cast<float>(C);
   float v = 0;
   ladder::for_each_column(xr, split, C, [&](int64_t, float xj) { v += (xj - m) * (xj - m); });
-  const float rs =
-      1.0f / sqrtf(ladder::block_reduce_shuffle(v, Sum{}) / static_cast<float>(C) + eps);
+  const float rs = 1.0f / sqrtf(block_reduce(v, Sum{}) / static_cast<float>(C) + eps);
   ladder::map_row(xr, yr, split, C,
                   [&](int64_t j, float xj) { return (xj - m) * rs * weight[j] + bias[j]; });
   if (threadIdx.x == 0) {
@@ -142,4 +141,4 @@ void layernorm_forward_float4(const Tensor& x, const Tensor& weight, const Tenso
                    ladder::RowMapping::block_per_row_float4, x, weight, bias, y, mean, rstd, eps);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -20,7 +20,7 @@
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -214,4 +214,4 @@ void matmul_register_tiled(const GemmArgs& g) {
                 dim3(kThreadsXY, kThreadsXY), kBlockMN, kBlockMN);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -10,7 +10,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/ladder/block_reduce.h"
 
-namespace glass::kernels::cuda::ladder {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD::ladder {
 
 constexpr int kThreadsPerRowBlock = 128;  // one-thread-per-row rungs: rows per block
 
@@ -68,4 +68,4 @@ inline LaunchInfo row_launch_info(const char* kernel, RowMapping mapping, const 
   return kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), block, 0, flops, bytes);
 }
 
-}  // namespace glass::kernels::cuda::ladder
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD::ladder

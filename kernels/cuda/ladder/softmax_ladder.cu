@@ -17,7 +17,7 @@
 #include "kernels/cuda/ladder/row_launch.h"
 #include "kernels/cuda/launch.h"
 
-namespace glass::kernels::cuda {
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
@@ -75,10 +75,10 @@ __global__ void softmax_float4_kernel(const float* x, float* y, int64_t rows, in
   const ladder::RowSplit split = ladder::split_row(xr, yr, cols);
   float m = -INFINITY;
   ladder::for_each_column(xr, split, cols, [&](int64_t, float v) { m = fmaxf(m, v); });
-  m = ladder::block_reduce_shuffle(m, Max{});
+  m = block_reduce(m, Max{});
   float s = 0;
   ladder::for_each_column(xr, split, cols, [&](int64_t, float v) { s += expf(v - m); });
-  const float inv = 1.0f / ladder::block_reduce_shuffle(s, Sum{});
+  const float inv = 1.0f / block_reduce(s, Sum{});
   ladder::map_row(xr, yr, split, cols, [&](int64_t, float v) { return expf(v - m) * inv; });
 }
 
@@ -111,4 +111,4 @@ void softmax_forward_float4(const Tensor& x, const Tensor& y) {
                  ladder::RowMapping::block_per_row_float4, x, y);
 }
 
-}  // namespace glass::kernels::cuda
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

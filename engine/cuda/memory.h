@@ -1,0 +1,41 @@
+// GPU memory: raw cudaMalloc/cudaFree for the caching Allocator, pinned (page-locked) host
+// buffers, and host <-> device transfers on the current stream.
+//
+// A transfer from pageable memory makes the driver copy through its own staging buffer and
+// cannot overlap anything; from pinned memory the copy engine reads host RAM by DMA. So every
+// host <-> device copy of a tensor (Tensor::from_host, copy_to_host: batches, weights, values a
+// test reads back) goes through a pinned staging buffer of the calling thread, in chunks.
+#pragma once
+
+#include <cstddef>
+
+namespace glass::cuda {
+
+// cudaMalloc on the current device: nullptr when the GPU is out of memory (the caller may free
+// its cache and retry); any other failure throws.
+void* device_malloc(size_t bytes);
+void device_free(void* ptr);
+
+// A page-locked host buffer (cudaHostAlloc), freed with the object.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies `bytes` from host memory to device memory (and back), through this thread's pinned
+// staging buffer, with cudaMemcpyAsync on the current stream; returns when the data has arrived
+// (the stream is synchronised), so the source may be reused at once.
+void copy_host_to_device(void* device_dst, const void* host_src, size_t bytes);
+void copy_device_to_host(void* host_dst, const void* device_src, size_t bytes);
+
+}  // namespace glass::cuda

@@ -1,0 +1,51 @@
+#include "engine/cuda/runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include "engine/cuda/check.h"
+#include "engine/error.h"
+
+namespace glass::cuda {
+
+namespace {
+
+// The answer of cudaGetDeviceCount, asked once: the set of GPUs does not change while we run.
+struct DeviceCount {
+  int count = 0;
+  cudaError_t error = cudaSuccess;
+};
+
+const DeviceCount& probe() {
+  static const DeviceCount answer = [] {
+    DeviceCount d;
+    d.error = cudaGetDeviceCount(&d.count);
+    if (d.error != cudaSuccess) {
+      d.count = 0;
+      cudaGetLastError();
+    }
+    return d;
+  }();
+  return answer;
+}
+
+}  // namespace
+
+int device_count() { return probe().count; }
+
+void require_device(int index) {
+  const DeviceCount& d = probe();
+  if (d.error != cudaSuccess)
+    fail("device cuda:{}: no CUDA GPU found (cudaGetDeviceCount: {})", index,
+         cudaGetErrorString(d.error));
+  if (d.count == 0) fail("device cuda:{}: no CUDA GPU found (cudaGetDeviceCount: 0)", index);
+  if (index < 0 || index >= d.count)
+    fail("device cuda:{}: there is no such GPU ({} CUDA GPU{} found: cuda:0 to cuda:{})", index,
+         d.count, d.count == 1 ? "" : "s", d.count - 1);
+  thread_local int current = -1;
+  if (current == index) return;
+  const std::string what = fmt::format("device cuda:{}", index);
+  GLASS_CUDA_CHECK(cudaSetDevice(index), what.c_str());
+  current = index;
+}
+
+}  // namespace glass::cuda

@@ -1,0 +1,18 @@
+// The CUDA devices of this machine, as the engine sees them.
+//
+// Built with CUDA, glass looks for a GPU at run time: a program that never uses `cuda` runs on a
+// machine without one, and one that does gets a single clear error line the first time it
+// touches the device (an allocation, a kernel table lookup, a transfer).
+#pragma once
+
+namespace glass::cuda {
+
+// How many CUDA GPUs the runtime sees; 0 when there is none or no driver (never throws).
+int device_count();
+
+// Throws glass::Error unless GPU `index` exists, e.g.
+//   "device cuda:0: no CUDA GPU found (cudaGetDeviceCount: no CUDA-capable device is detected)"
+// and makes it the calling thread's current device.
+void require_device(int index);
+
+}  // namespace glass::cuda

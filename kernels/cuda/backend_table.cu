@@ -1,0 +1,62 @@
+// The kernel tables of kernels/cuda: one source, compiled in both builds (build.h). Compiled for
+// the emulator it defines emu_backend(), the `emu` table; compiled by nvcc it defines
+// cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
+// them out. The entries are the host launchers of this build.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/ladder.h"
+
+namespace glass::kernels {
+
+namespace {
+
+Backend cuda_kernel_table(const char* name) {
+  namespace k = cuda::GLASS_CUDA_BUILD;
+  return Backend{
+      .name = name,
+      .fill = k::fill,
+      .copy = k::copy,
+      .cast = k::cast,
+      .fill_normal = k::fill_normal,
+      .fill_uniform = k::fill_uniform,
+      .binary = k::binary,
+      .affine = k::affine,
+      .pow_scalar = k::pow_scalar,
+      .gelu_forward = k::gelu_forward,
+      .gelu_backward = k::gelu_backward,
+      .dropout_forward = k::dropout_forward,
+      .dropout_backward = k::dropout_backward,
+      .sum_dim = k::sum_dim,
+      .sum_squares = k::sum_squares,
+      .gemm = ladder::selected_gemm,  // GLASS_KERNEL_VARIANT's rung (kernels/ladder.h)
+      .softmax_forward = ladder::selected_softmax_forward,
+      .softmax_backward = k::softmax_backward,
+      .log_softmax_forward = k::log_softmax_forward,
+      .log_softmax_backward = k::log_softmax_backward,
+      .cross_entropy_forward = k::cross_entropy_forward,
+      .cross_entropy_backward = k::cross_entropy_backward,
+      .layernorm_forward = ladder::selected_layernorm_forward,
+      .layernorm_backward = k::layernorm_backward,
+      .attention_forward = k::attention_forward,
+      .attention_backward = k::attention_backward,
+      .embedding_forward = k::embedding_forward,
+      .embedding_backward = k::embedding_backward,
+      .adamw_step = k::adamw_step,
+      .sgd_step = k::sgd_step,
+  };
+}
+
+}  // namespace
+
+#if defined(GLASS_EMU)
+const Backend& emu_backend() {
+  static const Backend table = cuda_kernel_table("emu");
+  return table;
+}
+#else
+const Backend& cuda_backend() {
+  static const Backend table = cuda_kernel_table("cuda");
+  return table;
+}
+#endif
+
+}  // namespace glass::kernels

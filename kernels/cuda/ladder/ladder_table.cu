@@ -1,0 +1,37 @@
+// The ladder tables: the rungs' launchers of this build (kernels/cuda/build.h). Compiled for the
+// emulator it defines emu_ladder_table(), compiled by nvcc cuda_ladder_table(), as
+// backend_table.cu does for the kernel tables. The production rungs are the production launchers.
+// kernels::ladder::ladder_table(Device) in kernels/ladder.cpp hands them out.
+#include "kernels/cuda/ladder/ladder_kernels.h"
+#include "kernels/ladder.h"
+
+namespace glass::kernels::ladder {
+
+namespace {
+
+LadderTable this_builds_ladder() {
+  namespace k = cuda::GLASS_CUDA_BUILD;
+  return LadderTable{
+      .softmax_forward = {k::softmax_forward_naive, k::softmax_forward_coalesced,
+                          k::softmax_forward, k::softmax_forward_float4},
+      .layernorm_forward = {k::layernorm_forward_naive, k::layernorm_forward_coalesced,
+                            k::layernorm_forward, k::layernorm_forward_float4},
+      .gemm = {k::matmul_naive, k::matmul_smem_tiled, k::matmul_register_tiled, k::gemm},
+  };
+}
+
+}  // namespace
+
+#if defined(GLASS_EMU)
+const LadderTable& emu_ladder_table() {
+  static const LadderTable table = this_builds_ladder();
+  return table;
+}
+#else
+const LadderTable& cuda_ladder_table() {
+  static const LadderTable table = this_builds_ladder();
+  return table;
+}
+#endif
+
+}  // namespace glass::kernels::ladder

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The check for the days a GPU is at hand: builds glass with the cuda device for that GPU, runs the
+# whole test suite (the cross-device tests of tests/kernels then run every op on cuda against cpu,
+# besides emu), trains the toy GPT on cuda for a few hundred steps and briefly on cpu, and prints
+# a short table. Everything it prints also goes to bench/gpu_check_<date>.txt; copy the table,
+# with the date and GPU, into bench/RESULTS.md.
+#
+#   scripts/gpu_check.sh [--arch 90] [--steps 300] [--build build-gpu]
+#
+# It fails loudly rather than hanging: no GPU, a failed build, a failed test or a failed run ends
+# it with a message and a non-zero status; every stage runs under a time limit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+arch=90 steps=300 build=build-gpu cpu_steps=20
+while (($#)); do
+  case "$1" in
+    --arch) arch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+mkdir -p bench
+log="bench/gpu_check_$(date -u +%Y%m%d_%H%M%S).txt"
+exec > >(tee "$log") 2>&1
+die() { echo "gpu_check: FAILED: $*"; exit 1; }
+
+echo "gpu_check: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+command -v nvidia-smi >/dev/null || die "nvidia-smi not found: no NVIDIA driver on this machine"
+gpu=$(timeout 60 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) ||
+  die "nvidia-smi found no GPU"
+[[ -n "$gpu" ]] || die "nvidia-smi lists no GPU"
+echo "gpu: $gpu"
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[[ -x "$nvcc" ]] || die "nvcc not found (PATH, /usr/local/cuda/bin)"
+echo "nvcc: $("$nvcc" --version | tail -1)"
+
+# 1. Build: Release, cuda for this GPU's architecture only (one architecture keeps nvcc fast).
+echo "== build ($build, sm_$arch)"
+timeout 1800 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGLASS_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGLASS_BUILD_TESTS=ON \
+  -DGLASS_BUILD_BENCH=OFF >/dev/null || die "cmake configure (missing packages? see scripts/setup.sh)"
+timeout 1800 cmake --build "$build" -j "$(nproc)" >/dev/null || die "build"
+
+# 2. The whole suite, each test under a time limit; a hung kernel becomes a timeout, not a hang.
+echo "== tests"
+set +e
+(cd "$build" && timeout 1800 ctest -j "$(nproc)" --timeout 300 --output-on-failure) >"$build/ctest.log" 2>&1
+ctest_status=$?
+set -e
+tests_line=$(grep -E "tests passed|tests failed" "$build/ctest.log" | tail -1)
+echo "${tests_line:-no ctest summary (status $ctest_status)}"
+grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)" "$build/ctest.log" || true
+cuda_cases=$(grep -c "_cuda " "$build/ctest.log" || true)
+echo "cross-device cases on cuda: $cuda_cases"
+
+# 3. train_gpt on cuda (a few hundred steps) and on cpu (a few, for tokens/s).
+train() {  # train DEVICE STEPS METRICS
+  timeout 900 "$build/samples/train_gpt" --data data/tinyshakespeare.txt --device "$1" --steps "$2" \
+    --eval-every 0 --eval-batches 4 --sample 0 --quiet --metrics "$3" >"$3.out" 2>&1 ||
+    { cat "$3.out"; die "train_gpt --device $1"; }
+}
+# Median tokens/s after the first 3 steps (warm-up), and the last step's loss.
+summary() {
+  /usr/bin/env python3 - "$1" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tps = [r["tokens_per_s"] for r in rows[3:]] or [r["tokens_per_s"] for r in rows]
+print(f"{statistics.median(tps):.0f} {rows[-1]['loss']:.4f} {len(rows)}")
+PY
+}
+echo "== train_gpt"
+rm -f "$build"/metrics_*.jsonl*
+train cuda "$steps" "$build/metrics_cuda.jsonl"
+train cpu "$cpu_steps" "$build/metrics_cpu.jsonl"
+cuda_summary=$(summary "$build/metrics_cuda.jsonl") || die "reading $build/metrics_cuda.jsonl"
+cpu_summary=$(summary "$build/metrics_cpu.jsonl") || die "reading $build/metrics_cpu.jsonl"
+read -r cuda_tps cuda_loss cuda_n <<<"$cuda_summary"
+read -r cpu_tps cpu_loss cpu_n <<<"$cpu_summary"
+
+# 4. The NCCL check of the comm/ layer, when it exists.
+nccl="not run (scripts/gpu_check_nccl.sh absent)"
+if [[ -x scripts/gpu_check_nccl.sh ]]; then
+  if BUILD="$build" timeout 900 scripts/gpu_check_nccl.sh; then nccl=passed; else nccl=FAILED; fi
+fi
+
+echo
+echo "| gpu_check | $(date -u +%Y-%m-%d) | ${gpu%%,*} |"
+echo "|---|---|---|"
+echo "| ctest | ${tests_line:-?} | cuda cross-device cases: $cuda_cases |"
+echo "| train_gpt cuda | $cuda_tps tokens/s | loss $cuda_loss after $cuda_n steps |"
+echo "| train_gpt cpu | $cpu_tps tokens/s ($(nproc) cores) | loss $cpu_loss after $cpu_n steps |"
+echo "| nccl | $nccl | |"
+echo "log: $log"
+[[ $ctest_status -eq 0 ]] || die "ctest (see $build/ctest.log)"
+[[ "$nccl" != FAILED ]] || die "scripts/gpu_check_nccl.sh"
+echo "gpu_check: passed"
