@@ -2,7 +2,7 @@
 //
 //   build/samples/roofline gemm --m 32 --k 4096 --n 4096 --dtype bf16 --device h200
 //   build/samples/roofline elementwise --n 16777216 --inputs 2 --outputs 1 --dtype bf16
-//   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257 \
+//   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
 //       --seq-len 1024 --batch 8 --dtype bf16
 //
 // gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
@@ -42,12 +42,17 @@ glass::DType dtype_of(const std::string& s) {
   glass::fail("--dtype '{}': expected f32 or bf16", s);
 }
 
+// v with an SI prefix, from n to P: 9.6e-11 s -> "0.0955 ns", 1.07e9 FLOP -> "1.074 GFLOP".
 std::string si(double v, const char* unit) {
-  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 5) {
+  static const char* prefixes[] = {"n", "µ", "m", "", "K", "M", "G", "T", "P"};
+  int i = 3;
+  while (std::abs(v) >= 1000 && i < 8) {
     v /= 1000;
     ++i;
+  }
+  while (v != 0 && std::abs(v) < 1 && i > 0) {
+    v *= 1000;
+    --i;
   }
   return fmt::format("{:.4g} {}{}", v, prefixes[i], unit);
 }

@@ -14,11 +14,8 @@ constexpr size_t kMostBars = 24;
 
 std::string loss_plot(const ReportInputs& in) {
   return svg_plot("Loss", {"step"}, {"cross-entropy"},
-                  {{.name = "train", .color = "#4878d0", .points = in.train_loss},
-                   {.name = "validation",
-                    .color = "#ee854a",
-                    .points = in.val_loss,
-                    .lines = in.val_loss.size() > 1}});
+                  {{"train", "#4878d0", in.train_loss},
+                   {"validation", "#ee854a", in.val_loss, in.val_loss.size() > 1}});
 }
 
 std::string kernel_bars(const KernelSummary& s) {
@@ -35,7 +32,7 @@ std::string kernel_bars(const KernelSummary& s) {
 std::string roofline_plot(const KernelSummary& s) {
   const double peak = s.peaks.flops(s.dtype) / 1e9, ridge = s.peaks.ridge(s.dtype);
   double lo = ridge / 10, hi = ridge * 10;
-  Series points{.name = "kernels", .color = "#d65f5f", .lines = false};
+  Series points("kernels", "#d65f5f", {}, false);
   for (const KernelRow& r : s.rows) {
     if (r.flops <= 0 || r.bytes <= 0 || r.gflops <= 0) continue;
     lo = std::min(lo, r.roof.intensity / 2);
@@ -45,17 +42,15 @@ std::string roofline_plot(const KernelSummary& s) {
                                         r.roof.intensity, r.gflops, r.calls));
   }
   const double bandwidth = s.peaks.bytes_per_s / 1e9;  // GB/s: GFLOP/s per FLOP/byte
-  const Series roof{.name = "roof (" + s.peaks.name + ")",
-                    .color = "#333",
-                    .points = {{lo, bandwidth * lo}, {ridge, peak}, {hi, peak}}};
+  const Series roof("roof (" + s.peaks.name + ")", "#333",
+                    {{lo, bandwidth * lo}, {ridge, peak}, {hi, peak}});
   return svg_plot("Roofline", {"arithmetic intensity (FLOP/byte)", true},
                   {"achieved GFLOP/s", true}, {roof, points});
 }
 
 std::string memory_plot(const std::vector<TracedLaunch>& ls) {
   constexpr double MiB = 1 << 20;
-  Series allocated{.name = "allocated", .color = "#4878d0"};
-  Series reserved{.name = "reserved", .color = "#6acc64"};
+  Series allocated("allocated", "#4878d0"), reserved("reserved", "#6acc64");
   const double t0 = ls.empty() ? 0 : ls.front().record.start_us;
   for (const TracedLaunch& l : ls) {
     const double ms = (l.record.end_us - t0) / 1e3;
@@ -63,7 +58,7 @@ std::string memory_plot(const std::vector<TracedLaunch>& ls) {
     reserved.points.emplace_back(ms, static_cast<double>(l.reserved_bytes) / MiB);
   }
   return svg_plot("Memory over one step (after each launch)", {"ms since the step's first launch"},
-                  {"MiB"}, {allocated, reserved});
+                  {"MiB", false, true}, {allocated, reserved});
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ std::string svg_plot(const std::string& title, const Axis& x, const Axis& y,
       xs.push_back(px);
       ys.push_back(py);
     }
+  if (x.zero) xs.push_back(0);
+  if (y.zero) ys.push_back(0);
   const Scale sx = make_scale(x.log, xs, kLeft, kWidth - kRight);
   const Scale sy = make_scale(y.log, ys, kHeight - kBottom, kTop);
   std::string out = svg_open(title, kHeight);

@@ -9,6 +9,13 @@
 namespace glass::train {
 
 struct Series {
+  Series(std::string name_, std::string color_, std::vector<std::pair<double, double>> points_ = {},
+         bool lines_ = true)
+      : name(std::move(name_)),
+        color(std::move(color_)),
+        points(std::move(points_)),
+        lines(lines_) {}
+
   std::string name, color;
   std::vector<std::pair<double, double>> points;  // (x, y)
   bool lines = true;                              // false: a marker per point (scatter)
@@ -17,7 +24,8 @@ struct Series {
 
 struct Axis {
   std::string label;
-  bool log = false;  // log10 scale; points <= 0 are left out
+  bool log = false;   // log10 scale; points <= 0 are left out
+  bool zero = false;  // a linear axis that starts at 0 (amounts, not changes)
 };
 
 // A plot of the series with ticks, axis labels and a legend, as an <svg> element.

@@ -45,7 +45,8 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
 
   std::map<uint64_t, std::pair<std::string, std::string>> traced;  // seq -> (kernel, phase)
   std::map<std::string, int> spans;
-  for (const auto& e : read_json(trace).at("traceEvents")) {
+  const nlohmann::json events = read_json(trace).at("traceEvents");
+  for (const auto& e : events) {
     for (const char* f : {"name", "ph", "pid", "tid"}) ASSERT_TRUE(e.contains(f)) << e;
     if (e["ph"] != "X") continue;
     ASSERT_TRUE(e.contains("ts") && e.contains("dur")) << e;
@@ -79,8 +80,8 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
   trainer.run();
 
   int step_spans = 0;
-  for (const auto& e : read_json(o.trace).at("traceEvents"))
-    step_spans += e.value("cat", "") == "step";
+  const nlohmann::json events = read_json(o.trace).at("traceEvents");
+  for (const auto& e : events) step_spans += e.value("cat", "") == "step";
   EXPECT_EQ(step_spans, 2);
   const std::string html = read_text(o.report);
   for (const char* id : {"id=\"loss\"", "id=\"kernels\"", "id=\"roofline\"", "id=\"memory\""})
@@ -155,12 +156,9 @@ TEST(GptCost, StepFlopsByHand) {
 
 TEST(Svg, EscapesAndSkipsNonPositiveOnLogAxes) {
   EXPECT_EQ(html_escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&#39;");
-  const std::string svg = svg_plot("t", {"x", true}, {"y", true},
-                                   {{.name = "s",
-                                     .color = "#000",
-                                     .points = {{0, 1}, {10, 100}, {100, 0}},
-                                     .lines = false,
-                                     .labels = {"zero x", "kept", "zero y"}}});
+  Series s("s", "#000", {{0, 1}, {10, 100}, {100, 0}}, false);
+  s.labels = {"zero x", "kept", "zero y"};
+  const std::string svg = svg_plot("t", {"x", true}, {"y", true}, {s});
   EXPECT_NE(svg.find("kept"), std::string::npos);
   EXPECT_EQ(svg.find("zero x"), std::string::npos);
   EXPECT_EQ(svg.find("zero y"), std::string::npos);
