@@ -50,7 +50,12 @@ TrainProfiler::TrainProfiler(const ProfileOptions& options, int64_t first, int64
 
 void TrainProfiler::begin_step(int64_t step) {
   if (step < from_ || step > to_) return;
-  recorder_.start();
+  if (!recorder_.recording()) {
+    recorder_.start();
+#if GLASS_HAS_CUDA
+    subscribe(&nvtx_);
+#endif
+  }
   recorder_.begin_step(step);
 }
 
@@ -58,7 +63,15 @@ void TrainProfiler::end_step(int64_t step, double loss) {
   train_loss_.emplace_back(static_cast<double>(step), loss);
   if (!recorder_.recording()) return;
   recorder_.end_step();
-  if (step >= to_) recorder_.stop();
+  if (step >= to_) stop_recording();
+}
+
+void TrainProfiler::stop_recording() {
+  recorder_.stop();
+#if GLASS_HAS_CUDA
+  unsubscribe(&nvtx_);
+  nvtx_.close_phase();
+#endif
 }
 
 void TrainProfiler::add_val_loss(int64_t step, double loss) {
@@ -67,7 +80,7 @@ void TrainProfiler::add_val_loss(int64_t step, double loss) {
 
 void TrainProfiler::finish(const std::string& title, const std::vector<std::string>& notes) {
   if (!enabled()) return;
-  recorder_.stop();
+  stop_recording();
   const std::vector<TracedLaunch> launches = recorder_.launches();
   GLASS_CHECK(!launches.empty(), "profiling: no launch was recorded in steps {}..{}", from_, to_);
   if (!opt_.trace.empty()) {

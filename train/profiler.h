@@ -3,7 +3,8 @@
 // During the profiled steps (a:b, 1-based, inclusive) a TraceRecorder watches every launch;
 // outside them nothing is subscribed and the gateway stays on its fast path. At the end it writes
 // the Chrome trace, prints the per-kernel summary and writes the HTML report (loss curves over all
-// steps, kernels and memory of the profiled steps).
+// steps, kernels and memory of the profiled steps). In cuda builds NVTX ranges mark the same steps'
+// phases and ops for Nsight.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/nvtx_ranges.h"
 #include "engine/trace.h"
 
 namespace glass::train {
@@ -39,10 +41,15 @@ class TrainProfiler {
   int64_t last_profiled() const { return to_; }
 
  private:
+  void stop_recording();
+
   ProfileOptions opt_;
   Device device_;
   int64_t from_ = 0, to_ = -1;
   TraceRecorder recorder_;
+#if GLASS_HAS_CUDA
+  NvtxRanges nvtx_;  // Nsight sees the profiled steps' phases and ops too
+#endif
   std::vector<std::pair<double, double>> train_loss_, val_loss_;
 };
 

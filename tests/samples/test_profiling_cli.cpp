@@ -2,6 +2,7 @@
 // emu (and a trace), roofline reproduces the course's numbers, and bad input is one error line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,34 @@ TEST(RooflineCli, BadInputIsOneLine) {
   expect_one_line_error("roofline", "gemm --m 32 --k 4 --n 4 --dtype f16", "f16");
   expect_one_line_error("roofline", "gpt --n-head 5", "n_head");
   expect_one_line_error("roofline", "", "subcommand");
+}
+
+const std::string kTinyTrain = "--data " + std::string(GLASS_SOURCE_DIR) +
+                               "/data/tinyshakespeare.txt --n-layer 1 --n-head 2 --n-embd 16 "
+                               "--seq-len 8 --batch 2 --sample 0 --eval-every 0 --threads 1 ";
+
+TEST(TrainGptProfilingCli, StepLinesCarryMfuAndMemoryAndTheFormulaIsPrinted) {
+  const std::string trace = scratch_path("cli_trace.json");
+  const auto r = run_sample("train_gpt", kTinyTrain + "--steps 2 --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("FLOPs per token = 6 N + 12 L T C"), std::string::npos) << r.out;
+  int step_lines = 0;
+  for (const std::string label : {"step     1/2", "step     2/2"}) {
+    const std::string line = line_of(r.out, label);
+    step_lines += !line.empty();
+    EXPECT_NE(line.find("| MFU "), std::string::npos) << line;
+    EXPECT_NE(line.find("| peak mem "), std::string::npos) << line;
+  }
+  EXPECT_EQ(step_lines, 2) << r.out;
+  EXPECT_NE(r.out.find("kernels of steps 2..2"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(trace));
+}
+
+TEST(TrainGptProfilingCli, BadProfileStepsIsOneLine) {
+  expect_one_line_error("train_gpt", kTinyTrain + "--steps 2 --trace t.json --profile-steps 1:3",
+                        "--profile-steps 1:3");
+  expect_one_line_error("train_gpt", kTinyTrain + "--steps 2 --profile-steps 1:2",
+                        "needs --trace or --report");
 }
 
 }  // namespace
