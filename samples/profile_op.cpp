@@ -11,6 +11,7 @@
 #include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "kernels/cpu/threads.h"
+#include "samples/cli_args.h"
 #include "samples/op_timer.h"
 
 namespace {
@@ -37,16 +38,10 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   }
 }
 
-glass::DType parse_dtype(const std::string& s) {
-  if (s == "f32") return glass::DType::f32;
-  if (s == "bf16") return glass::DType::bf16;
-  glass::fail("--dtype '{}': expected f32 or bf16", s);
-}
-
 void run(const Flags& f) {
   glass::kernels::cpu::set_threads(f.threads);
   const glass::samples::OpCase op{glass::Device::parse(f.device), f.operation, parse_shape(f.shape),
-                                  parse_dtype(f.dtype)};
+                                  glass::samples::parse_dtype_flag(f.dtype)};
   glass::TraceRecorder recorder;
   const glass::samples::OpRow row = glass::samples::time_op(op, f.plan, recorder);
   const nlohmann::json j = glass::samples::row_json(row, GLASS_VERSION);

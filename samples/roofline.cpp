@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/roofline.h"
 #include "kernels/cpu/measure_peaks.h"
+#include "samples/cli_args.h"
 #include "train/gpt_cost.h"
 
 namespace {
@@ -36,12 +37,6 @@ glass::DevicePeaks peaks_of(const std::string& name) {
   glass::fail("--device '{}': unknown (known: {})", name, known);
 }
 
-glass::DType dtype_of(const std::string& s) {
-  if (s == "f32") return glass::DType::f32;
-  if (s == "bf16") return glass::DType::bf16;
-  glass::fail("--dtype '{}': expected f32 or bf16", s);
-}
-
 // v with an SI prefix, from n to P: 9.6e-11 s -> "0.0955 ns", 1.07e9 FLOP -> "1.074 GFLOP".
 std::string si(double v, const char* unit) {
   static const char* prefixes[] = {"n", "µ", "m", "", "K", "M", "G", "T", "P"};
@@ -59,9 +54,9 @@ std::string si(double v, const char* unit) {
 
 // The roofline part that gemm and elementwise share.
 void print_roofline(const std::string& what, const std::string& flops_formula,
-                    const std::string& bytes_formula, const glass::OpCost& cost, const Flags& f) {
+                    const std::string& bytes_formula, const glass::OpCost& cost, glass::DType dtype,
+                    const Flags& f) {
   const glass::DevicePeaks peaks = peaks_of(f.device);
-  const glass::DType dtype = dtype_of(f.dtype);
   const glass::RooflinePoint r = glass::roofline(cost, peaks, dtype);
   fmt::print("{} {} on {}: {} {}, {} ({})\n", what, f.dtype, peaks.name,
              si(peaks.flops(dtype), "FLOP/s"), f.dtype, si(peaks.bytes_per_s, "B/s"), peaks.source);
@@ -74,22 +69,23 @@ void print_roofline(const std::string& what, const std::string& flops_formula,
 }
 
 void gemm(const Flags& f) {
-  const glass::DType dtype = dtype_of(f.dtype);
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
   const std::string b = std::to_string(glass::dtype_size(dtype));
   print_roofline(fmt::format("gemm M={} K={} N={}", f.m, f.k, f.n), "2 M K N",
-                 b + " (MK + KN + MN)", glass::gemm_cost(f.m, f.k, f.n, dtype), f);
+                 b + " (MK + KN + MN)", glass::gemm_cost(f.m, f.k, f.n, dtype), dtype, f);
 }
 
 void elementwise(const Flags& f) {
-  const glass::DType dtype = dtype_of(f.dtype);
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
   print_roofline(fmt::format("elementwise n={} ({} in, {} out)", f.n, f.inputs, f.outputs),
                  fmt::format("n x {}", f.flops_per_element),
                  fmt::format("{} n ({} + {})", glass::dtype_size(dtype), f.inputs, f.outputs),
-                 glass::elementwise_cost(f.n, f.inputs, f.outputs, f.flops_per_element, dtype), f);
+                 glass::elementwise_cost(f.n, f.inputs, f.outputs, f.flops_per_element, dtype),
+                 dtype, f);
 }
 
 void gpt(const Flags& f) {
-  const glass::DType dtype = dtype_of(f.dtype);
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
   const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype);
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   constexpr double GiB = double(1 << 30);
