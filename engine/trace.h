@@ -12,6 +12,7 @@
 // Launches may arrive from several host threads at once: the recorder takes a lock per launch.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -60,7 +61,7 @@ class TraceRecorder : public LaunchObserver {
   int tid_of_this_thread();  // with mu_ held
 
   mutable std::mutex mu_;
-  bool recording_ = false;
+  std::atomic<bool> recording_{false};
   std::atomic<int64_t> step_{-1};
   std::vector<TracedLaunch> launches_;
   std::unordered_map<std::thread::id, int> thread_tids_;

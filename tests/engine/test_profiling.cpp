@@ -153,6 +153,9 @@ TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
                             ("glass_trace_" + std::to_string(getpid()) + ".json"))
                                .string();
   rec.write(path);
+  EXPECT_TRUE(
+      testing::contains_all(testing::error_of([&] { rec.write("/nonexistent_dir/trace.json"); }),
+                            {"/nonexistent_dir/trace.json"}));
   std::ifstream in(path);
   const nlohmann::json trace = nlohmann::json::parse(in);
   std::map<std::string, int> launches, spans;
