@@ -47,6 +47,9 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
+  app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");
+  app.add_option("--report", o.report, "write an HTML report: loss, kernels, roofline, memory");
+  app.add_option("--profile-steps", o.profile_steps, "steps a:b to profile (default: the second)");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "engine/log.h"
+#include "kernels/cpu/measure_peaks.h"
 #include "kernels/cpu/threads.h"
 #include "nn/safetensors.h"
 #include "optim/clip.h"
@@ -87,6 +88,8 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
     step_ = ck->state.step;
     log().info("resumed from {} at step {}", ck->path, step_);
   }
+  profiler_ = std::make_unique<TrainProfiler>(
+      ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
   if (!opt_.metrics.empty()) {
     metrics_.open(opt_.metrics, std::ios::app);
     GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
@@ -101,6 +104,7 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
 StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
+  profiler_->begin_step(step_ + 1);
   model_->train(true);
   const Batch b = loader_->batch(step_, device_);
   const Tensor loss = batch_loss(*model_, b);
@@ -118,6 +122,7 @@ StepResult Trainer::train_step() {
   r.step = step_;
   r.ms = ms_since(t0);
   r.tokens_per_s = static_cast<double>(b.x.numel()) / (r.ms / 1000.0);
+  profiler_->end_step(r.step, r.loss);
   return r;
 }
 
@@ -186,6 +191,11 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
     std::string line = fmt::format(
         "step {:5d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:7.1f} ms | {:8.0f} tok/s",
         r.step, opt_.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s);
+    if (mfu_)
+      line += fmt::format(" | MFU {:.2f}% | peak mem {:.1f}/{:.1f} MiB alloc/resv",
+                          100 * mfu_->of(r.tokens_per_s),
+                          static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
+                          static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
     if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
     fmt::print("{}\n", line);
     std::fflush(stdout);
@@ -197,6 +207,7 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"grad_norm", r.grad_norm},
                         {"ms", r.ms},
                         {"tokens_per_s", r.tokens_per_s},
+                        {"mfu", mfu_ ? mfu_->of(r.tokens_per_s) : 0.0},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
                         {"peak_reserved_bytes", mem.peak_reserved_bytes}};
     if (val_loss) j["val_loss"] = *val_loss;
@@ -210,6 +221,8 @@ void Trainer::run() {
   const int64_t first = step_;
   double last_loss = NAN, tokens = 0, train_ms = 0;
   std::optional<double> val_loss;
+  mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::cpu::peaks_for(device_), DType::f32);
+  log().info("{}", mfu_->formula);
   while (step_ < opt_.steps) {
     const StepResult r = train_step();
     GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
@@ -221,12 +234,15 @@ void Trainer::run() {
     if (val_loader_ &&
         (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
       val_loss = v = evaluate(opt_.eval_batches);
+    if (v) profiler_->add_val_loss(r.step, *v);
     log_step(r, v);
     if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
         r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
       log().info("checkpoint {}", save_checkpoint_now());
   }
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
+                    {config_.str(), mfu_->formula});
   if (!opt_.save.empty()) {
     save_safetensors(opt_.save, model_->named_parameters(),
                      {{"format", "pt"}, {"config", config_.str()}});

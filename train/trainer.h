@@ -16,6 +16,8 @@
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "train/data.h"
+#include "train/mfu.h"
+#include "train/profiler.h"
 
 namespace glass::train {
 
@@ -41,6 +43,8 @@ struct TrainOptions {
   int threads = 0;       // 0 = all cores
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
+  // Profiling (docs/profiling.md): Chrome trace and HTML report of the steps in profile_steps.
+  std::string trace, report, profile_steps;
 };
 
 struct StepResult {
@@ -79,6 +83,8 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
   std::ofstream metrics_;
+  std::unique_ptr<TrainProfiler> profiler_;
+  std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment
 };
 
 }  // namespace glass::train

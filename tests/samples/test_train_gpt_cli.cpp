@@ -12,44 +12,25 @@
 #include "engine/cuda/runtime.h"
 #endif
 
+#include "cli_testing.h"
+
 namespace {
 
-struct Outcome {
-  int status = 0;
-  std::string out;  // stdout and stderr together
-};
+using glass::testing::Outcome;
 
 Outcome run_train_gpt(const std::string& args) {
-  const std::string cmd = std::string(GLASS_BINARY_DIR) + "/samples/train_gpt " + args + " 2>&1";
-  Outcome r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return glass::testing::run_sample("train_gpt", args);
 }
 
-std::string tmp(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("glass_cli_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
+std::string tmp(const std::string& name) { return glass::testing::scratch_path(name); }
 
 const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
 const std::string kTiny = "--data " + kData +
                           " --n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
                           "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
 
-// The error is one line, starting with "train_gpt: error:", and contains `fragment`.
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
-  const Outcome r = run_train_gpt(args);
-  EXPECT_NE(r.status, 0) << r.out;
-  const std::string first = r.out.substr(0, r.out.find('\n'));
-  EXPECT_EQ(r.out.rfind("train_gpt: error:", 0), 0u) << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  EXPECT_NE(first.find(fragment), std::string::npos)
-      << "missing '" << fragment << "' in: " << r.out;
+  glass::testing::expect_one_line_error("train_gpt", args, fragment);
 }
 
 TEST(TrainGptCli, UnknownFlag) { expect_one_line_error("--no-such-flag 3", "--no-such-flag"); }

@@ -1,0 +1,34 @@
+// Device peaks: the FLOP/s and memory bandwidth a roofline is drawn against.
+//
+// For GPUs the numbers are the vendor's datasheet figures (dense, no sparsity); for the host they
+// are measured once on this machine (kernels/cpu/measure_peaks.h). Every DevicePeaks says where
+// its numbers came from, and every report that uses one prints that line.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+
+namespace glass {
+
+struct DevicePeaks {
+  std::string name;        // "h200", "cpu", ...
+  double f32_flops = 0;    // FLOP/s, f32 math (CUDA cores on a GPU)
+  double bf16_flops = 0;   // FLOP/s, bf16 inputs with f32 accumulation (tensor cores); 0 = none
+  double bytes_per_s = 0;  // main-memory (HBM / DRAM) bandwidth
+  std::string source;      // where the numbers come from
+
+  // The peak for math in `dtype`; throws glass::Error when the device has no such peak.
+  double flops(DType dtype) const;
+  // FLOP/byte where the roofline's sloped (memory) part meets its flat (compute) part.
+  double ridge(DType dtype) const { return flops(dtype) / bytes_per_s; }
+};
+
+// The GPUs in the table (lower-case names: "a100", "h100", "h200").
+const std::vector<DevicePeaks>& known_gpus();
+// The table entry called `name`; nullopt if there is none.
+std::optional<DevicePeaks> find_known_gpu(const std::string& name);
+
+}  // namespace glass

@@ -1,0 +1,71 @@
+// TraceRecorder: a launch observer that keeps every launch it sees and writes them as a
+// Chrome-trace / Perfetto JSON file (open it at ui.perfetto.dev or chrome://tracing).
+//
+// The file holds, per launch, a complete event (ph "X", times in µs) on pid = the device and
+// tid = the host thread that launched it (or the stream, for launches on a side stream), with the
+// launch's grid, block, shared memory, FLOPs, bytes, op, autograd node, phase and achieved GB/s
+// and FLOP/s as args. Around the launches of each step it adds a span per step and, inside it,
+// one span per run of launches of one phase (forward / backward / optimizer / comm), so Perfetto
+// nests step > phase > kernel. Counter events plot the allocator's allocated and reserved bytes
+// after every launch; metadata events name the processes and threads.
+//
+// Launches may arrive from several host threads at once: the recorder takes a lock per launch.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/launch.h"
+
+namespace glass {
+
+struct TracedLaunch {
+  LaunchRecord record;
+  int tid = 0;        // 1, 2, ... host threads in order of first launch; 1000 + s for stream s
+  int64_t step = -1;  // the step it belongs to (begin_step/end_step), -1 outside steps
+  int64_t allocated_bytes = 0, reserved_bytes = 0;  // the device's allocator right after it
+};
+
+class TraceRecorder : public LaunchObserver {
+ public:
+  TraceRecorder() = default;
+  ~TraceRecorder() override { stop(); }
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  // Subscribes to / unsubscribes from the launch gateway; only launches in between are kept.
+  void start();
+  void stop();
+  bool recording() const { return recording_; }
+
+  // Launches from begin_step(n) to end_step() belong to step n.
+  void begin_step(int64_t step);
+  void end_step();
+
+  void on_launch_end(const LaunchRecord& r) override;
+
+  // Everything recorded so far, in the order the launches ended.
+  std::vector<TracedLaunch> launches() const;
+
+  nlohmann::json to_json() const;
+  // Writes to_json() to `path` atomically; throws glass::Error naming the path on failure.
+  void write(const std::string& path) const;
+
+ private:
+  int tid_of_this_thread();  // with mu_ held
+
+  mutable std::mutex mu_;
+  std::atomic<bool> recording_{false};
+  std::atomic<int64_t> step_{-1};
+  std::vector<TracedLaunch> launches_;
+  std::unordered_map<std::thread::id, int> thread_tids_;
+  int step_tid_ = 1;  // the thread that marks steps: the step spans go on its track
+};
+
+}  // namespace glass

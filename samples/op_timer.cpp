@@ -1,0 +1,227 @@
+#include "samples/op_timer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+
+#include "autograd/ops.h"
+#include "engine/error.h"
+#include "kernels/cpu/measure_peaks.h"
+
+namespace glass::samples {
+
+namespace {
+
+// One operation ready to run: its leaves (inputs that get gradients), the forward, and the
+// gradient fed into backward (random, so no reduction kernel is added to what is measured).
+struct OpInstance {
+  std::vector<std::pair<std::string, Tensor>> leaves;
+  std::function<Tensor(const std::vector<Tensor>&)> forward;
+  Tensor upstream;
+};
+
+struct OperationDef {
+  std::string name, shape_help;
+  std::vector<int64_t> default_shape;
+  // The leaves' shapes for a --shape; forward on the leaves.
+  std::function<std::vector<std::pair<std::string, Shape>>(const std::vector<int64_t>&)> leaves;
+  std::function<Tensor(const std::vector<Tensor>&)> forward;
+};
+
+const std::vector<OperationDef>& definitions() {
+  static const std::vector<OperationDef> defs = {
+      {"matmul",
+       "M,K,N: A [M,K] @ B [K,N]",
+       {256, 384, 320},
+       [](const std::vector<int64_t>& s) {
+         return std::vector<std::pair<std::string, Shape>>{{"a", {s[0], s[1]}},
+                                                           {"b", {s[1], s[2]}}};
+       },
+       [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); }},
+      {"softmax",
+       "R,C: softmax over the last dim of x [R,C]",
+       {256, 1000},
+       [](const std::vector<int64_t>& s) {
+         return std::vector<std::pair<std::string, Shape>>{{"x", {s[0], s[1]}}};
+       },
+       [](const std::vector<Tensor>& x) { return softmax(x[0]); }},
+      {"mlp",
+       "T,C: GPT MLP on x [T,C]: Linear(C,4C) -> GELU -> Linear(4C,C)",
+       {128, 96},
+       [](const std::vector<int64_t>& s) {
+         const int64_t T = s[0], C = s[1];
+         return std::vector<std::pair<std::string, Shape>>{{"x", {T, C}},
+                                                           {"c_fc.weight", {4 * C, C}},
+                                                           {"c_fc.bias", {4 * C}},
+                                                           {"c_proj.weight", {C, 4 * C}},
+                                                           {"c_proj.bias", {C}}};
+       },
+       [](const std::vector<Tensor>& x) {
+         return linear(gelu(linear(x[0], x[1], x[2])), x[3], x[4]);
+       }},
+  };
+  return defs;
+}
+
+const OperationDef& definition(const std::string& name) {
+  for (const OperationDef& d : definitions())
+    if (d.name == name) return d;
+  fail("unknown operation '{}' (expected {})", name, fmt::join(operations(), ", "));
+}
+
+OpInstance instantiate(const OpCase& op) {
+  const OperationDef& def = definition(op.operation);
+  const std::vector<int64_t> shape = op.shape.empty() ? def.default_shape : op.shape;
+  GLASS_CHECK(shape.size() == def.default_shape.size() &&
+                  std::all_of(shape.begin(), shape.end(), [](int64_t v) { return v > 0; }),
+              "--shape {}: {} takes {} positive sizes, {}", fmt::join(shape, ","), op.operation,
+              def.default_shape.size(), def.shape_help);
+  // cpu and emu compute in f32 (bf16 is a storage format there); a bf16 run would measure casts.
+  GLASS_CHECK(op.dtype == DType::f32, "--dtype {}: device {} has no {} kernels (only f32)",
+              dtype_name(op.dtype), op.device.str(), dtype_name(op.dtype));
+  Generator gen(1234);
+  OpInstance inst;
+  for (const auto& [name, s] : def.leaves(shape)) {
+    Tensor t = randn(s, gen, 0, 1, op.dtype, op.device);
+    t.set_requires_grad(true);
+    inst.leaves.emplace_back(name, t);
+  }
+  inst.forward = def.forward;
+  std::vector<Tensor> probe;
+  for (const auto& l : inst.leaves) probe.push_back(l.second);
+  Shape out_shape;
+  {
+    NoGradGuard no_grad;
+    out_shape = def.forward(probe).shape();
+  }
+  inst.upstream = randn(out_shape, gen, 0, 1, op.dtype, op.device);
+  return inst;
+}
+
+// Forward and backward once, from fresh gradients; returns the host time in ms. cpu and emu
+// finish every kernel before launch() returns, so the clock read after backward is the end of
+// the work (on a GPU this is where the device would be synchronised).
+double run_once(OpInstance& inst) {
+  std::vector<Tensor> xs;
+  for (auto& [name, t] : inst.leaves) {
+    t.set_grad(Tensor());
+    xs.push_back(t);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  backward(inst.forward(xs), inst.upstream);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool gradients_finite(const OpInstance& inst) {
+  for (const auto& [name, t] : inst.leaves) {
+    if (!t.grad().defined()) return false;
+    for (float g : to_vector<float>(cast(t.grad(), DType::f32)))
+      if (!std::isfinite(g)) return false;
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string host_cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown host CPU";
+}
+
+}  // namespace
+
+const std::vector<std::string>& operations() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const OperationDef& d : definitions()) n.push_back(d.name);
+    return n;
+  }();
+  return names;
+}
+
+std::string operation_shape_help(const std::string& operation) {
+  return definition(operation).shape_help;
+}
+
+OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder) {
+  GLASS_CHECK(plan.warmup >= 0 && plan.repeats >= 1, "warmup {} must be >= 0 and repeats {} >= 1",
+              plan.warmup, plan.repeats);
+  OpInstance inst = instantiate(op);
+  OpRow row;
+  row.op = op;
+  for (const auto& [name, t] : inst.leaves) row.tensors.emplace_back(name, t.shape());
+  row.clock = op.device.kind == DeviceKind::emu
+                  ? "host wall clock: emulated CUDA kernels on the CPU, not GPU time"
+                  : "host wall clock";
+  Allocator& alloc = Allocator::for_device(op.device);
+  alloc.reset_peaks();
+  for (int i = 0; i < plan.warmup; ++i) run_once(inst);
+  std::vector<double> ms;
+  for (int i = 0; i < plan.repeats; ++i) ms.push_back(run_once(inst));
+  row.median_ms = median(ms);
+  row.min_ms = *std::min_element(ms.begin(), ms.end());
+  recorder.start();
+  recorder.begin_step(0);
+  row.profiled_ms = run_once(inst);
+  recorder.end_step();
+  recorder.stop();
+  row.gradients_finite = gradients_finite(inst);
+  row.memory = alloc.stats();
+  row.kernels =
+      summarize_kernels(recorder.launches(), kernels::cpu::peaks_for(op.device), op.dtype);
+  return row;
+}
+
+nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
+  const std::string device_name = row.op.device.kind == DeviceKind::emu
+                                      ? "emu (CUDA emulator) on " + host_cpu_name()
+                                      : host_cpu_name();
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const auto& [name, s] : row.tensors) shapes[name] = s;
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelRow& k : row.kernels.rows)
+    kernels.push_back({{"kernel", k.kernel},
+                       {"calls", k.calls},
+                       {"self_ms", k.self_us / 1e3},
+                       {"total_ms", k.total_us / 1e3},
+                       {"flops", k.flops},
+                       {"bytes", k.bytes},
+                       {"achieved_GBps", k.gbps},
+                       {"achieved_GFLOPps", k.gflops},
+                       {"intensity", k.roof.intensity},
+                       {"bound", k.roof.bound()},
+                       {"times_roofline_floor", k.over_floor}});
+  const DevicePeaks& p = row.kernels.peaks;
+  return {{"device", row.op.device.str()},
+          {"device_name", device_name},
+          {"engine_version", engine_version},
+          {"operation", row.op.operation},
+          {"dtype", dtype_name(row.op.dtype)},
+          {"shapes", shapes},
+          {"clock", row.clock},
+          {"median_ms", row.median_ms},
+          {"min_ms", row.min_ms},
+          {"profiled_ms", row.profiled_ms},
+          // (with - without) / without; noise can make it slightly negative
+          {"profiler_overhead", (row.profiled_ms - row.median_ms) / row.median_ms},
+          {"peak_allocated_bytes", row.memory.peak_allocated_bytes},
+          {"peak_reserved_bytes", row.memory.peak_reserved_bytes},
+          {"kernels", kernels},
+          {"peaks",
+           {{"name", p.name},
+            {"f32_flops", p.f32_flops},
+            {"bytes_per_s", p.bytes_per_s},
+            {"source", p.source}}},
+          {"gradients_finite", row.gradients_finite}};
+}
+
+}  // namespace glass::samples

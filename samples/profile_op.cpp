@@ -1,0 +1,87 @@
+// profile_op: the micro-lab. Times one operation's forward + backward on a device, first without
+// any observer (median of repeats after warm-up), then once with the trace recorder, and writes
+// what it measured as JSON (and the profiled run as a Chrome trace).
+//
+//   build/samples/profile_op --device cpu --operation mlp --output mlp.json --trace mlp_trace.json
+//
+// Every error is one line on stderr ("profile_op: error: ...") and a non-zero exit status.
+#include <CLI/CLI.hpp>
+#include <charconv>
+
+#include "engine/atomic_file.h"
+#include "engine/error.h"
+#include "kernels/cpu/threads.h"
+#include "samples/cli_args.h"
+#include "samples/op_timer.h"
+
+namespace {
+
+struct Flags {
+  std::string device = "cpu", operation = "matmul", shape, dtype = "f32", output, trace;
+  glass::samples::TimingPlan plan;
+  int threads = 0;
+};
+
+std::vector<int64_t> parse_shape(const std::string& text) {
+  std::vector<int64_t> out;
+  if (text.empty()) return out;  // the operation's default
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (true) {
+    int64_t v = 0;
+    const auto [next, ec] = std::from_chars(p, end, v);
+    GLASS_CHECK(ec == std::errc() && (next == end || *next == ','),
+                "--shape '{}': expected comma-separated integers, e.g. 256,384,320", text);
+    out.push_back(v);
+    if (next == end) return out;
+    p = next + 1;
+  }
+}
+
+void run(const Flags& f) {
+  glass::kernels::cpu::set_threads(f.threads);
+  const glass::samples::OpCase op{glass::Device::parse(f.device), f.operation, parse_shape(f.shape),
+                                  glass::samples::parse_dtype_flag(f.dtype)};
+  glass::TraceRecorder recorder;
+  const glass::samples::OpRow row = glass::samples::time_op(op, f.plan, recorder);
+  const nlohmann::json j = glass::samples::row_json(row, GLASS_VERSION);
+  glass::write_file_atomic(f.output, j.dump(2) + "\n");
+  if (!f.trace.empty()) recorder.write(f.trace);
+  fmt::print("{} {} on {}: median {:.3f} ms over {} runs ({}), profiled run {:.3f} ms\n{}",
+             op.operation, j["shapes"].dump(), op.device.str(), row.median_ms, f.plan.repeats,
+             row.clock, row.profiled_ms, row.kernels.table());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"profile_op: time one operation's forward + backward on a device"};
+  Flags f;
+  std::string ops;
+  for (const std::string& o : glass::samples::operations())
+    ops += o + " (" + glass::samples::operation_shape_help(o) + "); ";
+  app.add_option("--device", f.device, "cpu | emu | cuda");
+  app.add_option("--operation", f.operation, "matmul | softmax | mlp");
+  app.add_option("--shape", f.shape, "sizes, comma-separated: " + ops);
+  app.add_option("--dtype", f.dtype, "f32 | bf16 (where the device has bf16 kernels)");
+  app.add_option("--output", f.output, "write the measurements here (JSON)")->required();
+  app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
+  app.add_option("--warmup", f.plan.warmup, "untimed runs first");
+  app.add_option("--repeats", f.plan.repeats, "timed runs (the median is reported)");
+  app.add_option("--threads", f.threads, "cpu threads (0 = all cores)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "profile_op: error: {} (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    run(f);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "profile_op: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,163 @@
+// roofline: the course's cost model on the command line.
+//
+//   build/samples/roofline gemm --m 32 --k 4096 --n 4096 --dtype bf16 --device h200
+//   build/samples/roofline elementwise --n 16777216 --inputs 2 --outputs 1 --dtype bf16
+//   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
+//       --seq-len 1024 --batch 8 --dtype bf16
+//
+// gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
+// the device. gpt: the memory budget of training (parameters, gradients, master weights, AdamW
+// moments, activations, temporaries) and the FLOPs of a step. Devices: the GPU table
+// (engine/device_peaks.h) or `cpu` (this machine, measured). Errors are one line on stderr
+// ("roofline: error: ...") and a non-zero exit status.
+#include <CLI/CLI.hpp>
+
+#include "engine/error.h"
+#include "engine/roofline.h"
+#include "kernels/cpu/measure_peaks.h"
+#include "samples/cli_args.h"
+#include "train/gpt_cost.h"
+
+namespace {
+
+struct Flags {
+  std::string device = "h200", dtype = "bf16";
+  int64_t m = 0, k = 0, n = 0;                        // gemm; n also elementwise
+  int inputs = 2, outputs = 1;                        // elementwise
+  double flops_per_element = 1;                       // elementwise
+  glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
+  int64_t batch = 8, seq_len = 1024;
+};
+
+glass::DevicePeaks peaks_of(const std::string& name) {
+  if (name == "cpu") return glass::kernels::cpu::peaks_for(glass::kCPU);
+  if (auto p = glass::find_known_gpu(name)) return *p;
+  std::string known = "cpu";
+  for (const auto& g : glass::known_gpus()) known += ", " + g.name;
+  glass::fail("--device '{}': unknown (known: {})", name, known);
+}
+
+// v with an SI prefix, from n to P: 9.6e-11 s -> "0.0955 ns", 1.07e9 FLOP -> "1.074 GFLOP".
+std::string si(double v, const char* unit) {
+  static const char* prefixes[] = {"n", "µ", "m", "", "K", "M", "G", "T", "P"};
+  int i = 3;
+  while (std::abs(v) >= 1000 && i < 8) {
+    v /= 1000;
+    ++i;
+  }
+  while (v != 0 && std::abs(v) < 1 && i > 0) {
+    v *= 1000;
+    --i;
+  }
+  return fmt::format("{:.4g} {}{}", v, prefixes[i], unit);
+}
+
+// The roofline part that gemm and elementwise share.
+void print_roofline(const std::string& what, const std::string& flops_formula,
+                    const std::string& bytes_formula, const glass::OpCost& cost, glass::DType dtype,
+                    const Flags& f) {
+  const glass::DevicePeaks peaks = peaks_of(f.device);
+  const glass::RooflinePoint r = glass::roofline(cost, peaks, dtype);
+  fmt::print("{} {} on {}: {} {}, {} ({})\n", what, f.dtype, peaks.name,
+             si(peaks.flops(dtype), "FLOP/s"), f.dtype, si(peaks.bytes_per_s, "B/s"), peaks.source);
+  fmt::print("  FLOPs       {:<22} = {}\n", flops_formula, si(cost.flops, "FLOP"));
+  fmt::print("  bytes       {:<22} = {}\n", bytes_formula, si(cost.bytes, "B"));
+  fmt::print("  intensity   {:<22} = {:.4g} FLOP/byte\n", "FLOPs / bytes", r.intensity);
+  fmt::print("  ridge       {:<22} = {:.4g} FLOP/byte\n", "peak / bandwidth", r.ridge);
+  fmt::print("  bound       {}\n", r.bound());
+  fmt::print("  ideal time  {:<22} = {}\n", "max(FLOPs/peak, B/bw)", si(r.floor_s, "s"));
+}
+
+void gemm(const Flags& f) {
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  const std::string b = std::to_string(glass::dtype_size(dtype));
+  print_roofline(fmt::format("gemm M={} K={} N={}", f.m, f.k, f.n), "2 M K N",
+                 b + " (MK + KN + MN)", glass::gemm_cost(f.m, f.k, f.n, dtype), dtype, f);
+}
+
+void elementwise(const Flags& f) {
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  print_roofline(fmt::format("elementwise n={} ({} in, {} out)", f.n, f.inputs, f.outputs),
+                 fmt::format("n x {}", f.flops_per_element),
+                 fmt::format("{} n ({} + {})", glass::dtype_size(dtype), f.inputs, f.outputs),
+                 glass::elementwise_cost(f.n, f.inputs, f.outputs, f.flops_per_element, dtype),
+                 dtype, f);
+}
+
+void gpt(const Flags& f) {
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype);
+  const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
+  constexpr double GiB = double(1 << 30);
+  fmt::print("gpt {} | batch {} x seq_len {} | {}\n", f.gpt.str(), f.batch, f.seq_len, f.dtype);
+  fmt::print("memory budget (N = {} parameters):\n", m.parameters);
+  const std::pair<const char*, double> rows[] = {{"parameters", m.parameters_bytes},
+                                                 {"gradients", m.gradients_bytes},
+                                                 {"fp32 master weights", m.master_bytes},
+                                                 {"AdamW moments (fp32)", m.adam_bytes},
+                                                 {"saved activations", m.activations_bytes},
+                                                 {"temporaries", m.temporaries_bytes},
+                                                 {"total", m.total_bytes()}};
+  for (const auto& [name, bytes] : rows)
+    fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
+  fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
+  fmt::print("  6 N' T (N' = without wpe)   {}\n", si(fl.six_n * fl.tokens, "FLOP"));
+  fmt::print("  attention 12 L T_seq C T    {}\n", si(fl.attention * fl.tokens, "FLOP"));
+  fmt::print("  total                       {}\n", si(fl.total(), "FLOP"));
+  const glass::DevicePeaks peaks = peaks_of(f.device);
+  fmt::print("  at 100% MFU on {}: {} per step ({})\n", peaks.name,
+             si(fl.total() / peaks.flops(dtype), "s"), peaks.source);
+}
+
+void add_common(CLI::App* cmd, Flags& f) {
+  cmd->add_option("--device", f.device, "h200 | h100 | a100 | cpu (measured here)");
+  cmd->add_option("--dtype", f.dtype, "bf16 | f32");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"roofline: FLOPs, bytes, bounds and memory budgets of the course's cost model"};
+  app.require_subcommand(1);
+  Flags f;
+  CLI::App* g = app.add_subcommand("gemm", "C[M,N] = A[M,K] B[K,N]");
+  g->add_option("--m", f.m, "rows of A and C")->required();
+  g->add_option("--k", f.k, "the reduction size")->required();
+  g->add_option("--n", f.n, "columns of B and C")->required();
+  add_common(g, f);
+  CLI::App* e = app.add_subcommand("elementwise", "an op over n elements of each tensor");
+  e->add_option("--n", f.n, "elements")->required();
+  e->add_option("--inputs", f.inputs, "tensors read");
+  e->add_option("--outputs", f.outputs, "tensors written");
+  e->add_option("--flops-per-element", f.flops_per_element, "FLOPs per output element");
+  add_common(e, f);
+  CLI::App* t = app.add_subcommand("gpt", "memory budget and FLOPs of a GPT training step");
+  t->add_option("--n-layer", f.gpt.n_layer, "transformer blocks L");
+  t->add_option("--n-head", f.gpt.n_head, "attention heads H");
+  t->add_option("--n-embd", f.gpt.n_embd, "width C");
+  t->add_option("--vocab-size", f.gpt.vocab_size, "vocabulary V");
+  t->add_option("--block-size", f.gpt.block_size, "positions in wpe (default: --seq-len)");
+  t->add_option("--seq-len", f.seq_len, "sequence length T");
+  t->add_option("--batch", f.batch, "sequences per step B");
+  add_common(t, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "roofline: error: {} (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    if (g->parsed()) gemm(f);
+    if (e->parsed()) elementwise(f);
+    if (t->parsed()) {
+      if (t->count("--block-size") == 0) f.gpt.block_size = f.seq_len;
+      gpt(f);
+    }
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "roofline: error: {}\n", ex.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,206 @@
+// Profiling in the engine: the roofline model against the course's worked numbers, the device
+// table, the per-kernel summary (self vs total time of nested launches, shares, bounds) against
+// hand-computed values, and the Chrome trace of launches from several threads.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "engine/kernel_summary.h"
+#include "engine/roofline.h"
+#include "engine/trace.h"
+#include "kernels/cpu/measure_peaks.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+// A device with round numbers: 1 TFLOP/s f32, 100 GB/s: ridge at 10 FLOP/byte.
+DevicePeaks round_peaks() { return {"test", 1e12, 0, 100e9, "made up for the test"}; }
+
+TEST(Roofline, CourseGemmIntensities) {
+  // bf16, K = N = 4096: 2*32*4096^2 FLOPs over 2*(32*4096 + 4096^2 + 32*4096) bytes.
+  const OpCost small = gemm_cost(32, 4096, 4096, DType::bf16);
+  EXPECT_DOUBLE_EQ(small.flops, 1073741824.0);
+  EXPECT_DOUBLE_EQ(small.bytes, 34078720.0);
+  EXPECT_NEAR(small.intensity(), 31.5, 0.01);
+  EXPECT_DOUBLE_EQ(gemm_cost(2048, 4096, 4096, DType::bf16).intensity(), 1024.0);
+  // On an H200 (ridge 989e12 / 4.8e12 = 206) the first is memory-bound, the second compute-bound.
+  const DevicePeaks h200 = *find_known_gpu("h200");
+  EXPECT_NEAR(h200.ridge(DType::bf16), 206.04, 0.01);
+  EXPECT_TRUE(roofline(small, h200, DType::bf16).memory_bound);
+  EXPECT_FALSE(roofline(gemm_cost(2048, 4096, 4096, DType::bf16), h200, DType::bf16).memory_bound);
+  EXPECT_NEAR(roofline(small, h200, DType::bf16).floor_s, 34078720.0 / 4.8e12, 1e-15);
+}
+
+TEST(Roofline, ElementwiseAndFloor) {
+  // An f32 add of 1000 elements: 1000 FLOPs, 4 * 1000 * 3 bytes.
+  const OpCost add = elementwise_cost(1000, 2, 1, 1, DType::f32);
+  EXPECT_DOUBLE_EQ(add.flops, 1000);
+  EXPECT_DOUBLE_EQ(add.bytes, 12000);
+  const RooflinePoint p = roofline(add, round_peaks(), DType::f32);
+  EXPECT_TRUE(p.memory_bound);
+  EXPECT_DOUBLE_EQ(p.ridge, 10);
+  EXPECT_DOUBLE_EQ(p.floor_s, 12000 / 100e9);
+  // 1e12 FLOPs on 1 byte: compute-bound, one second.
+  const RooflinePoint c = roofline(OpCost{1e12, 1}, round_peaks(), DType::f32);
+  EXPECT_FALSE(c.memory_bound);
+  EXPECT_DOUBLE_EQ(c.floor_s, 1.0);
+}
+
+TEST(Roofline, BadInputIsNamed) {
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] { gemm_cost(0, 4, 4, DType::f32); }),
+                                    {"gemm_cost", "M=0"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] { round_peaks().flops(DType::bf16); }),
+                                    {"test", "bf16"}));
+  EXPECT_FALSE(find_known_gpu("h300").has_value());
+}
+
+TEST(DevicePeaks, HostIsMeasuredAndSaysSo) {
+  const DevicePeaks p = kernels::cpu::peaks_for(kEmu);
+  EXPECT_GT(p.f32_flops, 1e8);
+  EXPECT_GT(p.bytes_per_s, 1e8);
+  EXPECT_TRUE(testing::contains_all(p.source, {"emu runs on the host", "measured", "sgemm"}));
+  EXPECT_EQ(p.name, "emu");
+}
+
+TracedLaunch traced(const char* kernel, int tid, double start, double end, double flops,
+                    double bytes, int64_t step = 0) {
+  TracedLaunch l;
+  l.record.info.kernel = kernel;
+  l.record.info.flops = flops;
+  l.record.info.bytes = bytes;
+  l.record.start_us = start;
+  l.record.end_us = end;
+  l.tid = tid;
+  l.step = step;
+  return l;
+}
+
+TEST(KernelSummary, NestedLaunchesSplitSelfAndTotal) {
+  // Thread 1: outer [0, 10) contains inner [2, 5) and inner [6, 7); thread 2: inner [3, 9),
+  // overlapping outer in time but on another thread, so not nested in it. Window: 0..10 us.
+  const std::vector<TracedLaunch> ls = {
+      traced("outer", 1, 0, 10, 0, 1000), traced("inner", 1, 2, 5, 3000, 100),
+      traced("inner", 1, 6, 7, 1000, 100), traced("inner", 2, 3, 9, 2000, 200)};
+  const KernelSummary s = summarize_kernels(ls, round_peaks(), DType::f32);
+  ASSERT_EQ(s.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.window_us, 10);
+  const KernelRow& inner = s.rows[0];  // self 3 + 1 + 6 = 10 us, the largest
+  const KernelRow& outer = s.rows[1];
+  EXPECT_EQ(inner.kernel, "inner");
+  EXPECT_EQ(inner.calls, 3);
+  EXPECT_DOUBLE_EQ(inner.self_us, 10);
+  EXPECT_DOUBLE_EQ(inner.total_us, 10);
+  EXPECT_DOUBLE_EQ(outer.self_us, 10 - 3 - 1);
+  EXPECT_DOUBLE_EQ(outer.total_us, 10);
+  EXPECT_DOUBLE_EQ(outer.share, 0.6);
+  // inner: 6000 FLOPs and 400 bytes in 10 us: 0.6 GFLOP/s, 0.04 GB/s, 15 FLOP/byte > ridge 10.
+  EXPECT_DOUBLE_EQ(inner.gflops, 0.6);
+  EXPECT_DOUBLE_EQ(inner.gbps, 0.04);
+  EXPECT_DOUBLE_EQ(inner.roof.intensity, 15);
+  EXPECT_FALSE(inner.roof.memory_bound);
+  // Floor: max(6000 / 1e12, 400 / 1e11) = 6 ns; 10 us is 1666.7x that.
+  EXPECT_NEAR(inner.over_floor, 10e-6 / 6e-9, 1e-6);
+  EXPECT_TRUE(outer.roof.memory_bound);
+  EXPECT_TRUE(testing::contains_all(s.table(), {"inner", "outer", "made up for the test"}));
+}
+
+TEST(KernelSummary, WindowSumsSteps) {
+  // Two steps, 4 us and 5 us long, 96 us apart: the gap between the steps is not step time; the
+  // 1 us gap inside step 2, between its two launches, is.
+  const std::vector<TracedLaunch> ls = {traced("k", 1, 0, 4, 0, 0, 1),
+                                        traced("k", 1, 100, 102, 0, 0, 2),
+                                        traced("k", 1, 103, 105, 0, 0, 2)};
+  const KernelSummary s = summarize_kernels(ls, round_peaks(), DType::f32);
+  EXPECT_DOUBLE_EQ(s.window_us, 9);
+  EXPECT_DOUBLE_EQ(s.rows[0].self_us, 8);
+  EXPECT_DOUBLE_EQ(s.rows[0].share, 8.0 / 9.0);
+  EXPECT_EQ(s.rows[0].over_floor, 0);  // nothing counted: no floor to compare against
+}
+
+// Launches `n` empty kernels named `name` in `phase` on `stream`.
+void launch_empties(const char* name, int n, Phase phase, int stream = 0) {
+  LaunchScope scope("test_op", 7, phase);
+  for (int i = 0; i < n; ++i) {
+    LaunchInfo info;
+    info.kernel = name;
+    info.stream = stream;
+    info.grid = {3, 2, 1};
+    info.flops = 100;
+    info.bytes = 40;
+    launch(info, [] {});
+  }
+}
+
+TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
+  TraceRecorder rec;
+  rec.start();
+  rec.begin_step(5);
+  launch_empties("fwd", 3, Phase::forward);
+  launch_empties("bwd", 2, Phase::backward);
+  std::thread worker([] { launch_empties("side", 4, Phase::other); });
+  worker.join();
+  launch_empties("allreduce", 2, Phase::comm, /*stream=*/1);
+  rec.end_step();
+  rec.stop();
+  launch_empties("after_stop", 1, Phase::other);  // not recorded
+
+  ASSERT_EQ(rec.launches().size(), 11u);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("glass_trace_" + std::to_string(getpid()) + ".json"))
+                               .string();
+  rec.write(path);
+  EXPECT_TRUE(
+      testing::contains_all(testing::error_of([&] { rec.write("/nonexistent_dir/trace.json"); }),
+                            {"/nonexistent_dir/trace.json"}));
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<std::string, int> launches, spans;
+  std::set<int> launch_tids, named_tids;
+  int counters = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    for (const char* field : {"name", "ph", "pid", "tid"}) ASSERT_TRUE(e.contains(field)) << e;
+    const std::string ph = e["ph"];
+    if (ph == "M") {
+      if (e["name"] == "thread_name") named_tids.insert(e["tid"].get<int>());
+      continue;
+    }
+    ASSERT_TRUE(e.contains("ts")) << e;
+    if (ph == "C") {
+      ++counters;
+      EXPECT_TRUE(e["args"].contains("allocated_MiB") && e["args"].contains("reserved_MiB"));
+    } else if (e["cat"] == "phase" || e["cat"] == "step") {
+      spans[e["name"]]++;
+    } else {
+      ASSERT_EQ(ph, "X");
+      ASSERT_TRUE(e.contains("dur"));
+      launches[e["name"]]++;
+      launch_tids.insert(e["tid"].get<int>());
+      const auto& a = e["args"];
+      EXPECT_EQ(a["grid"], nlohmann::json({3, 2, 1}));
+      EXPECT_EQ(a["op"], "test_op");
+      EXPECT_EQ(a["node_id"], 7);
+      EXPECT_EQ(a["step"], 5);
+      EXPECT_EQ(a["phase"], e["cat"]);
+      for (const char* f :
+           {"block", "shared_bytes", "flops", "bytes", "seq", "achieved_GBps", "achieved_GFLOPps"})
+        EXPECT_TRUE(a.contains(f)) << f;
+    }
+  }
+  EXPECT_EQ(launches,
+            (std::map<std::string, int>{{"fwd", 3}, {"bwd", 2}, {"side", 4}, {"allreduce", 2}}));
+  EXPECT_EQ(counters, 11);
+  // Main thread, worker thread, stream 1: three tracks, each named.
+  EXPECT_EQ(launch_tids.size(), 3u);
+  EXPECT_TRUE(launch_tids.count(1001));
+  for (int tid : launch_tids) EXPECT_TRUE(named_tids.count(tid)) << tid;
+  // One span per run of a phase on a thread, and one for the step.
+  EXPECT_EQ(spans, (std::map<std::string, int>{
+                       {"forward", 1}, {"backward", 1}, {"other", 1}, {"comm", 1}, {"step 5", 1}}));
+}
+
+}  // namespace
+}  // namespace glass

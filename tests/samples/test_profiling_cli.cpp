@@ -1,0 +1,137 @@
+// profile_op and roofline as a user runs them: profile_op writes JSON with every field on cpu and
+// emu (and a trace), roofline reproduces the course's numbers, and bad input is one error line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_testing.h"
+
+namespace {
+
+using glass::testing::expect_one_line_error;
+using glass::testing::run_sample;
+using glass::testing::scratch_path;
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+void expect_profile_of_mlp(const std::string& device) {
+  const std::string out = scratch_path(device + "_mlp.json");
+  const std::string trace = scratch_path(device + "_mlp_trace.json");
+  const auto r = run_sample("profile_op", "--device " + device +
+                                              " --operation mlp --shape 33,24 --warmup 1 "
+                                              "--repeats 3 --threads 2 --output " +
+                                              out + " --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = read_json(out);
+  for (const char* field :
+       {"device", "device_name", "engine_version", "operation", "dtype", "shapes", "clock",
+        "median_ms", "min_ms", "profiled_ms", "profiler_overhead", "peak_allocated_bytes",
+        "peak_reserved_bytes", "kernels", "peaks", "gradients_finite"})
+    EXPECT_TRUE(j.contains(field)) << field;
+  EXPECT_EQ(j["device"], device);
+  EXPECT_EQ(j["dtype"], "f32");
+  EXPECT_EQ(j["shapes"]["x"], nlohmann::json({33, 24}));
+  EXPECT_EQ(j["shapes"]["c_fc.weight"], nlohmann::json({96, 24}));
+  EXPECT_TRUE(j["gradients_finite"].get<bool>());
+  EXPECT_GT(j["median_ms"].get<double>(), 0);
+  EXPECT_GE(j["peak_reserved_bytes"].get<int64_t>(), j["peak_allocated_bytes"].get<int64_t>());
+  EXPECT_GT(j["peak_allocated_bytes"].get<int64_t>(), 0);
+  // A host clock is never called GPU time.
+  EXPECT_NE(j["clock"].get<std::string>().find("host"), std::string::npos);
+  ASSERT_GE(j["kernels"].size(), 3u);  // at least the GEMMs, GELU and its backward
+  for (const auto& k : j["kernels"]) {
+    for (const char* f : {"kernel", "calls", "self_ms", "total_ms", "bound"})
+      EXPECT_TRUE(k.contains(f)) << f;
+    EXPECT_LE(k["self_ms"].get<double>(), k["total_ms"].get<double>() + 1e-9);
+  }
+  EXPECT_FALSE(read_json(trace).at("traceEvents").empty());
+}
+
+TEST(ProfileOpCli, MlpOnCpu) { expect_profile_of_mlp("cpu"); }
+TEST(ProfileOpCli, MlpOnEmu) { expect_profile_of_mlp("emu"); }
+
+TEST(ProfileOpCli, BadInputIsOneLine) {
+  const std::string out = " --output " + scratch_path("bad.json");
+  expect_one_line_error("profile_op", "--dtype bf16" + out, "no bf16 kernels");
+  expect_one_line_error("profile_op", "--operation conv" + out, "unknown operation 'conv'");
+  expect_one_line_error("profile_op", "--operation matmul --shape 3,4" + out, "M,K,N");
+  expect_one_line_error("profile_op", "--shape 3,x,4" + out, "--shape '3,x,4'");
+  expect_one_line_error("profile_op", "--device tpu" + out, "tpu");
+  expect_one_line_error("profile_op", "--device cpu", "--output");
+}
+
+// The line of `out` that contains `label` ("" if none).
+std::string line_of(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  if (at == std::string::npos) return "";
+  const size_t start = out.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
+  return out.substr(start, out.find('\n', at) - start);
+}
+
+TEST(RooflineCli, CourseGemmExample) {
+  const auto small = run_sample("roofline", "gemm --m 32 --k 4096 --n 4096 --dtype bf16");
+  ASSERT_EQ(small.status, 0) << small.out;
+  EXPECT_NE(small.out.find("= 31.51 FLOP/byte"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("bound       memory"), std::string::npos) << small.out;
+  const auto big = run_sample("roofline", "gemm --m 2048 --k 4096 --n 4096 --device h100");
+  ASSERT_EQ(big.status, 0) << big.out;
+  EXPECT_NE(big.out.find("= 1024 FLOP/byte"), std::string::npos) << big.out;
+  EXPECT_NE(big.out.find("bound       compute"), std::string::npos) << big.out;
+}
+
+TEST(RooflineCli, ElementwiseAndGpt) {
+  const auto e = run_sample("roofline", "elementwise --n 1000 --dtype f32 --device a100");
+  ASSERT_EQ(e.status, 0) << e.out;
+  EXPECT_NE(e.out.find("= 12 KB"), std::string::npos) << e.out;  // 4 * 1000 * (2 + 1)
+  // The hand-computed config of tests/train (GptCost.MemoryBudgetByHand): 1968 parameters.
+  const auto g = run_sample("roofline",
+                            "gpt --n-layer 2 --n-head 2 --n-embd 8 --vocab-size 10 --block-size 16 "
+                            "--seq-len 4 --batch 2 --dtype bf16");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("N = 1968 parameters"), std::string::npos) << g.out;
+  EXPECT_NE(line_of(g.out, "fp32 master weights").find(" 7872 B"), std::string::npos) << g.out;
+  EXPECT_NE(line_of(g.out, "  total").find(" 40144 B"), std::string::npos) << g.out;
+}
+
+TEST(RooflineCli, BadInputIsOneLine) {
+  expect_one_line_error("roofline", "gemm --m 32 --k 4 --n 4 --device h300", "h300");
+  expect_one_line_error("roofline", "gemm --m 0 --k 4 --n 4", "M=0");
+  expect_one_line_error("roofline", "gemm --m 32 --k 4 --n 4 --dtype f16", "f16");
+  expect_one_line_error("roofline", "gpt --n-head 5", "n_head");
+  expect_one_line_error("roofline", "", "subcommand");
+}
+
+const std::string kTinyTrain = "--data " + std::string(GLASS_SOURCE_DIR) +
+                               "/data/tinyshakespeare.txt --n-layer 1 --n-head 2 --n-embd 16 "
+                               "--seq-len 8 --batch 2 --sample 0 --eval-every 0 --threads 1 ";
+
+TEST(TrainGptProfilingCli, StepLinesCarryMfuAndMemoryAndTheFormulaIsPrinted) {
+  const std::string trace = scratch_path("cli_trace.json");
+  const auto r = run_sample("train_gpt", kTinyTrain + "--steps 2 --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("FLOPs per token = 6 N + 12 L T C"), std::string::npos) << r.out;
+  int step_lines = 0;
+  for (const std::string label : {"step     1/2", "step     2/2"}) {
+    const std::string line = line_of(r.out, label);
+    step_lines += !line.empty();
+    EXPECT_NE(line.find("| MFU "), std::string::npos) << line;
+    EXPECT_NE(line.find("| peak mem "), std::string::npos) << line;
+  }
+  EXPECT_EQ(step_lines, 2) << r.out;
+  EXPECT_NE(r.out.find("kernels of steps 2..2"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(trace));
+}
+
+TEST(TrainGptProfilingCli, BadProfileStepsIsOneLine) {
+  expect_one_line_error("train_gpt", kTinyTrain + "--steps 2 --trace t.json --profile-steps 1:3",
+                        "--profile-steps 1:3");
+  expect_one_line_error("train_gpt", kTinyTrain + "--steps 2 --profile-steps 1:2",
+                        "needs --trace or --report");
+}
+
+}  // namespace

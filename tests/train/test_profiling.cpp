@@ -1,0 +1,168 @@
+// Profiling a training step: the trace holds every launch of the profiled step exactly once with
+// its phase, train_gpt's --trace/--report write a parseable trace and a self-contained report,
+// bad --profile-steps are named, and the GPT cost model matches hand-computed values.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tests/testing.h"
+#include "train/gpt_cost.h"
+#include "train/mfu.h"
+#include "train/report.h"
+#include "train/svg.h"
+#include "train_testing.h"
+
+namespace glass::train {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
+  const std::string trace = testing::temp_dir("prof_trace") + "/trace.json";
+  Trainer trainer(testing::tiny_options());
+  TrainProfiler profiler({trace, "", "1:1"}, 1, 1, kCPU);
+  std::vector<LaunchRecord> expected;
+  {
+    testing::LaunchLog log;
+    profiler.begin_step(1);
+    const StepResult r = trainer.train_step();
+    profiler.end_step(1, r.loss);
+    expected = log.records;
+  }
+  profiler.finish("test", {});
+
+  std::map<uint64_t, std::pair<std::string, std::string>> traced;  // seq -> (kernel, phase)
+  std::map<std::string, int> spans;
+  const nlohmann::json events = read_json(trace).at("traceEvents");
+  for (const auto& e : events) {
+    for (const char* f : {"name", "ph", "pid", "tid"}) ASSERT_TRUE(e.contains(f)) << e;
+    if (e["ph"] != "X") continue;
+    ASSERT_TRUE(e.contains("ts") && e.contains("dur")) << e;
+    if (e["cat"] == "phase" || e["cat"] == "step") {
+      spans[e["name"]]++;
+      continue;
+    }
+    const uint64_t seq = e["args"]["seq"];
+    EXPECT_FALSE(traced.count(seq)) << "launch " << seq << " appears twice";
+    traced[seq] = {e["name"], e["args"]["phase"]};
+  }
+  ASSERT_EQ(traced.size(), expected.size());
+  for (const LaunchRecord& r : expected) {
+    ASSERT_TRUE(traced.count(r.seq)) << r.info.kernel << " is missing";
+    EXPECT_EQ(traced[r.seq].first, r.info.kernel);
+    EXPECT_EQ(traced[r.seq].second, phase_name(r.info.phase));
+  }
+  EXPECT_EQ(spans["step 1"], 1);
+  for (const char* phase : {"forward", "backward", "optimizer"}) EXPECT_GE(spans[phase], 1);
+}
+
+TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
+  const std::string dir = testing::temp_dir("prof_run");
+  TrainOptions o = testing::tiny_options();
+  o.steps = 3;
+  o.eval_every = 1;
+  o.trace = dir + "/trace.json";
+  o.report = dir + "/report.html";
+  o.profile_steps = "2:3";
+  Trainer trainer(o);
+  trainer.run();
+
+  int step_spans = 0;
+  const nlohmann::json events = read_json(o.trace).at("traceEvents");
+  for (const auto& e : events) step_spans += e.value("cat", "") == "step";
+  EXPECT_EQ(step_spans, 2);
+  const std::string html = read_text(o.report);
+  for (const char* id : {"id=\"loss\"", "id=\"kernels\"", "id=\"roofline\"", "id=\"memory\""})
+    EXPECT_NE(html.find(id), std::string::npos) << id;
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))
+    ++svgs;
+  EXPECT_EQ(svgs, 4u);
+  // Nothing to fetch: no URLs, scripts, external stylesheets or images.
+  for (const char* ext : {"http:", "https:", "<script", "<link", "<img", "src="})
+    EXPECT_EQ(html.find(ext), std::string::npos) << ext;
+  // Both loss curves and the adamw kernel (a point of the roofline, a bar of the breakdown).
+  EXPECT_TRUE(testing::contains_all(html, {">train<", ">validation<", "adamw_step", "MFU ="}));
+}
+
+TEST(TrainProfiler, BadProfileStepsAreNamed) {
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] {
+                                      TrainProfiler({"t.json", "", "3:2"}, 1, 6, kCPU);
+                                    }),
+                                    {"--profile-steps 3:2", "1 <= a <= b <= 6"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] {
+                                      TrainProfiler({"t.json", "", "2:9"}, 1, 6, kCPU);
+                                    }),
+                                    {"--profile-steps 2:9"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] {
+                                      TrainProfiler({"", "r.html", "x"}, 1, 6, kCPU);
+                                    }),
+                                    {"--profile-steps 'x'", "a:b"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] {
+                                      TrainProfiler({"", "", "1:2"}, 1, 6, kCPU);
+                                    }),
+                                    {"--trace or --report"}));
+}
+
+// L=2, C=8, H=2, V=10, block 16; B=2, T=4.
+GPTConfig small_config() { return {10, 16, 2, 2, 8, 0}; }
+
+TEST(GptCost, MemoryBudgetByHand) {
+  // N = V C + block C + L (12 C^2 + 13 C) + 2 C = 80 + 128 + 2 * 872 + 16 = 1968.
+  const GptMemoryBudget bf16 = gpt_memory_budget(small_config(), 2, 4, DType::bf16);
+  EXPECT_EQ(bf16.parameters, 1968);
+  EXPECT_DOUBLE_EQ(bf16.parameters_bytes, 2 * 1968);
+  EXPECT_DOUBLE_EQ(bf16.gradients_bytes, 2 * 1968);
+  EXPECT_DOUBLE_EQ(bf16.master_bytes, 4 * 1968);
+  EXPECT_DOUBLE_EQ(bf16.adam_bytes, 8 * 1968);
+  // Per layer 18 BTC + 4 BT + 2 B H T^2 = 1152 + 32 + 128 = 1312 elements; top
+  // 2 BTC + 2 BT + 2 BTV + BT = 128 + 16 + 160 + 8 = 312: (2 * 1312 + 312) * 2 bytes.
+  EXPECT_DOUBLE_EQ(bf16.activations_bytes, (2 * 1312 + 312) * 2);
+  // Logits' gradient B T V = 80 plus one layer, 1312.
+  EXPECT_DOUBLE_EQ(bf16.temporaries_bytes, (80 + 1312) * 2);
+  EXPECT_DOUBLE_EQ(bf16.total_bytes(), 2 * 3936 + 7872 + 15744 + 5872 + 2784);
+  // f32 keeps no separate master copy; everything else doubles.
+  const GptMemoryBudget f32 = gpt_memory_budget(small_config(), 2, 4, DType::f32);
+  EXPECT_DOUBLE_EQ(f32.master_bytes, 0);
+  EXPECT_DOUBLE_EQ(f32.activations_bytes, 2 * bf16.activations_bytes);
+}
+
+TEST(GptCost, StepFlopsByHand) {
+  // N' = N - block C = 1968 - 128 = 1840; 6 N' = 11040; 12 L T C = 12 * 2 * 4 * 8 = 768.
+  const GptStepFlops f = gpt_step_flops(small_config(), 2, 4);
+  EXPECT_DOUBLE_EQ(f.six_n, 11040);
+  EXPECT_DOUBLE_EQ(f.attention, 768);
+  EXPECT_DOUBLE_EQ(f.total(), (11040 + 768) * 8);
+  // MFU: 11808 FLOPs/token at 1000 tokens/s on a 11.808 MFLOP/s device is 100%.
+  const Mfu m = gpt_mfu(small_config(), 4, {"dev", 11.808e6, 0, 1e9, "test peaks"}, DType::f32);
+  EXPECT_NEAR(m.of(1000), 1.0, 1e-12);
+  EXPECT_TRUE(
+      testing::contains_all(m.formula, {"6 N + 12 L T C", "1840", "LM head", "test peaks"}));
+  EXPECT_TRUE(testing::contains_all(
+      testing::error_of([] { gpt_memory_budget(small_config(), 0, 4, DType::f32); }), {"batch 0"}));
+}
+
+TEST(Svg, EscapesAndSkipsNonPositiveOnLogAxes) {
+  EXPECT_EQ(html_escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&#39;");
+  Series s("s", "#000", {{0, 1}, {10, 100}, {100, 0}}, false);
+  s.labels = {"zero x", "kept", "zero y"};
+  const std::string svg = svg_plot("t", {"x", true}, {"y", true}, {s});
+  EXPECT_NE(svg.find("kept"), std::string::npos);
+  EXPECT_EQ(svg.find("zero x"), std::string::npos);
+  EXPECT_EQ(svg.find("zero y"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace glass::train

@@ -1,0 +1,46 @@
+// The cost model of training a GPT (nn/gpt.h): memory budget and FLOPs of a step, from the
+// configuration alone. samples/roofline prints these; the MFU of train_gpt uses the FLOPs.
+//
+// Memory, for parameters stored in dtype b (bytes per element), N = all parameters:
+//   parameters b N, gradients b N, fp32 master weights 4 N (only when b < 4), AdamW moments 8 N
+//   (m and v in fp32);
+//   saved activations: llm.c's list of what a GPT-2 step keeps from forward for backward, in b:
+//     per layer 18 B T C (ln_1, qkv 3x, attention out, attn proj, residual, ln_2, fc 4x, gelu 4x,
+//     mlp proj, residual) + 4 B T (LayerNorm means and reciprocal std) + 2 B H T^2 (scores and
+//     probabilities, as an attention without flash keeps them); at the top 2 B T C (embeddings,
+//     ln_f) + 2 B T (ln_f stats) + 2 B T V (logits, probabilities) + B T (losses);
+//   temporaries: the largest buffers alive at once in backward, estimated as the logits' gradient
+//     B T V plus one layer of activation gradients (the per-layer term above).
+// FLOPs per step: (6 N' + 12 L T C) B T, N' = parameters without wpe (nn/gpt.h explains both
+// terms).
+#pragma once
+
+#include "engine/dtype.h"
+#include "nn/gpt.h"
+
+namespace glass::train {
+
+struct GptMemoryBudget {
+  int64_t parameters = 0;  // N, wpe included
+  double parameters_bytes = 0, gradients_bytes = 0, master_bytes = 0, adam_bytes = 0;
+  double activations_bytes = 0, temporaries_bytes = 0;
+  double total_bytes() const {
+    return parameters_bytes + gradients_bytes + master_bytes + adam_bytes + activations_bytes +
+           temporaries_bytes;
+  }
+};
+
+GptMemoryBudget gpt_memory_budget(const GPTConfig& config, int64_t batch, int64_t seq_len,
+                                  DType dtype);
+
+struct GptStepFlops {
+  double six_n = 0;      // 6 N' per token
+  double attention = 0;  // 12 L T C per token
+  double tokens = 0;     // B T
+  double per_token() const { return six_n + attention; }
+  double total() const { return per_token() * tokens; }
+};
+
+GptStepFlops gpt_step_flops(const GPTConfig& config, int64_t batch, int64_t seq_len);
+
+}  // namespace glass::train

@@ -1,0 +1,24 @@
+#include "train/mfu.h"
+
+#include <fmt/format.h>
+
+#include "train/gpt_cost.h"
+
+namespace glass::train {
+
+Mfu gpt_mfu(const GPTConfig& c, int64_t seq_len, const DevicePeaks& peaks, DType dtype) {
+  const GptStepFlops f = gpt_step_flops(c, 1, seq_len);
+  Mfu m;
+  m.flops_per_token = f.per_token();
+  m.peak_flops = peaks.flops(dtype);
+  m.formula = fmt::format(
+      "MFU = model FLOPs per token x tokens/s / peak FLOP/s; FLOPs per token = 6 N + 12 L T C = "
+      "{:.4g} + {:.4g} = {:.4g}, N = {} parameters without the position embedding wpe (wte counted "
+      "once: the LM head is tied to it), 12 L T C the attention scores and weighted sum (L={} "
+      "T={} C={}); peak {:.4g} GFLOP/s {} on {} ({})",
+      f.six_n, f.attention, m.flops_per_token, gpt_num_parameters(c, false), c.n_layer, seq_len,
+      c.n_embd, m.peak_flops / 1e9, dtype_name(dtype), peaks.name, peaks.source);
+  return m;
+}
+
+}  // namespace glass::train
