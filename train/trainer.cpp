@@ -11,6 +11,7 @@
 #include "nn/safetensors.h"
 #include "optim/clip.h"
 #include "train/checkpoint.h"
+#include "train/distributed.h"
 
 namespace glass::train {
 
@@ -86,7 +87,20 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
     step_ = ck->state.step;
     log().info("resumed from {} at step {}", ck->path, step_);
   }
-  if (!opt_.metrics.empty()) {
+  // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+  comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
+  check_same_run(*comm_, opt_, config_);
+  rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
+  GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
+  if (comm_->size() > 1) {
+    ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
+                                                opt_.comm_bucket_mb);
+    ddp_->broadcast_parameters();
+    if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
+    log().info("data parallel: {} ranks ({} backend), {} gradient buckets", comm_->size(),
+               comm_->backend(), ddp_->buckets().size());
+  }
+  if (!opt_.metrics.empty() && comm_->rank() == 0) {
     metrics_.open(opt_.metrics, std::ios::app);
     GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
   }
@@ -101,13 +115,22 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   model_->train(true);
-  const Batch b = loader_->batch(step_, device_);
-  const Tensor loss = batch_loss(*model_, b);
-  if (opt_.print_tape && step_ == 0) fmt::print("{}", tape_string(loss, true));
-  backward(loss);
+  // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
+  // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
+  const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
+    const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
+    const Tensor loss = batch_loss(*model_, b);
+    if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
+    if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
+    backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
+    loss_sum += item(loss);
+  }
+  if (ddp_) ddp_->finish_gradient_sync();
 
   StepResult r;
-  r.loss = item(loss);
+  r.loss = mean_over_ranks(*comm_, loss_sum / static_cast<double>(opt_.grad_accum));
   if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
   r.lr = schedule_.at(step_);
   optimizer_->set_lr(r.lr);
@@ -116,7 +139,7 @@ StepResult Trainer::train_step() {
   ++step_;
   r.step = step_;
   r.ms = ms_since(t0);
-  r.tokens_per_s = static_cast<double>(b.x.numel()) / (r.ms / 1000.0);
+  r.tokens_per_s = static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
   return r;
 }
 
@@ -207,6 +230,7 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
 void Trainer::run() {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = step_;
+  const bool root = comm_->rank() == 0;  // evaluates, logs, checkpoints and saves for all ranks
   double last_loss = NAN, tokens = 0, train_ms = 0;
   std::optional<double> val_loss;
   while (step_ < opt_.steps) {
@@ -214,8 +238,9 @@ void Trainer::run() {
     GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
                 r.loss);
     last_loss = r.loss;
-    tokens += static_cast<double>(opt_.batch * opt_.seq_len);
+    tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
     train_ms += r.ms;
+    if (!root) continue;
     std::optional<double> v;
     if (val_loader_ &&
         (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
@@ -225,6 +250,7 @@ void Trainer::run() {
         r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
       log().info("checkpoint {}", save_checkpoint_now());
   }
+  if (!root) return;
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
   if (!opt_.save.empty()) {
     save_safetensors(opt_.save, model_->named_parameters(),

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/data_parallel.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
@@ -41,6 +42,11 @@ struct TrainOptions {
   int threads = 0;       // 0 = all cores
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
+  // Data parallelism under mpirun (comm/, train/distributed.h): --batch is the global batch.
+  double comm_bucket_mb = 25;  // gradient bucket size
+  int64_t grad_accum = 1;      // micro-steps per optimizer step; gradients reduced on the last
+  double comm_timeout_s = 300;  // longest wait for a collective (a dead rank) before failing
+  std::string comm_backend = "auto";  // "local": no data parallelism even under mpirun
 };
 
 struct StepResult {
@@ -63,6 +69,8 @@ class Trainer {
   int64_t step() const { return step_; }
   const GPT& model() const { return *model_; }
   const Dataset& data() const { return data_; }
+  comm::Communicator& communicator() const { return *comm_; }
+  const comm::DataParallel* data_parallel() const { return ddp_.get(); }
   std::string save_checkpoint_now() const;
 
  private:
@@ -79,6 +87,8 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
   std::ofstream metrics_;
+  std::unique_ptr<comm::Communicator> comm_;  // `local` unless started by mpirun
+  std::unique_ptr<comm::DataParallel> ddp_;   // only with more than one rank
 };
 
 }  // namespace glass::train
