@@ -130,7 +130,11 @@ void Communicator::wait_for_stream(const std::string& what) {
   if (done.wait_for(timeout)) return;
   // Unblock the collective that waits for a rank that will never come, then report it.
   abort();
-  if (!done.wait_for(std::chrono::seconds(2))) stuck_ = true;
+  try {
+    if (!done.wait_for(std::chrono::seconds(2))) stuck_ = true;
+  } catch (const std::exception&) {
+    // the aborted collective's own error: the time-out below is what happened
+  }
   fail("{} backend, rank {} of {}: {} did not finish within {} s: another rank died or is stuck",
        backend(), rank_, size_, what, options_.timeout_s);
 }
@@ -159,19 +163,31 @@ void Communicator::barrier() {
 }
 
 std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions& options) {
-  GLASS_CHECK(options.backend == "auto" || options.backend == "local",
-              "communicator: unknown backend '{}' (auto or local)", options.backend);
-  if (options.backend == "local" || !launched_by_mpirun())
+  const std::string& want = options.backend;
+  GLASS_CHECK(want == "auto" || want == "local" || want == "mpi" || want == "nccl",
+              "communicator: unknown backend '{}' (auto, local, mpi or nccl)", want);
+  if (want == "local" || (want == "auto" && !launched_by_mpirun()))
     return std::make_unique<LocalCommunicator>(device, options);
 #if GLASS_HAS_MPI
-  if (mpi::world_size() == 1) return std::make_unique<LocalCommunicator>(device, options);
-  if (device.kind == DeviceKind::cpu) return make_mpi_communicator(device, options);
+  if (want == "auto" && mpi::world_size() == 1)
+    return std::make_unique<LocalCommunicator>(device, options);
+  // mpi moves host memory: cpu's, and emu's (host memory behind device pointers).
+  if (want == "mpi" || (want == "auto" && device.kind == DeviceKind::cpu)) {
+    GLASS_CHECK(device.kind == DeviceKind::cpu || device.kind == DeviceKind::emu,
+                "communicator: the mpi backend moves host memory; device {} has none",
+                device.str());
+    return make_mpi_communicator(device, options);
+  }
 #if GLASS_HAS_EMU_NCCL
   if (device.kind == DeviceKind::emu) return make_nccl_communicator_emu(device, options);
 #endif
-  fail("no communicator for device {} in this build (mpi serves cpu; nccl serves emu and cuda)",
-       device.str());
+  fail(
+      "communicator: no nccl backend for device {} in this build (the emulated NCCL serves emu; "
+      "NVIDIA's serves cuda)",
+      device.str());
 #else
+  GLASS_CHECK(want != "mpi" && want != "nccl",
+              "communicator: glass was built without MPI, so without the {} backend", want);
   fail("started by mpirun, but glass was built without MPI (install libopenmpi-dev and rebuild)");
 #endif
 }

@@ -25,8 +25,10 @@ enum class ReduceOp { sum, avg };
 const char* reduce_op_name(ReduceOp op);
 
 struct CommOptions {
-  double timeout_s = 300;        // longest wait for a collective before giving up
-  std::string backend = "auto";  // or "local": every process alone, even under mpirun
+  double timeout_s = 300;  // longest wait for a collective before giving up
+  // "auto" (below), or one forced: "local" (every process alone, even under mpirun), "mpi",
+  // "nccl" (these two work in a world of one too: a GPU check of NCCL with one process).
+  std::string backend = "auto";
 };
 
 class Communicator {
@@ -78,9 +80,9 @@ class Communicator {
   bool stuck_ = false;  // a time-out left the stream's worker inside MPI
 };
 
-// The backend for `device` in this process: `local` unless started by mpirun with more than one
-// rank; then `mpi` for cpu and `nccl` for emu (and cuda). Throws glass::Error when the build has
-// no backend for the device.
+// The backend for `device` in this process. With backend "auto": `local` unless started by mpirun
+// with more than one rank; then `mpi` for cpu and `nccl` for emu (and cuda). Throws glass::Error
+// when the build has no such backend for the device.
 std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions& options = {});
 
 // After an error on one rank: ends the whole job (MPI_Abort) when it has more than one rank, so

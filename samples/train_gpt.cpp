@@ -49,7 +49,10 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   // Data parallelism: `mpirun -np N train_gpt ...` (docs/distributed.md).
   app.add_option("--comm-bucket-mb", o.comm_bucket_mb, "gradient all-reduce bucket size (MiB)");
   app.add_option("--grad-accum", o.grad_accum, "micro-steps of --batch rows per optimizer step");
-  app.add_option("--comm-timeout", o.comm_timeout_s, "seconds to wait for a collective (dead rank)");
+  app.add_option("--comm", o.comm_backend, "auto (from the device) | local | mpi | nccl")
+      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}));
+  app.add_option("--comm-timeout", o.comm_timeout_s,
+                 "seconds to wait for a collective (dead rank)");
 }
 
 }  // namespace

@@ -92,12 +92,12 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   check_same_run(*comm_, opt_, config_);
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
-  if (comm_->size() > 1) {
+  if (std::string(comm_->backend()) != "local") {
     ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
                                                 opt_.comm_bucket_mb);
     ddp_->broadcast_parameters();
     if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
-    log().info("data parallel: {} ranks ({} backend), {} gradient buckets", comm_->size(),
+    log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
                comm_->backend(), ddp_->buckets().size());
   }
   if (!opt_.metrics.empty() && comm_->rank() == 0) {
@@ -139,7 +139,8 @@ StepResult Trainer::train_step() {
   ++step_;
   r.step = step_;
   r.ms = ms_since(t0);
-  r.tokens_per_s = static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
+  r.tokens_per_s =
+      static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
   return r;
 }
 

@@ -43,10 +43,10 @@ struct TrainOptions {
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
   // Data parallelism under mpirun (comm/, train/distributed.h): --batch is the global batch.
-  double comm_bucket_mb = 25;  // gradient bucket size
-  int64_t grad_accum = 1;      // micro-steps per optimizer step; gradients reduced on the last
+  double comm_bucket_mb = 25;   // gradient bucket size
+  int64_t grad_accum = 1;       // micro-steps per optimizer step; gradients reduced on the last
   double comm_timeout_s = 300;  // longest wait for a collective (a dead rank) before failing
-  std::string comm_backend = "auto";  // "local": no data parallelism even under mpirun
+  std::string comm_backend = "auto";  // or local | mpi | nccl (comm/communicator.h)
 };
 
 struct StepResult {
@@ -88,7 +88,7 @@ class Trainer {
   int64_t step_ = 0;
   std::ofstream metrics_;
   std::unique_ptr<comm::Communicator> comm_;  // `local` unless started by mpirun
-  std::unique_ptr<comm::DataParallel> ddp_;   // only with more than one rank
+  std::unique_ptr<comm::DataParallel> ddp_;   // with every backend but local
 };
 
 }  // namespace glass::train

@@ -20,18 +20,24 @@ struct Outcome {
   double seconds = 0;
 };
 
+// Runs a shell command; returns its exit status, and its stdout and stderr in `out`.
+int run_command(const std::string& command, std::string& out) {
+  out.clear();
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 // Runs `rank_command` (a shell command; $OMPI_COMM_WORLD_RANK tells the rank) in 2 ranks.
 Outcome run_job(const std::string& rank_command) {
-  const std::string cmd =
-      "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c '" + rank_command +
-      "' 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   Outcome r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.status =
+      run_command("OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c '" +
+                      rank_command + "'",
+                  r.out);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -79,6 +85,27 @@ TEST(DataParallelJob, AKilledRankEndsTheJob) {
   const Outcome r = run_job(rank1_meets("KILL", train));
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 30) << r.out;
+}
+
+// The last line of a run: "done: 3 steps in ... | final loss 4.1462 | val loss ...", times cut.
+std::string final_loss(const std::string& out) {
+  const size_t at = out.find("final loss");
+  return at == std::string::npos ? "no final loss in: " + out : out.substr(at, 40);
+}
+
+TEST(DataParallelJob, ForcedBackendsInAWorldOfOneTrainLikeLocal) {
+  const std::string emu = kTrain + "--n-embd 16 --batch 4 --steps 3 --device emu ";
+  std::string out;
+  const int local = run_command(emu + "--comm local", out);
+  ASSERT_EQ(local, 0) << out;
+  const std::string expected = final_loss(out);
+  for (const char* backend : {"nccl", "mpi"}) {  // the emulated NCCL and MPI, one rank each
+    ASSERT_EQ(run_command(emu + "--comm " + backend, out), 0) << out;
+    EXPECT_EQ(final_loss(out), expected) << backend;
+  }
+  EXPECT_NE(run_command(kTrain + "--n-embd 16 --device cpu --comm nccl", out), 0);
+  EXPECT_TRUE(testing::contains_all(
+      out, {"train_gpt: error: communicator: no nccl backend for device cpu"}));
 }
 
 }  // namespace
