@@ -151,7 +151,14 @@ void Communicator::drain() noexcept {
 }
 
 void Communicator::run_setup(const char* what, std::function<void()> setup) {
-  stream_->enqueue(std::move(setup));
+  LaunchInfo info;
+  info.kernel = what;
+  info.device = device_;
+  info.stream = stream_->id();
+  stream_->enqueue([info, setup = std::move(setup)] {
+    LaunchScope scope("comm_setup", -1, Phase::comm);
+    launch(info, setup);
+  });
   wait_for_stream(what);
 }
 

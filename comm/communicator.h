@@ -60,7 +60,8 @@ class Communicator {
   virtual void run_broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   // Makes a collective stuck in run_* return (with an error); called after a time-out.
   virtual void abort() {}
-  // Runs `setup` on stream() and waits for it like a collective (NCCL and MPI bootstrap).
+  // Runs `setup` on stream() as a launch named `what` (a string literal) and waits for it like a
+  // collective: the NCCL and MPI bootstrap.
   void run_setup(const char* what, std::function<void()> setup);
   // Lets the queued collectives finish (errors dropped): the first thing a backend's destructor
   // does, before it frees what they use.
