@@ -6,7 +6,6 @@
 #include "autograd/ops.h"
 #include "comm/backends.h"
 #include "engine/launch.h"
-#include "engine/log.h"
 
 #if GLASS_HAS_MPI
 #include "engine/mpi_runtime.h"
@@ -47,8 +46,6 @@ const char* kernel_name(const char* backend, bool all_reduce) {
 
 }  // namespace
 
-const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "avg"; }
-
 Communicator::Communicator(Device device, int rank, int size, int local_rank,
                            const CommOptions& options)
     : device_(device),
@@ -81,7 +78,7 @@ void Communicator::check_tensor(const Tensor& t, const char* what) const {
 void Communicator::enqueue(const char* kernel, const Tensor& t, double bytes, double flops,
                            std::function<void()> work) {
   const LaunchContext ctx = current_launch_context();
-  last_ = fmt::format("{} of {} (op '{}')", kernel, t.describe(), ctx.op);
+  last_ = t.defined() ? fmt::format("{} of {} (op '{}')", kernel, t.describe(), ctx.op) : kernel;
   LaunchInfo info;
   info.kernel = kernel;
   info.device = device_;
@@ -151,14 +148,8 @@ void Communicator::drain() noexcept {
 }
 
 void Communicator::run_setup(const char* what, std::function<void()> setup) {
-  LaunchInfo info;
-  info.kernel = what;
-  info.device = device_;
-  info.stream = stream_->id();
-  stream_->enqueue([info, setup = std::move(setup)] {
-    LaunchScope scope("comm_setup", -1, Phase::comm);
-    launch(info, setup);
-  });
+  LaunchScope scope("comm_setup", -1, Phase::comm);
+  enqueue(what, Tensor(), 0, 0, std::move(setup));
   wait_for_stream(what);
 }
 

@@ -22,7 +22,6 @@
 namespace glass::comm {
 
 enum class ReduceOp { sum, avg };
-const char* reduce_op_name(ReduceOp op);
 
 struct CommOptions {
   double timeout_s = 300;  // longest wait for a collective before giving up
@@ -69,6 +68,8 @@ class Communicator {
 
  private:
   void check_tensor(const Tensor& t, const char* what) const;
+  // Queues `work` on stream() as a launch named `kernel` in the caller's op and node, phase
+  // comm; `t` (may be undefined) is the tensor it works on, kept alive until it has run.
   void enqueue(const char* kernel, const Tensor& t, double bytes, double flops,
                std::function<void()> work);
   void wait_for_stream(const std::string& what);
