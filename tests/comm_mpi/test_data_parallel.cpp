@@ -4,7 +4,10 @@
 // And the trace of a step: bucket all-reduces on the comm lane overlapping backward.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 
 #include "comm_mpi_testing.h"
@@ -71,6 +74,32 @@ TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnEmu) {
 
 TEST(DataParallel, GradAccumReducesOnceAndMatchesOneProcess) {
   expect_replicas_match_one_process(options("cpu"), 2);
+}
+
+TEST(DataParallel, RankZeroCheckpointsAndEveryRankResumesBitExactly) {
+  train::TrainOptions o = options("cpu");
+  o.steps = 4;
+  o.dropout = 0.1;  // the restored RNG state matters too
+  const std::vector<float> straight = train_weights(o);
+
+  // The ranks of one job share a parent (mpirun's daemon), hence a directory name.
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("glass_comm_ckpt_" + std::to_string(getppid()));
+  comm::Communicator& c = testing::communicator(kCPU);
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+  c.barrier();
+  o.steps = 2;
+  o.checkpoint_dir = dir;
+  train::Trainer(o).run();  // rank 0 writes the checkpoint after step 2
+  c.barrier();
+  o.steps = 4;
+  o.resume = dir;
+  train::Trainer resumed(o);
+  EXPECT_EQ(resumed.step(), 2);
+  while (resumed.step() < o.steps) resumed.train_step();
+  EXPECT_EQ(weights(resumed), straight);
+  c.barrier();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(DataParallel, BucketAllReducesOverlapBackwardOnTheCommLane) {
