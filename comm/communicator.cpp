@@ -179,6 +179,9 @@ std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions
 #if GLASS_HAS_EMU_NCCL
   if (device.kind == DeviceKind::emu) return make_nccl_communicator_emu(device, options);
 #endif
+#if GLASS_HAS_NCCL
+  if (device.kind == DeviceKind::cuda) return make_nccl_communicator_cuda(device, options);
+#endif
   fail(
       "communicator: no nccl backend for device {} in this build (the emulated NCCL serves emu; "
       "NVIDIA's serves cuda)",

@@ -29,6 +29,23 @@
 #include <driver_types.h>  // cudaStream_t, from the CUDA headers as they are
 #include <stddef.h>
 
+// The entry points keep NCCL's names at the call site but link as glass_emu_*: a program that
+// holds both devices links NVIDIA's libnccl too, and a static archive of the same C names would
+// silently answer the cuda calls.
+#define ncclGetVersion glass_emu_ncclGetVersion
+#define ncclGetUniqueId glass_emu_ncclGetUniqueId
+#define ncclCommInitRank glass_emu_ncclCommInitRank
+#define ncclCommDestroy glass_emu_ncclCommDestroy
+#define ncclCommAbort glass_emu_ncclCommAbort
+#define ncclCommGetAsyncError glass_emu_ncclCommGetAsyncError
+#define ncclCommCount glass_emu_ncclCommCount
+#define ncclCommUserRank glass_emu_ncclCommUserRank
+#define ncclGetErrorString glass_emu_ncclGetErrorString
+#define ncclAllReduce glass_emu_ncclAllReduce
+#define ncclBroadcast glass_emu_ncclBroadcast
+#define ncclGroupStart glass_emu_ncclGroupStart
+#define ncclGroupEnd glass_emu_ncclGroupEnd
+
 extern "C" {
 
 typedef struct ncclComm* ncclComm_t;
