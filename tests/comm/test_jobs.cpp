@@ -73,14 +73,27 @@ std::string rank1_meets(const char* signal, const std::string& train) {
          signal + " $pid; wait $pid; else " + train + "; fi";
 }
 
-TEST(DataParallelJob, ARankThatStopsAnsweringTimesOutTheOthers) {
-  const std::string train = kTrain + "--n-embd 16 --batch 4 --steps 100000 --comm-timeout 3";
+// Rank 1 stops answering; rank 0 must give up after --comm-timeout with a message.
+void expect_time_out(const std::string& device, const std::string& backend) {
+  const std::string train =
+      kTrain + "--n-embd 16 --batch 4 --steps 100000 --comm-timeout 3 --device " + device;
   const Outcome r = run_job(rank1_meets("STOP", train));
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(testing::contains_all(
-      r.out, {"train_gpt: error: mpi backend, rank 0 of 2:", "did not finish within 3 s"}))
+      r.out,
+      {"train_gpt: error: " + backend + " backend, rank 0 of 2:", "did not finish within 3 s"}))
       << r.out;
   EXPECT_LT(r.seconds, 30) << r.out;
+}
+
+// cpu: the MPI request is abandoned after the time-out.
+TEST(DataParallelJob, ARankThatStopsAnsweringTimesOutTheOthersOnCpu) {
+  expect_time_out("cpu", "mpi");
+}
+
+// emu: ncclCommAbort ends the emulated ncclAllReduce that waits for the silent rank.
+TEST(DataParallelJob, ARankThatStopsAnsweringTimesOutTheOthersOnEmu) {
+  expect_time_out("emu", "nccl");
 }
 
 TEST(DataParallelJob, AKilledRankEndsTheJob) {
