@@ -83,8 +83,7 @@ TEST(DataParallelBuckets, ReverseParameterOrderSplitAtTheBucketSize) {
   NamedTensors params;
   Generator gen(3);
   for (int64_t n : {1000, 300, 2000, 100, 700})
-    params.emplace_back("p" + std::to_string(params.size()),
-                        randn({n}, gen).set_requires_grad(true));
+    params.emplace_back(fmt::format("p{}", params.size()), randn({n}, gen).set_requires_grad(true));
   const Tensor tied = params[1].second;
   NamedTensors with_tied = params;
   with_tied.insert(with_tied.begin(), {"tied", tied});  // the same tensor again counts once
