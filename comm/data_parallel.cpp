@@ -11,7 +11,6 @@ namespace glass::comm {
 struct DataParallel::State {
   Communicator* comm;
   std::vector<Bucket> buckets;
-  bool active = true;  // false once the DataParallel is gone: hooks outlive it
   bool sync = true;
 
   // The slice of `b.flat` that holds parameter `i` of the bucket, shaped like it.
@@ -35,7 +34,7 @@ struct DataParallel::State {
   }
 
   void on_grad_ready(size_t bucket) {
-    if (!active || !sync) return;
+    if (!sync) return;
     Bucket& b = buckets[bucket];
     if (++b.ready == b.params.size()) launch(b);
   }
@@ -67,10 +66,12 @@ DataParallel::DataParallel(Communicator& comm, const NamedTensors& params, doubl
     b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + b.params.back().numel());
     b.params.push_back(p);
     bytes += static_cast<double>(p.nbytes());
-    // The hook holds the state, not `this`: it stays valid after the DataParallel is gone.
+    // The hook holds the state weakly: the state holds the parameter, whose meta holds the hook,
+    // and a strong reference would keep all of them alive; once the DataParallel is gone the
+    // hook does nothing.
     p.autograd_meta().grad_ready_hooks.push_back(
-        [state = state_, bucket = state_->buckets.size() - 1](const Tensor&) {
-          state->on_grad_ready(bucket);
+        [weak = std::weak_ptr<State>(state_), bucket = state_->buckets.size() - 1](const Tensor&) {
+          if (const std::shared_ptr<State> state = weak.lock()) state->on_grad_ready(bucket);
         });
   }
   for (Bucket& b : state_->buckets)
@@ -78,7 +79,7 @@ DataParallel::DataParallel(Communicator& comm, const NamedTensors& params, doubl
                            comm.device());
 }
 
-DataParallel::~DataParallel() { state_->active = false; }
+DataParallel::~DataParallel() = default;
 
 void DataParallel::broadcast_parameters() {
   LaunchScope scope("ddp_broadcast_parameters", -1, Phase::comm);
