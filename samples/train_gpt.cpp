@@ -6,6 +6,7 @@
 // error is one line on stderr ("train_gpt: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
+#include "comm/communicator.h"
 #include "engine/error.h"
 #include "train/trainer.h"
 
@@ -50,6 +51,13 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");
   app.add_option("--report", o.report, "write an HTML report: loss, kernels, roofline, memory");
   app.add_option("--profile-steps", o.profile_steps, "steps a:b to profile (default: the second)");
+  // Data parallelism: `mpirun -np N train_gpt ...` (docs/distributed.md).
+  app.add_option("--comm-bucket-mb", o.comm_bucket_mb, "gradient all-reduce bucket size (MiB)");
+  app.add_option("--grad-accum", o.grad_accum, "micro-steps of --batch rows per optimizer step");
+  app.add_option("--comm", o.comm_backend, "auto (from the device) | local | mpi | nccl")
+      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}));
+  app.add_option("--comm-timeout", o.comm_timeout_s,
+                 "seconds to wait for a collective (dead rank)");
 }
 
 }  // namespace
@@ -71,6 +79,8 @@ int main(int argc, char** argv) {
     trainer.run();
   } catch (const std::exception& e) {
     fmt::print(stderr, "train_gpt: error: {}\n", e.what());
+    std::fflush(stderr);
+    glass::comm::abort_job(1);  // under mpirun: end the other ranks too
     return 1;
   }
   return 0;

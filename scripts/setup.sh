@@ -6,6 +6,8 @@ set -euo pipefail
 
 packages=(g++ cmake make libspdlog-dev libfmt-dev libopenblas-dev libopenblas0-openmp
           nlohmann-json3-dev libcli11-dev libboost-context-dev)
+# OpenMPI: mpirun starts data-parallel jobs; the mpi and nccl communicators are built on it.
+packages+=(libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--test" ]]; then
   # PyTorch 1.13 (CPU) is the reference for whole-model tests and the benchmark.
   # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)

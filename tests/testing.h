@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -79,15 +80,20 @@ inline ::testing::AssertionResult contains_all(const std::string& text,
 }
 
 // Records every launch that ends while it lives: subscribed on construction, unsubscribed on
-// destruction.
+// destruction. Launches may end on several threads (side streams); read `records` once they are
+// synchronized.
 struct LaunchLog : LaunchObserver {
   std::vector<LaunchRecord> records;
+  std::mutex mu;
 
   LaunchLog() { subscribe(this); }
   ~LaunchLog() override { unsubscribe(this); }
   LaunchLog(const LaunchLog&) = delete;
   LaunchLog& operator=(const LaunchLog&) = delete;
-  void on_launch_end(const LaunchRecord& r) override { records.push_back(r); }
+  void on_launch_end(const LaunchRecord& r) override {
+    std::lock_guard lock(mu);
+    records.push_back(r);
+  }
 
   // The launches whose kernel name starts with `prefix` (all of them by default), in order.
   std::vector<LaunchInfo> launches(std::string_view prefix = "") const {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/data_parallel.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
@@ -45,6 +46,11 @@ struct TrainOptions {
   bool quiet = false;  // no per-step progress lines
   // Profiling (docs/profiling.md): Chrome trace and HTML report of the steps in profile_steps.
   std::string trace, report, profile_steps;
+  // Data parallelism under mpirun (comm/, train/distributed.h): --batch is the global batch.
+  double comm_bucket_mb = 25;   // gradient bucket size
+  int64_t grad_accum = 1;       // micro-steps per optimizer step; gradients reduced on the last
+  double comm_timeout_s = 300;  // longest wait for a collective (a dead rank) before failing
+  std::string comm_backend = "auto";  // or local | mpi | nccl (comm/communicator.h)
 };
 
 struct StepResult {
@@ -67,6 +73,8 @@ class Trainer {
   int64_t step() const { return step_; }
   const GPT& model() const { return *model_; }
   const Dataset& data() const { return data_; }
+  comm::Communicator& communicator() const { return *comm_; }
+  const comm::DataParallel* data_parallel() const { return ddp_.get(); }
   std::string save_checkpoint_now() const;
 
  private:
@@ -85,6 +93,8 @@ class Trainer {
   std::ofstream metrics_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment
+  std::unique_ptr<comm::Communicator> comm_;  // `local` unless started by mpirun
+  std::unique_ptr<comm::DataParallel> ddp_;   // with every backend but local
 };
 
 }  // namespace glass::train

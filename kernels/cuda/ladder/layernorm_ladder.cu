@@ -20,7 +20,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-using ladder::Sum;
 
 constexpr double kFlopsPerElement = 8;  // 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
 

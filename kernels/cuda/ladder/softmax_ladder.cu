@@ -21,8 +21,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-using ladder::Max;
-using ladder::Sum;
 
 constexpr double kFlopsPerElement = 5;  // max, subtract, exp, add, scale
 

@@ -1,0 +1,94 @@
+// Communicator: the collectives data parallelism needs (all-reduce with sum or average,
+// broadcast, barrier) over the processes of one job, one process per device.
+//
+// Backends: `local` (a world of one: nothing moves), `mpi` (host memory, used by `cpu`), `nccl`
+// (device memory, used by `cuda` with NVIDIA's NCCL and by `emu` with the emulated NCCL of
+// engine/emu/nccl). make_communicator() picks one from the device and from how the process was
+// started (mpirun or not).
+//
+// Every collective runs on the communicator's own side stream, in the order it was called (the
+// same order on every rank, as MPI and NCCL require), and is a glass::launch with phase `comm`
+// ("mpi_all_reduce", "nccl_broadcast", ...) so traces draw it on that stream's lane. Waiting for
+// them is bounded: synchronize() gives up after CommOptions::timeout_s, aborts the communicator
+// and throws glass::Error saying which collective never finished (a rank died or hangs).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace glass::comm {
+
+enum class ReduceOp { sum, avg };
+
+struct CommOptions {
+  double timeout_s = 300;  // longest wait for a collective before giving up
+  // "auto" (below), or one forced: "local" (every process alone, even under mpirun), "mpi",
+  // "nccl" (these two work in a world of one too: a GPU check of NCCL with one process).
+  std::string backend = "auto";
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // among the ranks on this host
+  Device device() const { return device_; }
+  virtual const char* backend() const = 0;  // "local", "mpi", "nccl"
+  Stream& stream() { return *stream_; }
+
+  // In place on a contiguous f32, f64 or i32 tensor on this communicator's device. They return
+  // at once; the work runs on stream(). The tensor must not change until synchronize().
+  void all_reduce(const Tensor& t, ReduceOp op);
+  void broadcast(const Tensor& t, int root);
+  // Waits for every collective called so far, at most the time-out; rethrows their errors.
+  void synchronize();
+  // Every rank has reached it (a broadcast of one value, synchronized).
+  void barrier();
+
+ protected:
+  Communicator(Device device, int rank, int size, int local_rank, const CommOptions& options);
+  // Run on stream()'s worker (host devices) or issue onto stream().native() (cuda).
+  virtual void run_all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
+  virtual void run_broadcast(void* data, int64_t count, DType dtype, int root) = 0;
+  // Makes a collective stuck in run_* return (with an error); called after a time-out.
+  virtual void abort() {}
+  // Runs `setup` on stream() as a launch named `what` (a string literal) and waits for it like a
+  // collective: the NCCL and MPI bootstrap.
+  void run_setup(const char* what, std::function<void()> setup);
+  // Lets the queued collectives finish (errors dropped): the first thing a backend's destructor
+  // does, before it frees what they use.
+  void drain() noexcept;
+
+ private:
+  void check_tensor(const Tensor& t, const char* what) const;
+  // Queues `work` on stream() as a launch named `kernel` in the caller's op and node, phase
+  // comm; `t` (may be undefined) is the tensor it works on, kept alive until it has run.
+  void enqueue(const char* kernel, const Tensor& t, double bytes, double flops,
+               std::function<void()> work);
+  void wait_for_stream(const std::string& what);
+
+  Device device_;
+  int rank_, size_, local_rank_;
+  CommOptions options_;
+  std::unique_ptr<Stream> stream_;
+  std::string last_;    // the last collective called, for the time-out message
+  bool stuck_ = false;  // a time-out left the stream's worker inside MPI
+};
+
+// The backend for `device` in this process. With backend "auto": `local` unless started by mpirun
+// with more than one rank; then `mpi` for cpu and `nccl` for emu (and cuda). Throws glass::Error
+// when the build has no such backend for the device.
+std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions& options = {});
+
+// After an error on one rank: ends the whole job (MPI_Abort) when it has more than one rank, so
+// the others do not wait for this one until their time-out. Does nothing in a world of one.
+void abort_job(int exit_code);
+
+}  // namespace glass::comm
