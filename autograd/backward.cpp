@@ -12,7 +12,15 @@
 
 namespace glass {
 
+thread_local BackwardNow backward_now;
+
 namespace {
+
+// RAII: sets backward_now for one node's backward function, and clears it however that ends.
+struct RunningNode {
+  RunningNode(const Node* n, const Tensor& g) { backward_now = {n, &g}; }
+  ~RunningNode() { backward_now = {}; }
+};
 
 // a + b into a fresh tensor: gradients are never summed in place, because a backward function
 // may hand the same tensor to several inputs.
@@ -110,7 +118,10 @@ void backward(const Tensor& root, const Tensor& grad) {
     std::vector<Tensor> input_grads;
     if (g.defined()) {
       for (auto& hook : n->pre_hooks) hook(*n, g);
-      input_grads = n->backward(*n, g);
+      {
+        RunningNode running(n, g);
+        input_grads = n->backward(*n, g);
+      }
       GLASS_CHECK(input_grads.size() == n->inputs.size(),
                   "backward of #{} {}: returned {} gradients for {} inputs", n->id, n->op,
                   input_grads.size(), n->inputs.size());

@@ -13,13 +13,15 @@
 #endif
 
 namespace {
-std::atomic<uint64_t> g_break_hits{0};
+uint64_t g_break_hits = 0;  // atomic through the builtins below
 }
 
-// noinline and the counter keep the call and the symbol, so that the breakpoint has a place.
+// noinline, the counter and the asm keep the call, the symbol and `info`, so that a breakpoint
+// has a place and the debugger sees the argument. The counter is a compiler builtin rather than a
+// std::atomic member so that the breakpoint's first line is this file's, not <atomic>'s.
 extern "C" __attribute__((noinline)) void glass_break_here(const glass::LaunchInfo* info) {
-  g_break_hits.fetch_add(1, std::memory_order_relaxed);
-  asm volatile("" : : "r"(info) : "memory");  // info stays live for the debugger
+  __atomic_add_fetch(&g_break_hits, 1, __ATOMIC_RELAXED);
+  asm volatile("" : : "r"(info) : "memory");
 }
 
 namespace glass {
@@ -131,7 +133,7 @@ void set_debug_settings(const DebugSettings& s) {
   detail::debug_switches_off = !(bits & detail::kDebugAny);
 }
 
-uint64_t break_hits() { return g_break_hits.load(std::memory_order_relaxed); }
+uint64_t break_hits() { return __atomic_load_n(&g_break_hits, __ATOMIC_RELAXED); }
 
 namespace detail {
 
