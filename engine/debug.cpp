@@ -62,21 +62,20 @@ Store& store() {
   return s;
 }
 
-uint8_t bits_of(const DebugSettings& s) {
-  return detail::kDebugLoaded | (s.any() ? detail::kDebugAny : 0) |
-         (s.check_nan ? detail::kDebugCheckNan : 0);
+// Makes `s` the settings in force and publishes its switches to the lock-free flags. Called with
+// the store's mutex held.
+void install(Store& st, const DebugSettings& s) {
+  st.current = std::make_shared<const DebugSettings>(s);
+  detail::debug_bits = detail::kDebugLoaded | (s.any() ? detail::kDebugAny : 0) |
+                       (s.check_nan ? detail::kDebugCheckNan : 0);
+  detail::debug_switches_off = !s.any();
 }
 
 // The settings in force; reads the environment on first use.
 std::shared_ptr<const DebugSettings> current_settings() {
   Store& st = store();
   std::lock_guard lock(st.mutex);
-  if (!st.current) {
-    st.current = std::make_shared<const DebugSettings>(DebugSettings::from_environment());
-    const uint8_t bits = bits_of(*st.current);
-    detail::debug_bits = bits;
-    detail::debug_switches_off = !(bits & detail::kDebugAny);
-  }
+  if (!st.current) install(st, DebugSettings::from_environment());
   return st.current;
 }
 
@@ -99,7 +98,7 @@ void synchronize(const LaunchInfo& info) {
 #endif
 }
 
-// "kernel 'layernorm_backward' (op layernorm, node #12, backward, created at ...)"
+// "kernel 'layernorm_backward' on cpu (op layernorm, node #12, backward, created at ...)"
 std::string launch_context(const LaunchInfo& info) {
   std::string s = fmt::format("kernel '{}' on {} (op {}, ", info.kernel, info.device.str(),
                               *info.op ? info.op : "-");
@@ -127,10 +126,7 @@ void set_debug_settings(const DebugSettings& s) {
     GLASS_CHECK(!name.empty(), "set_debug_settings: an empty name in break_on");
   Store& st = store();
   std::lock_guard lock(st.mutex);
-  st.current = std::make_shared<const DebugSettings>(s);
-  const uint8_t bits = bits_of(s);
-  detail::debug_bits = bits;
-  detail::debug_switches_off = !(bits & detail::kDebugAny);
+  install(st, s);
 }
 
 uint64_t break_hits() { return __atomic_load_n(&g_break_hits, __ATOMIC_RELAXED); }
