@@ -2,13 +2,15 @@
 // side by side. The probabilities [B, H, T, T] are saved for backward (no recomputation).
 #include <cmath>
 
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
 
 namespace glass {
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "causal_attention: q {} must be [B, H, T, D], D > 0",
               q.describe());
   for (const Tensor* t : {&k, &v})

@@ -3,14 +3,24 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "autograd/anomaly.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "engine/debug.h"
 #include "engine/launch.h"
 #include "kernels/backend.h"
 
 namespace glass {
 
+thread_local BackwardNow backward_now;
+
 namespace {
+
+// RAII: sets backward_now for one node's backward function, and clears it however that ends.
+struct RunningNode {
+  RunningNode(const Node* n, const Tensor& g) { backward_now = {n, &g}; }
+  ~RunningNode() { backward_now = {}; }
+};
 
 // a + b into a fresh tensor: gradients are never summed in place, because a backward function
 // may hand the same tensor to several inputs.
@@ -26,6 +36,13 @@ void check_grad(const Node& n, size_t i, const Tensor& g) {
   GLASS_CHECK(g.shape() == e.shape && g.dtype() == e.dtype,
               "backward of #{} {}: gradient for input {} is {} but the input was {}{}", n.id, n.op,
               i, g.describe(), dtype_name(e.dtype), shape_str(e.shape));
+}
+
+// Anomaly mode: the gradients a node returned, each checked for NaN/Inf.
+void check_gradients(const Node& n, const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); ++i)
+    check_finite(grads[i], "backward of " + node_label(n.id, n.op, n.created_at),
+                 fmt::format("the gradient for input {}", i));
 }
 
 }  // namespace
@@ -97,14 +114,18 @@ void backward(const Tensor& root, const Tensor& grad) {
     Tensor g = std::move(grads[n]);
     grads.erase(n);
     // Everything launched for this node, its gradient sums included, carries its id.
-    LaunchScope scope(n->op, n->id, Phase::backward);
+    LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
     std::vector<Tensor> input_grads;
     if (g.defined()) {
       for (auto& hook : n->pre_hooks) hook(*n, g);
-      input_grads = n->backward(*n, g);
+      {
+        RunningNode running(n, g);
+        input_grads = n->backward(*n, g);
+      }
       GLASS_CHECK(input_grads.size() == n->inputs.size(),
                   "backward of #{} {}: returned {} gradients for {} inputs", n->id, n->op,
                   input_grads.size(), n->inputs.size());
+      if (check_nan_enabled()) check_gradients(*n, input_grads);
       for (auto& hook : n->post_hooks) hook(*n, input_grads);
     }
     // Saved tensors and captured state go as soon as the node has run.

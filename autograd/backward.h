@@ -15,6 +15,19 @@
 
 namespace glass {
 
+struct Node;
+
+// The node backward() is running on this thread and the gradient flowing into it (both null
+// outside a node's backward function). For debuggers: stopped anywhere inside a backward kernel,
+// `print *glass::backward_now.node` shows the op, node id, saved tensors and creation site, and
+// `print *glass::backward_now.grad_out` the incoming gradient, whatever the optimiser did to the
+// local variables on the way down (docs/debugging.md).
+struct BackwardNow {
+  const Node* node = nullptr;
+  const Tensor* grad_out = nullptr;
+};
+extern thread_local BackwardNow backward_now;
+
 // `grad` defaults to ones for a one-element root. Throws if root does not require grad or the graph
 // was already run backward.
 void backward(const Tensor& root, const Tensor& grad = Tensor());

@@ -5,6 +5,7 @@
 // binary kernel reads them in place. Backward forms each input's gradient at the broadcast shape
 // and sums it back to the input's shape (sum_to). Kernels that need contiguous input get it from
 // contiguous(), which records itself (and its copy) on the tape when it has to copy.
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
@@ -69,21 +70,24 @@ Tensor affine_op(const char* op, const Tensor& x, double mul, double add) {
 }  // namespace
 
 // d(a + b) = (dy, dy)
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a, const Tensor& b, CallSite site) {
+  CallSiteScope at(site);
   return broadcast_binary(BinaryOp::add, a, b, false, [](Node&, const Tensor& dy) {
     return std::vector<Tensor>{dy, dy};
   });
 }
 
 // d(a - b) = (dy, -dy)
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a, const Tensor& b, CallSite site) {
+  CallSiteScope at(site);
   return broadcast_binary(BinaryOp::sub, a, b, false, [](Node& n, const Tensor& dy) {
     return std::vector<Tensor>{dy, n.needs_input_grad(1) ? neg(dy) : Tensor()};
   });
 }
 
 // d(a * b) = (dy * b, dy * a)
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a, const Tensor& b, CallSite site) {
+  CallSiteScope at(site);
   return broadcast_binary(BinaryOp::mul, a, b, true, [](Node& n, const Tensor& dy) {
     const Tensor &a = n.saved[0], &b = n.saved[1];
     return std::vector<Tensor>{n.needs_input_grad(0) ? mul(dy, b) : Tensor(),
@@ -92,7 +96,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 // d(a / b) = (dy / b, -(dy / b) * a / b)
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a, const Tensor& b, CallSite site) {
+  CallSiteScope at(site);
   return broadcast_binary(BinaryOp::div, a, b, true, [](Node& n, const Tensor& dy) {
     const Tensor &a = n.saved[0], &b = n.saved[1];
     const Tensor dy_over_b = div(dy, b);
@@ -101,12 +106,22 @@ Tensor div(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor add(const Tensor& a, double s) { return affine_op("add_scalar", a, 1, s); }
-Tensor mul(const Tensor& a, double s) { return affine_op("mul_scalar", a, s, 0); }
-Tensor neg(const Tensor& a) { return affine_op("neg", a, -1, 0); }
+Tensor add(const Tensor& a, double s, CallSite site) {
+  CallSiteScope at(site);
+  return affine_op("add_scalar", a, 1, s);
+}
+Tensor mul(const Tensor& a, double s, CallSite site) {
+  CallSiteScope at(site);
+  return affine_op("mul_scalar", a, s, 0);
+}
+Tensor neg(const Tensor& a, CallSite site) {
+  CallSiteScope at(site);
+  return affine_op("neg", a, -1, 0);
+}
 
 // y = x^p; dx = dy * p x^(p-1)
-Tensor pow(const Tensor& a, double p) {
+Tensor pow(const Tensor& a, double p, CallSite site) {
+  CallSiteScope at(site);
   check_floating("pow", a);
   const Tensor x = contiguous(a);
   OpScope scope("pow", {x});
@@ -123,7 +138,8 @@ Tensor pow(const Tensor& a, double p) {
   });
 }
 
-Tensor gelu(const Tensor& a) {
+Tensor gelu(const Tensor& a, CallSite site) {
+  CallSiteScope at(site);
   check_floating("gelu", a);
   const Tensor x = contiguous(a);
   OpScope scope("gelu", {x});
@@ -138,7 +154,8 @@ Tensor gelu(const Tensor& a) {
 
 // y = x * mask / (1 - p), mask from Philox words [offset, offset + numel) of `gen`; backward
 // regenerates the same mask from (seed, offset).
-Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
+Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSite site) {
+  CallSiteScope at(site);
   check_floating("dropout", a);
   GLASS_CHECK(p >= 0 && p <= 1, "dropout: probability {} is outside [0, 1] for {}", p,
               a.describe());

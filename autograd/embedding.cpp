@@ -1,13 +1,15 @@
 // Differentiable embedding lookup: out[..., :] = table[ids[...], :]. Forward gathers rows;
 // backward scatter-adds dy rows into a fresh table gradient (deterministically, see the kernel).
 // Token ids carry no gradient.
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
 
 namespace glass {
 
-Tensor embedding(const Tensor& ids_in, const Tensor& table_in) {
+Tensor embedding(const Tensor& ids_in, const Tensor& table_in, CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(ids_in.dtype() == DType::i32, "embedding: ids {} must be i32", ids_in.describe());
   GLASS_CHECK(table_in.dim() == 2 && is_floating(table_in.dtype()),
               "embedding: table {} must be a floating [V, C] matrix", table_in.describe());

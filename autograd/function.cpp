@@ -1,5 +1,9 @@
 #include "autograd/function.h"
 
+#include "autograd/anomaly.h"
+#include "autograd/creation_site.h"
+#include "engine/debug.h"
+
 namespace glass {
 
 OpScope::OpScope(const char* op, std::initializer_list<Tensor> inputs) : op_(op), inputs_(inputs) {
@@ -20,15 +24,21 @@ void OpScope::init(const char* op) {
   const Phase outer = current_launch_context().phase;
   if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
   id_ = Tape::current().next_id();
-  scope_.emplace(op, id_, Phase::forward);
+  created_at_ = current_creation_site();
+  scope_.emplace(op, id_, Phase::forward, created_at_.c_str());
 }
 
 Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward) {
+  // Only a forward op of its own is checked: an op inside a backward function is part of that
+  // node, whose gradients backward() checks.
+  if (scope_ && check_nan_enabled())
+    check_finite(out, node_label(id_, op_, created_at_) + " in forward", "its output");
   if (!needs_grad_) return out;
   if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
   auto node = std::make_shared<Node>();
   node->id = id_;
   node->op = op_;
+  node->created_at = created_at_;
   node->out_shape = out.shape();
   node->saved = std::move(saved);
   node->backward = std::move(backward);

@@ -13,10 +13,13 @@
 //
 // finish() creates a Node only when grad mode is on and some input requires grad; otherwise the
 // saved tensors and backward function are dropped at once and the output is a plain tensor.
+// The scope notes where forward created the node (autograd/creation_site.h) and, in anomaly mode
+// (GLASS_CHECK_NAN=1), finish() checks the output for NaN/Inf.
 #pragma once
 
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autograd/node.h"
@@ -42,6 +45,7 @@ class OpScope {
   std::vector<Tensor> inputs_;
   bool needs_grad_ = false;
   int64_t id_ = -1;
+  std::string created_at_;  // the launch scope points at it
   std::optional<LaunchScope> scope_;
 };
 

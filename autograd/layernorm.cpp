@@ -2,13 +2,16 @@
 //
 // y = (x - mean) * rstd * weight + bias, with mean and rstd = 1/sqrt(var + eps) per row; the
 // kernels save mean and rstd so that backward does not recompute them.
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
 
 namespace glass {
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(x.dim() >= 1 && x.size(-1) > 0, "layer_norm: x {} must be [..., C] with C > 0",
               x.describe());
   const int64_t C = x.size(-1);

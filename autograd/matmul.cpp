@@ -8,6 +8,7 @@
 // the rows: [B, T, k] @ [k, n] is one [B*T, k] @ [k, n] GEMM.
 #include <optional>
 
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
@@ -102,7 +103,8 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
+  CallSiteScope at(site);
   check_operands("matmul", a, b);
   GLASS_CHECK(a.dim() >= 2 && b.dim() >= 2 && a.size(-1) == b.size(-2),
               "matmul: {} @ {}: expects [..., m, k] @ [..., k, n]", a.describe(), b.describe());
@@ -127,7 +129,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite site) {
+  CallSiteScope at(site);
   check_operands("linear", x, w);
   const int64_t in = w.dim() == 2 ? w.size(1) : -1, out = w.dim() == 2 ? w.size(0) : -1;
   GLASS_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == in,

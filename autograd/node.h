@@ -38,7 +38,7 @@ struct Node {
   std::vector<Tensor> saved;  // released as soon as the node has run
   BackwardFn backward;
   Shape out_shape;
-  std::string created_at;  // forward call site, when recorded (see autograd/function.h)
+  std::string created_at;  // forward call site and module (autograd/creation_site.h)
   std::vector<NodePreHook> pre_hooks;
   std::vector<NodePostHook> post_hooks;
 

@@ -11,11 +11,14 @@
 //   attention.cpp    causal_attention
 //   embedding.cpp    embedding
 // Errors name the op and the offending tensors' dtype, shape and device.
+// Every op that records a node takes a defaulted last parameter `site`: where it was called from,
+// shown as the node's creation site (autograd/creation_site.h). Leave it to its default.
 #pragma once
 
 #include <vector>
 
 #include "autograd/backward.h"
+#include "autograd/creation_site.h"
 #include "autograd/node.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
@@ -48,70 +51,88 @@ Tensor cast(const Tensor& t, DType dtype);
 Tensor to_device(const Tensor& t, Device device);
 
 // --- views: share storage, never copy (except contiguous/reshape/concat, which say so) ---
-Tensor view(const Tensor& x, Shape shape);     // one dim may be -1; x's strides must allow it
-Tensor reshape(const Tensor& x, Shape shape);  // a view when possible, else a contiguous copy
-Tensor transpose(const Tensor& x, int d0, int d1);
-Tensor permute(const Tensor& x, const std::vector<int>& dims);
-Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);  // [start, end)
-std::vector<Tensor> split(const Tensor& x, int64_t size, int dim);   // chunks of `size`
-Tensor concat(const std::vector<Tensor>& xs, int dim);               // a copy
-Tensor contiguous(const Tensor& x);  // x itself if contiguous, else a visible copy launch
-Tensor expand(const Tensor& x, const Shape& shape);  // broadcast view (stride 0); grad sums back
+// One dim may be -1; x's strides must allow it.
+Tensor view(const Tensor& x, Shape shape, CallSite site = CallSite::current());
+// A view when possible, else a contiguous copy.
+Tensor reshape(const Tensor& x, Shape shape, CallSite site = CallSite::current());
+Tensor transpose(const Tensor& x, int d0, int d1, CallSite site = CallSite::current());
+Tensor permute(const Tensor& x, const std::vector<int>& dims, CallSite site = CallSite::current());
+// [start, end).
+Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end,
+             CallSite site = CallSite::current());
+// Chunks of `size`.
+std::vector<Tensor> split(const Tensor& x, int64_t size, int dim,
+                          CallSite site = CallSite::current());
+// A copy.
+Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site = CallSite::current());
+// x itself when it is contiguous, else a visible copy launch.
+Tensor contiguous(const Tensor& x, CallSite site = CallSite::current());
+// A broadcast view (stride 0); the gradient sums back.
+Tensor expand(const Tensor& x, const Shape& shape, CallSite site = CallSite::current());
 // The shape two shapes broadcast to (NumPy rules), or an error naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Sums g down to `shape` (the inverse of broadcasting); used by backward functions.
-Tensor sum_to(const Tensor& g, const Shape& shape);
+Tensor sum_to(const Tensor& g, const Shape& shape, CallSite site = CallSite::current());
 
 // --- elementwise ---
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double s);
-Tensor mul(const Tensor& a, double s);
-Tensor neg(const Tensor& a);
-Tensor pow(const Tensor& a, double p);
-Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
+Tensor add(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor sub(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor mul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor div(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor add(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor mul(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor neg(const Tensor& a, CallSite site = CallSite::current());
+Tensor pow(const Tensor& a, double p, CallSite site = CallSite::current());
+// Tanh approximation, as GPT-2.
+Tensor gelu(const Tensor& x, CallSite site = CallSite::current());
 // Inverted dropout with probability p from `gen`; identity when !training or p == 0.
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator(),
+               CallSite site = CallSite::current());
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
-inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
-inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
-inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
-inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(SitedTensor a, const Tensor& b) { return add(a.tensor, b, a.site); }
+inline Tensor operator-(SitedTensor a, const Tensor& b) { return sub(a.tensor, b, a.site); }
+inline Tensor operator*(SitedTensor a, const Tensor& b) { return mul(a.tensor, b, a.site); }
+inline Tensor operator/(SitedTensor a, const Tensor& b) { return div(a.tensor, b, a.site); }
+inline Tensor operator+(SitedTensor a, double s) { return add(a.tensor, s, a.site); }
+inline Tensor operator-(SitedTensor a, double s) { return add(a.tensor, -s, a.site); }
+inline Tensor operator*(SitedTensor a, double s) { return mul(a.tensor, s, a.site); }
+inline Tensor operator/(SitedTensor a, double s) { return mul(a.tensor, 1.0 / s, a.site); }
+inline Tensor operator*(double s, SitedTensor a) { return mul(a.tensor, s, a.site); }
+inline Tensor operator-(SitedTensor a) { return neg(a.tensor, a.site); }
 
 // --- reductions ---
-Tensor sum(const Tensor& x);  // all elements -> shape []
-Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
-Tensor mean(const Tensor& x);
-Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim = false);
+// All elements -> shape [].
+Tensor sum(const Tensor& x, CallSite site = CallSite::current());
+Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim = false,
+           CallSite site = CallSite::current());
+Tensor mean(const Tensor& x, CallSite site = CallSite::current());
+Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim = false,
+            CallSite site = CallSite::current());
 
 // --- matrix multiply ---
 // a [..., m, k] @ b [..., k, n]: batch dims broadcast; 1-D operands are not accepted. Transposed
 // views are passed to the GEMM as op flags, never copied.
-Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
 // x [..., in] @ w[out, in]^T + b[out] (b may be undefined).
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
+              CallSite site = CallSite::current());
 
 // --- softmax family (last dimension) ---
-Tensor softmax(const Tensor& x);
-Tensor log_softmax(const Tensor& x);
+Tensor softmax(const Tensor& x, CallSite site = CallSite::current());
+Tensor log_softmax(const Tensor& x, CallSite site = CallSite::current());
 // Mean over the positions whose target != ignore_index. logits [..., V], targets i32 [...].
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     CallSite site = CallSite::current());
 
 // --- normalisation ---
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
+                  CallSite site = CallSite::current());
 
 // --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                        CallSite site = CallSite::current());
 
 // --- embedding: ids i32 [...] into table [V, C] -> [..., C] ---
-Tensor embedding(const Tensor& ids, const Tensor& table);
+Tensor embedding(const Tensor& ids, const Tensor& table, CallSite site = CallSite::current());
 
 }  // namespace glass

@@ -6,6 +6,7 @@
 // dimensions (a stride-0 view, materialised by one copy) and scales it by 1/count for mean.
 #include <algorithm>
 
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
@@ -91,12 +92,20 @@ Tensor reduce(const char* op, const Tensor& x_in, const std::vector<int>& dims, 
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return reduce("sum", x, {}, false, false); }
-Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim) {
+Tensor sum(const Tensor& x, CallSite site) {
+  CallSiteScope at(site);
+  return reduce("sum", x, {}, false, false);
+}
+Tensor sum(const Tensor& x, const std::vector<int>& dims, bool keepdim, CallSite site) {
+  CallSiteScope at(site);
   return reduce("sum", x, dims, keepdim, false);
 }
-Tensor mean(const Tensor& x) { return reduce("mean", x, {}, false, true); }
-Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim) {
+Tensor mean(const Tensor& x, CallSite site) {
+  CallSiteScope at(site);
+  return reduce("mean", x, {}, false, true);
+}
+Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim, CallSite site) {
+  CallSiteScope at(site);
   return reduce("mean", x, dims, keepdim, true);
 }
 

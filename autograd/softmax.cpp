@@ -3,6 +3,7 @@
 //
 // Inputs are made contiguous first (a visible copy only when they are not, recorded as its own
 // node), and the kernels see them as [rows, last dimension].
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
@@ -32,12 +33,14 @@ Tensor rowwise_op(const char* name, const Tensor& x, RowKernel kernels::Backend:
 
 }  // namespace
 
-Tensor softmax(const Tensor& x) {
+Tensor softmax(const Tensor& x, CallSite site) {
+  CallSiteScope at(site);
   return rowwise_op("softmax", x, &kernels::Backend::softmax_forward,
                     &kernels::Backend::softmax_backward);
 }
 
-Tensor log_softmax(const Tensor& x) {
+Tensor log_softmax(const Tensor& x, CallSite site) {
+  CallSiteScope at(site);
   return rowwise_op("log_softmax", x, &kernels::Backend::log_softmax_forward,
                     &kernels::Backend::log_softmax_backward);
 }
@@ -45,7 +48,9 @@ Tensor log_softmax(const Tensor& x) {
 // loss = sum over rows of (logsumexp(logits[r]) - logits[r, t_r]) / valid, where valid counts the
 // rows whose target is not ignore_index. With every target ignored the loss is 0/0 = NaN, as in
 // PyTorch, and the gradient is 0. dlogits[r] = (softmax(logits[r]) - onehot(t_r)) * dloss / valid.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(targets.dtype() == DType::i32, "cross_entropy: targets {} must be i32 (class ids)",
               targets.describe());
   GLASS_CHECK(logits.dim() >= 1 && logits.size(-1) > 0,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
@@ -96,7 +97,8 @@ Tensor permuted(const char* op, const Tensor& x, const std::vector<int>& dims) {
 
 }  // namespace
 
-Tensor view(const Tensor& x, Shape shape) {
+Tensor view(const Tensor& x, Shape shape, CallSite site) {
+  CallSiteScope at(site);
   shape = infer_shape("view", x, std::move(shape));
   const std::optional<Shape> strides = view_strides(x, shape);
   GLASS_CHECK(strides.has_value(),
@@ -109,24 +111,28 @@ Tensor view(const Tensor& x, Shape shape) {
                    });
 }
 
-Tensor reshape(const Tensor& x, Shape shape) {
+Tensor reshape(const Tensor& x, Shape shape, CallSite site) {
+  CallSiteScope at(site);
   shape = infer_shape("reshape", x, std::move(shape));
   // A view when the strides allow it, otherwise a view of a contiguous copy.
   return view_strides(x, shape) ? view(x, shape) : view(contiguous(x), shape);
 }
 
-Tensor transpose(const Tensor& x, int d0, int d1) {
+Tensor transpose(const Tensor& x, int d0, int d1, CallSite site) {
+  CallSiteScope at(site);
   std::vector<int> dims(x.dim());
   for (int i = 0; i < x.dim(); ++i) dims[i] = i;
   std::swap(dims[x.wrap_dim(d0)], dims[x.wrap_dim(d1)]);
   return permuted("transpose", x, dims);
 }
 
-Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+Tensor permute(const Tensor& x, const std::vector<int>& dims, CallSite site) {
+  CallSiteScope at(site);
   return permuted("permute", x, dims);
 }
 
-Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
+Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end, CallSite site) {
+  CallSiteScope at(site);
   const int d = x.wrap_dim(dim);
   const int64_t n = x.size(d);
   // Negative bounds count from the end, as in Python.
@@ -147,7 +153,8 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
                    });
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t size, int dim) {
+std::vector<Tensor> split(const Tensor& x, int64_t size, int dim, CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(size > 0, "split: chunk size {} must be positive for {}", size, x.describe());
   const int64_t n = x.size(dim);
   std::vector<Tensor> parts;
@@ -156,7 +163,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int dim) {
   return parts;
 }
 
-Tensor concat(const std::vector<Tensor>& xs, int dim) {
+Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site) {
+  CallSiteScope at(site);
   GLASS_CHECK(!xs.empty(), "concat: no tensors given");
   const Tensor& first = xs[0];
   const int d = first.wrap_dim(dim);
@@ -189,7 +197,8 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   });
 }
 
-Tensor contiguous(const Tensor& x) {
+Tensor contiguous(const Tensor& x, CallSite site) {
+  CallSiteScope at(site);
   if (x.is_contiguous()) return x;
   OpScope scope("contiguous", {x});
   Tensor out = empty_like(x);
@@ -197,7 +206,8 @@ Tensor contiguous(const Tensor& x) {
   return scope.finish(out, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
 }
 
-Tensor expand(const Tensor& x, const Shape& shape) {
+Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {
+  CallSiteScope at(site);
   const int lead = static_cast<int>(shape.size()) - x.dim();
   GLASS_CHECK(lead >= 0, "expand: shape {} has fewer dimensions than {}", shape_str(shape),
               x.describe());
@@ -237,7 +247,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-Tensor sum_to(const Tensor& g, const Shape& shape) {
+Tensor sum_to(const Tensor& g, const Shape& shape, CallSite site) {
+  CallSiteScope at(site);
   if (g.shape() == shape) return g;
   const int lead = g.dim() - static_cast<int>(shape.size());
   GLASS_CHECK(lead >= 0, "sum_to: {} cannot be summed to {}", g.describe(), shape_str(shape));

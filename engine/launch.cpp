@@ -49,7 +49,7 @@ void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
   rec.info = info;
   rec.seq = launch_seq.fetch_add(1, std::memory_order_relaxed);
   rec.start_us = now_us();
-  kernel();
+  run_debugged(info, kernel);
   rec.end_us = now_us();
   for (auto* o : obs) o->on_launch_end(rec);
 }

@@ -59,14 +59,16 @@ struct LaunchContext {
   const char* op = "";
   int64_t node_id = -1;
   Phase phase = Phase::other;
+  const char* created_at = "";  // where forward created the node (autograd), while the scope lives
 };
 LaunchContext& current_launch_context();
 
 // RAII: sets the launch context for the enclosed code and restores the previous one.
 class LaunchScope {
  public:
-  LaunchScope(const char* op, int64_t node_id, Phase phase) : saved_(current_launch_context()) {
-    current_launch_context() = {op, node_id, phase};
+  LaunchScope(const char* op, int64_t node_id, Phase phase, const char* created_at = "")
+      : saved_(current_launch_context()) {
+    current_launch_context() = {op, node_id, phase, created_at};
   }
   ~LaunchScope() { current_launch_context() = saved_; }
   LaunchScope(const LaunchScope&) = delete;
@@ -78,7 +80,10 @@ class LaunchScope {
 
 namespace detail {
 extern std::atomic<int> observer_count;
+// engine/debug.h: false until the GLASS_* debug variables are read, and while any switch is on.
+extern std::atomic<bool> debug_switches_off;
 void run_observed(LaunchInfo& info, const std::function<void()>& kernel);
+void run_debugged(const LaunchInfo& info, const std::function<void()>& kernel);  // engine/debug.cpp
 }  // namespace detail
 
 template <class Kernel>
@@ -87,7 +92,8 @@ void launch(LaunchInfo info, Kernel&& kernel) {
   info.op = ctx.op;
   info.node_id = ctx.node_id;
   info.phase = ctx.phase;
-  if (detail::observer_count.load(std::memory_order_relaxed) == 0) {
+  if (detail::observer_count.load(std::memory_order_relaxed) == 0 &&
+      detail::debug_switches_off.load(std::memory_order_relaxed)) {
     kernel();  // fast path: nobody is watching, so no clock and no allocation
     return;
   }

@@ -65,6 +65,7 @@ void GPT::init(Generator& gen) {
 }
 
 Tensor GPT::forward(const Tensor& ids) const {
+  ModulePathScope in(path());
   GLASS_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.dim() == 2,
               "GPT::forward: token ids must be i32 [B, T], got {}", ids.describe());
   const int64_t T = ids.size(1);

@@ -80,6 +80,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, double 
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
+  ModulePathScope in(path());
   GLASS_CHECK(x.dim() == 3 && x.size(2) == n_embd,
               "CausalSelfAttention: input {} is not [B, T, {}]", x.describe(), n_embd);
   const int64_t B = x.size(0), T = x.size(1), H = n_head, D = n_embd / n_head;
@@ -103,6 +104,7 @@ MLP::MLP(int64_t n_embd, double dropout, Generator& gen)
 }
 
 Tensor MLP::forward(const Tensor& x) const {
+  ModulePathScope in(path());
   return drop.forward(c_proj.forward(gelu(c_fc.forward(x))));
 }
 
@@ -115,6 +117,7 @@ Block::Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen)
 }
 
 Tensor Block::forward(const Tensor& x) const {
+  ModulePathScope in(path());
   Tensor h = x + attn.forward(ln_1.forward(x));
   return h + mlp.forward(ln_2.forward(h));
 }

@@ -16,7 +16,10 @@ namespace glass {
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
-  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor forward(const Tensor& x) const {
+    ModulePathScope in(path());
+    return linear(x, weight, bias);
+  }
   // weight ~ N(0, std^2), bias = 0.
   void reset(Generator& gen, double std);
 
@@ -27,7 +30,10 @@ class Linear : public Module {
 class Embedding : public Module {
  public:
   Embedding(int64_t num, int64_t dim);
-  Tensor forward(const Tensor& ids) const { return embedding(ids, weight); }
+  Tensor forward(const Tensor& ids) const {
+    ModulePathScope in(path());
+    return embedding(ids, weight);
+  }
   void reset(Generator& gen, double std);  // weight ~ N(0, std^2)
 
   Tensor weight;
@@ -37,7 +43,10 @@ class Embedding : public Module {
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
-  Tensor forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+  Tensor forward(const Tensor& x) const {
+    ModulePathScope in(path());
+    return layer_norm(x, weight, bias, eps);
+  }
   void reset();  // weight = 1, bias = 0
 
   Tensor weight, bias;
@@ -48,7 +57,10 @@ class LayerNorm : public Module {
 class Dropout : public Module {
  public:
   Dropout(double p, Generator& gen) : p(p), gen_(&gen) {}
-  Tensor forward(const Tensor& x) const { return dropout(x, p, is_training(), *gen_); }
+  Tensor forward(const Tensor& x) const {
+    ModulePathScope in(path());
+    return dropout(x, p, is_training(), *gen_);
+  }
   Generator& generator() const { return *gen_; }
 
   double p;

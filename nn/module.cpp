@@ -39,6 +39,7 @@ void Module::add_child(const std::string& name, Module& child) {
 }
 
 void Module::name_parameters(const std::string& prefix) {
+  path_ = prefix.substr(0, prefix.size() - 1);  // without the trailing dot
   for (auto& [name, t] : params_) t.autograd_meta().name = prefix + name;
   for (auto& [name, child] : children_) child->name_parameters(prefix + name + ".");
 }

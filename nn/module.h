@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/creation_site.h"
 #include "engine/tensor.h"
 #include "nn/safetensors.h"
 
@@ -40,6 +41,9 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // The dotted path of this module in the tree ("transformer.h.1.ln_2"; "" for the root). Each
+  // forward opens a ModulePathScope with it, so the nodes it creates say where they come from.
+  const std::string& path() const { return path_; }
 
   // The parameters themselves (handles, not copies: detach or save them, don't modify them).
   NamedTensors state_dict() const { return named_parameters(); }
@@ -62,12 +66,14 @@ class Module {
 
  private:
   void add_child(const std::string& name, Module& child);
-  // Sets AutogradMeta::name of every parameter under this module to prefix + its dotted name.
+  // Sets AutogradMeta::name of every parameter under this module to prefix + its dotted name, and
+  // each module's path.
   void name_parameters(const std::string& prefix);
   void collect(const std::string& prefix, NamedTensors& out) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Module*>> children_;
+  std::string path_;
   bool training_ = true;
 };
 

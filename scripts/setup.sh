@@ -12,6 +12,7 @@ if [[ "${1:-}" == "--test" ]]; then
   # PyTorch 1.13 (CPU) is the reference for whole-model tests and the benchmark.
   # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy libopenblas0-pthread)
+  packages+=(gdb)  # tests/gdb runs docs/debugging.md's walkthrough (builds with debug info)
 fi
 
 missing=()

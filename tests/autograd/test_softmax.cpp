@@ -71,7 +71,7 @@ TEST(Softmax, Gradcheck) {
   const Tensor x = rnd({5, 7}, gen);
   const Tensor xt = transpose(rnd({7, 5}, gen), 0, 1);  // non-contiguous
   for (auto* op : {&softmax, &log_softmax}) {
-    auto f = [op](const std::vector<Tensor>& in) { return op(in[0]); };
+    auto f = [op](const std::vector<Tensor>& in) { return op(in[0], CallSite::current()); };
     for (const Tensor& input : {x, xt})
       EXPECT_TRUE(gradcheck_passes(f, {input})) << input.describe();
   }

@@ -1,0 +1,59 @@
+// Where forward created a node: the line of code that called the op, and the nn module whose
+// forward was running. Node::created_at holds it as text ("nn/layers.cpp:118 in transformer.h.0"),
+// and tape printing, GLASS_SYNC errors and GLASS_CHECK_NAN errors show it.
+//
+// The call site comes from std::source_location: every differentiable op in autograd/ops.h takes a
+// defaulted last parameter `site` and opens a CallSiteScope with it. Only the outermost op sets
+// the site, so an op made of other ops (linear's bias add, a reshape's copy) reports the line that
+// called it, not a line inside autograd/. Overloaded operators cannot take a defaulted parameter;
+// their tensor operand converts implicitly to SitedTensor, whose constructor can, and that records
+// the line of the expression. The module path is pushed by each nn module's forward.
+#pragma once
+
+#include <source_location>
+#include <string>
+
+#include "engine/tensor.h"
+
+namespace glass {
+
+using CallSite = std::source_location;
+
+// RAII: the call site of the ops run while it lives, unless an enclosing scope set one already.
+class CallSiteScope {
+ public:
+  explicit CallSiteScope(const CallSite& site);
+  ~CallSiteScope();
+  CallSiteScope(const CallSiteScope&) = delete;
+  CallSiteScope& operator=(const CallSiteScope&) = delete;
+
+ private:
+  bool outermost_;
+};
+
+// RAII: the dotted path of the module whose forward runs ("transformer.h.1.ln_2"; "" for a root
+// module). `path` must outlive the scope.
+class ModulePathScope {
+ public:
+  explicit ModulePathScope(const std::string& path);
+  ~ModulePathScope();
+  ModulePathScope(const ModulePathScope&) = delete;
+  ModulePathScope& operator=(const ModulePathScope&) = delete;
+
+ private:
+  const std::string* saved_;
+};
+
+// The current call site and module as text: "nn/layers.cpp:118 in transformer.h.0",
+// "tests/autograd/test_anomaly.cpp:40", or "" when no op scope is open. Paths inside the glass
+// source tree are shown relative to it.
+std::string current_creation_site();
+
+// An operator's tensor operand together with the line of the expression it appears in.
+struct SitedTensor {
+  SitedTensor(const Tensor& t, CallSite s = CallSite::current()) : tensor(t), site(s) {}
+  const Tensor& tensor;
+  CallSite site;
+};
+
+}  // namespace glass

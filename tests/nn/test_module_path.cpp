@@ -1,0 +1,65 @@
+// Nodes created inside a module's forward carry its dotted path ("transformer.h.1.ln_2") in their
+// creation site, next to the source line; the tape printer shows both.
+#include <algorithm>
+#include <set>
+
+#include "autograd/node.h"
+#include "nn/gpt.h"
+#include "tests/testing.h"
+
+namespace glass {
+namespace {
+
+using namespace testing;
+
+// The creation sites of the nodes of `op` reachable from `root`, in tape order.
+std::vector<std::string> sites_of(const Tensor& root, std::string_view op) {
+  std::vector<std::string> out;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::set<Node*> seen;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    if (op == n->op) found.emplace_back(n->id, n->created_at);
+    for (const Edge& e : n->inputs) stack.push_back(e.node.get());
+  }
+  std::sort(found.begin(), found.end());
+  for (auto& [id, site] : found) out.push_back(site);
+  return out;
+}
+
+TEST(ModulePath, GptNodesNameTheModuleThatCreatedThem) {
+  GPT model({/*vocab*/ 11, /*block*/ 8, /*layers*/ 2, /*heads*/ 2, /*width*/ 8});
+  Generator gen(1);
+  model.init(gen);
+  Tensor logits = model.forward(random_ids(2, 5, 11, gen));
+  // ln_1, ln_2 of each block, then ln_f, in forward order; the line is the LayerNorm's call
+  const std::vector<std::string> ln = sites_of(logits, "layernorm");
+  ASSERT_EQ(ln.size(), 5u);
+  const char* modules[] = {"transformer.h.0.ln_1", "transformer.h.0.ln_2", "transformer.h.1.ln_1",
+                           "transformer.h.1.ln_2", "transformer.ln_f"};
+  for (size_t i = 0; i < ln.size(); ++i) {
+    EXPECT_TRUE(ln[i].starts_with("nn/layers.h:")) << ln[i];
+    EXPECT_TRUE(ln[i].ends_with(std::string(" in ") + modules[i])) << ln[i];
+  }
+  // the residual adds are written in Block::forward, inside the block's own path
+  const std::vector<std::string> adds = sites_of(logits, "add");
+  EXPECT_TRUE(contains_all(fmt::format("{}", fmt::join(adds, "\n")),
+                           {"nn/layers.cpp:", " in transformer.h.1\n"}));
+  EXPECT_TRUE(contains_all(tape_string(logits),
+                           {"(created at nn/layers.h:", " in transformer.h.1.mlp.c_fc)"}));
+}
+
+TEST(ModulePath, AModuleWithoutAParentHasNoPath) {
+  LayerNorm ln(4);
+  Tensor y = ln.forward(from_vector<float>({1, 2, 3, 4}, {1, 4}));
+  EXPECT_TRUE(ln.path().empty());
+  const std::string& site = y.grad_fn()->created_at;
+  EXPECT_TRUE(site.starts_with("nn/layers.h:")) << site;
+  EXPECT_EQ(site.find(" in "), std::string::npos) << site;
+}
+
+}  // namespace
+}  // namespace glass
