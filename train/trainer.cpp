@@ -91,206 +91,204 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   }
   profiler_ = std::make_unique<TrainProfiler>(
       ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
-  if (!opt_.metrics.empty()) {
-    // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
-    comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
-    check_same_run(*comm_, opt_, config_);
-    rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
-    GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
-    if (std::string(comm_->backend()) != "local") {
-      ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
-                                                  opt_.comm_bucket_mb);
-      ddp_->broadcast_parameters();
-      if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
-      log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
-                 comm_->backend(), ddp_->buckets().size());
-    }
-    if (!opt_.metrics.empty() && comm_->rank() == 0) {
-      metrics_.open(opt_.metrics, std::ios::app);
-      GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
-    }
-
-    log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}",
-               device_.str(), threads, data_.path, data_.train.size(), data_.val.size(),
-               data_.vocab_size);
-    log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step", config_.str(),
-               static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch, opt_.seq_len,
-               opt_.batch * opt_.seq_len);
+  // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+  comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
+  check_same_run(*comm_, opt_, config_);
+  rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
+  GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
+  if (std::string(comm_->backend()) != "local") {
+    ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
+                                                opt_.comm_bucket_mb);
+    ddp_->broadcast_parameters();
+    if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
+    log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
+               comm_->backend(), ddp_->buckets().size());
+  }
+  if (!opt_.metrics.empty() && comm_->rank() == 0) {
+    metrics_.open(opt_.metrics, std::ios::app);
+    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
   }
 
-  StepResult Trainer::train_step() {
-    const auto t0 = std::chrono::steady_clock::now();
-    profiler_->begin_step(step_ + 1);
-    model_->train(true);
-    // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
-    // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
-    const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
-    double loss_sum = 0;
-    for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
-      const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
-      const Tensor loss = batch_loss(*model_, b);
-      if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
-      if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
-      backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
-      loss_sum += item(loss);
-    }
-    if (ddp_) ddp_->finish_gradient_sync();
+  log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
+             threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
+  log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step", config_.str(),
+             static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch, opt_.seq_len,
+             opt_.batch * opt_.seq_len);
+}
 
-    StepResult r;
-    r.loss = mean_over_ranks(*comm_, loss_sum / static_cast<double>(opt_.grad_accum));
-    if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
-    r.lr = schedule_.at(step_);
-    optimizer_->set_lr(r.lr);
-    optimizer_->step();
-    optimizer_->zero_grad();
-    ++step_;
-    r.step = step_;
-    r.ms = ms_since(t0);
-    r.tokens_per_s =
-        static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
-    profiler_->end_step(r.step, r.loss);
-    return r;
+StepResult Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  profiler_->begin_step(step_ + 1);
+  model_->train(true);
+  // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
+  // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
+  const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
+    const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
+    const Tensor loss = batch_loss(*model_, b);
+    if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
+    if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
+    backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
+    loss_sum += item(loss);
   }
+  if (ddp_) ddp_->finish_gradient_sync();
 
-  double Trainer::evaluate(int64_t batches) {
-    GLASS_CHECK(val_loader_ != nullptr,
-                "evaluate: the held-out split of {} is shorter than one "
-                "sequence",
-                data_.path);
-    NoGradGuard no_grad;
-    model_->train(false);
-    double total = 0;
-    for (int64_t i = 0; i < batches; ++i)
-      total += item(batch_loss(*model_, val_loader_->batch(i, device_)));
-    model_->train(true);
-    return total / static_cast<double>(batches);
-  }
+  StepResult r;
+  r.loss = mean_over_ranks(*comm_, loss_sum / static_cast<double>(opt_.grad_accum));
+  if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
+  r.lr = schedule_.at(step_);
+  optimizer_->set_lr(r.lr);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  ++step_;
+  r.step = step_;
+  r.ms = ms_since(t0);
+  r.tokens_per_s =
+      static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
+  profiler_->end_step(r.step, r.loss);
+  return r;
+}
 
-  std::string Trainer::sample(int64_t n, uint64_t seed) {
-    GLASS_CHECK(data_.vocab.has_value(), "sample: token-shard data has no character vocabulary");
-    NoGradGuard no_grad;
-    model_->train(false);
-    const CharVocab& vocab = *data_.vocab;
-    const auto newline = vocab.chars().find('\n');
-    std::vector<int32_t> ids{static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-    std::vector<int32_t> out;
-    for (int64_t i = 0; i < n; ++i) {
-      // The last block_size tokens are the context; sample the next from softmax(last logits).
-      const size_t ctx = std::min<size_t>(ids.size(), static_cast<size_t>(opt_.seq_len));
-      const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
-      const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
-      const Tensor logits = model_->forward(x);
-      const Tensor last = slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
-                                static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx));
-      const std::vector<float> p = to_vector<float>(softmax(last));
-      const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
-      double acc = 0;
-      int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
-      for (int32_t v = 0; v < data_.vocab_size; ++v) {
-        acc += p[static_cast<size_t>(v)];
-        if (u < acc) {
-          next = v;
-          break;
-        }
+double Trainer::evaluate(int64_t batches) {
+  GLASS_CHECK(val_loader_ != nullptr,
+              "evaluate: the held-out split of {} is shorter than one "
+              "sequence",
+              data_.path);
+  NoGradGuard no_grad;
+  model_->train(false);
+  double total = 0;
+  for (int64_t i = 0; i < batches; ++i)
+    total += item(batch_loss(*model_, val_loader_->batch(i, device_)));
+  model_->train(true);
+  return total / static_cast<double>(batches);
+}
+
+std::string Trainer::sample(int64_t n, uint64_t seed) {
+  GLASS_CHECK(data_.vocab.has_value(), "sample: token-shard data has no character vocabulary");
+  NoGradGuard no_grad;
+  model_->train(false);
+  const CharVocab& vocab = *data_.vocab;
+  const auto newline = vocab.chars().find('\n');
+  std::vector<int32_t> ids{static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    // The last block_size tokens are the context; sample the next from softmax(last logits).
+    const size_t ctx = std::min<size_t>(ids.size(), static_cast<size_t>(opt_.seq_len));
+    const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
+    const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
+    const Tensor logits = model_->forward(x);
+    const Tensor last = slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
+                              static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx));
+    const std::vector<float> p = to_vector<float>(softmax(last));
+    const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
+    double acc = 0;
+    int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
+    for (int32_t v = 0; v < data_.vocab_size; ++v) {
+      acc += p[static_cast<size_t>(v)];
+      if (u < acc) {
+        next = v;
+        break;
       }
-      ids.push_back(next);
-      out.push_back(next);
     }
-    model_->train(true);
-    return vocab.decode(out);
+    ids.push_back(next);
+    out.push_back(next);
   }
+  model_->train(true);
+  return vocab.decode(out);
+}
 
-  std::string Trainer::save_checkpoint_now() const {
-    CheckpointState s;
-    s.step = step_;
-    s.rng_seed = dropout_gen_.seed();
-    s.rng_offset = dropout_gen_.offset();
-    s.data_position = step_;
-    s.config = config_;
-    s.data_path = data_.path;
-    return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_);
-  }
+std::string Trainer::save_checkpoint_now() const {
+  CheckpointState s;
+  s.step = step_;
+  s.rng_seed = dropout_gen_.seed();
+  s.rng_offset = dropout_gen_.offset();
+  s.data_position = step_;
+  s.config = config_;
+  s.data_path = data_.path;
+  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_);
+}
 
-  void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
-    const AllocatorStats mem = Allocator::for_device(device_).stats();
-    // MFU is per device: each of the N ranks processes 1/N of the step's tokens.
-    const double mfu = mfu_ ? mfu_->of(r.tokens_per_s / static_cast<double>(comm_->size())) : 0.0;
-    if (!opt_.quiet || val_loss) {
-      std::string line = fmt::format(
-          "step {:5d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:7.1f} ms | {:8.0f} tok/s",
-          r.step, opt_.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s);
-      if (mfu_)
-        line += fmt::format(" | MFU {:.2f}% | peak mem {:.1f}/{:.1f} MiB alloc/resv", 100 * mfu,
-                            static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
-                            static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
-      if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
-      fmt::print("{}\n", line);
-      std::fflush(stdout);
-    }
-    if (metrics_.is_open()) {
-      nlohmann::json j = {{"step", r.step},
-                          {"loss", r.loss},
-                          {"lr", r.lr},
-                          {"grad_norm", r.grad_norm},
-                          {"ms", r.ms},
-                          {"tokens_per_s", r.tokens_per_s},
-                          {"mfu", mfu},
-                          {"peak_allocated_bytes", mem.peak_allocated_bytes},
-                          {"peak_reserved_bytes", mem.peak_reserved_bytes}};
-      if (val_loss) j["val_loss"] = *val_loss;
-      metrics_ << j.dump() << "\n";
-      metrics_.flush();
-    }
+void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
+  const AllocatorStats mem = Allocator::for_device(device_).stats();
+  // MFU is per device: each of the N ranks processes 1/N of the step's tokens.
+  const double mfu = mfu_ ? mfu_->of(r.tokens_per_s / static_cast<double>(comm_->size())) : 0.0;
+  if (!opt_.quiet || val_loss) {
+    std::string line = fmt::format(
+        "step {:5d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:7.1f} ms | {:8.0f} tok/s",
+        r.step, opt_.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s);
+    if (mfu_)
+      line += fmt::format(" | MFU {:.2f}% | peak mem {:.1f}/{:.1f} MiB alloc/resv", 100 * mfu,
+                          static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
+                          static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
+    if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
   }
+  if (metrics_.is_open()) {
+    nlohmann::json j = {{"step", r.step},
+                        {"loss", r.loss},
+                        {"lr", r.lr},
+                        {"grad_norm", r.grad_norm},
+                        {"ms", r.ms},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"mfu", mfu},
+                        {"peak_allocated_bytes", mem.peak_allocated_bytes},
+                        {"peak_reserved_bytes", mem.peak_reserved_bytes}};
+    if (val_loss) j["val_loss"] = *val_loss;
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+  }
+}
 
-  void Trainer::run() {
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t first = step_;
-    const bool root = comm_->rank() == 0;  // evaluates, logs, checkpoints and saves for all ranks
-    double last_loss = NAN, tokens = 0, train_ms = 0;
-    std::optional<double> val_loss;
-    mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::cpu::peaks_for(device_), DType::f32);
-    log().info("{}", mfu_->formula);
-    while (step_ < opt_.steps) {
-      const StepResult r = train_step();
-      GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
-                  r.loss);
-      last_loss = r.loss;
-      tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
-      train_ms += r.ms;
-      if (!root) continue;
-      std::optional<double> v;
-      if (val_loader_ &&
-          (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
-        val_loss = v = evaluate(opt_.eval_batches);
-      if (v) profiler_->add_val_loss(r.step, *v);
-      log_step(r, v);
-      if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
-          r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
-        log().info("checkpoint {}", save_checkpoint_now());
-    }
-    if (!root) return;
-    if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
-    profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
-                      {config_.str(), mfu_->formula});
-    if (!opt_.save.empty()) {
-      save_safetensors(opt_.save, model_->named_parameters(),
-                       {{"format", "pt"}, {"config", config_.str()}});
-      log().info("saved weights to {}", opt_.save);
-    }
-    const AllocatorStats mem = Allocator::for_device(device_).stats();
-    fmt::print(
-        "\ndone: {} steps in {:.1f} s | {:.0f} tok/s | final loss {:.4f}{} | peak memory {:.1f} "
-        "MiB "
-        "allocated, {:.1f} MiB reserved\n",
-        step_ - first, ms_since(t0) / 1000.0, train_ms > 0 ? tokens / (train_ms / 1000.0) : 0.0,
-        last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
-        static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
-        static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
-    if (opt_.sample > 0 && data_.vocab) {
-      fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
-                 sample(opt_.sample, opt_.seed));
-    }
+void Trainer::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = step_;
+  const bool root = comm_->rank() == 0;  // evaluates, logs, checkpoints and saves for all ranks
+  double last_loss = NAN, tokens = 0, train_ms = 0;
+  std::optional<double> val_loss;
+  mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::cpu::peaks_for(device_), DType::f32);
+  log().info("{}", mfu_->formula);
+  while (step_ < opt_.steps) {
+    const StepResult r = train_step();
+    GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
+                r.loss);
+    last_loss = r.loss;
+    tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
+    train_ms += r.ms;
+    if (!root) continue;
+    std::optional<double> v;
+    if (val_loader_ &&
+        (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
+      val_loss = v = evaluate(opt_.eval_batches);
+    if (v) profiler_->add_val_loss(r.step, *v);
+    log_step(r, v);
+    if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
+        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
+      log().info("checkpoint {}", save_checkpoint_now());
   }
+  if (!root) return;
+  if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
+                    {config_.str(), mfu_->formula});
+  if (!opt_.save.empty()) {
+    save_safetensors(opt_.save, model_->named_parameters(),
+                     {{"format", "pt"}, {"config", config_.str()}});
+    log().info("saved weights to {}", opt_.save);
+  }
+  const AllocatorStats mem = Allocator::for_device(device_).stats();
+  fmt::print(
+      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s | final loss {:.4f}{} | peak memory {:.1f} "
+      "MiB "
+      "allocated, {:.1f} MiB reserved\n",
+      step_ - first, ms_since(t0) / 1000.0, train_ms > 0 ? tokens / (train_ms / 1000.0) : 0.0,
+      last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
+      static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
+      static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
+  if (opt_.sample > 0 && data_.vocab) {
+    fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
+               sample(opt_.sample, opt_.seed));
+  }
+}
 
 }  // namespace glass::train
