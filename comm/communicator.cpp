@@ -85,6 +85,9 @@ void Communicator::enqueue(const char* kernel, const Tensor& t, double bytes, do
   info.stream = stream_->id();
   info.bytes = bytes;
   info.flops = flops;
+  // On cuda the collective must not start before the kernels that wrote `t` (still queued on the
+  // compute stream) have run.
+  stream_->wait_for_calling_thread();
   // `t` rides along so that its memory lives until the collective has run.
   stream_->enqueue([info, op = ctx.op, node = ctx.node_id, t, work = std::move(work)] {
     LaunchScope scope(op, node, Phase::comm);

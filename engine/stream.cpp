@@ -6,6 +6,8 @@
 
 #if GLASS_HAS_CUDA
 #include <cuda_runtime.h>
+
+#include "engine/cuda/stream.h"
 #endif
 
 namespace glass {
@@ -155,6 +157,21 @@ void Stream::wait(const Event& event) {
     state->cv.wait(lock, [&] { return state->done; });
     if (state->error) std::rethrow_exception(state->error);
   });
+}
+
+void Stream::wait_for_calling_thread() {
+#if GLASS_HAS_CUDA
+  if (is_cuda(device_)) {
+    // The work already queued on this thread's current stream (engine/cuda/stream.h), e.g. the
+    // backward kernels that wrote a gradient, must finish before what is queued here next.
+    cudaEvent_t done;
+    cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventRecord(done, cuda::current_stream()), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_), done, 0),
+               "cudaStreamWaitEvent");
+    cuda_check(cudaEventDestroy(done), "cudaEventDestroy");  // freed once the wait is resolved
+  }
+#endif
 }
 
 Event::Event() : state_(std::make_shared<State>()) {}

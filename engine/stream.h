@@ -44,6 +44,10 @@ class Stream {
   void synchronize();
   // Work given to this stream from now on waits until `event` has completed.
   void wait(const Event& event);
+  // Work given to this stream from now on waits for the work the calling thread has issued so
+  // far. On cpu/emu nothing to do (a kernel has finished when launch() returns); on cuda the GPU
+  // work queued on the thread's current stream.
+  void wait_for_calling_thread();
 
  private:
   friend class Event;

@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
+#include "tests/testing.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
 #endif
@@ -19,14 +20,7 @@
 namespace glass {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Devices, ParseAndPrintCpu) {
   EXPECT_EQ(Device::parse("cpu"), kCPU);

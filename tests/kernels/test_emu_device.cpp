@@ -45,14 +45,7 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
   return b;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(EmuDevice, ParsesAndNamesItself) {
   EXPECT_EQ(Device::parse("emu"), kEmu);
