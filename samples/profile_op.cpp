@@ -3,6 +3,10 @@
 // what it measured as JSON (and the profiled run as a Chrome trace).
 //
 //   build/samples/profile_op --device cpu --operation mlp --output mlp.json --trace mlp_trace.json
+//   build/samples/profile_op --device emu --operation softmax --variant all --output ladder.json
+//
+// With --variant N|all it times the operation's kernel ladder instead (samples/variant_table.h):
+// one row per rung with time, GB/s, GFLOP/s and the fraction of the roofline floor.
 //
 // Every error is one line on stderr ("profile_op: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
@@ -13,11 +17,12 @@
 #include "kernels/cpu/threads.h"
 #include "samples/cli_args.h"
 #include "samples/op_timer.h"
+#include "samples/variant_table.h"
 
 namespace {
 
 struct Flags {
-  std::string device = "cpu", operation = "matmul", shape, dtype = "f32", output, trace;
+  std::string device = "cpu", operation = "matmul", shape, dtype = "f32", output, trace, variant;
   glass::samples::TimingPlan plan;
   int threads = 0;
 };
@@ -40,6 +45,14 @@ std::vector<int64_t> parse_shape(const std::string& text) {
 
 void run(const Flags& f) {
   glass::kernels::cpu::set_threads(f.threads);
+  if (!f.variant.empty()) {
+    const glass::samples::VariantResult r =
+        glass::samples::time_variants({glass::Device::parse(f.device), f.operation, f.variant,
+                                       parse_shape(f.shape), f.plan.warmup, f.plan.repeats});
+    glass::write_file_atomic(f.output, r.json.dump(2) + "\n");
+    fmt::print("{} on {}: kernel ladder\n{}", f.operation, f.device, r.table);
+    return;
+  }
   const glass::samples::OpCase op{glass::Device::parse(f.device), f.operation, parse_shape(f.shape),
                                   glass::samples::parse_dtype_flag(f.dtype)};
   glass::TraceRecorder recorder;
@@ -61,7 +74,9 @@ int main(int argc, char** argv) {
   for (const std::string& o : glass::samples::operations())
     ops += o + " (" + glass::samples::operation_shape_help(o) + "); ";
   app.add_option("--device", f.device, "cpu | emu | cuda");
-  app.add_option("--operation", f.operation, "matmul | softmax | mlp");
+  app.add_option("--operation", f.operation, "matmul | softmax | mlp (with --variant: layernorm)");
+  app.add_option("--variant", f.variant,
+                 "N | all: time the operation's kernel ladder rung by rung (emu, cuda)");
   app.add_option("--shape", f.shape, "sizes, comma-separated: " + ops);
   app.add_option("--dtype", f.dtype, "f32 | bf16 (where the device has bf16 kernels)");
   app.add_option("--output", f.output, "write the measurements here (JSON)")->required();

@@ -65,6 +65,43 @@ TEST(ProfileOpCli, BadInputIsOneLine) {
   expect_one_line_error("profile_op", "--device cpu", "--output");
 }
 
+// --variant all: one row per rung of the kernel ladder, each checked against the launches' FLOPs
+// and bytes (time and fraction positive; the production rung marked).
+TEST(ProfileOpCli, VariantTableOnEmu) {
+  const std::string json = scratch_path("ladder.json");
+  const Outcome r = run_sample("profile_op",
+                               "--device emu --operation softmax --variant all "
+                               "--shape 37,45 --repeats 2 --output " +
+                                   json);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("roofline fraction"), std::string::npos) << r.out;
+  const nlohmann::json rows = read_json(json);
+  ASSERT_EQ(rows.size(), 4u);
+  int production = 0;
+  for (const auto& row : rows) {
+    EXPECT_GT(row["median_us"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(row["bytes"].get<double>(), 2.0 * 37 * 45 * 4);  // read x, write y
+    EXPECT_GT(row["roofline_fraction"].get<double>(), 0);
+    production += row["production"].get<bool>();
+  }
+  EXPECT_EQ(production, 1);
+  const Outcome one = run_sample("profile_op",
+                                 "--device emu --operation matmul --variant 1 "
+                                 "--shape 5,7,9 --repeats 1 --output " +
+                                     json);
+  ASSERT_EQ(one.status, 0) << one.out;
+  const nlohmann::json only = read_json(json);
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only[0]["rung"].get<int>(), 1);
+  EXPECT_DOUBLE_EQ(only[0]["flops"].get<double>(), 2.0 * 5 * 7 * 9);
+  const std::string out = " --output " + scratch_path("bad_ladder.json");
+  expect_one_line_error("profile_op", "--device cpu --operation softmax --variant all" + out,
+                        "--device emu");
+  expect_one_line_error("profile_op", "--device emu --operation softmax --variant 9" + out,
+                        "no rung '9'");
+  expect_one_line_error("profile_op", "--device emu --operation mlp --variant all" + out, "mlp");
+}
+
 // The line of `out` that contains `label` ("" if none).
 std::string line_of(const std::string& out, const std::string& label) {
   const size_t at = out.find(label);

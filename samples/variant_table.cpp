@@ -1,0 +1,69 @@
+#include "samples/variant_table.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "kernels/cpu/measure_peaks.h"
+#include "kernels/ladder_timing.h"
+
+namespace glass::samples {
+
+namespace ladder = kernels::ladder;
+
+namespace {
+
+// The ladder's shape from profile_op's: matmul's --shape is M,K,N there and [M, N, K] here.
+Shape ladder_shape(ladder::Op op, const std::vector<int64_t>& given) {
+  if (op == ladder::Op::matmul) {
+    if (given.empty()) return {256, 256, 256};
+    GLASS_CHECK(given.size() == 3, "--variant: matmul's --shape is M,K,N");
+    return {given[0], given[2], given[1]};
+  }
+  if (given.empty()) return {256, 1000};
+  GLASS_CHECK(given.size() == 2, "--variant: {}'s --shape is rows,cols", ladder::op_name(op));
+  return {given[0], given[1]};
+}
+
+}  // namespace
+
+VariantResult time_variants(const VariantRequest& r) {
+  GLASS_CHECK(r.device.kind != DeviceKind::cpu,
+              "--variant: the kernel ladders are CUDA kernels; run them with --device emu (on the "
+              "CPU, through the emulator) or --device cuda");
+  const ladder::Op op = ladder::parse_op(r.operation);
+  std::vector<int> rungs;  // empty: all
+  if (r.variant != "all") {
+    const ladder::Selection s = ladder::parse_selection(r.operation + ":" + r.variant, "--variant");
+    rungs.push_back(s.rung[static_cast<size_t>(op)]);
+  }
+  const Shape shape = ladder_shape(op, r.shape);
+  const std::vector<ladder::LadderRow> rows =
+      ladder::time_ladder(op, r.device, shape, rungs, {r.warmup, r.repeats, 1});
+  // The floor each rung is measured against: the device's peaks (datasheet or measured).
+  const DevicePeaks peaks = kernels::cpu::peaks_for(r.device);
+  VariantResult out;
+  out.table = ladder::ladder_table(rows);
+  out.table += fmt::format("peaks ({}): {:.1f} GFLOP/s f32, {:.1f} GB/s; source: {}\n", peaks.name,
+                           peaks.f32_flops / 1e9, peaks.bytes_per_s / 1e9, peaks.source);
+  out.table += "rung  roofline fraction\n";
+  out.json = nlohmann::json::array();
+  for (const ladder::LadderRow& row : rows) {
+    const double floor_s = std::max(row.flops / peaks.f32_flops, row.bytes / peaks.bytes_per_s);
+    const double fraction = floor_s / (row.median_us * 1e-6);
+    out.table += fmt::format("{:>4}  {:.3f}\n", row.rung->index, fraction);
+    out.json.push_back({{"rung", row.rung->index},
+                        {"name", row.rung->name},
+                        {"kernel", row.rung->kernel},
+                        {"production", row.rung->production},
+                        {"median_us", row.median_us},
+                        {"min_us", row.min_us},
+                        {"flops", row.flops},
+                        {"bytes", row.bytes},
+                        {"gb_per_s", row.gb_per_s()},
+                        {"gflop_per_s", row.gflop_per_s()},
+                        {"roofline_fraction", fraction}});
+  }
+  return out;
+}
+
+}  // namespace glass::samples
