@@ -11,6 +11,7 @@
 namespace {
 
 using glass::testing::expect_one_line_error;
+using glass::testing::Outcome;
 using glass::testing::run_sample;
 using glass::testing::scratch_path;
 
