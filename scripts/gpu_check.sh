@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The check for the days a GPU is at hand: builds glass with the cuda device for that GPU, runs the
 # whole test suite (the cross-device tests of tests/kernels then run every op on cuda against cpu,
-# besides emu), trains the toy GPT on cuda for a few hundred steps and briefly on cpu, and prints
+# besides emu), trains the toy GPT on cuda for a few hundred steps and briefly on cpu, times the
+# kernel ladders (profile_op --variant all), runs the NCCL check, and prints
 # a short table. Everything it prints also goes to bench/gpu_check_<date>.txt; copy the table,
 # with the date and GPU, into bench/RESULTS.md.
 #
@@ -80,7 +81,15 @@ cpu_summary=$(summary "$build/metrics_cpu.jsonl") || die "reading $build/metrics
 read -r cuda_tps cuda_loss cuda_n <<<"$cuda_summary"
 read -r cpu_tps cpu_loss cpu_n <<<"$cpu_summary"
 
-# 4. The NCCL check of the comm/ layer, when it exists.
+# 4. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
+echo "== kernel ladders (profile_op --variant all)"
+ladders=passed
+for op in softmax:4096,1024 layernorm:4096,1024 matmul:2048,2048,2048; do
+  timeout 300 "$build/samples/profile_op" --device cuda --operation "${op%%:*}" --variant all \
+    --shape "${op#*:}" --output "$build/ladder_${op%%:*}.json" || ladders=FAILED
+done
+
+# 5. The NCCL check of the comm/ layer, when it exists.
 nccl="not run (scripts/gpu_check_nccl.sh absent)"
 if [[ -x scripts/gpu_check_nccl.sh ]]; then
   if BUILD="$build" timeout 900 scripts/gpu_check_nccl.sh; then nccl=passed; else nccl=FAILED; fi
@@ -92,8 +101,10 @@ echo "|---|---|---|"
 echo "| ctest | ${tests_line:-?} | cuda cross-device cases: $cuda_cases |"
 echo "| train_gpt cuda | $cuda_tps tokens/s | loss $cuda_loss after $cuda_n steps |"
 echo "| train_gpt cpu | $cpu_tps tokens/s ($(nproc) cores) | loss $cpu_loss after $cpu_n steps |"
+echo "| kernel ladders | $ladders | tables above; rows in $build/ladder_*.json |"
 echo "| nccl | $nccl | |"
 echo "log: $log"
 [[ $ctest_status -eq 0 ]] || die "ctest (see $build/ctest.log)"
 [[ "$nccl" != FAILED ]] || die "scripts/gpu_check_nccl.sh"
+[[ "$ladders" != FAILED ]] || die "profile_op --variant all on cuda"
 echo "gpu_check: passed"
