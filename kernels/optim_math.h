@@ -70,6 +70,17 @@ inline void check_optimizer_state(const char* kernel, const Tensor& param,
                 kernel, t.describe(), param.describe());
 }
 
+// SGD's tensors: without momentum there is no buffer to keep, so `buf` may then be undefined.
+inline void check_sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf,
+                           double momentum) {
+  GLASS_CHECK(buf.defined() || momentum == 0, "sgd_step: momentum {} needs a buffer for {}",
+              momentum, param.describe());
+  if (buf.defined())
+    check_optimizer_state("sgd_step", param, {grad, buf});
+  else
+    check_optimizer_state("sgd_step", param, {grad});
+}
+
 // Every parameter of a multi-tensor AdamW step checked before any is touched.
 inline void check_adamw_step(std::span<const AdamWParam> params, const AdamWHyper& h) {
   GLASS_CHECK(h.step >= 1, "adamw_step: step {} must count from 1", h.step);

@@ -9,6 +9,27 @@
 
 namespace glass::kernels {
 
+// x viewed as [outer, n, inner] around dimension `dim`, the view sum_dim reduces over n.
+struct SumDimShape {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+// sum_dim: contiguous input and output of one dtype, the output shaped like x without `dim`.
+inline SumDimShape check_sum_dim(const Tensor& x, const Tensor& out, int dim) {
+  GLASS_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype(),
+              "sum_dim: input {} and output {} must be contiguous and of one dtype", x.describe(),
+              out.describe());
+  const int d = x.wrap_dim(dim);
+  SumDimShape s;
+  for (int i = 0; i < d; ++i) s.outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) s.inner *= x.size(i);
+  s.n = x.size(d);
+  GLASS_CHECK(out.numel() == s.outer * s.inner,
+              "sum_dim: output {} does not fit {} summed over dim {}", out.describe(), x.describe(),
+              dim);
+  return s;
+}
+
 inline bool is_f32_or_f64(const Tensor& t) {
   return t.dtype() == DType::f32 || t.dtype() == DType::f64;
 }

@@ -36,14 +36,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
               double momentum, double weight_decay, bool first_step) {
-  // Without momentum there is no buffer to keep: buf may be undefined.
+  check_sgd_step(param, grad, buf, momentum);
   const bool use_buf = buf.defined();
-  GLASS_CHECK(use_buf || momentum == 0, "sgd_step: momentum {} needs a buffer for {}", momentum,
-              param.describe());
-  if (use_buf)
-    check_optimizer_state("sgd_step", param, {grad, buf});
-  else
-    check_optimizer_state("sgd_step", param, {grad});
   const int64_t n = param.numel();
   launch(cpu_launch_info("sgd_step", n, 5.0 * n, (use_buf ? 5.0 : 3.0) * param.nbytes()), [&] {
     const float wd = static_cast<float>(weight_decay), lr_f = static_cast<float>(lr);

@@ -77,16 +77,8 @@ void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) 
 }  // namespace
 
 void sum_dim(const Tensor& x, const Tensor& out, int dim) {
-  GLASS_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype(),
-              "sum_dim: input {} and output {} must be contiguous and of one dtype", x.describe(),
-              out.describe());
-  const int d = x.wrap_dim(dim);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < d; ++i) outer *= x.size(i);
-  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
-  const int64_t n = x.size(d);
-  GLASS_CHECK(out.numel() == outer * inner, "sum_dim: output {} does not fit {} summed over dim {}",
-              out.describe(), x.describe(), dim);
+  const SumDimShape shape = check_sum_dim(x, out, dim);
+  const int64_t outer = shape.outer, n = shape.n, inner = shape.inner;
   launch(cpu_launch_info("sum_dim", outer * inner, static_cast<double>(x.numel()),
                          static_cast<double>(x.nbytes() + out.nbytes())),
          [&] {

@@ -106,14 +106,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
               double momentum, double weight_decay, bool first_step) {
-  // Without momentum there is no buffer to keep: buf may be undefined.
+  check_sgd_step(param, grad, buf, momentum);
   const bool use_buf = buf.defined();
-  GLASS_CHECK(use_buf || momentum == 0, "sgd_step: momentum {} needs a buffer for {}", momentum,
-              param.describe());
-  if (use_buf)
-    check_optimizer_state("sgd_step", param, {grad, buf});
-  else
-    check_optimizer_state("sgd_step", param, {grad});
   const int64_t n = param.numel();
   if (n == 0) return;
   // Reads p, g (and buf); writes p (and buf).

@@ -94,16 +94,8 @@ __global__ void sum_squares_combine_kernel(const double* partials, int64_t count
 }  // namespace
 
 void sum_dim(const Tensor& x, const Tensor& out, int dim) {
-  GLASS_CHECK(x.is_contiguous() && out.is_contiguous() && x.dtype() == out.dtype(),
-              "sum_dim: input {} and output {} must be contiguous and of one dtype", x.describe(),
-              out.describe());
-  const int d = x.wrap_dim(dim);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < d; ++i) outer *= x.size(i);
-  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
-  const int64_t n = x.size(d);
-  GLASS_CHECK(out.numel() == outer * inner, "sum_dim: output {} does not fit {} summed over dim {}",
-              out.describe(), x.describe(), dim);
+  const SumDimShape shape = check_sum_dim(x, out, dim);
+  const int64_t outer = shape.outer, n = shape.n, inner = shape.inner;
   if (outer * inner == 0) return;
   // Columns per block: 32 when rows are wide, else inner rounded up to a power of two.
   unsigned bx = 1;
