@@ -83,6 +83,7 @@ void Communicator::enqueue(const char* kernel, const Tensor& t, double bytes, do
   info.kernel = kernel;
   info.device = device_;
   info.stream = stream_->id();
+  info.native_stream = stream_->native();
   info.bytes = bytes;
   info.flops = flops;
   // On cuda the collective must not start before the kernels that wrote `t` (still queued on the

@@ -6,8 +6,10 @@
 #include <memory>
 
 #include "engine/error.h"
+#include "engine/log.h"
 #if defined(GLASS_HAS_EMU)
 #include "engine/emu/memory.h"
+#include "engine/emu/settings.h"
 #endif
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/memory.h"
@@ -129,34 +131,58 @@ DeviceEvents::Stream Allocator::current_stream() const {
   return nullptr;
 }
 
+bool Allocator::exact_sizes() const {
+#if defined(GLASS_HAS_EMU)
+  return device_.kind == DeviceKind::emu && glass::emu::settings().check_memory;
+#else
+  return false;
+#endif
+}
+
 void* Allocator::allocate(size_t bytes) {
-  const size_t cls = size_class(bytes);
+  // With emu's red zones every tensor gets its own allocation of exactly its size, so that the
+  // zone starts at its last byte: one element too far is caught, not lost in a size class.
+  const bool exact = exact_sizes();
+  const size_t size = exact ? bytes : size_class(bytes);
   std::lock_guard lock(mu_);
   stats_.alloc_count++;
-  void* p = free_.take(cls, current_stream());
+  void* p = exact ? nullptr : free_.take(size, current_stream());
   if (p != nullptr) {
     stats_.cache_hits++;
   } else {
-    p = device_malloc(cls);
+    p = device_malloc(size);
     if (p == nullptr) {  // out of memory: give the cached blocks back and try once more
       empty_cache_locked();
-      p = device_malloc(cls);
+      p = device_malloc(size);
     }
     GLASS_CHECK(p != nullptr,
                 "Allocator: out of memory on {} allocating {} bytes ({} allocated, {} reserved)",
-                device_.str(), cls, stats_.allocated_bytes, stats_.reserved_bytes);
+                device_.str(), size, stats_.allocated_bytes, stats_.reserved_bytes);
     stats_.device_malloc_count++;
-    stats_.reserved_bytes += static_cast<int64_t>(cls);
+    stats_.reserved_bytes += static_cast<int64_t>(size);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    if (exact) uncached_.insert(p);
   }
-  stats_.allocated_bytes += static_cast<int64_t>(cls);
+  stats_.allocated_bytes += static_cast<int64_t>(size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   return p;
 }
 
 void Allocator::release(void* ptr, size_t bytes) {
-  const size_t cls = size_class(bytes);
   std::lock_guard lock(mu_);
+  if (uncached_.erase(ptr) != 0) {  // an exact-size block goes straight back (its zones checked)
+    stats_.allocated_bytes -= static_cast<int64_t>(bytes);
+    stats_.reserved_bytes -= static_cast<int64_t>(bytes);
+    try {
+      device_free(ptr);
+    } catch (const std::exception& e) {
+      // Called from a tensor's destructor, which must not throw: a red zone that host code (not
+      // a kernel: those are checked after every launch) overwrote is reported here.
+      log().error("{}", e.what());
+    }
+    return;
+  }
+  const size_t cls = size_class(bytes);
   stats_.allocated_bytes -= static_cast<int64_t>(cls);
   free_.put(cls, ptr, current_stream());
 }

@@ -4,6 +4,8 @@
 // handed out again to the next request of that class without asking the device (a "cache hit").
 // `allocated` counts bytes handed to tensors (rounded), `reserved` counts bytes obtained from the
 // device and kept by the cache; reserved >= allocated always, and the difference is the cache.
+// On `emu` with red zones (GLASS_EMU_CHECK=1) nothing is rounded or cached: each tensor gets an
+// allocation of its exact size, so that writing one byte past its end is reported.
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
 #pragma once
@@ -11,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_set>
 
 #include "engine/device.h"
 #include "engine/free_blocks.h"
@@ -64,11 +67,13 @@ class Allocator {
   void device_free(void* p);
   DeviceEvents::Stream current_stream() const;
   void empty_cache_locked();
+  bool exact_sizes() const;  // emu with red zones: no size classes, no cache
 
   Device device_;
   mutable std::mutex mu_;
   FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
   AllocatorStats stats_;
+  std::unordered_set<void*> uncached_;  // live exact-size blocks (exact_sizes() when allocated)
 };
 
 }  // namespace glass

@@ -1,6 +1,7 @@
 #include "engine/device.h"
 
 #include <charconv>
+#include <fstream>
 
 #include "engine/error.h"
 #if defined(GLASS_HAS_CUDA)
@@ -76,6 +77,41 @@ Device Device::best_available() {
   if (cuda::device_count() > 0) return kCUDA;
 #endif
   return kCPU;
+}
+
+namespace {
+// The "model name" line of /proc/cpuinfo; "unknown host CPU" where there is none.
+std::string host_cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown host CPU";
+}
+}  // namespace
+
+std::string device_name(Device d) {
+  switch (d.kind) {
+    case DeviceKind::cpu:
+      return host_cpu_name();
+    case DeviceKind::emu:
+      return "emu (CUDA emulator) on " + host_cpu_name();
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      return cuda::gpu_name(d.index);
+#else
+      break;
+#endif
+  }
+  fail("device_name: {} is not built into this glass (devices: {})", d.str(), kDevices);
+}
+
+void synchronize(Device d) {
+#if defined(GLASS_HAS_CUDA)
+  if (d.kind == DeviceKind::cuda) cuda::synchronize_device(d.index);
+#else
+  (void)d;
+#endif
 }
 
 }  // namespace glass

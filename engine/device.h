@@ -26,6 +26,16 @@ struct Device {
   static Device best_available();
 };
 
+// What a report calls the hardware: the GPU's name on `cuda` ("NVIDIA H200"), the host CPU's model
+// on `cpu`, and "emu (CUDA emulator) on <host CPU>" on `emu`, so that an emulated time is never
+// mistaken for a GPU's.
+std::string device_name(Device d);
+
+// Blocks until every kernel issued to `d` so far has finished. On `cpu` and `emu` a kernel has
+// finished when its launch returns, so there is nothing to wait for; on `cuda` the host waits for
+// the GPU (cudaDeviceSynchronize). Call it before reading a host clock that should include the work.
+void synchronize(Device d);
+
 inline const Device kCPU{DeviceKind::cpu, 0};
 inline const Device kEmu{DeviceKind::emu, 0};
 inline const Device kCUDA{DeviceKind::cuda, 0};

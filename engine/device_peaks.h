@@ -1,7 +1,7 @@
 // Device peaks: the FLOP/s and memory bandwidth a roofline is drawn against.
 //
 // For GPUs the numbers are the vendor's datasheet figures (dense, no sparsity); for the host they
-// are measured once on this machine (kernels/cpu/measure_peaks.h). Every DevicePeaks says where
+// are measured once on this machine (kernels/peaks.h). Every DevicePeaks says where
 // its numbers came from, and every report that uses one prints that line.
 #pragma once
 

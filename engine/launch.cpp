@@ -5,6 +5,10 @@
 #include <mutex>
 #include <vector>
 
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/launch_timer.h"
+#endif
+
 namespace glass {
 
 const char* phase_name(Phase p) {
@@ -33,6 +37,25 @@ double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - clock_origin)
       .count();
 }
+
+// Runs the kernel and stamps rec with when it ran: on the GPU's clock for a watched cuda launch.
+void run_timed(const LaunchInfo& info, const std::function<void()>& kernel, bool watched,
+               LaunchRecord& rec) {
+#if defined(GLASS_HAS_CUDA)
+  if (watched && info.device.kind == DeviceKind::cuda) {
+    const cuda::GpuSpan span = cuda::time_on_gpu(static_cast<cudaStream_t>(info.native_stream),
+                                                 [&] { detail::run_debugged(info, kernel); },
+                                                 now_us);
+    rec.start_us = span.start_us;
+    rec.end_us = span.end_us;
+    return;
+  }
+#endif
+  rec.start_us = now_us();
+  detail::run_debugged(info, kernel);
+  rec.end_us = now_us();
+}
+
 }  // namespace
 
 namespace detail {
@@ -48,9 +71,7 @@ void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
   LaunchRecord rec;
   rec.info = info;
   rec.seq = launch_seq.fetch_add(1, std::memory_order_relaxed);
-  rec.start_us = now_us();
-  run_debugged(info, kernel);
-  rec.end_us = now_us();
+  run_timed(info, kernel, !obs.empty(), rec);
   for (auto* o : obs) o->on_launch_end(rec);
 }
 }  // namespace detail

@@ -4,7 +4,7 @@
 // costs (the FLOPs and bytes the op counted), and why it runs (the autograd op, node id and phase,
 // filled in from the scope the caller is in). Observers subscribe to see every launch: traces,
 // per-kernel summaries, tests. With no observer subscribed the gateway calls the kernel directly
-// and takes no time stamps.
+// and takes no time stamps; with one, a `cuda` launch is timed on the GPU with CUDA events.
 #pragma once
 
 #include <atomic>
@@ -29,6 +29,9 @@ struct LaunchInfo {
   Dim3 grid, block;  // on `cpu`: grid.x = work items split over threads, block.x = 1
   size_t shared_bytes = 0;
   int stream = 0;
+  // On `cuda`: the cudaStream_t the work is queued on (nullptr: the legacy default stream); while
+  // an observer records, the gateway times the launch there with CUDA events.
+  void* native_stream = nullptr;
   double flops = 0;  // floating-point operations the kernel must do
   double bytes = 0;  // bytes it must move to and from memory (ideal, each touched once)
   // Filled in by launch() from the current LaunchScope:
@@ -40,7 +43,10 @@ struct LaunchInfo {
 struct LaunchRecord {
   LaunchInfo info;
   uint64_t seq = 0;                 // launch number since start, over all devices
-  double start_us = 0, end_us = 0;  // wall clock on cpu, since the first observer subscribed
+  // Microseconds on one clock for all devices (steady_clock since the process started). On cpu
+  // and emu, the host clock around the kernel (it has finished when launch() returns); on cuda,
+  // when it ran on the GPU, measured with CUDA events (engine/cuda/launch_timer.h).
+  double start_us = 0, end_us = 0;
 };
 
 class LaunchObserver {

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <functional>
 
 #include "autograd/ops.h"
 #include "engine/error.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 
 namespace glass::samples {
 
@@ -100,17 +99,20 @@ OpInstance instantiate(const OpCase& op) {
   return inst;
 }
 
-// Forward and backward once, from fresh gradients; returns the host time in ms. cpu and emu
-// finish every kernel before launch() returns, so the clock read after backward is the end of
-// the work (on a GPU this is where the device would be synchronised).
+// Forward and backward once, from fresh gradients; returns the host time in ms. The device is
+// synchronised before the clock is read at both ends: on `cuda` the kernels run after their
+// launches return, and the time must be the GPU's work, not the host's launching.
 double run_once(OpInstance& inst) {
   std::vector<Tensor> xs;
   for (auto& [name, t] : inst.leaves) {
     t.set_grad(Tensor());
     xs.push_back(t);
   }
+  const Device device = inst.upstream.device();
+  synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
   backward(inst.forward(xs), inst.upstream);
+  synchronize(device);
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -129,13 +131,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-std::string host_cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown host CPU";
-}
 
 }  // namespace
 
@@ -159,9 +154,18 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
   OpRow row;
   row.op = op;
   for (const auto& [name, t] : inst.leaves) row.tensors.emplace_back(name, t.shape());
-  row.clock = op.device.kind == DeviceKind::emu
-                  ? "host wall clock: emulated CUDA kernels on the CPU, not GPU time"
-                  : "host wall clock";
+  switch (op.device.kind) {
+    case DeviceKind::cpu:
+      row.clock = "host wall clock";
+      break;
+    case DeviceKind::emu:
+      row.clock = "host wall clock: emulated CUDA kernels on the CPU, not GPU time";
+      break;
+    case DeviceKind::cuda:
+      row.clock = "host wall clock around the GPU work, device synchronised at both ends; "
+                  "per-kernel times from CUDA events";
+      break;
+  }
   Allocator& alloc = Allocator::for_device(op.device);
   alloc.reset_peaks();
   for (int i = 0; i < plan.warmup; ++i) run_once(inst);
@@ -177,14 +181,11 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
   row.gradients_finite = gradients_finite(inst);
   row.memory = alloc.stats();
   row.kernels =
-      summarize_kernels(recorder.launches(), kernels::cpu::peaks_for(op.device), op.dtype);
+      summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), op.dtype);
   return row;
 }
 
 nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
-  const std::string device_name = row.op.device.kind == DeviceKind::emu
-                                      ? "emu (CUDA emulator) on " + host_cpu_name()
-                                      : host_cpu_name();
   nlohmann::json shapes = nlohmann::json::object();
   for (const auto& [name, s] : row.tensors) shapes[name] = s;
   nlohmann::json kernels = nlohmann::json::array();
@@ -202,7 +203,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
                        {"times_roofline_floor", k.over_floor}});
   const DevicePeaks& p = row.kernels.peaks;
   return {{"device", row.op.device.str()},
-          {"device_name", device_name},
+          {"device_name", device_name(row.op.device)},
           {"engine_version", engine_version},
           {"operation", row.op.operation},
           {"dtype", dtype_name(row.op.dtype)},

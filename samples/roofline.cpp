@@ -14,7 +14,7 @@
 
 #include "engine/error.h"
 #include "engine/roofline.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 #include "samples/cli_args.h"
 #include "train/gpt_cost.h"
 
@@ -30,7 +30,7 @@ struct Flags {
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
-  if (name == "cpu") return glass::kernels::cpu::peaks_for(glass::kCPU);
+  if (name == "cpu") return glass::kernels::peaks_for(glass::kCPU);
   if (auto p = glass::find_known_gpu(name)) return *p;
   std::string known = "cpu";
   for (const auto& g : glass::known_gpus()) known += ", " + g.name;

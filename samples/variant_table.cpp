@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 #include "kernels/ladder_timing.h"
 
 namespace glass::samples {
@@ -40,7 +40,7 @@ VariantResult time_variants(const VariantRequest& r) {
   const std::vector<ladder::LadderRow> rows =
       ladder::time_ladder(op, r.device, shape, rungs, {r.warmup, r.repeats, 1});
   // The floor each rung is measured against: the device's peaks (datasheet or measured).
-  const DevicePeaks peaks = kernels::cpu::peaks_for(r.device);
+  const DevicePeaks peaks = kernels::peaks_for(r.device);
   VariantResult out;
   out.table = ladder::ladder_table(rows);
   out.table += fmt::format("peaks ({}): {:.1f} GFLOP/s f32, {:.1f} GB/s; source: {}\n", peaks.name,

@@ -8,7 +8,7 @@
 #include "engine/error.h"
 #include "engine/kernel_summary.h"
 #include "engine/log.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 #include "train/report.h"
 
 namespace glass::train {
@@ -92,7 +92,7 @@ void TrainProfiler::finish(const std::string& title, const std::vector<std::stri
                   notes,
                   train_loss_,
                   val_loss_,
-                  summarize_kernels(launches, kernels::cpu::peaks_for(device_), DType::f32),
+                  summarize_kernels(launches, kernels::peaks_for(device_), DType::f32),
                   {}};
   fmt::print("\nkernels of steps {}..{}:\n{}", from_, to_, in.kernels.table());
   if (opt_.report.empty()) return;

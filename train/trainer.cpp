@@ -7,7 +7,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "engine/log.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 #include "kernels/cpu/threads.h"
 #include "nn/safetensors.h"
 #include "optim/clip.h"
@@ -247,7 +247,7 @@ void Trainer::run() {
   const bool root = comm_->rank() == 0;  // evaluates, logs, checkpoints and saves for all ranks
   double last_loss = NAN, tokens = 0, train_ms = 0;
   std::optional<double> val_loss;
-  mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::cpu::peaks_for(device_), DType::f32);
+  mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::peaks_for(device_), DType::f32);
   log().info("{}", mfu_->formula);
   while (step_ < opt_.steps) {
     const StepResult r = train_step();

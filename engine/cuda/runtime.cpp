@@ -48,4 +48,16 @@ void require_device(int index) {
   current = index;
 }
 
+std::string gpu_name(int index) {
+  require_device(index);
+  cudaDeviceProp prop{};
+  GLASS_CUDA_CHECK(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
+void synchronize_device(int index) {
+  require_device(index);
+  GLASS_CUDA_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
 }  // namespace glass::cuda

@@ -5,6 +5,8 @@
 // touches the device (an allocation, a kernel table lookup, a transfer).
 #pragma once
 
+#include <string>
+
 namespace glass::cuda {
 
 // How many CUDA GPUs the runtime sees; 0 when there is none or no driver (never throws).
@@ -14,5 +16,12 @@ int device_count();
 //   "device cuda:0: no CUDA GPU found (cudaGetDeviceCount: no CUDA-capable device is detected)"
 // and makes it the calling thread's current device.
 void require_device(int index);
+
+// The GPU's marketing name as the driver reports it ("NVIDIA H200"); require_device's error when
+// there is no such GPU.
+std::string gpu_name(int index);
+
+// Blocks until every piece of work queued on GPU `index`, on any stream, has finished.
+void synchronize_device(int index);
 
 }  // namespace glass::cuda

@@ -164,6 +164,7 @@ void gemm(const GemmArgs& g) {
   info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
   info.bytes = 4.0 * (a_elems + b_elems + c_elems);
   info.stream = launch_stream_id();
+  info.native_stream = launch_stream();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   glass::launch(info, [&] {
     // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.

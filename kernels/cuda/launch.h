@@ -68,6 +68,7 @@ void launch_cuda_kernel(LaunchInfo info, void (*kernel)(Params...), Args&&... ar
       values);
   const cudaStream_t stream = launch_stream();
   info.stream = launch_stream_id();
+  info.native_stream = stream;
   cudaError_t err = cudaSuccess;
   glass::launch(info, [&] {
     err = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv,

@@ -11,7 +11,7 @@
 #include "engine/kernel_summary.h"
 #include "engine/roofline.h"
 #include "engine/trace.h"
-#include "kernels/cpu/measure_peaks.h"
+#include "kernels/peaks.h"
 #include "tests/testing.h"
 
 namespace glass {
@@ -59,11 +59,28 @@ TEST(Roofline, BadInputIsNamed) {
 }
 
 TEST(DevicePeaks, HostIsMeasuredAndSaysSo) {
-  const DevicePeaks p = kernels::cpu::peaks_for(kEmu);
+  const DevicePeaks p = kernels::peaks_for(kEmu);
   EXPECT_GT(p.f32_flops, 1e8);
   EXPECT_GT(p.bytes_per_s, 1e8);
-  EXPECT_TRUE(testing::contains_all(p.source, {"emu runs on the host", "measured", "sgemm"}));
+  EXPECT_TRUE(testing::contains_all(p.source, {"emu runs on the host", "measured", "GEMM 512^3",
+                                               "threads", device_name(kCPU)}));
   EXPECT_EQ(p.name, "emu");
+}
+
+// What peaks_for does for a GPU without a datasheet row, run on emu: the engine's own GEMM and
+// copy, synchronised, named in the source line.
+TEST(DevicePeaks, MeasuredOnADeviceThroughItsKernels) {
+  const DevicePeaks p = kernels::measure_device_peaks(kEmu, 48, size_t{1} << 20);
+  EXPECT_GT(p.f32_flops, 1e5);
+  EXPECT_GT(p.bytes_per_s, 1e5);
+  EXPECT_EQ(p.name, "emu");
+  EXPECT_TRUE(testing::contains_all(
+      p.source, {"measured on emu (CUDA emulator) on", "GEMM 48^3", "1 MiB copy", "best of 3"}));
+}
+
+TEST(DeviceName, SaysWhatRunsTheKernels) {
+  EXPECT_FALSE(device_name(kCPU).empty());
+  EXPECT_EQ(device_name(kEmu), "emu (CUDA emulator) on " + device_name(kCPU));
 }
 
 TracedLaunch traced(const char* kernel, int tid, double start, double end, double flops,

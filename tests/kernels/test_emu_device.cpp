@@ -10,6 +10,8 @@
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
+#include "engine/emu/error.h"
+#include "engine/emu/memory.h"
 #include "engine/emu/settings.h"
 #include "engine/launch.h"
 #include "kernels/backend.h"
@@ -29,6 +31,12 @@ Tensor on_emu(const Tensor& t) {
   t.copy_to_host(host.data());
   return Tensor::from_host(host.data(), t.shape(), t.dtype(), kEmu);
 }
+
+// Restores the emulator's settings at the end of a test that changes them.
+struct SettingsRestore {
+  const emu::Settings saved = emu::settings();
+  ~SettingsRestore() { emu::set_settings(saved); }
+};
 
 // Counts the launches made on emu.
 struct EmuLaunchCounter : LaunchObserver {
@@ -154,10 +162,7 @@ TEST(EmuKernels, SumSquaresOfManyTensorsMatchesCpuAndIsDeterministic) {
 // bit-identical when the emulator shuffles the threads of each block and changes worker counts,
 // and nothing writes outside its tensors (red zones on).
 TEST(EmuKernels, ReductionsAreBitIdenticalUnderShuffledThreadOrder) {
-  struct Restore {
-    const emu::Settings saved = emu::settings();
-    ~Restore() { emu::set_settings(saved); }
-  } restore;
+  const SettingsRestore restore;
   const emu::Settings& saved = restore.saved;
   Generator gen(17);
   const Tensor x = on_emu(randn({5, 300, 7}, gen));
@@ -185,6 +190,30 @@ TEST(EmuKernels, ReductionsAreBitIdenticalUnderShuffledThreadOrder) {
   const std::vector<unsigned char> natural = run(std::nullopt, 1);
   EXPECT_EQ(run(3, 2), natural);
   EXPECT_EQ(run(11, 1), natural);
+}
+
+// With red zones on, a tensor's zone starts at its own last byte, not at the end of a size class:
+// one float past 37 is reported, naming the kernel that the check runs after.
+TEST(EmuDevice, RedZonesStartAtTheTensorsLastByte) {
+  const SettingsRestore restore;
+  emu::Settings s = restore.saved;
+  s.check_memory = true;
+  emu::set_settings(s);
+  Allocator& alloc = Allocator::for_device(kEmu);
+  const int64_t before = alloc.allocated_bytes();
+  Tensor t = Tensor::empty({37}, DType::f32, kEmu);
+  EXPECT_EQ(alloc.allocated_bytes() - before, 37 * 4);  // not rounded to 512
+  float* p = static_cast<float*>(t.raw_data());
+  p[36] = 1.0f;  // the last element: fine
+  EXPECT_NO_THROW(emu::check_red_zones("planted_kernel"));
+  p[37] = 1.0f;  // one past the end, inside what a size class would have rounded up to
+  const std::string msg = testing::error_of<emu::EmuError>([] { emu::check_red_zones("planted_kernel"); });
+  EXPECT_TRUE(testing::contains_all(
+      msg, {"kernel 'planted_kernel' wrote outside device memory", "(148 bytes at",
+            "past its end at byte offsets [148, 151]"}))
+      << msg;
+  t = Tensor();
+  EXPECT_EQ(alloc.allocated_bytes(), before);  // freed at once, not cached
 }
 
 TEST(EmuKernels, OptimizerStepsMatchCpu) {

@@ -1,0 +1,106 @@
+#include "kernels/peaks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "engine/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/threads.h"
+
+namespace glass::kernels {
+
+namespace {
+
+constexpr int kRuns = 3;
+
+// The shortest of kRuns timings of `work` on `d`, in seconds, the device synchronised around it.
+template <class Work>
+double best_seconds(Device d, Work&& work) {
+  double best = 1e30;
+  for (int i = 0; i < kRuns; ++i) {
+    synchronize(d);
+    const auto t0 = std::chrono::steady_clock::now();
+    work();
+    synchronize(d);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// The datasheet row whose name ("h200") the driver's name ("NVIDIA H200") contains.
+std::optional<DevicePeaks> datasheet_row(const std::string& gpu) {
+  std::string lower = gpu;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const DevicePeaks& row : known_gpus())
+    if (lower.find(row.name) != std::string::npos) return row;
+  return std::nullopt;
+}
+
+DevicePeaks gpu_peaks(Device d) {
+  const std::string gpu = device_name(d);
+  if (std::optional<DevicePeaks> row = datasheet_row(gpu)) {
+    row->source += " (driver: " + gpu + ")";
+    return *row;
+  }
+  DevicePeaks p = measure_device_peaks(d);
+  p.source += fmt::format(" ({} has no datasheet row in engine/device_peaks.cpp)", gpu);
+  return p;
+}
+
+}  // namespace
+
+DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
+  const Backend& be = backend(d);
+  const Tensor a = Tensor::empty({n, n}, DType::f32, d), b = Tensor::empty({n, n}, DType::f32, d);
+  const Tensor c = Tensor::empty({n, n}, DType::f32, d);
+  be.fill(a, 1.0);
+  be.fill(b, 0.5);
+  GemmArgs g;
+  g.a = a, g.b = b, g.c = c;
+  g.m = g.n = g.k = n;
+  g.lda = g.ldb = g.ldc = n;
+  const double gemm_s = best_seconds(d, [&] { be.gemm(g); });
+  const int64_t floats = static_cast<int64_t>(copy_bytes / 4);
+  const Tensor src = Tensor::empty({floats}, DType::f32, d), dst = Tensor::empty({floats}, DType::f32, d);
+  be.fill(src, 1.0);
+  const double copy_s = best_seconds(d, [&] { be.copy(src, dst); });
+
+  DevicePeaks p;
+  p.name = d.str();
+  p.f32_flops = 2.0 * n * n * static_cast<double>(n) / gemm_s;
+  p.bytes_per_s = 2.0 * static_cast<double>(floats) * 4 / copy_s;
+  p.source = fmt::format("measured on {}{}: f32 GEMM {}^3 and a {} MiB copy (best of {})",
+                         device_name(d),
+                         d.kind == DeviceKind::cpu
+                             ? fmt::format(" with {} threads", cpu::num_threads())
+                             : std::string(),
+                         n, (floats * 4) >> 20, kRuns);
+  return p;
+}
+
+DevicePeaks peaks_for(Device d) {
+  if (d.kind != DeviceKind::cuda) {
+    // Once: OpenBLAS's sgemm (the fastest f32 math the host has) and the cpu copy kernel.
+    static const DevicePeaks host = measure_device_peaks(kCPU, 512, size_t{32} << 20);
+    DevicePeaks p = host;
+    p.name = d.str();
+    if (d.kind == DeviceKind::emu) p.source = "emu runs on the host, " + p.source;
+    return p;
+  }
+  // Once per GPU: a measurement takes a moment, and every report should print the same numbers.
+  static std::mutex mu;
+  static std::map<int, DevicePeaks> known;
+  const std::lock_guard lock(mu);
+  auto it = known.find(d.index);
+  if (it == known.end()) it = known.emplace(d.index, gpu_peaks(d)).first;
+  return it->second;
+}
+
+}  // namespace glass::kernels

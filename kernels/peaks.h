@@ -1,0 +1,26 @@
+// The peaks a device's rooflines, kernel summaries and MFU are drawn against.
+//
+//   cuda      the datasheet row of a known GPU (engine/device_peaks.h: a100, h100, h200), found
+//             from the name the driver reports; any other GPU is measured once, on the GPU, with
+//             the engine's own kernels (measure_device_peaks)
+//   cpu, emu  the host, measured once on `cpu` (OpenBLAS sgemm 512^3, a 32 MiB copy); emu's
+//             kernels are emulated on the host, so they land far below its peaks
+//
+// Every DevicePeaks says which of these it is in `source`, and every report prints that line.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/device.h"
+#include "engine/device_peaks.h"
+
+namespace glass::kernels {
+
+DevicePeaks peaks_for(Device d);
+
+// The best of three timings on `d` of an n x n x n f32 GEMM (backend gemm: cuBLAS on a GPU) and
+// of a device-to-device copy of `copy_bytes` (counted twice: read and write), synchronised around
+// each. What peaks_for uses for a GPU that has no datasheet row.
+DevicePeaks measure_device_peaks(Device d, int n = 4096, size_t copy_bytes = size_t{256} << 20);
+
+}  // namespace glass::kernels
