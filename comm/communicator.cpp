@@ -10,6 +10,9 @@
 #if GLASS_HAS_MPI
 #include "engine/mpi_runtime.h"
 #endif
+#if GLASS_HAS_CUDA
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass::comm {
 
@@ -195,6 +198,19 @@ std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions
               "communicator: glass was built without MPI, so without the {} backend", want);
   fail("started by mpirun, but glass was built without MPI (install libopenmpi-dev and rebuild)");
 #endif
+}
+
+Device device_for_this_rank(Device device, bool index_given) {
+#if GLASS_HAS_MPI && GLASS_HAS_CUDA
+  if (device.kind == DeviceKind::cuda && !index_given && launched_by_mpirun() &&
+      mpi::world_size() > 1) {
+    const int gpus = cuda::device_count();
+    if (gpus > 0) return {DeviceKind::cuda, mpi::local_rank() % gpus};
+  }
+#else
+  (void)index_given;
+#endif
+  return device;
 }
 
 void abort_job(int exit_code) {

@@ -87,6 +87,12 @@ class Communicator {
 // when the build has no such backend for the device.
 std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions& options = {});
 
+// The device this process works on. Under mpirun with more than one rank, a `cuda` device given
+// without an index becomes this rank's GPU on its host, cuda:(local rank mod GPUs there), so that
+// N ranks on a host with N GPUs use one each; with `index_given` ("cuda:N") it is kept as it is.
+// Every other device is returned unchanged. Call it before anything touches the device.
+Device device_for_this_rank(Device device, bool index_given);
+
 // After an error on one rank: ends the whole job (MPI_Abort) when it has more than one rank, so
 // the others do not wait for this one until their time-out. Does nothing in a world of one.
 void abort_job(int exit_code);

@@ -4,8 +4,8 @@
 // behind them changes.
 //
 // Bootstrap, as NCCL programs do it: rank 0 asks NCCL for a unique id, MPI broadcasts it, every
-// rank calls ncclCommInitRank with it. On cuda each rank first takes the GPU of its node-local
-// rank.
+// rank calls ncclCommInitRank with it. On cuda each rank works on the GPU of its node-local rank
+// (comm::device_for_this_rank), made current before the set-up.
 #include <mpi.h>
 
 #include "comm/backends.h"
@@ -17,6 +17,8 @@
 #else
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "engine/cuda/runtime.h"
 #define GLASS_NCCL_FACTORY make_nccl_communicator_cuda
 #endif
 
@@ -45,10 +47,8 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(Device device, const CommOptions& options)
       : Communicator(device, mpi::world_rank(), mpi::world_size(), mpi::local_rank(), options) {
 #if !defined(GLASS_EMU)
-    int gpus = 0;
-    GLASS_CHECK(cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0, "nccl: no GPU on this host");
-    GLASS_CHECK(cudaSetDevice(local_rank() % gpus) == cudaSuccess, "nccl: cudaSetDevice({}) failed",
-                local_rank() % gpus);
+    // The rank's own GPU (comm::device_for_this_rank chose it), current for NCCL's set-up.
+    cuda::require_device(device.index);
 #endif
     run_setup("ncclCommInitRank", [this] {
       ncclUniqueId id;

@@ -33,7 +33,8 @@ std::string device_name(Device d);
 
 // Blocks until every kernel issued to `d` so far has finished. On `cpu` and `emu` a kernel has
 // finished when its launch returns, so there is nothing to wait for; on `cuda` the host waits for
-// the GPU (cudaDeviceSynchronize). Call it before reading a host clock that should include the work.
+// the GPU (cudaDeviceSynchronize). Call it before reading a host clock that should include the
+// work.
 void synchronize(Device d);
 
 inline const Device kCPU{DeviceKind::cpu, 0};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <vector>
 
@@ -30,6 +31,11 @@ const char* phase_name(Phase p) {
 namespace {
 std::mutex observers_mu;
 std::vector<LaunchObserver*> observers;
+// Observed launches running now, on all threads and on this one: unsubscribe() waits until the
+// other threads' launches, which may still call the observer, are done.
+std::condition_variable launches_done;
+int launches_in_flight = 0;
+thread_local int launches_in_flight_here = 0;
 std::atomic<uint64_t> launch_seq{0};
 const auto clock_origin = std::chrono::steady_clock::now();
 
@@ -43,9 +49,9 @@ void run_timed(const LaunchInfo& info, const std::function<void()>& kernel, bool
                LaunchRecord& rec) {
 #if defined(GLASS_HAS_CUDA)
   if (watched && info.device.kind == DeviceKind::cuda) {
-    const cuda::GpuSpan span = cuda::time_on_gpu(static_cast<cudaStream_t>(info.native_stream),
-                                                 [&] { detail::run_debugged(info, kernel); },
-                                                 now_us);
+    const cuda::GpuSpan span = cuda::time_on_gpu(
+        static_cast<cudaStream_t>(info.native_stream), [&] { detail::run_debugged(info, kernel); },
+        now_us);
     rec.start_us = span.start_us;
     rec.end_us = span.end_us;
     return;
@@ -66,7 +72,20 @@ void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
   {
     std::lock_guard lock(observers_mu);
     obs = observers;
+    ++launches_in_flight;
   }
+  ++launches_in_flight_here;
+  // Counted out however the launch ends (a kernel may throw).
+  struct Done {
+    ~Done() {
+      --launches_in_flight_here;
+      {
+        std::lock_guard lock(observers_mu);
+        --launches_in_flight;
+      }
+      launches_done.notify_all();
+    }
+  } done;
   for (auto* o : obs) o->on_launch_begin(info);
   LaunchRecord rec;
   rec.info = info;
@@ -83,9 +102,13 @@ void subscribe(LaunchObserver* obs) {
 }
 
 void unsubscribe(LaunchObserver* obs) {
-  std::lock_guard lock(observers_mu);
+  std::unique_lock lock(observers_mu);
   observers.erase(std::remove(observers.begin(), observers.end(), obs), observers.end());
   detail::observer_count = static_cast<int>(observers.size());
+  // Launches on other threads that started before the erase may still call `obs`: once they are
+  // done, the caller may destroy it. (This thread's own launches, if it unsubscribes from inside
+  // one, cannot be waited for.)
+  launches_done.wait(lock, [] { return launches_in_flight == launches_in_flight_here; });
 }
 
 LaunchContext& current_launch_context() {

@@ -42,7 +42,7 @@ struct LaunchInfo {
 
 struct LaunchRecord {
   LaunchInfo info;
-  uint64_t seq = 0;                 // launch number since start, over all devices
+  uint64_t seq = 0;  // launch number since start, over all devices
   // Microseconds on one clock for all devices (steady_clock since the process started). On cpu
   // and emu, the host clock around the kernel (it has finished when launch() returns); on cuda,
   // when it ran on the GPU, measured with CUDA events (engine/cuda/launch_timer.h).
@@ -56,7 +56,8 @@ class LaunchObserver {
   virtual void on_launch_end(const LaunchRecord&) {}
 };
 
-// Subscribes for the lifetime of the returned handle's scope (RAII) or until unsubscribe().
+// Adds / removes an observer. Launches may come from any thread; after unsubscribe() returns, no
+// launch on another thread calls `obs` any more (it waits for those in flight), so it may go.
 void subscribe(LaunchObserver* obs);
 void unsubscribe(LaunchObserver* obs);
 

@@ -90,16 +90,14 @@ void add_phase_spans(const std::vector<const TracedLaunch*>& ls, nlohmann::json&
 }  // namespace
 
 void TraceRecorder::start() {
-  std::lock_guard lock(mu_);
-  if (recording_) return;
-  recording_ = true;
+  if (recording_.exchange(true)) return;
   subscribe(this);
 }
 
+// Not under mu_: unsubscribe() waits for launches in flight on other threads, and those take mu_
+// in on_launch_end.
 void TraceRecorder::stop() {
-  std::lock_guard lock(mu_);
-  if (!recording_) return;
-  recording_ = false;
+  if (!recording_.exchange(false)) return;
   unsubscribe(this);
 }
 

@@ -68,7 +68,8 @@ DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
   g.lda = g.ldb = g.ldc = n;
   const double gemm_s = best_seconds(d, [&] { be.gemm(g); });
   const int64_t floats = static_cast<int64_t>(copy_bytes / 4);
-  const Tensor src = Tensor::empty({floats}, DType::f32, d), dst = Tensor::empty({floats}, DType::f32, d);
+  const Tensor src = Tensor::empty({floats}, DType::f32, d),
+               dst = Tensor::empty({floats}, DType::f32, d);
   be.fill(src, 1.0);
   const double copy_s = best_seconds(d, [&] { be.copy(src, dst); });
 
@@ -76,12 +77,11 @@ DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
   p.name = d.str();
   p.f32_flops = 2.0 * n * n * static_cast<double>(n) / gemm_s;
   p.bytes_per_s = 2.0 * static_cast<double>(floats) * 4 / copy_s;
-  p.source = fmt::format("measured on {}{}: f32 GEMM {}^3 and a {} MiB copy (best of {})",
-                         device_name(d),
-                         d.kind == DeviceKind::cpu
-                             ? fmt::format(" with {} threads", cpu::num_threads())
-                             : std::string(),
-                         n, (floats * 4) >> 20, kRuns);
+  p.source =
+      fmt::format("measured on {}{}: f32 GEMM {}^3 and a {} MiB copy (best of {})", device_name(d),
+                  d.kind == DeviceKind::cpu ? fmt::format(" with {} threads", cpu::num_threads())
+                                            : std::string(),
+                  n, (floats * 4) >> 20, kRuns);
   return p;
 }
 

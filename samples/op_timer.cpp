@@ -131,7 +131,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-
 }  // namespace
 
 const std::vector<std::string>& operations() {
@@ -162,8 +161,9 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
       row.clock = "host wall clock: emulated CUDA kernels on the CPU, not GPU time";
       break;
     case DeviceKind::cuda:
-      row.clock = "host wall clock around the GPU work, device synchronised at both ends; "
-                  "per-kernel times from CUDA events";
+      row.clock =
+          "host wall clock around the GPU work, device synchronised at both ends; "
+          "per-kernel times from CUDA events";
       break;
   }
   Allocator& alloc = Allocator::for_device(op.device);
@@ -180,8 +180,7 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
   recorder.stop();
   row.gradients_finite = gradients_finite(inst);
   row.memory = alloc.stats();
-  row.kernels =
-      summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), op.dtype);
+  row.kernels = summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), op.dtype);
   return row;
 }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "engine/error.h"
-#include "kernels/peaks.h"
 #include "kernels/ladder_timing.h"
+#include "kernels/peaks.h"
 
 namespace glass::samples {
 

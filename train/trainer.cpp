@@ -7,8 +7,8 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "engine/log.h"
-#include "kernels/peaks.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/peaks.h"
 #include "nn/safetensors.h"
 #include "optim/clip.h"
 #include "train/checkpoint.h"
@@ -20,8 +20,10 @@ namespace {
 
 Device pick_device(const std::string& name) {
   // "auto": cuda when this build has it and a GPU is present, else cpu (emu runs the CUDA kernels
-  // on the CPU, slower; it is for seeing and debugging them).
-  return name == "auto" ? Device::best_available() : Device::parse(name);
+  // on the CPU, slower; it is for seeing and debugging them). Under mpirun, "cuda" and "auto"
+  // mean this rank's GPU on its host; "cuda:N" is taken as given.
+  const Device d = name == "auto" ? Device::best_available() : Device::parse(name);
+  return comm::device_for_this_rank(d, name.rfind("cuda:", 0) == 0);
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {

@@ -3,10 +3,12 @@
 // that stops answering, ends the whole job with an error within a bounded time, never a hang.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "tests/testing.h"
@@ -66,11 +68,19 @@ TEST(DataParallelJob, AWorldThatDoesNotDivideTheBatchIsAnError) {
               "ranks"}));
 }
 
-// Rank 1 trains in the background and is stopped (SIGSTOP: alive, silent) or killed (SIGKILL)
-// after a second and a half, in the middle of training.
+// Rank 1 trains in the background and is stopped (SIGSTOP: alive, silent) or killed (SIGKILL) in
+// the middle of training: once rank 0 has written its first step to the metrics file, which it
+// can only do after both ranks are past start-up and have all-reduced one step's gradients. (A
+// fixed delay is not enough: under sanitizers, start-up alone can take longer.)
 std::string rank1_meets(const char* signal, const std::string& train) {
-  return "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then " + train + " & pid=$!; sleep 1.5; kill -" +
-         signal + " $pid; wait $pid; else " + train + "; fi";
+  const std::string metrics = (std::filesystem::temp_directory_path() /
+                               ("glass_job_" + std::to_string(getpid()) + "_" + signal + ".jsonl"))
+                                  .string();
+  std::filesystem::remove(metrics);
+  return "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then " + train + " --metrics " + metrics +
+         " & pid=$!; for i in $(seq 600); do [ -s " + metrics +
+         " ] && break; sleep 0.1; done; kill -" + signal + " $pid; wait $pid; else " + train +
+         " --metrics " + metrics + "; fi";
 }
 
 // Rank 1 stops answering; rank 0 must give up after --comm-timeout with a message.

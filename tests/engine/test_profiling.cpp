@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -62,8 +64,8 @@ TEST(DevicePeaks, HostIsMeasuredAndSaysSo) {
   const DevicePeaks p = kernels::peaks_for(kEmu);
   EXPECT_GT(p.f32_flops, 1e8);
   EXPECT_GT(p.bytes_per_s, 1e8);
-  EXPECT_TRUE(testing::contains_all(p.source, {"emu runs on the host", "measured", "GEMM 512^3",
-                                               "threads", device_name(kCPU)}));
+  EXPECT_TRUE(testing::contains_all(
+      p.source, {"emu runs on the host", "measured", "GEMM 512^3", "threads", device_name(kCPU)}));
   EXPECT_EQ(p.name, "emu");
 }
 
@@ -150,6 +152,37 @@ void launch_empties(const char* name, int n, Phase phase, int stream = 0) {
     info.bytes = 40;
     launch(info, [] {});
   }
+}
+
+// A recorder stopped (and destroyed) while another thread's launch is still running must not be
+// called by that launch afterwards: stop() returns only when the launch is done.
+TEST(TraceRecorder, StopWaitsForLaunchesInFlightOnOtherThreads) {
+  auto rec = std::make_unique<TraceRecorder>();
+  rec->start();
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread launcher([&] {
+    LaunchInfo info;
+    info.kernel = "blocking";
+    launch(info, [&] {
+      started.set_value();
+      released.wait();
+    });
+  });
+  started.get_future().wait();
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    rec->stop();
+    stopped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(stopped) << "stop() returned while a launch it observes was still running";
+  release.set_value();
+  stopper.join();
+  launcher.join();
+  EXPECT_TRUE(stopped);
+  ASSERT_EQ(rec->launches().size(), 1u);  // the launch was recorded, then the recorder stopped
+  rec.reset();
 }
 
 TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {

@@ -207,10 +207,11 @@ TEST(EmuDevice, RedZonesStartAtTheTensorsLastByte) {
   p[36] = 1.0f;  // the last element: fine
   EXPECT_NO_THROW(emu::check_red_zones("planted_kernel"));
   p[37] = 1.0f;  // one past the end, inside what a size class would have rounded up to
-  const std::string msg = testing::error_of<emu::EmuError>([] { emu::check_red_zones("planted_kernel"); });
-  EXPECT_TRUE(testing::contains_all(
-      msg, {"kernel 'planted_kernel' wrote outside device memory", "(148 bytes at",
-            "past its end at byte offsets [148, 151]"}))
+  const std::string msg =
+      testing::error_of<emu::EmuError>([] { emu::check_red_zones("planted_kernel"); });
+  EXPECT_TRUE(
+      testing::contains_all(msg, {"kernel 'planted_kernel' wrote outside device memory",
+                                  "(148 bytes at", "past its end at byte offsets [148, 151]"}))
       << msg;
   t = Tensor();
   EXPECT_EQ(alloc.allocated_bytes(), before);  // freed at once, not cached
