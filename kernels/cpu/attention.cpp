@@ -37,25 +37,9 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-// q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
-// contiguous and of q's dtype.
-struct AttentionShape {
-  int64_t slices, T, D;
-  AttentionShape(const char* kernel, const Tensor& q, std::initializer_list<const Tensor*> like_q,
-                 const Tensor& probs) {
-    GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "{}: q {} must be [B, H, T, D] with D > 0", kernel,
-                q.describe());
-    slices = q.size(0) * q.size(1);
-    T = q.size(2);
-    D = q.size(3);
-    for (const Tensor* t : like_q)
-      GLASS_CHECK(t->shape() == q.shape() && t->is_contiguous() && t->dtype() == q.dtype(),
-                  "{}: {} must be contiguous and like q {}", kernel, t->describe(), q.describe());
-    GLASS_CHECK(probs.shape() == Shape({q.size(0), q.size(1), T, T}) && probs.is_contiguous() &&
-                    probs.dtype() == q.dtype(),
-                "{}: probs {} must be contiguous [B, H, T, T] for q {}", kernel, probs.describe(),
-                q.describe());
-  }
+// The cpu kernels' FLOPs and work on top of the shared checks: full T x T products.
+struct AttentionWork : AttentionShape {
+  using AttentionShape::AttentionShape;
   // the per-slice FLOPs: `gemms` full T x T x D products plus `per_entry` per causal entry
   double flops(int gemms, int per_entry) const {
     const double t = static_cast<double>(T), d = static_cast<double>(D);
@@ -70,7 +54,7 @@ struct AttentionShape {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                        const Tensor& probs, double scale) {
   const char* kernel = "attention_forward";
-  const AttentionShape g(kernel, q, {&k, &v, &out}, probs);
+  const AttentionWork g(kernel, q, {&k, &v, &out}, probs);
   const double bytes = bytes_of({&q, &k, &v, &out, &probs});
   if (q.numel() == 0) return;
   visit_float(q.dtype(), kernel, [&]<class T>() {
@@ -102,7 +86,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         double scale) {
   const char* kernel = "attention_backward";
-  const AttentionShape g(kernel, q, {&k, &v, &dout, &dq, &dk, &dv}, probs);
+  const AttentionWork g(kernel, q, {&k, &v, &dout, &dq, &dk, &dv}, probs);
   const double bytes = bytes_of({&q, &k, &v, &probs, &dout, &dq, &dk, &dv});
   if (q.numel() == 0) return;
   visit_float(q.dtype(), kernel, [&]<class T>() {

@@ -16,6 +16,7 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/shape_checks.h"
 
 namespace glass::kernels::cpu {
 
@@ -45,13 +46,6 @@ inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double
   info.flops = flops;
   info.bytes = bytes;
   return info;
-}
-
-// Bytes a kernel moves when it touches each of these tensors once.
-inline double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
 }
 
 // Below this many elements a parallel region costs more than it saves.

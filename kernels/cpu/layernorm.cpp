@@ -23,28 +23,6 @@ namespace {
 
 constexpr int64_t kRowsPerChunk = 32;
 
-// x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
-// parameters checked to be contiguous and of matching sizes.
-struct LayerNormShape {
-  int64_t rows, C;
-  LayerNormShape(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> like_x,
-                 std::initializer_list<const Tensor*> per_row,
-                 std::initializer_list<const Tensor*> per_column)
-      : rows(0), C(x.dim() ? x.size(-1) : 0) {
-    GLASS_CHECK(C > 0, "{}: x {} has no last dimension to normalise", kernel, x.describe());
-    rows = x.numel() / C;
-    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
-      for (const Tensor* t : ts)
-        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == x.dtype(),
-                    "{}: {} must be contiguous {} with {} elements (x is {})", kernel,
-                    t->describe(), dtype_name(x.dtype()), numel, x.describe());
-    };
-    check(like_x, x.numel());
-    check(per_row, rows);
-    check(per_column, C);
-  }
-};
-
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,

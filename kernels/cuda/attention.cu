@@ -148,27 +148,11 @@ __global__ void attention_backward_key_kernel(const float* q, const float* probs
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
-// contiguous f32.
-struct AttentionShape {
-  int64_t slices, T, D;
-  AttentionShape(const char* kernel, const Tensor& q, std::initializer_list<const Tensor*> like_q,
-                 const Tensor& probs) {
-    GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "{}: q {} must be [B, H, T, D] with D > 0", kernel,
-                q.describe());
-    slices = q.size(0) * q.size(1);
-    T = q.size(2);
-    D = q.size(3);
-    for (const Tensor* t : like_q)
-      GLASS_CHECK(t->shape() == q.shape() && t->is_contiguous() && t->dtype() == DType::f32,
-                  "{}: {} must be contiguous f32 like q {} (f32 only on emu/cuda)", kernel,
-                  t->describe(), q.describe());
-    GLASS_CHECK(probs.shape() == Shape({q.size(0), q.size(1), T, T}) && probs.is_contiguous() &&
-                    probs.dtype() == DType::f32,
-                "{}: probs {} must be contiguous f32 [B, H, T, T] for q {}", kernel,
-                probs.describe(), q.describe());
-  }
-  int64_t rows() const { return slices * T; }
+// The launch geometry and FLOPs of the kernels below, on top of the shared checks (f32 only).
+struct AttentionGeometry : AttentionShape {
+  AttentionGeometry(const char* kernel, const Tensor& q,
+                    std::initializer_list<const Tensor*> like_q, const Tensor& probs)
+      : AttentionShape(kernel, require_f32(kernel, q), like_q, probs) {}
   // `products` T x T x D products over the causal triangle plus `per_entry` per causal entry
   double flops(int products, int per_entry) const {
     const double entries = static_cast<double>(slices) * static_cast<double>(T * (T + 1) / 2);
@@ -182,18 +166,12 @@ struct AttentionShape {
   size_t shared_bytes() const { return static_cast<size_t>(D + T) * sizeof(float); }
 };
 
-double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                        const Tensor& probs, double scale) {
   const char* kernel = "attention_forward";
-  const AttentionShape g(kernel, q, {&q, &k, &v, &out}, probs);
+  const AttentionGeometry g(kernel, q, {&q, &k, &v, &out}, probs);
   if (q.numel() == 0) return;
   const LaunchInfo info =
       kernel_launch_info(kernel, q, dim3(static_cast<unsigned>(g.rows())), g.block(),
@@ -207,7 +185,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         double scale) {
   const char* kernel = "attention_backward";
-  const AttentionShape g(kernel, q, {&q, &k, &v, &dout, &dq, &dk, &dv}, probs);
+  const AttentionGeometry g(kernel, q, {&q, &k, &v, &dout, &dq, &dk, &dv}, probs);
   if (q.numel() == 0) return;
   const Tensor ds = Tensor::empty(probs.shape(), DType::f32, q.device());  // lower triangle used
   const dim3 grid(static_cast<unsigned>(g.rows()));

@@ -14,6 +14,7 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/shape_checks.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -33,6 +34,14 @@ void visit_float(const Tensor& t, const char* kernel, Fn&& fn) {
       fail("{}: dtype {} is not supported on {} (f32, f64): {}", kernel, dtype_name(t.dtype()),
            t.device().str(), t.describe());
   }
+}
+
+// The kernels of kernels/cuda compute in f32 (f64 exists for gradcheck on cpu): returns t, or
+// throws naming the kernel, the tensor and its dtype.
+inline const Tensor& require_f32(const char* kernel, const Tensor& t) {
+  GLASS_CHECK(t.dtype() == DType::f32, "{}: {} is {}; the {} kernels are f32 only", kernel,
+              t.describe(), dtype_name(t.dtype()), t.device().str());
+  return t;
 }
 
 // LaunchInfo of a kernel running on `on`'s device.

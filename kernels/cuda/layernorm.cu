@@ -106,35 +106,6 @@ __global__ void layernorm_param_grads_kernel(const float* partial, float* dweigh
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
-// parameters checked to be contiguous f32 of matching sizes.
-struct LayerNormShape {
-  int64_t rows, C;
-  LayerNormShape(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> like_x,
-                 std::initializer_list<const Tensor*> per_row,
-                 std::initializer_list<const Tensor*> per_column)
-      : rows(0), C(x.dim() ? x.size(-1) : 0) {
-    GLASS_CHECK(C > 0, "{}: x {} has no last dimension to normalise", kernel, x.describe());
-    rows = x.numel() / C;
-    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
-      for (const Tensor* t : ts)
-        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == DType::f32,
-                    "{}: {} must be contiguous f32 with {} elements (x is {}; f32 only on "
-                    "emu/cuda)",
-                    kernel, t->describe(), numel, x.describe());
-    };
-    check(like_x, x.numel());
-    check(per_row, rows);
-    check(per_column, C);
-  }
-};
-
-double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
 // Threads for a block that strides over a row of C: whole warps, at most kMaxThreadsPerRow.
 dim3 row_threads(int64_t C) {
   return dim3(32 * ceil_div(std::min<int64_t>(C, kMaxThreadsPerRow), 32));
@@ -145,7 +116,8 @@ dim3 row_threads(int64_t C) {
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd, double eps) {
   const char* kernel = "layernorm_forward";
-  const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
+  const LayerNormShape g(kernel, require_f32(kernel, x), {&x, &y}, {&mean, &rstd},
+                         {&weight, &bias});
   if (g.rows == 0) return;
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
   const LaunchInfo info = kernel_launch_info(
@@ -160,7 +132,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
                         const Tensor& dbias) {
   const char* kernel = "layernorm_backward";
-  const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
+  const LayerNormShape g(kernel, require_f32(kernel, x), {&x, &dy, &dx}, {&mean, &rstd},
+                         {&weight, &dweight, &dbias});
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
   const Tensor partial =

@@ -174,12 +174,6 @@ void check_layout(const char* kernel, int64_t numel, DType dtype,
                 dtype_name(dtype), numel);
 }
 
-double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
 // One block per row; threads: the row's width rounded up to whole warps, at most 512.
 LaunchInfo row_launch_info(const char* kernel, const Tensor& x, const Rows& g, double flops,
                            double bytes) {

@@ -20,7 +20,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-
 constexpr double kFlopsPerElement = 8;  // 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
 
 // The kernels' common parameters: x, weight, bias, y, mean, rstd, rows, C, eps.
@@ -111,9 +110,9 @@ void launch_layernorm(const char* kernel, LayerNormKernel fn, ladder::RowMapping
   const ladder::RowShape g =
       ladder::check_rows(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (g.rows == 0) return;
-  const LaunchInfo info = ladder::row_launch_info(
-      kernel, mapping, x, g, kFlopsPerElement * static_cast<double>(x.numel()),
-      ladder::bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
+  const LaunchInfo info = ladder::row_launch_info(kernel, mapping, x, g,
+                                                  kFlopsPerElement * static_cast<double>(x.numel()),
+                                                  bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
   launch_cuda_kernel(info, fn, x.data<float>(), weight.data<float>(), bias.data<float>(),
                      y.data<float>(), mean.data<float>(), rstd.data<float>(), g.rows, g.cols,
                      static_cast<float>(eps));

@@ -45,12 +45,6 @@ inline RowShape check_rows(const char* kernel, const Tensor& x,
   return g;
 }
 
-inline double bytes_of(std::initializer_list<const Tensor*> ts) {
-  double bytes = 0;
-  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
-  return bytes;
-}
-
 // How a rung maps threads to rows:
 //   thread_per_row: blocks of kThreadsPerRowBlock threads, thread i of the grid owns row i;
 //   block_per_row:  one block per row, whole warps for the row's columns (at most kMaxBlock

@@ -21,7 +21,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-
 constexpr double kFlopsPerElement = 5;  // max, subtract, exp, add, scale
 
 // Rung 0, naive. Mapping: one thread per row (thread i of the grid owns row i), walking it alone.
@@ -86,9 +85,8 @@ void launch_softmax(const char* kernel, void (*fn)(const float*, float*, int64_t
                     ladder::RowMapping mapping, const Tensor& x, const Tensor& y) {
   const ladder::RowShape g = ladder::check_rows(kernel, x, {&x, &y}, {}, {});
   if (g.rows == 0) return;
-  const LaunchInfo info = ladder::row_launch_info(kernel, mapping, x, g,
-                                                  kFlopsPerElement * static_cast<double>(x.numel()),
-                                                  ladder::bytes_of({&x, &y}));
+  const LaunchInfo info = ladder::row_launch_info(
+      kernel, mapping, x, g, kFlopsPerElement * static_cast<double>(x.numel()), bytes_of({&x, &y}));
   launch_cuda_kernel(info, fn, x.data<float>(), y.data<float>(), g.rows, g.cols);
 }
 

@@ -1,0 +1,66 @@
+// Argument checks of the row kernels (attention, layernorm), shared by the cpu kernels and the
+// CUDA host launchers, so that every device rejects the same bad input with the same message; and
+// bytes_of, the ideal traffic every launcher reports.
+#pragma once
+
+#include <initializer_list>
+
+#include "engine/error.h"
+#include "engine/tensor.h"
+
+namespace glass::kernels {
+
+// Bytes a kernel moves when it touches each of these tensors once.
+inline double bytes_of(std::initializer_list<const Tensor*> ts) {
+  double bytes = 0;
+  for (const Tensor* t : ts) bytes += static_cast<double>(t->nbytes());
+  return bytes;
+}
+
+// q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
+// contiguous and of q's dtype. A slice is one (batch, head): T rows of D.
+struct AttentionShape {
+  int64_t slices = 0, T = 0, D = 0;
+
+  AttentionShape(const char* kernel, const Tensor& q, std::initializer_list<const Tensor*> like_q,
+                 const Tensor& probs) {
+    GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "{}: q {} must be [B, H, T, D] with D > 0", kernel,
+                q.describe());
+    slices = q.size(0) * q.size(1);
+    T = q.size(2);
+    D = q.size(3);
+    for (const Tensor* t : like_q)
+      GLASS_CHECK(t->shape() == q.shape() && t->is_contiguous() && t->dtype() == q.dtype(),
+                  "{}: {} must be contiguous and like q {}", kernel, t->describe(), q.describe());
+    GLASS_CHECK(probs.shape() == Shape({q.size(0), q.size(1), T, T}) && probs.is_contiguous() &&
+                    probs.dtype() == q.dtype(),
+                "{}: probs {} must be contiguous [B, H, T, T] of q's dtype for q {}", kernel,
+                probs.describe(), q.describe());
+  }
+  int64_t rows() const { return slices * T; }
+};
+
+// x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
+// parameters checked to be contiguous, of x's dtype and of matching sizes.
+struct LayerNormShape {
+  int64_t rows = 0, C = 0;
+
+  LayerNormShape(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> like_x,
+                 std::initializer_list<const Tensor*> per_row,
+                 std::initializer_list<const Tensor*> per_column)
+      : C(x.dim() ? x.size(-1) : 0) {
+    GLASS_CHECK(C > 0, "{}: x {} has no last dimension to normalise", kernel, x.describe());
+    rows = x.numel() / C;
+    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
+      for (const Tensor* t : ts)
+        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == x.dtype(),
+                    "{}: {} must be contiguous {} with {} elements (x is {})", kernel,
+                    t->describe(), dtype_name(x.dtype()), numel, x.describe());
+    };
+    check(like_x, x.numel());
+    check(per_row, rows);
+    check(per_column, C);
+  }
+};
+
+}  // namespace glass::kernels
