@@ -81,7 +81,9 @@ TEST(CpuKernels, PhiloxStreamsArePureFunctions) {
   // Word i of (seed, offset) is lane i%4 of block offset + i/4: the same numbers however the
   // range is cut, and a reserved range never overlaps the next.
   EXPECT_EQ(philox_word(7, 3, 9), philox4x32_10(7, 3 + 2, 0).v[1]);
-  EXPECT_EQ(philox_uniform(7, 3, 9), philox_uniform(7, 3, 9));
+  // Word 9 of offset 3 is lane 1 of block 3 + 2, as a uniform: the top 24 bits over 2^24.
+  EXPECT_EQ(philox_uniform(7, 3, 9),
+            static_cast<float>(philox4x32_10(7, 3 + 2, 0).v[1] >> 8) * 0x1p-24f);
   EXPECT_EQ(philox_uniform(7, 3, 8), philox_uniform(7, 4, 4));
   EXPECT_NE(philox_word(7, 3, 0), philox_word(8, 3, 0));
   Generator gen(5);

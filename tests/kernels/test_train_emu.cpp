@@ -38,8 +38,6 @@ void expect_same_training(double dropout) {
   EXPECT_LT(cpu.loss.back(), cpu.loss.front());  // it trained
 }
 
-// Disabled until nn/ and train/ place the model on the chosen device: the Trainer builds its
-// parameters on cpu whatever --device says, so on emu the first op meets cpu weights.
 // With dropout, attention is built from matmul, softmax and dropout (nn/layers.cpp); without,
 // it is the fused causal_attention kernel.
 TEST(TrainEmu, ThreeStepsWithDropoutMatchCpu) { expect_same_training(0.1); }
