@@ -3,8 +3,6 @@
 //
 // Nothing here knows about glass tensors: like the real library it sees raw pointers, counts,
 // datatypes and a communicator.
-// The library itself: ncclCommInitRank is its own name here (nccl.h).
-#define GLASS_EMU_NCCL_IMPLEMENTATION
 #include "engine/emu/nccl/nccl.h"
 
 #include <atomic>

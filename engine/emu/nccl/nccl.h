@@ -34,11 +34,11 @@
 // silently answer the cuda calls.
 #define ncclGetVersion glass_emu_ncclGetVersion
 #define ncclGetUniqueId glass_emu_ncclGetUniqueId
-// For `cuda` on the emulated CUDA runtime (GLASS_CUDA_RUNTIME_EMU without GLASS_EMU) a
-// communicator queues its collectives on the stream it is given, as NCCL does on a GPU; for the
-// emu device they run at the call.
-#if defined(GLASS_CUDA_RUNTIME_EMU) && !defined(GLASS_EMU) && \
-    !defined(GLASS_EMU_NCCL_IMPLEMENTATION)
+// For `cuda` on the emulated CUDA runtime (comm/CMakeLists.txt defines
+// GLASS_EMU_NCCL_STREAM_ORDERED for that build of nccl_communicator.cpp) a communicator queues its
+// collectives on the stream it is given, as NCCL does on a GPU; otherwise (the emu device) they run
+// at the call.
+#if defined(GLASS_EMU_NCCL_STREAM_ORDERED)
 #define ncclCommInitRank glass_emu_ncclCommInitRankStreamOrdered
 #else
 #define ncclCommInitRank glass_emu_ncclCommInitRank
