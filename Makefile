@@ -30,9 +30,17 @@ train: build
 # nvcc is found, the cuda device compiled for sm_90 only (the same sources as sm_80;
 # CUDA_ARCHS="80;90" for both). nvcc's objects are not instrumented, and without a GPU they do not
 # run. One build rather than a Release and a sanitizer build keeps CI well within its time.
+# CUDA_RUNTIME=emu builds the cuda device's host code on the emulated CUDA runtime
+# (GLASS_CUDA_RUNTIME=emu, engine/emu/README.md): `--device cuda` and the cuda side of the
+# cross-device tests then run here on emulated GPUs with asynchronous streams, while nvcc still
+# compiles kernels/cuda for sm_90 (a compile check, not linked), so an nvcc error still fails CI.
+# The plan is to make it CI's default once the whole suite has passed in that build (it adds the
+# host-compiled cuda kernel table and the cuda runs of the device tests); until then `real`.
+# On a GPU, scripts/gpu_check.sh builds with the real runtime (CMake's default).
 CUDA_ARCHS ?= 90
+CUDA_RUNTIME ?= real
 test: setup-test
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_BUILD_TESTS=ON -DGLASS_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_BUILD_TESTS=ON -DGLASS_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" -DGLASS_CUDA_RUNTIME=$(CUDA_RUNTIME) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && GLASS_REQUIRE_ORACLE=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 

@@ -16,7 +16,11 @@
 #define GLASS_NCCL_FACTORY make_nccl_communicator_emu
 #else
 #include <cuda_runtime.h>
+#if defined(GLASS_CUDA_RUNTIME_EMU)  // cuda on the emulated CUDA runtime: the emulated NCCL
+#include "engine/emu/nccl/nccl.h"
+#else
 #include <nccl.h>
+#endif
 
 #include "engine/cuda/runtime.h"
 #define GLASS_NCCL_FACTORY make_nccl_communicator_cuda

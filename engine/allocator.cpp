@@ -184,6 +184,9 @@ void Allocator::release(void* ptr, size_t bytes) {
   }
   const size_t cls = size_class(bytes);
   stats_.allocated_bytes -= static_cast<int64_t>(cls);
+#if defined(GLASS_HAS_CUDA)
+  if (device_.kind == DeviceKind::cuda) cuda::check_block_release(ptr, cls, current_stream());
+#endif
   free_.put(cls, ptr, current_stream());
 }
 

@@ -1,12 +1,12 @@
 #include "engine/stream.h"
 
 #include <atomic>
+#include <optional>
 
 #include "engine/error.h"
 
 #if GLASS_HAS_CUDA
-#include <cuda_runtime.h>
-
+#include "engine/cuda/runtime.h"
 #include "engine/cuda/stream.h"
 #endif
 
@@ -43,41 +43,23 @@ struct Stream::Queue {
 
 namespace {
 std::atomic<int> next_stream_id{1};
-
-bool is_cuda(Device d) {
-#if GLASS_HAS_CUDA
-  return d.kind == DeviceKind::cuda;
-#else
-  (void)d;
-  return false;
-#endif
-}
-
-#if GLASS_HAS_CUDA
-void cuda_check(cudaError_t e, const char* what) {
-  GLASS_CHECK(e == cudaSuccess, "{}: {}", what, cudaGetErrorString(e));
-}
-#endif
 }  // namespace
 
 Stream::Stream(Device device) : device_(device), id_(next_stream_id++) {
-  if (is_cuda(device_)) {
+  if (device_.kind == DeviceKind::cuda) {
 #if GLASS_HAS_CUDA
-    cudaStream_t s;
-    cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-    native_ = s;
+    // The CUDA stream belongs to the GPU current when it is made: this stream's own.
+    cuda::DeviceGuard on_gpu(device_.index);
+    cuda_ = std::make_shared<cuda::Stream>(id_);
+#else
+    fail("Stream on {}: this build of glass has no CUDA runtime", device_.str());
 #endif
-    return;
   }
   queue_ = std::make_shared<Queue>();
   worker_ = std::thread([this] { run_worker(); });
 }
 
 Stream::~Stream() {
-#if GLASS_HAS_CUDA
-  if (native_) cudaStreamDestroy(static_cast<cudaStream_t>(native_));
-#endif
-  if (!queue_) return;
   {
     std::lock_guard lock(queue_->mu);
     queue_->stop = true;
@@ -86,7 +68,36 @@ Stream::~Stream() {
   worker_.join();
 }
 
+void* Stream::native() const {
+#if GLASS_HAS_CUDA
+  if (cuda_) return cuda_->handle();
+#endif
+  return nullptr;
+}
+
+// The task's GPU work on cuda: it has finished when the CUDA stream is idle (throws the fault of
+// a kernel that failed). Nothing to wait for on host devices.
+static void wait_for_device_work(cuda::Stream* stream) {
+#if GLASS_HAS_CUDA
+  if (stream) stream->synchronize();
+#else
+  (void)stream;
+#endif
+}
+
 void Stream::run_worker() {
+#if GLASS_HAS_CUDA
+  // The worker issues onto this stream's GPU and CUDA stream: NCCL set-up, collectives, kernels.
+  std::optional<cuda::StreamGuard> current;
+  if (cuda_) {
+    try {
+      cuda::require_device(device_.index);
+    } catch (...) {
+      // the constructor made a stream on this GPU, so it exists; a failure shows in the tasks
+    }
+    current.emplace(*cuda_);
+  }
+#endif
   Queue& q = *queue_;
   std::unique_lock lock(q.mu);
   for (;;) {
@@ -101,6 +112,7 @@ void Stream::run_worker() {
     if (!skip) {
       try {
         task();
+        wait_for_device_work(cuda_.get());
       } catch (...) {
         error = std::current_exception();
       }
@@ -113,13 +125,7 @@ void Stream::run_worker() {
   }
 }
 
-void Stream::enqueue(std::function<void()> work) {
-  if (!queue_) {  // cuda: the host part runs now and issues onto native()
-    work();
-    return;
-  }
-  push(std::move(work), false);
-}
+void Stream::enqueue(std::function<void()> work) { push(std::move(work), false); }
 
 void Stream::push(std::function<void()> work, bool runs_after_error) {
   {
@@ -130,27 +136,12 @@ void Stream::push(std::function<void()> work, bool runs_after_error) {
 }
 
 void Stream::synchronize() {
-  if (!queue_) {
-#if GLASS_HAS_CUDA
-    cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)), "cudaStreamSynchronize");
-#endif
-    return;
-  }
   std::unique_lock lock(queue_->mu);
   queue_->cv.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
   if (queue_->error) std::rethrow_exception(queue_->error);
 }
 
 void Stream::wait(const Event& event) {
-#if GLASS_HAS_CUDA
-  if (!queue_) {
-    if (event.native_)
-      cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_),
-                                     static_cast<cudaEvent_t>(event.native_), 0),
-                 "cudaStreamWaitEvent");
-    return;
-  }
-#endif
   std::shared_ptr<Event::State> state = event.state_;
   enqueue([state] {
     std::unique_lock lock(state->mu);
@@ -161,15 +152,13 @@ void Stream::wait(const Event& event) {
 
 void Stream::wait_for_calling_thread() {
 #if GLASS_HAS_CUDA
-  if (is_cuda(device_)) {
+  if (cuda_) {
     // The work already queued on this thread's current stream (engine/cuda/stream.h), e.g. the
-    // backward kernels that wrote a gradient, must finish before what is queued here next.
-    cudaEvent_t done;
-    cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_check(cudaEventRecord(done, cuda::current_stream()), "cudaEventRecord");
-    cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(native_), done, 0),
-               "cudaStreamWaitEvent");
-    cuda_check(cudaEventDestroy(done), "cudaEventDestroy");  // freed once the wait is resolved
+    // backward kernels that wrote a gradient, must finish before what is queued here next. The
+    // wait is issued now, on the caller's GPU, and covers everything issued onto native() after.
+    cuda::Event done;
+    done.record(cuda::current_stream());
+    cuda_->wait(done.handle());
   }
 #endif
 }
@@ -177,19 +166,6 @@ void Stream::wait_for_calling_thread() {
 Event::Event() : state_(std::make_shared<State>()) {}
 
 void Event::record(Stream& stream) {
-#if GLASS_HAS_CUDA
-  if (!stream.queue_) {
-    if (!native_) {
-      cudaEvent_t e;
-      cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-      native_ = e;
-    }
-    cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(native_),
-                               static_cast<cudaStream_t>(stream.native_)),
-               "cudaEventRecord");
-    return;
-  }
-#endif
   // A fresh state per record: waiters of an earlier record keep theirs.
   auto state = std::make_shared<State>();
   state->done = false;
@@ -208,22 +184,11 @@ void Event::record(Stream& stream) {
 }
 
 bool Event::query() const {
-#if GLASS_HAS_CUDA
-  if (native_) return cudaEventQuery(static_cast<cudaEvent_t>(native_)) == cudaSuccess;
-#endif
   std::lock_guard lock(state_->mu);
   return state_->done;
 }
 
 bool Event::wait_for(std::chrono::duration<double> timeout) const {
-#if GLASS_HAS_CUDA
-  if (native_) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!query())
-      if (std::chrono::steady_clock::now() > deadline) return false;
-    return true;
-  }
-#endif
   std::unique_lock lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) return false;
   if (state_->error) std::rethrow_exception(state_->error);
@@ -231,12 +196,6 @@ bool Event::wait_for(std::chrono::duration<double> timeout) const {
 }
 
 void Event::synchronize() const {
-#if GLASS_HAS_CUDA
-  if (native_) {
-    cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(native_)), "cudaEventSynchronize");
-    return;
-  }
-#endif
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);

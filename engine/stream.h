@@ -1,14 +1,17 @@
 // Stream and Event: an in-order queue of work on a device, and a point in it that others can wait
 // for. Data parallelism runs gradient all-reduces on a side stream while backward goes on.
 //
-// On `cpu` and `emu` a side stream is a worker thread that runs its queue in order; launches made
-// there carry the stream's id (LaunchInfo::stream), so a trace draws them on a lane of their own.
-// The default stream (id 0) is the calling thread itself: work given to it runs at once.
-// On `cuda` (GLASS_HAS_CUDA) a side stream wraps a cudaStream_t and an Event a cudaEvent_t: work
-// given to the stream runs at once on the host and issues asynchronous GPU work onto native().
+// One mechanism on every device: a side stream is a worker thread that runs its queue in order,
+// and a task counts as done when everything it did has finished. On `cpu` and `emu` that is when
+// the task returns (a launch has finished when it returns). On `cuda` the stream also owns a CUDA
+// stream (engine/cuda/stream.h), made on the stream's own GPU whatever GPU the calling thread has
+// current; a task issues asynchronous GPU work onto native() from the worker (on that GPU), and
+// the worker then waits for the CUDA stream before the task counts as done and its captures (the
+// tensors a collective reads and writes) are released. Launches made there carry the stream's id
+// (LaunchInfo::stream), so a trace draws them on a lane of their own.
 //
-// A task that throws poisons its stream: later tasks are skipped, and the error is rethrown by
-// synchronize() and by every Event recorded after it.
+// A task that throws (a kernel fault on cuda included) poisons its stream: later tasks are
+// skipped, and the error is rethrown by synchronize() and by every Event recorded after it.
 #pragma once
 
 #include <chrono>
@@ -24,6 +27,10 @@
 
 namespace glass {
 
+namespace cuda {
+class Stream;
+}
+
 class Event;
 
 class Stream {
@@ -36,9 +43,10 @@ class Stream {
 
   int id() const { return id_; }
   Device device() const { return device_; }
-  void* native() const { return native_; }  // cudaStream_t on cuda, null on host devices
+  void* native() const;  // cudaStream_t on cuda, null on host devices
 
-  // Runs `work` after everything given to this stream before it.
+  // Runs `work` after everything given to this stream before it; `work` and what it captures are
+  // kept until it, and on cuda the GPU work it issued, has finished.
   void enqueue(std::function<void()> work);
   // Blocks until the queue is empty; rethrows the error of a failed task.
   void synchronize();
@@ -57,11 +65,12 @@ class Stream {
 
   Device device_;
   int id_;
-  void* native_ = nullptr;
+  std::shared_ptr<cuda::Stream> cuda_;  // on cuda: the CUDA stream the tasks issue onto
   std::shared_ptr<Queue> queue_;
   std::thread worker_;
 };
 
+// A point in a Stream's queue: host state only, on every device (nothing to destroy on the GPU).
 class Event {
  public:
   Event();
@@ -71,14 +80,14 @@ class Event {
   bool query() const;
   // Blocks until it completes; rethrows the error of a failed task before it.
   void synchronize() const;
-  // Like synchronize(), but gives up after `timeout` and returns false.
+  // Like synchronize(), but gives up after `timeout` and returns false. It sleeps while it waits,
+  // and a failed task before it (a kernel fault on cuda) is rethrown at once.
   bool wait_for(std::chrono::duration<double> timeout) const;
 
  private:
   friend class Stream;
   struct State;
   std::shared_ptr<State> state_;
-  void* native_ = nullptr;  // cudaEvent_t on cuda
 };
 
 }  // namespace glass

@@ -2,8 +2,8 @@
 // checked, and a failure throws naming what was being done (the kernel, the autograd op and
 // node, or the runtime call) and CUDA's own name and text for the error.
 //
-// No fmt here: nvcc reads this header (through kernels/cuda/launch.h); the messages are built in
-// check.cpp, compiled by the host compiler.
+// No fmt here: nvcc reads this header (through kernels/cuda/kernel_launcher.h); the messages are
+// built in check.cpp, compiled by the host compiler.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -9,6 +9,10 @@
 #include "engine/cuda/check.h"
 #include "engine/cuda/stream.h"
 
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+#include "engine/emu/runtime/runtime.h"
+#endif
+
 namespace glass::cuda {
 
 namespace {
@@ -57,6 +61,14 @@ void* device_malloc(size_t bytes) {
 }
 
 void device_free(void* ptr) { GLASS_CUDA_CHECK(cudaFree(ptr), "Allocator on cuda"); }
+
+void check_block_release(void* ptr, size_t bytes, void* stream) {
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+  glass::emu::runtime::check_block_release(ptr, bytes, static_cast<cudaStream_t>(stream));
+#else
+  (void)ptr, (void)bytes, (void)stream;
+#endif
+}
 
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
   GLASS_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault), "PinnedBuffer");

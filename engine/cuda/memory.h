@@ -16,6 +16,12 @@ namespace glass::cuda {
 void* device_malloc(size_t bytes);
 void device_free(void* ptr);
 
+// The caching allocator puts a block back on its free list, tagged with `stream` (the current
+// one): from then on the block may be handed out again for work on that stream. On the emulated
+// CUDA runtime with its stream check on (GLASS_EMU_STREAM_CHECK=1) this reports queued work on
+// another stream that still uses the block; on a GPU it does nothing.
+void check_block_release(void* ptr, size_t bytes, void* stream);
+
 // A page-locked host buffer (cudaHostAlloc), freed with the object.
 class PinnedBuffer {
  public:

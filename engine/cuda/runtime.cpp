@@ -28,6 +28,9 @@ const DeviceCount& probe() {
   return answer;
 }
 
+// The GPU require_device last made current on this thread (-1: none yet, CUDA's default 0).
+thread_local int t_current = -1;
+
 }  // namespace
 
 int device_count() { return probe().count; }
@@ -41,11 +44,18 @@ void require_device(int index) {
   if (index < 0 || index >= d.count)
     fail("device cuda:{}: there is no such GPU ({} CUDA GPU{} found: cuda:0 to cuda:{})", index,
          d.count, d.count == 1 ? "" : "s", d.count - 1);
-  thread_local int current = -1;
-  if (current == index) return;
+  if (t_current == index) return;
   const std::string what = fmt::format("device cuda:{}", index);
   GLASS_CUDA_CHECK(cudaSetDevice(index), what.c_str());
-  current = index;
+  t_current = index;
+}
+
+DeviceGuard::DeviceGuard(int index) : saved_(t_current) { require_device(index); }
+
+DeviceGuard::~DeviceGuard() {
+  if (t_current == saved_) return;
+  cudaSetDevice(saved_ < 0 ? 0 : saved_);  // a destructor must not throw; the GPU existed before
+  t_current = saved_;
 }
 
 std::string gpu_name(int index) {

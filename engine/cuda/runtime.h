@@ -17,6 +17,20 @@ int device_count();
 // and makes it the calling thread's current device.
 void require_device(int index);
 
+// Makes GPU `index` current on the calling thread for the guard's scope (require_device), then
+// the one current before. Objects CUDA ties to the current GPU (streams, events, cuBLAS handles)
+// are made under one, so that they belong to the GPU they are for whatever the thread used last.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
 // The GPU's marketing name as the driver reports it ("NVIDIA H200"); require_device's error when
 // there is no such GPU.
 std::string gpu_name(int index);

@@ -1,7 +1,5 @@
 #include "engine/cuda/stream.h"
 
-#include <atomic>
-
 #include "engine/cuda/check.h"
 
 namespace glass::cuda {
@@ -18,11 +16,9 @@ Current& current() {
   return c;
 }
 
-std::atomic<int> next_stream_id{1};
-
 }  // namespace
 
-Stream::Stream() : id_(next_stream_id.fetch_add(1)) {
+Stream::Stream(int id) : id_(id) {
   GLASS_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking), "Stream");
 }
 

@@ -1,5 +1,9 @@
 // CUDA streams and events as RAII objects, and the calling thread's current stream.
 //
+// These are the CUDA handles under the engine's one stream mechanism, glass::Stream
+// (engine/stream.h): a glass::Stream on cuda owns a cuda::Stream, made on its GPU, and its worker
+// thread has it current. The caching allocator and the launch timer use cuda::Event directly.
+//
 // Kernels of kernels/cuda, cuBLAS calls and tensor transfers are queued on the current stream
 // (the legacy default stream unless a StreamGuard says otherwise); LaunchInfo.stream carries its
 // id (0 for the default stream, 1, 2, ... for Streams in creation order), so that a trace shows
@@ -14,8 +18,8 @@ namespace glass::cuda {
 class Stream {
  public:
   // A new non-blocking stream (it does not synchronise with the legacy default stream) on the
-  // current device.
-  Stream();
+  // current device; `id` is the glass::Stream's, for LaunchInfo.stream.
+  explicit Stream(int id);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;

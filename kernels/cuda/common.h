@@ -13,7 +13,7 @@
 
 #include "engine/launch.h"
 #include "engine/tensor.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 #include "kernels/shape_checks.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {

@@ -18,7 +18,7 @@
 #include <climits>
 
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

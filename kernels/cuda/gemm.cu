@@ -19,8 +19,10 @@
 // that cuBLAS refuses leaves C untouched.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
-// backed by OpenBLAS. f32 only (f64 is for gradcheck on cpu).
-#if defined(GLASS_EMU)
+// backed by OpenBLAS; so are they for `cuda` on the emulated CUDA runtime
+// (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the GEMM is queued on the handle's stream. f32 only
+// (f64 is for gradcheck on cpu).
+#if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
 #include "engine/emu/cublas/cublas_v2.h"
 #else
 #include <cublas_v2.h>
@@ -33,7 +35,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -58,20 +60,33 @@ void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
 }
 
 // One cuBLAS handle per device, created on first use (on `cuda`, with that device current: the
-// tensors' allocator made it current) and
-// kept for the life of the process: destroying it during static destruction could come after the
-// CUDA context it belongs to is gone.
-cublasHandle_t handle_for(Device device, const GemmArgs& g) {
-  static std::mutex mutex;
-  static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
-  const std::lock_guard<std::mutex> lock(mutex);
-  cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
-  if (handle == nullptr) check_cublas(cublasCreate(&handle), "cublasCreate", g);
-  // The current stream, the one launch_cuda_kernel launches on, so that the GEMM runs in order
-  // with the kernels around it (cheap: cuBLAS only stores it).
-  check_cublas(cublasSetStream(handle, launch_stream()), "cublasSetStream", g);
-  return handle;
-}
+// tensors' allocator made it current) and kept for the life of the process: destroying it during
+// static destruction could come after the CUDA context it belongs to is gone.
+//
+// A handle has one stream at a time, and host threads share it (the compute thread, a stream's
+// worker): so the handle is held, locked, from cublasSetStream until the GEMM has been issued,
+// or another thread could move it to its own stream in between.
+class LockedHandle {
+ public:
+  LockedHandle(Device device, const GemmArgs& g) : lock_(mutex()) {
+    static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
+    cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
+    if (handle == nullptr) check_cublas(cublasCreate(&handle), "cublasCreate", g);
+    // The current stream, the one launch_cuda_kernel launches on, so that the GEMM runs in order
+    // with the kernels around it (cheap: cuBLAS only stores it).
+    check_cublas(cublasSetStream(handle, launch_stream()), "cublasSetStream", g);
+    handle_ = handle;
+  }
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  std::unique_lock<std::mutex> lock_;
+  cublasHandle_t handle_ = nullptr;
+};
 
 // One operand as stored row-major: `rows` x `cols` with leading dimension `ld`, `batch` matrices
 // `stride` apart. The furthest element cuBLAS will touch must lie inside the tensor's storage
@@ -151,7 +166,6 @@ void add_bias(const GemmArgs& g) {
 void gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
-  const cublasHandle_t handle = handle_for(g.c.device(), g);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
   // one), C written (and read when beta != 0).
@@ -166,14 +180,17 @@ void gemm(const GemmArgs& g) {
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  glass::launch(info, [&] {
-    // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
-    status = cublasSgemmStridedBatched(
-        handle, op(g.trans_b), op(g.trans_a), static_cast<int>(g.n), static_cast<int>(g.m),
-        static_cast<int>(g.k), &alpha, g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
-        g.a.data<float>(), static_cast<int>(g.lda), g.stride_a, &beta, g.c.data<float>(),
-        static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
-  });
+  {
+    const LockedHandle handle(g.c.device(), g);
+    glass::launch(info, [&] {
+      // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
+      status = cublasSgemmStridedBatched(
+          handle.get(), op(g.trans_b), op(g.trans_a), static_cast<int>(g.n), static_cast<int>(g.m),
+          static_cast<int>(g.k), &alpha, g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
+          g.a.data<float>(), static_cast<int>(g.lda), g.stride_a, &beta, g.c.data<float>(),
+          static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
+    });
+  }
   check_cublas(status, "cublasSgemmStridedBatched", g);
   if (g.bias.defined()) add_bias(g);
 }

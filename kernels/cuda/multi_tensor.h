@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

@@ -13,7 +13,7 @@
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/multi_tensor.h"
 #include "kernels/optim_math.h"
 

@@ -6,6 +6,10 @@
 
 #include <unistd.h>
 
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+#include <cuda_runtime_api.h>
+#endif
+
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
@@ -71,6 +75,25 @@ TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnCpu) {
 TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnEmu) {
   expect_replicas_match_one_process(options("emu"), 1);
 }
+
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+// cuda on the emulated CUDA runtime (GLASS_EMU_GPUS=2, tests/CMakeLists.txt): one GPU per rank,
+// each communicator's stream on its rank's GPU, NCCL's collectives queued on that stream and run
+// asynchronously (with seeded delays), and still the same weights as one process.
+TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnCuda) {
+  const train::TrainOptions o = options("cuda");
+  {
+    train::Trainer t(o);
+    ASSERT_EQ(t.communicator().device().index, t.communicator().rank());
+    int gpu = -1;
+    ASSERT_EQ(
+        cudaStreamGetDevice(static_cast<cudaStream_t>(t.communicator().stream().native()), &gpu),
+        cudaSuccess);
+    EXPECT_EQ(gpu, t.communicator().rank());
+  }
+  expect_replicas_match_one_process(o, 1);
+}
+#endif
 
 TEST(DataParallel, GradAccumReducesOnceAndMatchesOneProcess) {
   expect_replicas_match_one_process(options("cpu"), 2);

@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <new>
 
+#include "engine/emu/runtime/runtime.h"
+
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the default stream until cublasSetStream
+  bool stream_ordered = false;    // GEMMs queued on `stream` of the emulated CUDA runtime
 };
 
 namespace {
@@ -97,6 +100,12 @@ cublasStatus_t cublasCreate(cublasHandle_t* handle) {
   return *handle == nullptr ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t glass_emu_cublasCreateStreamOrdered(cublasHandle_t* handle) {
+  const cublasStatus_t status = cublasCreate(handle);
+  if (status == CUBLAS_STATUS_SUCCESS) (*handle)->stream_ordered = true;
+  return status;
+}
+
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   delete handle;
@@ -144,15 +153,23 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
       check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, batchCount);
   if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
   // One matrix after another; OpenBLAS threads each call.
-  for (int i = 0; i < batchCount; ++i) {
-    float* c = C + i * strideC;
-    if (*alpha == 0.0f || k == 0)
-      scale(m, n, *beta, c, ldc);
-    else
-      cblas_sgemm(CblasColMajor, to_cblas(transa), to_cblas(transb), m, n, k, *alpha,
-                  A + i * strideA, lda, B + i * strideB, ldb, *beta, c, ldc);
+  auto gemm = [=, alpha = *alpha, beta = *beta] {
+    for (int i = 0; i < batchCount; ++i) {
+      float* c = C + i * strideC;
+      if (alpha == 0.0f || k == 0)
+        scale(m, n, beta, c, ldc);
+      else
+        cblas_sgemm(CblasColMajor, to_cblas(transa), to_cblas(transb), m, n, k, alpha,
+                    A + i * strideA, lda, B + i * strideB, ldb, beta, c, ldc);
+    }
+  };
+  if (!handle->stream_ordered) {
+    gemm();
+    return CUBLAS_STATUS_SUCCESS;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  const cudaError_t queued = glass::emu::runtime::enqueue(
+      handle->stream, "cublasSgemmStridedBatched", {{A, false}, {B, false}, {C, true}}, gemm);
+  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // extern "C"

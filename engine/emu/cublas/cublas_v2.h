@@ -18,8 +18,11 @@
 // - alpha and beta are read through host pointers (CUBLAS_POINTER_MODE_HOST, cuBLAS's default);
 //   with beta == 0, C is written without being read, so NaN in C does not survive; with
 //   alpha == 0 or k == 0, A and B are not read and C = beta C.
-// Calls are synchronous. The stream set on a handle is kept (cublasGetStream returns it) and
-// otherwise has no effect: on emu every stream is an in-order queue that is always drained.
+// On the emu device calls are synchronous: the stream set on a handle is kept (cublasGetStream
+// returns it) and otherwise has no effect, since emu streams are always drained. For `cuda` on the
+// emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME) cublasCreate makes a stream-ordered
+// handle: a GEMM is queued on the handle's stream at the call (alpha and beta read then, as
+// cuBLAS reads host scalars) and runs in order with the kernels around it.
 #pragma once
 
 #include <driver_types.h>  // cudaStream_t, from the CUDA headers as they are
@@ -29,7 +32,11 @@
 // as the real header maps cublasCreate to cublasCreate_v2, these names are macros for symbols of
 // the emulator's own; the call sites are unchanged.
 #define cublasContext glass_emu_cublasContext
+#if defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
+#define cublasCreate glass_emu_cublasCreateStreamOrdered
+#else
 #define cublasCreate glass_emu_cublasCreate
+#endif
 #define cublasDestroy glass_emu_cublasDestroy
 #define cublasSetStream glass_emu_cublasSetStream
 #define cublasGetStream glass_emu_cublasGetStream
@@ -59,6 +66,7 @@ typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperati
 typedef struct cublasContext* cublasHandle_t;
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t glass_emu_cublasCreateStreamOrdered(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);

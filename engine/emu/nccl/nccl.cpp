@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/emu/runtime/runtime.h"
 #include "engine/mpi_runtime.h"
 
 struct ncclComm {
@@ -23,6 +24,7 @@ struct ncclComm {
   std::atomic<bool> aborted{false};
   std::mutex busy;  // held while a collective runs; ncclCommAbort waits for it to let go
   std::atomic<ncclResult_t> async_error{ncclSuccess};
+  bool stream_ordered = false;  // collectives queued on the emulated CUDA runtime's streams
 };
 
 namespace {
@@ -153,6 +155,21 @@ ncclResult_t run_collective(ncclComm* comm, const std::function<ncclResult_t()>&
   return body();
 }
 
+// On a stream-ordered communicator the collective is queued on `stream` of the emulated CUDA
+// runtime and runs in order with the kernels there, as NCCL's kernels do; its failure is the
+// communicator's asynchronous error (ncclCommGetAsyncError). Otherwise it runs now.
+ncclResult_t run_on_stream(ncclComm* comm, cudaStream_t stream, const char* what,
+                           std::vector<glass::emu::runtime::Access> accesses,
+                           std::function<ncclResult_t()> collective) {
+  if (!comm->stream_ordered) return collective();
+  const cudaError_t queued =
+      glass::emu::runtime::enqueue(stream, what, std::move(accesses), [comm, collective] {
+        const ncclResult_t r = collective();
+        if (r != ncclSuccess) comm->async_error = r;
+      });
+  return queued == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
 }  // namespace
 
 extern "C" {
@@ -204,6 +221,13 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   c->nranks = nranks;
   *comm = c;
   return ncclSuccess;
+}
+
+ncclResult_t glass_emu_ncclCommInitRankStreamOrdered(ncclComm_t* comm, int nranks,
+                                                     ncclUniqueId commId, int rank) {
+  const ncclResult_t r = ncclCommInitRank(comm, nranks, commId, rank);
+  if (r == ncclSuccess) (*comm)->stream_ordered = true;
+  return r;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -274,14 +298,16 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   if (const ncclResult_t r = check_buffers(sendbuff, recvbuff, count, datatype, comm); r) return r;
   if (mpi_op(op) == MPI_OP_NULL) return ncclInvalidArgument;
   return run_or_defer([=] {
-    return run_collective(comm, [&] {
-      MPI_Request request;
-      const void* send = sendbuff == recvbuff ? MPI_IN_PLACE : sendbuff;
-      const int started = MPI_Iallreduce(send, recvbuff, static_cast<int>(count),
-                                         mpi_type(datatype), mpi_op(op), comm->mpi, &request);
-      const ncclResult_t r = finish(comm, request, started, "ncclAllReduce");
-      if (r == ncclSuccess && op == ncclAvg) divide_by(recvbuff, count, datatype, comm->nranks);
-      return r;
+    return run_on_stream(comm, stream, "ncclAllReduce", {{sendbuff, false}, {recvbuff, true}}, [=] {
+      return run_collective(comm, [&] {
+        MPI_Request request;
+        const void* send = sendbuff == recvbuff ? MPI_IN_PLACE : sendbuff;
+        const int started = MPI_Iallreduce(send, recvbuff, static_cast<int>(count),
+                                           mpi_type(datatype), mpi_op(op), comm->mpi, &request);
+        const ncclResult_t r = finish(comm, request, started, "ncclAllReduce");
+        if (r == ncclSuccess && op == ncclAvg) divide_by(recvbuff, count, datatype, comm->nranks);
+        return r;
+      });
     });
   });
 }
@@ -294,12 +320,14 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (const ncclResult_t r = check_buffers(send, recvbuff, count, datatype, comm); r) return r;
   if (root < 0 || root >= comm->nranks) return ncclInvalidArgument;
   return run_or_defer([=] {
-    return run_collective(comm, [&] {
-      if (send != recvbuff && count > 0) std::memcpy(recvbuff, send, count * type_size(datatype));
-      MPI_Request request;
-      const int started = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root,
-                                     comm->mpi, &request);
-      return finish(comm, request, started, "ncclBroadcast");
+    return run_on_stream(comm, stream, "ncclBroadcast", {{send, false}, {recvbuff, true}}, [=] {
+      return run_collective(comm, [&] {
+        if (send != recvbuff && count > 0) std::memcpy(recvbuff, send, count * type_size(datatype));
+        MPI_Request request;
+        const int started = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root,
+                                       comm->mpi, &request);
+        return finish(comm, request, started, "ncclBroadcast");
+      });
     });
   });
 }

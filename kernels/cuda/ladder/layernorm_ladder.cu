@@ -10,11 +10,11 @@
 // The ideal traffic is x read and y written once, plus weight, bias, mean and rstd.
 #include <cmath>
 
+#include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
 #include "kernels/cuda/ladder/float4_row.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/ladder/row_launch.h"
-#include "kernels/cuda/launch.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

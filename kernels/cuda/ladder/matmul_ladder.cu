@@ -17,8 +17,8 @@
 #include <algorithm>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
-#include "kernels/cuda/launch.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

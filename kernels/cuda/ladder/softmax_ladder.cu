@@ -11,11 +11,11 @@
 // write of y, and the later passes over a row mostly hit the cache.
 #include <cmath>
 
+#include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
 #include "kernels/cuda/ladder/float4_row.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/ladder/row_launch.h"
-#include "kernels/cuda/launch.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

@@ -7,6 +7,9 @@
 //   kernel and op (engine/cuda/check.h);
 // - compiled by the host compiler for `emu` (GLASS_EMU): glass::emu::launch_kernel runs the grid
 //   on the CPU, each CUDA thread a fiber. Emu streams are always drained: stream 0.
+// - compiled by the host compiler for `cuda` on the emulated CUDA runtime (GLASS_CUDA_RUNTIME_EMU,
+//   engine/emu/README.md): the `cuda` path above, byte for byte, after registering a typed
+//   trampoline through which that runtime runs the kernel on the emulator.
 #pragma once
 
 #include <tuple>
@@ -23,6 +26,9 @@
 
 #include "engine/cuda/check.h"
 #include "engine/cuda/stream.h"
+#if defined(GLASS_CUDA_RUNTIME_EMU) && !defined(__CUDACC__)
+#include "engine/emu/runtime/kernel_trampoline.h"
+#endif
 #endif
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
@@ -70,6 +76,9 @@ void launch_cuda_kernel(LaunchInfo info, void (*kernel)(Params...), Args&&... ar
   info.stream = launch_stream_id();
   info.native_stream = stream;
   cudaError_t err = cudaSuccess;
+#if defined(GLASS_CUDA_RUNTIME_EMU) && !defined(__CUDACC__)
+  glass::emu::runtime::register_kernel(kernel, info.kernel);
+#endif
   glass::launch(info, [&] {
     err = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv,
                            info.shared_bytes, stream);
