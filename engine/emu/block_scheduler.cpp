@@ -85,6 +85,7 @@ void BlockScheduler::begin_launch(const LaunchJob& job) {
 LaunchStats BlockScheduler::take_stats() { return std::exchange(stats_, LaunchStats{}); }
 
 std::vector<size_t> BlockScheduler::take_static_shared_written() {
+  static_shared_.end_block(static_shared_written_, nullptr);
   return std::exchange(static_shared_written_, {});
 }
 
@@ -119,7 +120,7 @@ void BlockScheduler::run_block(uint64_t linear_block) {
   // The threads still alive are suspended; run them until the last one hands back to main_.
   if (exited_ < next_start_) switch_to(pick_next());
   // Static shared memory back to poison for the next block, noting what this one wrote.
-  static_shared_.end_block(static_shared_written_);
+  static_shared_.end_block(static_shared_written_, job_->static_shared_known);
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -39,7 +39,10 @@ struct LaunchJob {
   size_t dynamic_shared_bytes;
   size_t stack_bytes;
   std::optional<uint64_t> shuffle_seed;
-  bool reverse_order = false;   // without a seed: threads start, and resume, last to first
+  bool reverse_order = false;  // without a seed: threads start, and resume, last to first
+  // The static __shared__ variables earlier launches of this kernel wrote: only they are reset
+  // between blocks (null: the first launch, all of them are).
+  const std::vector<size_t>* static_shared_known = nullptr;
   const BreakTarget* break_at;  // null: no breakpoint in this kernel
 };
 
@@ -101,8 +104,9 @@ class BlockScheduler {
   // thread if a thread threw or the block deadlocked.
   void run_block(uint64_t linear_block);
   LaunchStats take_stats();
-  // The static __shared__ variables (indices into static_shared_variables()) that the blocks run
-  // here since the last call wrote; sorted. Empties the list.
+  // After the last block of a launch on this OS thread: resets every static __shared__ variable
+  // that is still written. Then the ones (indices into static_shared_variables()) that the
+  // blocks run here since the last call wrote, sorted; empties the list.
   std::vector<size_t> take_static_shared_written();
 
   // Device side, for the CUDA thread that is current.

@@ -140,8 +140,10 @@ LaunchStats run_grid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_s
   // Static shared bytes are measured by running (static_shared.h): the first launch of a
   // kernel is checked when it has run, later ones before they start, as on the GPU.
   const void* function = arguments.function;
-  check_shared_memory(function, kernel, known_static_shared_bytes(function, kernel),
-                      dynamic_shared_bytes, "");
+  const std::optional<std::vector<size_t>> known_static = known_static_shared(function, kernel);
+  if (known_static)
+    check_shared_memory(function, kernel, static_shared_bytes(*known_static), dynamic_shared_bytes,
+                        describe_static_shared(*known_static));
   if (t_running_scheduler)
     throw EmuError("kernel '" + std::string(kernel) +
                    "' launched from inside a kernel: dynamic parallelism is not emulated");
@@ -156,6 +158,7 @@ LaunchStats run_grid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_s
                       .dynamic_shared_bytes = dynamic_shared_bytes,
                       .stack_bytes = s.fiber_stack_bytes,
                       .shuffle_seed = s.shuffle_seed,
+                      .static_shared_known = known_static ? &*known_static : nullptr,
                       .break_at = break_at};
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   GridRun run(job, blocks);
@@ -190,7 +193,7 @@ LaunchStats run_grid(const char* kernel, dim3 grid, dim3 block, size_t dynamic_s
   }
   if (!error) {
     const size_t static_bytes = static_shared_bytes(run.static_shared_written());
-    record_static_shared_bytes(function, kernel, static_bytes);
+    record_static_shared(function, kernel, run.static_shared_written());
     try {
       check_shared_memory(function, kernel, static_bytes, dynamic_shared_bytes,
                           describe_static_shared(run.static_shared_written()));

@@ -1,5 +1,7 @@
 #include "engine/emu/shared_memory_limits.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -8,6 +10,7 @@
 
 #include "engine/emu/device_limits.h"
 #include "engine/emu/error.h"
+#include "engine/emu/static_shared.h"
 
 namespace glass::emu {
 namespace {
@@ -21,7 +24,7 @@ KernelKey key_of(const void* kernel, const char* name) {
 struct Registry {
   std::mutex mutex;
   std::map<const void*, size_t> opted_in;  // cudaFuncAttributeMaxDynamicSharedMemorySize
-  std::map<KernelKey, size_t> static_bytes;
+  std::map<KernelKey, std::vector<size_t>> static_written;
 };
 
 Registry& registry() {
@@ -53,25 +56,30 @@ size_t max_dynamic_shared_bytes(const void* kernel) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (auto it = r.opted_in.find(kernel); it != r.opted_in.end()) return it->second;
-  auto it = r.static_bytes.find(KernelKey{kernel, ""});
-  const size_t used = it == r.static_bytes.end() ? 0 : it->second;
+  auto it = r.static_written.find(KernelKey{kernel, ""});
+  const size_t used = it == r.static_written.end() ? 0 : detail::static_shared_bytes(it->second);
   return used >= kH200.shared_per_block ? 0 : kH200.shared_per_block - used;
 }
 
 namespace detail {
 
-size_t known_static_shared_bytes(const void* kernel, const char* name) {
+std::optional<std::vector<size_t>> known_static_shared(const void* kernel, const char* name) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  auto it = r.static_bytes.find(key_of(kernel, name));
-  return it == r.static_bytes.end() ? 0 : it->second;
+  auto it = r.static_written.find(key_of(kernel, name));
+  if (it == r.static_written.end()) return std::nullopt;
+  return it->second;
 }
 
-void record_static_shared_bytes(const void* kernel, const char* name, size_t bytes) {
+void record_static_shared(const void* kernel, const char* name,
+                          const std::vector<size_t>& written) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  size_t& known = r.static_bytes[key_of(kernel, name)];
-  if (bytes > known) known = bytes;
+  std::vector<size_t>& known = r.static_written[key_of(kernel, name)];
+  std::vector<size_t> merged;
+  std::set_union(known.begin(), known.end(), written.begin(), written.end(),
+                 std::back_inserter(merged));
+  known = std::move(merged);
 }
 
 void check_shared_memory(const void* kernel, const char* name, size_t static_bytes,

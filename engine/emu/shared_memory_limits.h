@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace glass::emu {
 
@@ -27,10 +29,11 @@ size_t max_dynamic_shared_bytes(const void* kernel);
 
 namespace detail {
 
-// The largest static __shared__ size launches of this kernel have measured so far (0 before the
-// first launch). `kernel` may be null (a lambda body): then the name is the key.
-size_t known_static_shared_bytes(const void* kernel, const char* name);
-void record_static_shared_bytes(const void* kernel, const char* name, size_t bytes);
+// The static __shared__ variables (indices into static_shared_variables()) that launches of this
+// kernel have written so far, sorted; none before its first launch. `kernel` may be null (a
+// lambda body): then the name is the key.
+std::optional<std::vector<size_t>> known_static_shared(const void* kernel, const char* name);
+void record_static_shared(const void* kernel, const char* name, const std::vector<size_t>& written);
 
 // Throws EmuError when a block of this kernel with `static_bytes` of static and `dynamic_bytes`
 // of dynamic shared memory would not launch on the GPU. `static_detail` names the static

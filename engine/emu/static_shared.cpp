@@ -167,10 +167,13 @@ void StaticSharedMemory::poison_all() {
   fresh_ = false;
 }
 
-void StaticSharedMemory::end_block(std::vector<size_t>& written) {
+void StaticSharedMemory::end_block(std::vector<size_t>& written, const std::vector<size_t>* only) {
   if (!base_) return;
+  if (fresh_) return poison_all();  // no block ran here yet: nothing was written
   const std::vector<StaticSharedVariable>& vars = static_shared_variables();
-  for (size_t i = 0; i < vars.size(); ++i) {
+  const size_t n = only ? only->size() : vars.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = only ? (*only)[k] : k;
     std::byte* p = base_ + vars[i].offset;
     if (all_poison(p, vars[i].bytes)) continue;
     std::memset(p, kPoison, vars[i].bytes);

@@ -42,8 +42,10 @@ class StaticSharedMemory {
     if (fresh_) poison_all();
   }
   // After a block: sets every variable that is not all 0xFF bytes back to 0xFF, and adds its
-  // index (into static_shared_variables()) to `written`, which stays sorted and unique.
-  void end_block(std::vector<size_t>& written);
+  // index (into static_shared_variables()) to `written`, which stays sorted and unique. With
+  // `only`, just those variables are looked at (the ones earlier launches of the kernel wrote):
+  // the scan after the last block of a launch on this OS thread passes null and looks at all.
+  void end_block(std::vector<size_t>& written, const std::vector<size_t>* only);
 
  private:
   void poison_all();

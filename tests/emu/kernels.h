@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <vector_types.h>
 
+#include <cstddef>
+
 // kernels/basic.cu
 void scale_add(const float* x, float* y, float a, int n);
 void write_thread_ids(unsigned* out);
@@ -55,6 +57,8 @@ void too_much_static_shared(float* out);
 void neighbour_racy_in_one_block(const float* x, float* y, int racy_block);
 void add_one(const float* x, float* y, int n);
 void copy_words(const unsigned* x, unsigned* y, int n);
+void dynamic_shared_c(float* out);
+void allow_dynamic_shared_c(size_t bytes);  // kernels/cuda/shared_memory.h's helper
 
 // kernels/memory.cu
 void write_at(float* p, long offset, float v);

@@ -111,6 +111,20 @@ TEST_F(SharedMemoryTest, OptInBeyondTheDeviceLimitIsRefused) {
   EXPECT_EQ(max_dynamic_shared_bytes(k), 227u * 1024);
 }
 
+TEST_F(SharedMemoryTest, LauncherHelperOptsIn) {
+  std::vector<float> out(32);
+  const size_t bytes = 64 * 1024;
+  EXPECT_FALSE(emu_error_of([&] {
+                 launch_kernel("dynamic_shared_c", dynamic_shared_c, dim3(1), dim3(32), bytes,
+                               out.data());
+               }).empty());
+  allow_dynamic_shared_c(bytes);
+  launch_kernel("dynamic_shared_c", dynamic_shared_c, dim3(1), dim3(32), bytes, out.data());
+  EXPECT_EQ(out[0], 5.0f);
+  EXPECT_TRUE(contains(emu_error_of([&] { allow_dynamic_shared_c(300 * 1024); }),
+                       "kernel 'dynamic_shared_c': cannot opt into 307200 bytes"));
+}
+
 TEST_F(SharedMemoryTest, StaticSharedOverTheLimitIsRefused) {
   std::vector<float> out(32);
   const std::string msg = emu_error_of([&] {

@@ -1,6 +1,7 @@
 // Kernels for the shared memory limits, static shared poisoning and the launch checks
 // (GLASS_EMU_RACECHECK, GLASS_EMU_INITCHECK), including planted bugs.
 #include "engine/emu/dynamic_shared.h"
+#include "kernels/cuda/shared_memory.h"
 
 // PLANTED BUG: reads static shared memory before any thread wrote it, then writes it, so that
 // a block that does not start from fresh memory sees the previous block's values.
@@ -66,4 +67,15 @@ __global__ void add_one(const float* x, float* y, int n) {
 __global__ void copy_words(const unsigned* x, unsigned* y, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i];
+}
+
+// The opt-in through the launchers' helper (kernels/cuda/shared_memory.h), as a launcher calls it.
+__global__ void dynamic_shared_c(float* out) {
+  GLASS_DYNAMIC_SHARED(float, dyn);
+  dyn[threadIdx.x] = 5.0f;
+  __syncthreads();
+  out[threadIdx.x] = dyn[threadIdx.x];
+}
+void allow_dynamic_shared_c(size_t bytes) {
+  glass::kernels::cuda::allow_dynamic_shared_memory(dynamic_shared_c, "dynamic_shared_c", bytes);
 }
