@@ -62,7 +62,7 @@ void BlockScheduler::begin_launch(const LaunchJob& job) {
   job_ = &job;
   nthreads_ = job.block.x * job.block.y * job.block.z;
   one_dimensional_ = job.block.y == 1 && job.block.z == 1;
-  shuffled_ = job.shuffle_seed.has_value();
+  shuffled_ = job.shuffle_seed.has_value() || job.reverse_order;
   blockDim = job.block;
   gridDim = job.grid;
   if (job.stack_bytes != stack_bytes_) {  // between blocks every fiber is idle
@@ -84,6 +84,11 @@ void BlockScheduler::begin_launch(const LaunchJob& job) {
 
 LaunchStats BlockScheduler::take_stats() { return std::exchange(stats_, LaunchStats{}); }
 
+std::vector<size_t> BlockScheduler::take_static_shared_written() {
+  static_shared_.end_block(static_shared_written_, nullptr);
+  return std::exchange(static_shared_written_, {});
+}
+
 void BlockScheduler::run_block(uint64_t linear_block) {
   const uint64_t gx = job_->grid.x, gy = job_->grid.y;
   blockIdx =
@@ -96,12 +101,17 @@ void BlockScheduler::run_block(uint64_t linear_block) {
   for (WarpState& w : warps_) w.exited = 0;
   if (job_->dynamic_shared_bytes > 0)
     std::memset(shared_.get(), kSharedPoison, job_->dynamic_shared_bytes);
+  static_shared_.begin_block();
   break_here_ = job_->break_at && equal(blockIdx, job_->break_at->block);
   if (shuffled_) {
-    rng_ = *job_->shuffle_seed ^ (0x632BE59BD9B4E019ull * (linear_block + 1));
     order_.resize(nthreads_);
     std::iota(order_.begin(), order_.end(), 0u);
-    shuffle(std::span(order_), rng_);
+    if (job_->shuffle_seed) {
+      rng_ = *job_->shuffle_seed ^ (0x632BE59BD9B4E019ull * (linear_block + 1));
+      shuffle(std::span(order_), rng_);
+    } else {
+      std::reverse(order_.begin(), order_.end());
+    }
   }
 
   RunningScope running(this);
@@ -109,6 +119,8 @@ void BlockScheduler::run_block(uint64_t linear_block) {
   run_threads();
   // The threads still alive are suspended; run them until the last one hands back to main_.
   if (exited_ < next_start_) switch_to(pick_next());
+  // Static shared memory back to poison for the next block, noting what this one wrote.
+  static_shared_.end_block(static_shared_written_, job_->static_shared_known);
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -205,15 +217,18 @@ void BlockScheduler::fiber_loop() {
   }
 }
 
-// Queues the threads a barrier or warp operation released. With a shuffle seed the caller, if it
-// took part, queues up with them and the group is shuffled; the caller must then
-// yield_to_released() once its bookkeeping is done. Returns whether it must.
+// Queues the threads a barrier or warp operation released. With a shuffle seed (or in reverse
+// order) the caller, if it took part, queues up with them and the group is shuffled (reversed); the
+// caller must then yield_to_released() once its bookkeeping is done. Returns whether it must.
 bool BlockScheduler::make_ready(std::span<Fiber* const> released, bool caller_takes_part) {
   const size_t first = ready_.size();
   ready_.insert(ready_.end(), released.begin(), released.end());
   if (!shuffled_) return false;
   if (caller_takes_part) ready_.push_back(current_);
-  shuffle(std::span(ready_).subspan(first), rng_);
+  if (job_->shuffle_seed)
+    shuffle(std::span(ready_).subspan(first), rng_);
+  else
+    std::reverse(ready_.begin() + static_cast<std::ptrdiff_t>(first), ready_.end());
   return caller_takes_part;
 }
 

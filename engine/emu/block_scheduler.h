@@ -26,6 +26,7 @@
 #include "engine/emu/fiber.h"
 #include "engine/emu/launch.h"
 #include "engine/emu/settings.h"
+#include "engine/emu/static_shared.h"
 
 namespace glass::emu::detail {
 
@@ -38,6 +39,10 @@ struct LaunchJob {
   size_t dynamic_shared_bytes;
   size_t stack_bytes;
   std::optional<uint64_t> shuffle_seed;
+  bool reverse_order = false;  // without a seed: threads start, and resume, last to first
+  // The static __shared__ variables earlier launches of this kernel wrote: only they are reset
+  // between blocks (null: the first launch, all of them are).
+  const std::vector<size_t>* static_shared_known = nullptr;
   const BreakTarget* break_at;  // null: no breakpoint in this kernel
 };
 
@@ -99,6 +104,10 @@ class BlockScheduler {
   // thread if a thread threw or the block deadlocked.
   void run_block(uint64_t linear_block);
   LaunchStats take_stats();
+  // After the last block of a launch on this OS thread: resets every static __shared__ variable
+  // that is still written. Then the ones (indices into static_shared_variables()) that the
+  // blocks run here since the last call wrote, sorted; empties the list.
+  std::vector<size_t> take_static_shared_written();
 
   // Device side, for the CUDA thread that is current.
   BlockVote sync_block(int predicate, Site site);
@@ -161,6 +170,8 @@ class BlockScheduler {
   };
   std::unique_ptr<std::byte[], AlignedFree> shared_;
   size_t shared_capacity_ = 0;
+  StaticSharedMemory static_shared_;
+  std::vector<size_t> static_shared_written_;
 
   LaunchStats stats_;
 };

@@ -14,16 +14,19 @@
 // keeps a user's definition. __host__/__device__/__global__/__constant__ then vanish, and
 // __shared__ becomes thread_local (at block scope that implies static): an OS thread runs one
 // block at a time, so every block sees one copy, and blocks on other OS threads have their own.
-// Static __shared__ is not poisoned: it keeps what the previous block on that OS thread left.
+// The variable goes into the section that static_shared.h poisons before every block and
+// measures for the per-block shared memory limit.
 #define __host__
 #define __device__
 #define __global__
 #define __constant__
 #define __managed__
-#define __shared__ thread_local
+#define __shared__ thread_local __attribute__((section(GLASS_EMU_STATIC_SHARED_SECTION)))
 #define __launch_bounds__(...)
 // Not __attribute__((noinline)): libstdc++ itself spells __attribute__((__noinline__)).
 #define __noinline__
+
+#include "engine/emu/static_shared.h"
 
 #include <vector_functions.h>
 #include <vector_types.h>

@@ -1,5 +1,6 @@
 #include "engine/emu/memory.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -88,7 +89,12 @@ void* device_malloc(size_t bytes) {
   if (!raw)
     throw EmuError("device_malloc: out of memory allocating " + std::to_string(bytes) + " bytes");
   std::byte* user = raw + before;
-  std::memset(user, kFreshByte, bytes);
+  if (settings().init_check) {
+    for (size_t i = 0; i < bytes; i += 4)
+      std::memcpy(user + i, &detail::kNeverWrittenWord, std::min<size_t>(4, bytes - i));
+  } else {
+    std::memset(user, kFreshByte, bytes);
+  }
   const size_t after = checked ? total - before - bytes : 0;
   if (checked) {
     std::memset(raw, kZoneByte, before);
@@ -130,4 +136,27 @@ void check_red_zones(const char* kernel) {
     throw EmuError("kernel '" + std::string(kernel) + "' wrote outside device memory:" + bad);
 }
 
+namespace detail {
+
+std::optional<AllocationView> find_allocation(const void* p) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto* b = static_cast<std::byte*>(const_cast<void*>(p));
+  auto it = r.live.upper_bound(b);
+  if (it == r.live.begin()) return std::nullopt;
+  --it;
+  if (b >= it->first + std::max<size_t>(it->second.bytes, 1)) return std::nullopt;
+  return AllocationView{it->first, it->second.bytes, it->second.serial};
+}
+
+std::vector<AllocationView> live_allocations() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<AllocationView> out;
+  out.reserve(r.live.size());
+  for (const auto& [user, a] : r.live) out.push_back({user, a.bytes, a.serial});
+  return out;
+}
+
+}  // namespace detail
 }  // namespace glass::emu

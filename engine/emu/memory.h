@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace glass::emu {
 
@@ -22,5 +25,25 @@ void device_free(void* p);
 // (and restores the zones, so that one bad write is reported once). Called after every launch
 // in checking mode.
 void check_red_zones(const char* kernel);
+
+namespace detail {
+
+// A live allocation, as the launch checks (launch_checks.h) see it.
+struct AllocationView {
+  std::byte* base;  // the user's first byte
+  size_t bytes;
+  uint64_t serial;  // #n in reports: the n-th allocation of the process
+};
+
+// The live allocation holding p, if any.
+std::optional<AllocationView> find_allocation(const void* p);
+std::vector<AllocationView> live_allocations();
+
+// With Settings::init_check (GLASS_EMU_INITCHECK=1) fresh allocations are filled with this
+// 4-byte word instead of 0xFF bytes: NaN as f32 and as either half of it in bf16/f16, and an
+// integer no program writes by accident, so that a word still holding it was never written.
+constexpr uint32_t kNeverWrittenWord = 0x7FA5FFFFu;
+
+}  // namespace detail
 
 }  // namespace glass::emu

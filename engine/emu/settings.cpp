@@ -33,6 +33,15 @@ uint64_t parse_unsigned(const char* name, std::string_view text) {
   return v;
 }
 
+// An on/off variable: unset or "0" is off, "1" is on.
+bool parse_switch(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  std::string_view f(v);
+  if (f != "0" && f != "1") bad_variable(name, v, "0 or 1");
+  return f == "1";
+}
+
 // "x[,y[,z]]" -> uint3, missing coordinates are 0.
 uint3 parse_index(const char* name, std::string_view text) {
   unsigned v[3] = {0, 0, 0};
@@ -87,11 +96,9 @@ Settings Settings::from_environment() {
   }
   if (const char* v = std::getenv("GLASS_EMU_SHUFFLE_SEED"))
     s.shuffle_seed = parse_unsigned("GLASS_EMU_SHUFFLE_SEED", v);
-  if (const char* v = std::getenv("GLASS_EMU_CHECK")) {
-    std::string_view f(v);
-    if (f != "0" && f != "1") bad_variable("GLASS_EMU_CHECK", v, "0 or 1");
-    s.check_memory = f == "1";
-  }
+  s.check_memory = parse_switch("GLASS_EMU_CHECK");
+  s.race_check = parse_switch("GLASS_EMU_RACECHECK");
+  s.init_check = parse_switch("GLASS_EMU_INITCHECK");
   if (const char* v = std::getenv("GLASS_EMU_BREAK"))
     s.break_at = parse_break("GLASS_EMU_BREAK", v);
   return s;

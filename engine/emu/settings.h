@@ -8,6 +8,10 @@
 //                                barrier, in an order shuffled by this seed (default: natural
 //                                order), so that a missing barrier shows up as a wrong result.
 //   GLASS_EMU_CHECK=1            red zones around device allocations, checked after every launch.
+//   GLASS_EMU_RACECHECK=1        run every launch under several thread orders and report the
+//                                block and first address whose result depends on the order.
+//   GLASS_EMU_INITCHECK=1        report kernels whose results depend on device memory never
+//                                written since it was allocated.
 //   GLASS_EMU_BREAK=B/T[@kernel] call glass_emu_thread_hook() when CUDA thread T of block B
 //                                (of that kernel, or any) starts; B and T are x[,y[,z]].
 #pragma once
@@ -33,6 +37,8 @@ struct Settings {
   size_t fiber_stack_bytes = 256 * 1024;
   std::optional<uint64_t> shuffle_seed;
   bool check_memory = false;
+  bool race_check = false;
+  bool init_check = false;
   std::optional<BreakTarget> break_at;
 
   // The defaults overridden by the GLASS_EMU_* variables above; throws EmuError naming the

@@ -1,5 +1,5 @@
 // Fixture for the emulator tests: each test starts from known settings (two worker threads,
-// natural order, no checking, no breakpoint) whatever the environment says, and restores the
+// natural order, no checks, no breakpoint) whatever the environment says, and restores the
 // previous settings afterwards.
 #pragma once
 
@@ -21,6 +21,8 @@ class EmuTest : public ::testing::Test {
     s.worker_threads = 2;
     s.shuffle_seed.reset();
     s.check_memory = false;
+    s.race_check = false;
+    s.init_check = false;
     s.break_at.reset();
     set_settings(s);
   }

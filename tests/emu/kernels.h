@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <vector_types.h>
 
+#include <cstddef>
+
 // kernels/basic.cu
 void scale_add(const float* x, float* y, float a, int n);
 void write_thread_ids(unsigned* out);
@@ -45,6 +47,18 @@ void cas_increment(int* counter);
 void exchange_ids(int* slot, int* seen);
 void wrapping_increment(unsigned* counter, unsigned limit);
 void atomic_bit_ops(unsigned* set, unsigned* cleared, unsigned* flipped, int* sub, unsigned* down);
+
+// kernels/checks.cu
+void read_static_shared_before_write(unsigned* out, float* f);
+void static_and_dynamic_shared(float* out);
+void dynamic_shared_a(float* out);
+void dynamic_shared_b(float* out);
+void too_much_static_shared(float* out);
+void neighbour_racy_in_one_block(const float* x, float* y, int racy_block);
+void add_one(const float* x, float* y, int n);
+void copy_words(const unsigned* x, unsigned* y, int n);
+void dynamic_shared_c(float* out);
+void allow_dynamic_shared_c(size_t bytes);  // kernels/cuda/shared_memory.h's helper
 
 // kernels/memory.cu
 void write_at(float* p, long offset, float v);
