@@ -50,6 +50,20 @@ TEST(TrainGptCli, DeviceCudaWithoutGpu) {
 #endif
 }
 
+TEST(TrainGptCli, CudnnAttentionIsRefusedOffCuda) {
+  expect_one_line_error(kTiny + "--steps 1 --device emu --attention cudnn",
+                        "cudnn attention runs on cuda only (not on emu)");
+  expect_one_line_error(kTiny + "--steps 1 --device cpu --attention cudnn",
+                        "cudnn attention runs on cuda only (not on cpu)");
+  expect_one_line_error(kTiny + "--steps 1 --attention fast", "--attention");
+}
+
+TEST(TrainGptCli, FlashAttentionNeedsASupportedHeadDim) {
+  // kTiny's width and heads give head dim 8: flash refuses it, naming the rule
+  expect_one_line_error(kTiny + "--steps 1 --device emu --attention flash",
+                        "multiple of 8 in 16..128");
+}
+
 TEST(TrainGptCli, ShapeMismatchHeadsDoNotDivideWidth) {
   expect_one_line_error("--data " + kData + " --n-embd 30 --n-head 4 --steps 1", "n_head");
 }
