@@ -77,8 +77,7 @@ namespace {
 // Head `part` (0 q, 1 k, 2 v) of every head of qkv [B, T, 3C], seen as [B, H, T, D] (no copy).
 Tensor heads_of(const Tensor& qkv, int part, int64_t H) {
   const int64_t T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
-  return qkv.as_strided({qkv.size(0), H, T, D}, {T * 3 * C, D, 3 * C, 1},
-                        qkv.offset() + part * C);
+  return qkv.as_strided({qkv.size(0), H, T, D}, {T * 3 * C, D, 3 * C, 1}, qkv.offset() + part * C);
 }
 
 // y [B, T, C] seen as heads [B, H, T, D] (no copy).
@@ -103,21 +102,21 @@ Tensor naive_attention(const Tensor& qkv, int64_t H, double scale, OpScope& op) 
   be.attention_forward(parts[0], parts[1], parts[2], heads, probs, scale);
   Tensor out = Tensor::empty({B, T, C}, qkv.dtype(), qkv.device());
   be.copy(heads, heads_of_output(out, H));
-  return op.finish(out, {parts[0], parts[1], parts[2], probs},
-                   [H, scale, qkv_shape = qkv.shape()](Node& n,
-                                                       const Tensor& dout) -> std::vector<Tensor> {
-                     const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2];
-                     const kernels::Backend& be = kernels::backend(q);
-                     const Tensor dheads = empty_like(q);
-                     be.copy(heads_of_output(contiguous(dout), H), dheads);
-                     const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
-                     be.attention_backward(q, k, v, n.saved[3], dheads, dq, dk, dv, scale);
-                     Tensor dqkv = Tensor::empty(qkv_shape, q.dtype(), q.device());
-                     be.copy(dq, heads_of(dqkv, 0, H));
-                     be.copy(dk, heads_of(dqkv, 1, H));
-                     be.copy(dv, heads_of(dqkv, 2, H));
-                     return {dqkv};
-                   });
+  return op.finish(
+      out, {parts[0], parts[1], parts[2], probs},
+      [H, scale, qkv_shape = qkv.shape()](Node& n, const Tensor& dout) -> std::vector<Tensor> {
+        const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2];
+        const kernels::Backend& be = kernels::backend(q);
+        const Tensor dheads = empty_like(q);
+        be.copy(heads_of_output(contiguous(dout), H), dheads);
+        const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
+        be.attention_backward(q, k, v, n.saved[3], dheads, dq, dk, dv, scale);
+        Tensor dqkv = Tensor::empty(qkv_shape, q.dtype(), q.device());
+        be.copy(dq, heads_of(dqkv, 0, H));
+        be.copy(dk, heads_of(dqkv, 1, H));
+        be.copy(dv, heads_of(dqkv, 2, H));
+        return {dqkv};
+      });
 }
 
 using FusedForward = void (*)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -144,8 +143,7 @@ Tensor fused_attention(const Tensor& qkv, int64_t H, double scale, FusedForward 
 
 }  // namespace
 
-Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kernel,
-                        CallSite site) {
+Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kernel, CallSite site) {
   CallSiteScope at(site);
   GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.size(2) % 3 == 0,
               "causal_attention: qkv {} must be [B, T, 3C] with C > 0", qkv.describe());

@@ -43,7 +43,7 @@ struct AttentionCost {
   double naive_memory_bytes = 0, flash_memory_bytes = 0;
 };
 AttentionCost attention_cost(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim,
-                             DType dtype, int64_t tile_rows = 16);
+                             DType dtype, int64_t tile_rows = 32);
 
 struct RooflinePoint {
   double intensity = 0;  // FLOP/byte

@@ -1,9 +1,10 @@
-// Kernel ladders: for softmax forward, LayerNorm forward, matmul and attention forward, a ladder of CUDA kernels from
-// naive to fast (kernels/cuda/ladder, docs/kernel_ladders.md), each rung a small kernel that
-// changes one thing. This registry lists the rungs, runs rung N on given tensors (device emu, or
-// cuda where built), and selects the rung that training runs: the emu/cuda backend's
-// softmax_forward, layernorm_forward, gemm and flash_attention_forward entries are selected_*() below, which run the rung
-// GLASS_KERNEL_VARIANT names (the production kernel by default).
+// Kernel ladders: for softmax forward, LayerNorm forward, matmul and attention forward, a ladder of
+// CUDA kernels from naive to fast (kernels/cuda/ladder, docs/kernel_ladders.md), each rung a small
+// kernel that changes one thing. This registry lists the rungs, runs rung N on given tensors
+// (device emu, or cuda where built), and selects the rung that training runs: the emu/cuda
+// backend's softmax_forward, layernorm_forward, gemm and flash_attention_forward entries are
+// selected_*() below, which run the rung GLASS_KERNEL_VARIANT names (the production kernel by
+// default).
 //
 //   GLASS_KERNEL_VARIANT=softmax:1,layernorm:float4,matmul:0
 //

@@ -8,9 +8,10 @@
 //
 // gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
 // the device. attention: the same for causal attention forward done naively (the T x T matrix
-// through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt: the memory budget of training (parameters, gradients, master weights, AdamW
-// moments, activations, temporaries) and the FLOPs of a step. Devices: the GPU table
-// (engine/device_peaks.h) or `cpu` (this machine, measured). Errors are one line on stderr
+// through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt:
+// the memory budget of training (parameters, gradients, master weights, AdamW moments, activations,
+// temporaries) and the FLOPs of a step. Devices: the GPU table (engine/device_peaks.h) or `cpu`
+// (this machine, measured). Errors are one line on stderr
 // ("roofline: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
@@ -91,13 +92,14 @@ void attention(const Flags& f) {
   const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
   const glass::AttentionCost c =
       glass::attention_cost(f.batch, f.heads, f.seq_len, f.head_dim, dtype);
-  const std::string shape = fmt::format("B={} H={} T={} D={}", f.batch, f.heads, f.seq_len,
-                                        f.head_dim);
+  const std::string shape =
+      fmt::format("B={} H={} T={} D={}", f.batch, f.heads, f.seq_len, f.head_dim);
   const std::string b = std::to_string(glass::dtype_size(dtype));
   print_roofline("attention forward, naive, " + shape, "B H T(T+1)/2 (4D+5)",
                  b + " B H (4TD + 4T^2)", c.naive, dtype, f);
-  fmt::print("  memory      {:<22} = {}\n", b + " B H T^2 (S, then P)", si(c.naive_memory_bytes, "B"));
-  print_roofline("attention forward, flash (16-row tiles), " + shape, "B H T(T+1)/2 (4D+5)",
+  fmt::print("  memory      {:<22} = {}\n", b + " B H T^2 (S, then P)",
+             si(c.naive_memory_bytes, "B"));
+  print_roofline("attention forward, flash (32-row query tiles), " + shape, "B H T(T+1)/2 (4D+5)",
                  b + " B H D (2T + 2R) + 4 B H T", c.flash, dtype, f);
   fmt::print("  memory      {:<22} = {}\n", "4 B H T (lse)", si(c.flash_memory_bytes, "B"));
   fmt::print("  (R = keys the query tiles read: sum over tiles of min(T, tile end))\n");

@@ -119,8 +119,8 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step | attention {}",
              config_.str(), static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch,
              opt_.seq_len, opt_.batch * opt_.seq_len,
-             attention_kernel_name(resolve_attention_kernel(
-                 attention, device_, config_.n_embd / config_.n_head)));
+             attention_kernel_name(
+                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {

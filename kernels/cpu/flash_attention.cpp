@@ -39,43 +39,43 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const double entries = static_cast<double>(g.slices()) * static_cast<double>(g.T * (g.T + 1) / 2);
   visit_float(qkv.dtype(), kernel, [&]<class T>() {
     const int64_t Tn = g.T, C = g.C, D = g.D;
-    launch(cpu_launch_info(kernel, g.slices(), entries * (4.0 * D + 5),
-                           bytes_of({&qkv, &out, &lse})),
-           [&] {
+    launch(
+        cpu_launch_info(kernel, g.slices(), entries * (4.0 * D + 5), bytes_of({&qkv, &out, &lse})),
+        [&] {
 #pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
-             {
-               std::vector<T> p(static_cast<size_t>(Tn));  // this thread's row of scores
+          {
+            std::vector<T> p(static_cast<size_t>(Tn));  // this thread's row of scores
 #pragma omp for schedule(static)
-               for (int64_t s = 0; s < g.slices(); ++s) {
-                 const int64_t b = s / g.H, h = s % g.H;
-                 T* base = qkv.data<T>() + b * Tn * 3 * C + h * D;
-                 const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
-                 const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
-                 float* lse_row = lse.data<float>() + s * Tn;
-                 for (int64_t i = 0; i < Tn; ++i) {
-                   // 1. S_ij for j <= i and their max
-                   for (int64_t j = 0; j <= i; ++j) p[j] = row_dot(q.row(i), k.row(j), D) * T(scale);
-                   const T m = row_max(p.data(), i + 1);
-                   // 2. exp(S_ij - m) and their sum l; lse_i = m + log l
-                   T l = 0;
-                   for (int64_t j = 0; j <= i; ++j) {
-                     p[j] = std::exp(p[j] - m);
-                     l += p[j];
-                   }
-                   lse_row[i] = static_cast<float>(m + std::log(l));
-                   // 3. out_i = sum_j exp(S_ij - m) v_j / l
-                   T* oi = o.row(i);
-                   for (int64_t d = 0; d < D; ++d) oi[d] = 0;
-                   for (int64_t j = 0; j <= i; ++j) {
-                     const T w = p[j] / l;
-                     const T* vj = v.row(j);
+            for (int64_t s = 0; s < g.slices(); ++s) {
+              const int64_t b = s / g.H, h = s % g.H;
+              T* base = qkv.data<T>() + b * Tn * 3 * C + h * D;
+              const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
+              const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
+              float* lse_row = lse.data<float>() + s * Tn;
+              for (int64_t i = 0; i < Tn; ++i) {
+                // 1. S_ij for j <= i and their max
+                for (int64_t j = 0; j <= i; ++j) p[j] = row_dot(q.row(i), k.row(j), D) * T(scale);
+                const T m = row_max(p.data(), i + 1);
+                // 2. exp(S_ij - m) and their sum l; lse_i = m + log l
+                T l = 0;
+                for (int64_t j = 0; j <= i; ++j) {
+                  p[j] = std::exp(p[j] - m);
+                  l += p[j];
+                }
+                lse_row[i] = static_cast<float>(m + std::log(l));
+                // 3. out_i = sum_j exp(S_ij - m) v_j / l
+                T* oi = o.row(i);
+                for (int64_t d = 0; d < D; ++d) oi[d] = 0;
+                for (int64_t j = 0; j <= i; ++j) {
+                  const T w = p[j] / l;
+                  const T* vj = v.row(j);
 #pragma omp simd
-                     for (int64_t d = 0; d < D; ++d) oi[d] += w * vj[d];
-                   }
-                 }
-               }
-             }
-           });
+                  for (int64_t d = 0; d < D; ++d) oi[d] += w * vj[d];
+                }
+              }
+            }
+          }
+        });
   });
 }
 

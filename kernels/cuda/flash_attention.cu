@@ -9,9 +9,11 @@
 //   backward: D_i = rowsum(dO_i * O_i) (= sum_j P_ij dP_ij);  dP = dO V^T;  dS = P * (dP - D)
 //             dV = P^T dO;  dQ = dS K * scale;  dK = dS^T Q * scale
 //
-// Nothing of size T x T exists anywhere: every kernel walks tiles of kTile query rows against
-// tiles of kTile key rows, staged in shared memory, and keeps its T x T piece (a kTile x kTile
-// block of S, P or dS) in shared memory only while that tile pair is being used.
+// Nothing of size T x T exists anywhere: every kernel walks tiles of query rows against tiles of
+// kTile key rows, staged in shared memory, and keeps its T x T piece (a block of S, P or dS) in
+// shared memory only while that tile pair is being used. The forward's query tiles have
+// kForwardRows rows (K and V are read once per query tile, so a taller tile reads them less
+// often), the backward's kTile.
 // - forward, block (query tile, slice): for each key tile up to the diagonal, the scores of the
 //   tile, then the online softmax (a running max m and sum l per row; when the max grows, the sum
 //   and the output accumulated so far are rescaled by exp(m_old - m_new)), then O += P V. O is
@@ -24,12 +26,13 @@
 // Each output element is summed by one thread in a fixed order, so there are no atomics and the
 // results are the same bits on every run.
 //
-// Threads: kTile rows x kLanes lanes (128). Row r of a tile belongs to the kLanes consecutive
-// threads r*kLanes.. of one warp: they share the row's entries of S (lane c owns columns c and
-// c + kLanes) and its head dims (lane c owns d = c, c + kLanes, ...); row max and sum are
-// butterfly shuffles over those lanes. Shared memory stays within the 48 KB a block gets without
-// opting in, for every head dim up to kFlashMaxHeadDim (largest: backward kernel 2 at D = 128, 35 KB).
-// Tiles, shared memory and accumulation are f32 whatever the element type E of qkv/out is.
+// Threads: kLanes lanes per tile row (forward 32 x 8 = 256, backward 16 x 8 = 128). Row r belongs
+// to the kLanes consecutive threads r*kLanes.. of one warp: they share the row's entries of S (lane
+// c owns columns c and c + kLanes) and its head dims (lane c owns d = c, c + kLanes, ...); row max
+// and sum are butterfly shuffles over those lanes. Shared memory stays within the 48 KB a block
+// gets without opting in, for every head dim up to kFlashMaxHeadDim (largest: backward kernel 2 at
+// D = 128, 35 KB; forward 34 KB). Tiles, shared memory and accumulation are f32 whatever the
+// element type E of qkv/out is.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -43,22 +46,24 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-constexpr int kTile = 16;                          // query rows and key rows of a tile
-constexpr int kLanes = 8;                          // threads per tile row (inside one warp)
-constexpr int kThreads = kTile * kLanes;           // the block
-constexpr int kPerLane = kFlashMaxHeadDim / kLanes;  // head dims one lane owns, at most
-constexpr int kPad = kTile + 1;                    // row pitch of the S/P/dS tiles (no bank clash)
+constexpr int kTile = 16;                 // key rows of a tile, and the backward's query rows
+constexpr int kForwardRows = 32;          // query rows of a forward tile
+constexpr int kLanes = 8;                 // threads per tile row (inside one warp)
+constexpr int kThreads = kTile * kLanes;  // a backward block
+constexpr int kForwardThreads = kForwardRows * kLanes;  // a forward block
+constexpr int kPerLane = kFlashMaxHeadDim / kLanes;     // head dims one lane owns, at most
+constexpr int kPad = kTile + 1;  // row pitch of the S/P/dS tiles (no bank clash)
 
 // The element type in and out of f32 (f32 only today; bf16 adds an overload pair here).
 __device__ inline float to_f32(float x) { return x; }
 __device__ inline void store(float* p, float x) { *p = x; }
 
-// Rows row0..row0+kTile-1 of one head (row stride `pitch` elements), as an f32 tile [kTile][D];
+// Rows row0..row0+rows-1 of one head (row stride `pitch` elements), as an f32 tile [rows][D];
 // rows at or past T read as 0. Consecutive threads read consecutive head dims (coalesced).
 template <class E>
-__device__ void load_tile(float* tile, const E* head, int64_t pitch, int64_t row0, int64_t T,
-                          int D) {
-  for (int idx = threadIdx.x; idx < kTile * D; idx += kThreads) {
+__device__ void load_tile(float* tile, const E* head, int64_t pitch, int64_t row0, int64_t T, int D,
+                          int rows = kTile) {
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
     const int r = idx / D, d = idx % D;
     tile[idx] = row0 + r < T ? to_f32(head[(row0 + r) * pitch + d]) : 0.0f;
   }
@@ -80,28 +85,30 @@ __device__ float row_reduce(float value, Op op) {
   return value;
 }
 
-// Forward. Grid (query tiles, B*H). Dynamic shared memory: Q, K, V tiles [kTile][D], P [kTile][kPad].
+// Forward. Grid (query tiles of kForwardRows, B*H). Dynamic shared memory: Q [kForwardRows][D],
+// K and V [kTile][D], P [kForwardRows][kPad].
 template <class E>
 __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse, int64_t T,
                                                int64_t C, int64_t H, int D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Qs = shared;
-  float* Ks = Qs + kTile * D;
+  float* Ks = Qs + kForwardRows * D;
   float* Vs = Ks + kTile * D;
   float* Ps = Vs + kTile * D;
   const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kForwardRows;
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   const int64_t i = q0 + r;  // this thread's query row (rows past T compute but never store)
   const E* q = qkv + b * T * 3 * C + h * D;
   const E* k = q + C;
   const E* v = q + 2 * C;
   // 1. the query tile, once
-  load_tile(Qs, q, 3 * C, q0, T, D);
+  load_tile(Qs, q, 3 * C, q0, T, D, kForwardRows);
   float m = -INFINITY, l = 0;  // running max and sum of exp(S_ij - m) of row i
   float acc[kPerLane] = {};    // running sum_j exp(S_ij - m) V_j[d], d = lane + kLanes * n
-  // Key tiles up to the diagonal: the last one holds key q0, beyond it every key is masked.
-  for (int64_t k0 = 0; k0 <= q0; k0 += kTile) {
+  // Key tiles up to the tile's last row: beyond it every key is masked. A row above a tile's
+  // first key finds all of it masked: its max and sums are unchanged (exp(-inf) = 0).
+  for (int64_t k0 = 0; k0 < q0 + kForwardRows && k0 < T; k0 += kTile) {
     __syncthreads();  // the previous tile's K, V and P have been read
     // 2. the key and value tiles
     load_tile(Ks, k, 3 * C, k0, T, D);
@@ -114,8 +121,9 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
       const int64_t j = k0 + c;
       s[half] = j <= i && j < T ? head_dot(Qs + r * D, Ks + c * D, D) * scale : -INFINITY;
     }
-    // 4. online softmax: the new running max (finite: key k0 <= i is always unmasked), the
-    //    tile's exp(S - m_new), and the factor exp(m_old - m_new) that rescales what came before
+    // 4. online softmax: the new running max (finite: key 0 of the first tile is never masked),
+    //    the tile's exp(S - m_new), and the factor exp(m_old - m_new) that rescales what came
+    //    before
     const float m_new = fmaxf(m, row_reduce(fmaxf(s[0], s[1]), Max{}));
     const float p0 = expf(s[0] - m_new), p1 = expf(s[1] - m_new);
     const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
@@ -136,7 +144,8 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
   if (i >= T) return;
   // 6. O_i = acc / l, written once; lse_i = m + log l
   E* o = out + (b * T + i) * C + h * D;
-  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n) store(o + lane + n * kLanes, acc[n] / l);
+  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n)
+    store(o + lane + n * kLanes, acc[n] / l);
   if (lane == 0) lse[slice * T + i] = m + logf(l);
 }
 
@@ -214,10 +223,9 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
 // Dynamic shared memory: K, V, Q, dO tiles [kTile][D], P and dS [kTile][kPad] (query row, key),
 // lse and D of the query tile [kTile] each.
 template <class E>
-__global__ void flash_attention_backward_key_kernel(const E* qkv, const float* lse,
-                                                    const E* dout, const float* delta, E* dqkv,
-                                                    int64_t T, int64_t C, int64_t H, int D,
-                                                    float scale) {
+__global__ void flash_attention_backward_key_kernel(const E* qkv, const float* lse, const E* dout,
+                                                    const float* delta, E* dqkv, int64_t T,
+                                                    int64_t C, int64_t H, int D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Ks = shared;
   float* Vs = Ks + kTile * D;
@@ -302,18 +310,25 @@ struct FlashGeometry : FlashAttentionShape {
     GLASS_CHECK(slices() <= 65535, "{}: B * n_head = {} exceeds the grid's 65535 in y", kernel,
                 slices());
   }
-  dim3 grid() const { return dim3(ceil_div(T, kTile), static_cast<unsigned>(slices())); }
-  // shared memory of `tiles` [kTile][D] tiles, `blocks` [kTile][kPad] ones and `rows` [kTile] ones
+  // query tiles of `rows` rows, times the slices
+  dim3 grid(int rows) const { return dim3(ceil_div(T, rows), static_cast<unsigned>(slices())); }
+  // shared memory of `tiles` [kTile][D] tiles, `blocks` [kTile][kPad] ones and `rows` [kTile]
+  // ones; in the forward the Q tile and P block have kForwardRows rows
   size_t shared_bytes(int tiles, int blocks, int rows) const {
     return static_cast<size_t>(tiles * kTile * D + blocks * kTile * kPad + rows * kTile) *
            sizeof(float);
   }
+  size_t forward_shared_bytes() const {
+    return static_cast<size_t>(kForwardRows * D + 2 * kTile * D + kForwardRows * kPad) *
+           sizeof(float);
+  }
   // the causal entries (i, j <= i) of all slices: what the math needs
   double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
-  // per slice, rows of K (or V) the query tiles load: tile q0 loads keys 0..min(T, q0 + kTile)
-  double keys_loaded() const {
+  // per slice, rows of K (or V) the query tiles of `tile` rows load: tile q0 loads keys up to
+  // min(T, q0 + tile) (a multiple of kTile)
+  double keys_loaded(int tile) const {
     double rows = 0;
-    for (int64_t q0 = 0; q0 < T; q0 += kTile) rows += static_cast<double>(std::min(T, q0 + kTile));
+    for (int64_t q0 = 0; q0 < T; q0 += tile) rows += static_cast<double>(std::min(T, q0 + tile));
     return rows;
   }
   // per slice, rows of Q (or dO) the key tiles load: tile k0 loads queries k0..T
@@ -340,9 +355,10 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   // FLOPs per causal entry: S (2D), P V (2D), the softmax's max, subtract, exp, sum, rescale (5)
   const double flops = g.entries() * (4.0 * g.D + 5);
   // bytes: Q read and O written once; K and V once per query tile that sees them; lse written
-  const double bytes = g.head_bytes(2.0 * g.T + 2 * g.keys_loaded(), e) + g.lse_bytes();
+  const double bytes = g.head_bytes(2.0 * g.T + 2 * g.keys_loaded(kForwardRows), e) + g.lse_bytes();
   const LaunchInfo info =
-      kernel_launch_info(kernel, qkv, g.grid(), dim3(kThreads), g.shared_bytes(3, 1, 0), flops, bytes);
+      kernel_launch_info(kernel, qkv, g.grid(kForwardRows), dim3(kForwardThreads),
+                         g.forward_shared_bytes(), flops, bytes);
   launch_cuda_kernel(info, flash_attention_forward_kernel<float>, qkv.data<float>(),
                      out.data<float>(), lse.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
                      static_cast<float>(scale));
@@ -360,24 +376,23 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   //    2D per row. Bytes: Q, dO, O read and dQ written once, K and V once per query tile,
   //    lse read and D written.
   const LaunchInfo query_info = kernel_launch_info(
-      "flash_attention_backward_query", qkv, g.grid(), dim3(kThreads), g.shared_bytes(4, 1, 0),
+      "flash_attention_backward_query", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 1, 0),
       g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
-      g.head_bytes(4.0 * g.T + 2 * g.keys_loaded(), e) + 2 * g.lse_bytes());
+      g.head_bytes(4.0 * g.T + 2 * g.keys_loaded(kTile), e) + 2 * g.lse_bytes());
   launch_cuda_kernel(query_info, flash_attention_backward_query_kernel<float>, qkv.data<float>(),
-                     out.data<float>(), lse.data<float>(), dout.data<float>(),
-                     delta.data<float>(), dqkv.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
+                     out.data<float>(), lse.data<float>(), dout.data<float>(), delta.data<float>(),
+                     dqkv.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
                      static_cast<float>(scale));
   // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
   //    dK, dV written once; Q, dO, lse and D once per key tile that sees them.
   const LaunchInfo key_info = kernel_launch_info(
-      "flash_attention_backward_key", qkv, g.grid(), dim3(kThreads), g.shared_bytes(4, 2, 2),
+      "flash_attention_backward_key", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 2, 2),
       g.entries() * (8.0 * g.D + 4),
       g.head_bytes(4.0 * g.T + 2 * g.queries_loaded(), e) +
           2 * static_cast<double>(g.slices()) * g.queries_loaded() * sizeof(float));
   launch_cuda_kernel(key_info, flash_attention_backward_key_kernel<float>, qkv.data<float>(),
-                     lse.data<float>(), dout.data<float>(), delta.data<float>(),
-                     dqkv.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
-                     static_cast<float>(scale));
+                     lse.data<float>(), dout.data<float>(), delta.data<float>(), dqkv.data<float>(),
+                     g.T, g.C, g.H, static_cast<int>(g.D), static_cast<float>(scale));
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

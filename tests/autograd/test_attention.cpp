@@ -242,7 +242,9 @@ TEST(Attention, KernelNamesAndRefusals) {
   const Tensor qkv = zeros({1, 4, 96});
   EXPECT_TRUE(contains_all(error_of([&] { causal_attention(qkv, 2, AttentionKernel::cudnn); }),
                            {"cudnn attention runs on cuda only (not on cpu)"}));
-  EXPECT_TRUE(contains_all(error_of([&] { causal_attention(zeros({1, 4, 96}), 5); }),
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(zeros({1, 4, 96}), 5);
+                           }),
                            {"C = 32", "not divisible by n_head 5"}));
 }
 

@@ -27,7 +27,9 @@ struct Reference {
 Reference naive_reference(const Tensor& qkv, const Tensor& dout, int64_t H) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  auto to_heads = [&](const Tensor& t) { return contiguous(transpose(view(t, {B, T, H, D}), 1, 2)); };
+  auto to_heads = [&](const Tensor& t) {
+    return contiguous(transpose(view(t, {B, T, H, D}), 1, 2));
+  };
   auto from_heads = [&](const Tensor& t) { return reshape(transpose(t, 1, 2), {B, T, C}); };
   const std::vector<Tensor> parts = split(qkv, C, 2);
   const Tensor q = to_heads(parts[0]), k = to_heads(parts[1]), v = to_heads(parts[2]);
@@ -97,13 +99,16 @@ TEST(FlashAttention, RefusesHeadDimsAndShapesItCannotTake) {
   }
   const Tensor qkv = device_empty({1, 5, 96}), out = device_empty({1, 5, 32});
   EXPECT_TRUE(contains_all(
-      error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, device_empty({1, 2, 4}), 2, 1); }),
+      error_of([&] {
+        kernels::cuda::flash_attention_forward(qkv, out, device_empty({1, 2, 4}), 2, 1);
+      }),
       {"lse f32[1, 2, 4]", "[B, n_head, T] = [1, 2, 5]"}));
-  EXPECT_TRUE(contains_all(
-      error_of([&] { kernels::cuda::flash_attention_forward(qkv, qkv, lse, 2, 1); }),
-      {"flash_attention_forward", "f32[1, 5, 96]", "[1, 5, 32]"}));
-  EXPECT_TRUE(contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 5, 1); }),
-                           {"C = 32", "not divisible by n_head 5"}));
+  EXPECT_TRUE(
+      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, qkv, lse, 2, 1); }),
+                   {"flash_attention_forward", "f32[1, 5, 96]", "[1, 5, 32]"}));
+  EXPECT_TRUE(
+      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 5, 1); }),
+                   {"C = 32", "not divisible by n_head 5"}));
 }
 
 }  // namespace

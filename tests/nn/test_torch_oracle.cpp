@@ -86,16 +86,16 @@ void expect_matches_pytorch(const GPTConfig& cfg, Device device, AttentionKernel
 }
 
 TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
-  expect_matches_pytorch({.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4,
-                          .n_embd = 32},
-                         kCPU, AttentionKernel::automatic);
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32}, kCPU,
+      AttentionKernel::automatic);
 }
 
 // The same on emu with the hand-written FlashAttention kernels (head dim 16).
 TEST(TorchOracle, TinyGPTOnEmuWithFlashAttentionMatchesPyTorch) {
-  expect_matches_pytorch({.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4,
-                          .n_embd = 64},
-                         kEmu, AttentionKernel::flash);
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kEmu,
+      AttentionKernel::flash);
 }
 
 }  // namespace

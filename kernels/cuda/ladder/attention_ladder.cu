@@ -25,8 +25,8 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 
-constexpr int kThreads = 256;     // rungs 0 and 1's blocks
-constexpr int kTiledRows = 32;    // rung 2: query rows (one thread each) and key rows per tile
+constexpr int kThreads = 256;   // rungs 0 and 1's blocks
+constexpr int kTiledRows = 32;  // rung 2: query rows (one thread each) and key rows per tile
 constexpr int kMaxHeadDim = kFlashMaxHeadDim;
 constexpr size_t kSharedPerBlock = 48 * 1024;  // without opting in to more (sm_90)
 
@@ -208,8 +208,8 @@ void attention_forward_naive(const Tensor& qkv, const Tensor& out, const Tensor&
                      g.heads(), static_cast<float>(scale));
   // 2. softmax: S read, P written over it, lse written
   const LaunchInfo softmax = kernel_launch_info(
-      "attention_softmax_naive", qkv, dim3(ceil_div(g.slices() * g.T, kThreads)), dim3(kThreads),
-      0, g.entries() * 5.0, 2 * g.square_bytes() + g.lse_bytes());
+      "attention_softmax_naive", qkv, dim3(ceil_div(g.slices() * g.T, kThreads)), dim3(kThreads), 0,
+      g.entries() * 5.0, 2 * g.square_bytes() + g.lse_bytes());
   launch_cuda_kernel(softmax, attention_softmax_naive_kernel, S.data<float>(), lse.data<float>(),
                      g.slices() * g.T, g.T);
   // 3. O = P V
@@ -244,7 +244,8 @@ void attention_forward_tiled(const Tensor& qkv, const Tensor& out, const Tensor&
   if (qkv.numel() == 0) return;
   // K and V rows loaded: query tile q0 reads keys 0..min(T, q0 + kTiledRows)
   double keys = 0;
-  for (int64_t q0 = 0; q0 < g.T; q0 += kTiledRows) keys += static_cast<double>(std::min(g.T, q0 + kTiledRows));
+  for (int64_t q0 = 0; q0 < g.T; q0 += kTiledRows)
+    keys += static_cast<double>(std::min(g.T, q0 + kTiledRows));
   const LaunchInfo info = kernel_launch_info(
       kernel, qkv, dim3(ceil_div(g.T, kTiledRows), static_cast<unsigned>(g.slices())),
       dim3(kTiledRows), 2 * static_cast<size_t>(kTiledRows * g.D) * sizeof(float),
