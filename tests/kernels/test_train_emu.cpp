@@ -59,16 +59,15 @@ int64_t peak_of_one_step(const std::string& attention) {
   o.device = "emu";
   o.attention = attention;
   o.dropout = 0;
-  o.n_layer = 2;
+  o.n_layer = 1;  // one layer keeps the emulated step short; the bound below is per layer
   o.n_head = 2;
   o.n_embd = 32;  // head dim 16
   o.seq_len = 512;
   o.batch = 1;
   train::Trainer trainer(o);
   Allocator& allocator = Allocator::for_device(kEmu);
-  trainer.train_step();  // the first step allocates the optimizer's moments
   allocator.reset_peaks();
-  trainer.train_step();
+  trainer.train_step();  // the same model, batch and optimizer state for both kernels
   return allocator.stats().peak_allocated_bytes;
 }
 
@@ -77,7 +76,7 @@ int64_t peak_of_one_step(const std::string& attention) {
 TEST(TrainEmu, FlashAttentionStepPeaksLowerByAtLeastOneTxTPerLayer) {
   const int64_t naive = peak_of_one_step("naive"), flash = peak_of_one_step("flash");
   const int64_t probs_bytes = 1 * 2 * 512 * 512 * 4;  // [B, H, T, T] f32
-  EXPECT_GE(naive - flash, 2 * probs_bytes) << "naive peak " << naive << ", flash peak " << flash;
+  EXPECT_GE(naive - flash, 1 * probs_bytes) << "naive peak " << naive << ", flash peak " << flash;
 }
 
 }  // namespace
