@@ -76,18 +76,19 @@ void expect_matches_pytorch(const GPTConfig& cfg, Device device, AttentionKernel
     losses.push_back(item(l));
   }
   EXPECT_TRUE(all_close(losses, ref_values("losses"), 1e-5));
-  // rtol 1e-3 here, and for the key bias an absolute 2 * steps * lr * 1e-3: the key bias gets no
+  // rtol 1e-3 here, and for the key bias an absolute 2 * steps * lr * 1e-2: the key bias gets no
   // gradient in exact arithmetic (adding a constant to every key shifts a softmax row uniformly),
-  // so its gradient is rounding noise of ~1e-11 in both engines, and Adam's m / (sqrt(v) + eps)
-  // turns that noise into updates of up to ~lr * 1e-3 per step, of either sign in either engine.
-  // A real optimizer error moves weights by ~lr = 1e-2, far outside these tolerances.
+  // so its gradient g is rounding noise (~1e-11 on cpu, up to ~1e-10 with other summation orders)
+  // in both engines, and Adam's m / (sqrt(v) + eps) turns it into updates of about
+  // lr * |g| / (|g| + eps) <= lr * 1e-2 per step, of either sign in either engine. A real
+  // optimizer error moves weights by ~lr = 1e-2 per step, far outside these tolerances.
   const int64_t C = cfg.n_embd;
   for (const auto& [name, p] : model.named_parameters()) {
     std::vector<double> got = values(to_device(p, kCPU)), want = ref_values("after." + name);
     if (name.ends_with("attn.c_attn.bias")) {  // [q | k | v]: the k third compared on its own
       const std::vector<double> got_k(got.begin() + C, got.begin() + 2 * C);
       const std::vector<double> want_k(want.begin() + C, want.begin() + 2 * C);
-      EXPECT_TRUE(all_close(got_k, want_k, 0, 2 * steps * opt.lr * 1e-3)) << "key bias " << name;
+      EXPECT_TRUE(all_close(got_k, want_k, 0, 2 * steps * opt.lr * 1e-2)) << "key bias " << name;
       std::copy(want_k.begin(), want_k.end(), got.begin() + C);  // the rest as every weight
     }
     EXPECT_TRUE(all_close(got, want, 1e-3))
