@@ -1,6 +1,9 @@
-// causal_attention: softmax(q k^T / sqrt(D), causal mask) v on [B, H, T, D], forward and backward
-// side by side. The probabilities [B, H, T, T] are saved for backward (no recomputation).
+// causal_attention: softmax(q k^T / sqrt(D), causal mask) v, forward and backward side by side.
+// - on [B, H, T, D]: the probs-based kernels, probabilities [B, H, T, T] saved for backward;
+// - on the fused qkv layout [B, T, 3C]: the same op with the kernel behind it chosen here (naive,
+//   flash or cudnn, see AttentionKernel in autograd/ops.h) and nowhere else.
 #include <cmath>
+#include <string>
 
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
@@ -31,6 +34,138 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, CallS
         kernels::backend(q).attention_backward(q, k, v, probs, contiguous(dout), dq, dk, dv, scale);
         return {dq, dk, dv};
       });
+}
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::automatic:
+      return "auto";
+    case AttentionKernel::naive:
+      return "naive";
+    case AttentionKernel::flash:
+      return "flash";
+    case AttentionKernel::cudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
+AttentionKernel parse_attention_kernel(const std::string& name) {
+  for (AttentionKernel k : {AttentionKernel::automatic, AttentionKernel::naive,
+                            AttentionKernel::flash, AttentionKernel::cudnn})
+    if (name == attention_kernel_name(k)) return k;
+  fail("unknown attention kernel '{}' (naive, flash, cudnn or auto)", name);
+}
+
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
+  if (kernel != AttentionKernel::automatic) return kernel;
+  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim))
+    return AttentionKernel::naive;
+  return AttentionKernel::flash;
+}
+
+void check_attention_kernel(AttentionKernel kernel, Device device) {
+  if (kernel != AttentionKernel::cudnn) return;
+  GLASS_CHECK(device.kind == DeviceKind::cuda, "cudnn attention runs on cuda only (not on {})",
+              device.str());
+  GLASS_CHECK(kernels::backend(device).cudnn_attention_forward != nullptr,
+              "cudnn attention is not built");
+}
+
+namespace {
+
+// Head `part` (0 q, 1 k, 2 v) of every head of qkv [B, T, 3C], seen as [B, H, T, D] (no copy).
+Tensor heads_of(const Tensor& qkv, int part, int64_t H) {
+  const int64_t T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
+  return qkv.as_strided({qkv.size(0), H, T, D}, {T * 3 * C, D, 3 * C, 1}, qkv.offset() + part * C);
+}
+
+// y [B, T, C] seen as heads [B, H, T, D] (no copy).
+Tensor heads_of_output(const Tensor& y, int64_t H) {
+  const int64_t T = y.size(1), C = y.size(2), D = C / H;
+  return y.as_strided({y.size(0), H, T, D}, {T * C, D, C, 1}, y.offset());
+}
+
+// The naive kernel on the qkv layout: q, k, v copied out to [B, H, T, D] for the probs-based
+// kernels, the output and the gradients copied back (the copies are visible launches).
+Tensor naive_attention(const Tensor& qkv, int64_t H, double scale, OpScope& op) {
+  const kernels::Backend& be = kernels::backend(qkv);
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  std::vector<Tensor> parts;
+  for (int part = 0; part < 3; ++part) {
+    const Tensor view = heads_of(qkv, part, H);
+    parts.push_back(Tensor::empty(view.shape(), qkv.dtype(), qkv.device()));
+    be.copy(view, parts.back());
+  }
+  const Tensor probs = Tensor::empty({B, H, T, T}, qkv.dtype(), qkv.device());
+  const Tensor heads = empty_like(parts[0]);
+  be.attention_forward(parts[0], parts[1], parts[2], heads, probs, scale);
+  Tensor out = Tensor::empty({B, T, C}, qkv.dtype(), qkv.device());
+  be.copy(heads, heads_of_output(out, H));
+  return op.finish(
+      out, {parts[0], parts[1], parts[2], probs},
+      [H, scale, qkv_shape = qkv.shape()](Node& n, const Tensor& dout) -> std::vector<Tensor> {
+        const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2];
+        const kernels::Backend& be = kernels::backend(q);
+        const Tensor dheads = empty_like(q);
+        be.copy(heads_of_output(contiguous(dout), H), dheads);
+        const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
+        be.attention_backward(q, k, v, n.saved[3], dheads, dq, dk, dv, scale);
+        Tensor dqkv = Tensor::empty(qkv_shape, q.dtype(), q.device());
+        be.copy(dq, heads_of(dqkv, 0, H));
+        be.copy(dk, heads_of(dqkv, 1, H));
+        be.copy(dv, heads_of(dqkv, 2, H));
+        return {dqkv};
+      });
+}
+
+using FusedForward = void (*)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              int64_t n_head, double scale);
+using FusedBackward = void (*)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                               const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                               double scale);
+
+// flash and cudnn: qkv read in place, out [B, T, C] and lse [B, H, T] saved for backward.
+Tensor fused_attention(const Tensor& qkv, int64_t H, double scale, FusedForward forward,
+                       FusedBackward backward, OpScope& op) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  Tensor out = Tensor::empty({B, T, C}, qkv.dtype(), qkv.device());
+  const Tensor lse = Tensor::empty({B, H, T}, DType::f32, qkv.device());
+  forward(qkv, out, lse, H, scale);
+  return op.finish(out, {qkv, out, lse},
+                   [H, scale, backward](Node& n, const Tensor& dout) -> std::vector<Tensor> {
+                     const Tensor &qkv = n.saved[0], &out = n.saved[1], &lse = n.saved[2];
+                     Tensor dqkv = empty_like(qkv);
+                     backward(qkv, out, lse, contiguous(dout), dqkv, H, scale);
+                     return {dqkv};
+                   });
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kernel, CallSite site) {
+  CallSiteScope at(site);
+  GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.size(2) % 3 == 0,
+              "causal_attention: qkv {} must be [B, T, 3C] with C > 0", qkv.describe());
+  GLASS_CHECK(n_head > 0 && (qkv.size(2) / 3) % n_head == 0,
+              "causal_attention: C = {} (qkv {}) is not divisible by n_head {}", qkv.size(2) / 3,
+              qkv.describe(), n_head);
+  const int64_t D = qkv.size(2) / 3 / n_head;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Tensor qkvc = contiguous(qkv);
+  const kernels::Backend& be = kernels::backend(qkvc);
+  OpScope op("attention", {qkvc});
+  switch (resolve_attention_kernel(kernel, qkvc.device(), D)) {
+    case AttentionKernel::flash:
+      return fused_attention(qkvc, n_head, scale, be.flash_attention_forward,
+                             be.flash_attention_backward, op);
+    case AttentionKernel::cudnn:
+      check_attention_kernel(AttentionKernel::cudnn, qkvc.device());
+      return fused_attention(qkvc, n_head, scale, be.cudnn_attention_forward,
+                             be.cudnn_attention_backward, op);
+    default:
+      return naive_attention(qkvc, n_head, scale, op);
+  }
 }
 
 }  // namespace glass

@@ -15,6 +15,7 @@
 // shown as the node's creation site (autograd/creation_site.h). Leave it to its default.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "autograd/backward.h"
@@ -130,6 +131,31 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 
 // --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                        CallSite site = CallSite::current());
+
+// The kernel behind causal self-attention on the fused qkv layout (below):
+//   naive  the probs-based kernels: q, k, v copied out to [B, H, T, D], probs [B, H, T, T] saved
+//          for backward, the output copied back to [B, T, C]
+//   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu has its own loops): reads qkv
+//          in place, saves only out and the per-row log-sum-exp [B, H, T]
+//   cudnn  cuDNN's fused attention, `cuda` only, same layouts and saved tensors as flash
+//   automatic  flash on emu and cuda when the head dim suits it (kernels::flash_head_dim_ok),
+//          otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops there)
+enum class AttentionKernel : uint8_t { automatic, naive, flash, cudnn };
+const char* attention_kernel_name(AttentionKernel kernel);
+// "naive" | "flash" | "cudnn" | "auto"; throws naming the valid names otherwise.
+AttentionKernel parse_attention_kernel(const std::string& name);
+// What `kernel` means on `device` for head dim D (automatic resolved; others returned as is).
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim);
+// Throws one line when `kernel` cannot run on `device`: "cudnn attention runs on cuda only" on
+// cpu and emu, "cudnn attention is not built" on cuda without it.
+void check_attention_kernel(AttentionKernel kernel, Device device);
+
+// Causal self-attention read from the fused c_attn output: qkv [B, T, 3C] (q, k, v side by side,
+// each n_head heads of D = C / n_head) -> [B, T, C], scale 1/sqrt(D). One op and one tape node
+// ("attention") whatever the kernel behind it.
+Tensor causal_attention(const Tensor& qkv, int64_t n_head,
+                        AttentionKernel kernel = AttentionKernel::automatic,
                         CallSite site = CallSite::current());
 
 // --- embedding: ids i32 [...] into table [V, C] -> [..., C] ---

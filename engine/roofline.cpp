@@ -13,6 +13,26 @@ OpCost gemm_cost(int64_t m, int64_t k, int64_t n, DType dtype) {
   return {2 * M * K * N, b * (M * K + K * N + M * N)};
 }
 
+AttentionCost attention_cost(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim,
+                             DType dtype, int64_t tile_rows) {
+  GLASS_CHECK(batch > 0 && heads > 0 && seq_len > 0 && head_dim > 0 && tile_rows > 0,
+              "attention_cost: batch={} heads={} seq_len={} head_dim={} tile_rows={} must be "
+              "positive",
+              batch, heads, seq_len, head_dim, tile_rows);
+  const double BH = static_cast<double>(batch * heads), T = static_cast<double>(seq_len);
+  const double D = static_cast<double>(head_dim), b = static_cast<double>(dtype_size(dtype));
+  const double entries = BH * T * (T + 1) / 2;
+  double keys = 0;  // rows of K (and of V) the query tiles read
+  for (int64_t q0 = 0; q0 < seq_len; q0 += tile_rows)
+    keys += static_cast<double>(std::min(seq_len, q0 + tile_rows));
+  AttentionCost c;
+  c.naive = {entries * (4 * D + 5), b * BH * (4 * T * D + 4 * T * T)};
+  c.flash = {c.naive.flops, b * BH * D * (2 * T + 2 * keys) + 4 * BH * T};
+  c.naive_memory_bytes = b * BH * T * T;
+  c.flash_memory_bytes = 4 * BH * T;
+  return c;
+}
+
 OpCost elementwise_cost(int64_t n, int inputs, int outputs, double flops_per_element, DType dtype) {
   GLASS_CHECK(n > 0 && inputs >= 0 && outputs > 0 && flops_per_element >= 0,
               "elementwise_cost: n={} inputs={} outputs={} flops/element={} (need n > 0, "

@@ -30,6 +30,21 @@ OpCost gemm_cost(int64_t m, int64_t k, int64_t n, DType dtype);
 // `flops_per_element` FLOPs per element: n * flops_per_element FLOPs, b n (inputs + outputs) bytes.
 OpCost elementwise_cost(int64_t n, int inputs, int outputs, double flops_per_element, DType dtype);
 
+// Causal attention forward, B batches x H heads of T rows of D, elements of `dtype`:
+//   FLOPs  = E (4 D + 5) with E = B H T (T + 1) / 2 causal entries (S = Q K^T and O = P V, 2 D
+//            each per entry; max, subtract, exp, sum, scale of the softmax)
+//   naive  bytes = b B H (4 T D + 4 T^2): q, k, v read and out written once, and the T x T matrix
+//          through memory four times (S written, S read, P written, P read); memory = b B H T^2
+//   flash  bytes = b B H D (2 T + 2 R) + 4 B H T: q read and out written once, K and V once per
+//          query tile of `tile_rows` rows (R = sum over the tiles of the keys up to the tile's
+//          last row), lse written; memory = 4 B H T (lse, f32)
+struct AttentionCost {
+  OpCost naive, flash;
+  double naive_memory_bytes = 0, flash_memory_bytes = 0;
+};
+AttentionCost attention_cost(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim,
+                             DType dtype, int64_t tile_rows = 32);
+
 struct RooflinePoint {
   double intensity = 0;  // FLOP/byte
   double ridge = 0;      // FLOP/byte

@@ -113,6 +113,25 @@ struct Backend {
   void (*attention_backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                              const Tensor& dout, const Tensor& dq, const Tensor& dk,
                              const Tensor& dv, double scale);
+  // The same attention without the T x T matrix, read straight from the fused c_attn output:
+  // qkv [B, T, 3C] (head h of q at columns h*D.., of k at C + h*D.., of v at 2C + h*D..),
+  // D = C / n_head; out [B, T, C]; lse f32 [B, n_head, T] = per-row log-sum-exp of the scaled,
+  // masked scores, saved for backward (P_ij = exp(S_ij - lse_i) is recomputed from it).
+  // On emu and cuda D must be a multiple of 8 in 16..128 (hand-written FlashAttention); the cpu
+  // entries take any D, and f64.
+  void (*flash_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                  int64_t n_head, double scale);
+  // dout [B, T, C] -> dqkv [B, T, 3C] (overwritten). Deterministic: no float atomics.
+  void (*flash_attention_backward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                   const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                                   double scale);
+  // cuDNN's fused attention (cuDNN 9 graph API), the flash entries' contract; `cuda` only, null
+  // in the other tables (autograd/attention.cpp refuses it there with one line).
+  void (*cudnn_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                  int64_t n_head, double scale);
+  void (*cudnn_attention_backward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                   const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                                   double scale);
 
   // --- embedding: ids i32 [N], table [V, C], out [N, C] ---
   // An id outside [0, V) throws, naming the position and the value.
@@ -130,6 +149,12 @@ struct Backend {
   void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
                    double momentum, double weight_decay, bool first_step);
 };
+
+// The head dims the hand-written FlashAttention kernels of emu and cuda take.
+constexpr int64_t kFlashMinHeadDim = 16, kFlashMaxHeadDim = 128;  // and multiples of 8
+constexpr bool flash_head_dim_ok(int64_t D) {
+  return D % 8 == 0 && D >= kFlashMinHeadDim && D <= kFlashMaxHeadDim;
+}
 
 const Backend& backend(Device d);
 inline const Backend& backend(const Tensor& t) { return backend(t.device()); }

@@ -53,6 +53,20 @@ const Rung kMatmulRungs[kRungs] = {
     {3, "cublas", "cublasSgemmStridedBatched", "production (gemm.cu): cuBLAS SGEMM", true},
 };
 
+const Rung kAttentionRungs[kRungs] = {
+    {0, "naive", "attention_scores_naive",
+     "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false},
+    {1, "row-fused", "attention_row_fused",
+     "scores + softmax in one launch per row, S in shared memory: only P goes through memory",
+     false},
+    {2, "tiled", "attention_forward_tiled",
+     "FlashAttention: K, V tiles in shared memory, online softmax, thread per row: no T x T",
+     false},
+    {3, "flash", "flash_attention_forward",
+     "production (flash_attention.cu): 8 threads per row share its scores and dims (shuffles)",
+     true},
+};
+
 // "0 naive, 1 coalesced, 2 shuffle (production), 3 float4"
 std::string rung_list(Op op) {
   std::string out;
@@ -115,6 +129,8 @@ const char* op_name(Op op) {
       return "layernorm";
     case Op::matmul:
       return "matmul";
+    case Op::attention:
+      return "attention";
   }
   return "?";
 }
@@ -132,6 +148,8 @@ std::span<const Rung> rungs(Op op) {
       return kLayerNormRungs;
     case Op::matmul:
       return kMatmulRungs;
+    case Op::attention:
+      return kAttentionRungs;
   }
   fail("kernel ladder: unknown op {}", static_cast<int>(op));
 }
@@ -205,6 +223,12 @@ void run_matmul(int index, const Tensor& a, const Tensor& b, const Tensor& c) {
   run_gemm(index, g);
 }
 
+void run_attention_forward(int index, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                           int64_t n_head, double scale) {
+  ladder_table(qkv.device())
+      .attention_forward[rung(Op::attention, index).index](qkv, out, lse, n_head, scale);
+}
+
 Selection default_selection() {
   Selection s{};
   for (Op op : kOps) s.rung[static_cast<size_t>(op)] = production_rung(op);
@@ -270,5 +294,11 @@ void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Ten
 }
 
 void selected_gemm(const GemmArgs& args) { gemm_table(args).gemm[active_rung(Op::matmul)](args); }
+
+void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                int64_t n_head, double scale) {
+  ladder_table(qkv.device())
+      .attention_forward[active_rung(Op::attention)](qkv, out, lse, n_head, scale);
+}
 
 }  // namespace glass::kernels::ladder

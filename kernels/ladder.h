@@ -1,9 +1,10 @@
-// Kernel ladders: for softmax forward, LayerNorm forward and matmul, a ladder of CUDA kernels from
-// naive to fast (kernels/cuda/ladder, docs/kernel_ladders.md), each rung a small kernel that
-// changes one thing. This registry lists the rungs, runs rung N on given tensors (device emu, or
-// cuda where built), and selects the rung that training runs: the emu/cuda backend's
-// softmax_forward, layernorm_forward and gemm entries are selected_*() below, which run the rung
-// GLASS_KERNEL_VARIANT names (the production kernel by default).
+// Kernel ladders: for softmax forward, LayerNorm forward, matmul and attention forward, a ladder of
+// CUDA kernels from naive to fast (kernels/cuda/ladder, docs/kernel_ladders.md), each rung a small
+// kernel that changes one thing. This registry lists the rungs, runs rung N on given tensors
+// (device emu, or cuda where built), and selects the rung that training runs: the emu/cuda
+// backend's softmax_forward, layernorm_forward, gemm and flash_attention_forward entries are
+// selected_*() below, which run the rung GLASS_KERNEL_VARIANT names (the production kernel by
+// default).
 //
 //   GLASS_KERNEL_VARIANT=softmax:1,layernorm:float4,matmul:0
 //
@@ -22,8 +23,8 @@
 
 namespace glass::kernels::ladder {
 
-enum class Op : uint8_t { softmax, layernorm, matmul };
-inline constexpr std::array<Op, 3> kOps = {Op::softmax, Op::layernorm, Op::matmul};
+enum class Op : uint8_t { softmax, layernorm, matmul, attention };
+inline constexpr std::array<Op, 4> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention};
 inline constexpr int kRungs = 4;  // every ladder has four rungs, 0 (naive) to 3
 
 const char* op_name(Op op);
@@ -49,6 +50,9 @@ void run_layernorm_forward(int rung, const Tensor& x, const Tensor& weight, cons
 void run_gemm(int rung, const GemmArgs& args);
 // C = A B for contiguous 2-D f32 a [M, K], b [K, N], c [M, N]: run_gemm with the plain arguments.
 void run_matmul(int rung, const Tensor& a, const Tensor& b, const Tensor& c);
+// Causal attention forward on qkv [B, T, 3C]: the flash_attention_forward contract.
+void run_attention_forward(int rung, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                           int64_t n_head, double scale);
 
 // The rung of each op (indexed by Op) that the backend entries run.
 struct Selection {
@@ -73,6 +77,8 @@ void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Ten
                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,
                                 double eps);
 void selected_gemm(const GemmArgs& args);
+void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                int64_t n_head, double scale);
 
 // One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_emu.cpp for emu).
 struct LadderTable {
@@ -82,6 +88,8 @@ struct LadderTable {
              kRungs>
       layernorm_forward;
   std::array<void (*)(const GemmArgs&), kRungs> gemm;
+  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double), kRungs>
+      attention_forward;
 };
 const LadderTable& ladder_table(Device d);  // throws for a device without ladders (cpu)
 

@@ -2,8 +2,10 @@
 #include "kernels/ladder_timing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
 #include "engine/launch.h"
 #include "engine/rng.h"
@@ -34,13 +36,24 @@ Tensor random(const Shape& shape, Generator& gen, Device device) {
   return t;
 }
 
+const char* shape_names(Op op) {
+  switch (op) {
+    case Op::matmul:
+      return "M, N, K";
+    case Op::attention:
+      return "B, H, T, D";
+    default:
+      return "rows, cols";
+  }
+}
+
 // Random inputs for `op` at `shape` on `device`, and a call running rung N on them.
 std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, Generator& gen) {
-  const size_t dims = op == Op::matmul ? 3 : 2;
+  const size_t dims = op == Op::matmul ? 3 : op == Op::attention ? 4 : 2;
   GLASS_CHECK(shape.size() == dims &&
                   std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s > 0; }),
               "time_ladder: {} takes a shape of {} positive sizes ({}), got [{}]", op_name(op),
-              dims, op == Op::matmul ? "M, N, K" : "rows, cols", fmt::join(shape, ", "));
+              dims, shape_names(op), fmt::join(shape, ", "));
   auto empty = [&](const Shape& s) { return Tensor::empty(s, DType::f32, device); };
   switch (op) {
     case Op::softmax: {
@@ -58,6 +71,13 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
       const Tensor a = random({M, K}, gen, device), b = random({K, N}, gen, device);
       const Tensor c = empty({M, N});
       return [=](int rung) { run_matmul(rung, a, b, c); };
+    }
+    case Op::attention: {
+      const int64_t B = shape[0], H = shape[1], T = shape[2], D = shape[3];
+      const Tensor qkv = random({B, T, 3 * H * D}, gen, device), out = empty({B, T, H * D});
+      const Tensor lse = empty({B, H, T});
+      const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+      return [=](int rung) { run_attention_forward(rung, qkv, out, lse, H, scale); };
     }
   }
   fail("time_ladder: unknown op {}", static_cast<int>(op));
@@ -89,27 +109,35 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
   for (int i : indices) {
     for (int w = 0; w < options.warmup; ++w) run(i);
     std::vector<double> times;
-    double flops = 0, bytes = 0;
+    double flops = 0, bytes = 0, scratch = 0;
+    Allocator& allocator = Allocator::for_device(device);
     for (int r = 0; r < options.repeats; ++r) {
       const RunCost cost;
+      const int64_t before = allocator.stats().allocated_bytes;
+      allocator.reset_peaks();
       run(i);
+      scratch = static_cast<double>(allocator.stats().peak_allocated_bytes - before);
       times.push_back(cost.us);
       flops = cost.flops;
       bytes = cost.bytes;
     }
     rows.push_back({op, &rung(op, i), shape, options.repeats, median(times),
-                    *std::min_element(times.begin(), times.end()), flops, bytes});
+                    *std::min_element(times.begin(), times.end()), flops, bytes, scratch});
   }
   return rows;
 }
 
 std::string ladder_table(std::span<const LadderRow> rows) {
-  std::string out = fmt::format("{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>9} {:>9}\n", "op",
-                                "rung", "name", "kernel", "median us", "min us", "GB/s", "GFLOP/s");
+  std::string out = fmt::format(
+      "{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
+      "kernel", "median us", "min us", "bytes", "GB/s", "GFLOP/s", "alloc MiB");
   for (const LadderRow& r : rows)
-    out += fmt::format("{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>9.3f} {:>9.3f}\n",
-                       op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name,
-                       r.rung->kernel, r.median_us, r.min_us, r.gb_per_s(), r.gflop_per_s());
+    out += fmt::format(
+        "{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
+        "{:>11.3f}\n",
+        op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name, r.rung->kernel,
+        r.median_us, r.min_us, r.bytes, r.gb_per_s(), r.gflop_per_s(),
+        r.allocated_bytes / (1024.0 * 1024.0));
   return out;
 }
 

@@ -24,6 +24,7 @@ struct LadderRow {
   int repeats;
   double median_us, min_us;  // per run
   double flops, bytes;       // per run, from the launches' LaunchInfo
+  double allocated_bytes;    // the most device memory the run allocated on top of its inputs
   double gb_per_s() const { return bytes / (median_us * 1e3); }
   double gflop_per_s() const { return flops / (median_us * 1e3); }
 };
@@ -35,7 +36,8 @@ struct TimingOptions {
 };
 
 // Times `rungs` (all of the op's rungs when empty) of `op` on `device` (emu or cuda) with random
-// inputs of `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]).
+// inputs of `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]),
+// attention [B, H, T, D] (qkv [B, T, 3 H D]).
 // Not thread-safe against launches from other threads (they would be counted).
 std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
                                    std::span<const int> rungs = {},

@@ -40,6 +40,40 @@ struct AttentionShape {
   int64_t rows() const { return slices * T; }
 };
 
+// The flash attention entries' operands: qkv [B, T, 3C], the fused c_attn output (head h of q at
+// columns h*D.., of k at C + h*D.., of v at 2C + h*D..), the tensors shaped like it (dqkv), the
+// [B, T, C] ones (out, dout) and lse f32 [B, n_head, T]; all contiguous, floating ones of qkv's
+// dtype. D = C / n_head. A slice is one (batch, head).
+struct FlashAttentionShape {
+  int64_t B = 0, T = 0, C = 0, H = 0, D = 0;
+
+  FlashAttentionShape(const char* kernel, const Tensor& qkv, int64_t n_head,
+                      std::initializer_list<const Tensor*> like_qkv,
+                      std::initializer_list<const Tensor*> like_out, const Tensor& lse) {
+    GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.size(2) % 3 == 0 && qkv.is_contiguous(),
+                "{}: qkv {} must be contiguous [B, T, 3C] with C > 0", kernel, qkv.describe());
+    B = qkv.size(0);
+    T = qkv.size(1);
+    C = qkv.size(2) / 3;
+    H = n_head;
+    GLASS_CHECK(n_head > 0 && C % n_head == 0, "{}: C = {} (qkv {}) is not divisible by n_head {}",
+                kernel, C, qkv.describe(), n_head);
+    D = C / n_head;
+    auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
+      for (const Tensor* t : ts)
+        GLASS_CHECK(t->shape() == shape && t->is_contiguous() && t->dtype() == qkv.dtype(),
+                    "{}: {} must be contiguous {} {} for qkv {}", kernel, t->describe(),
+                    dtype_name(qkv.dtype()), shape_str(shape), qkv.describe());
+    };
+    check(like_qkv, qkv.shape());
+    check(like_out, Shape{B, T, C});
+    GLASS_CHECK(lse.shape() == Shape({B, H, T}) && lse.is_contiguous() && lse.dtype() == DType::f32,
+                "{}: lse {} must be contiguous f32 [B, n_head, T] = [{}, {}, {}]", kernel,
+                lse.describe(), B, H, T);
+  }
+  int64_t slices() const { return B * H; }
+};
+
 // x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
 // parameters checked to be contiguous, of x's dtype and of matching sizes.
 struct LayerNormShape {

@@ -64,6 +64,10 @@ void GPT::init(Generator& gen) {
   ln_f.reset();
 }
 
+void GPT::set_attention(AttentionKernel kernel) {
+  for (auto& block : h) block->attn.attention = kernel;
+}
+
 Tensor GPT::forward(const Tensor& ids) const {
   ModulePathScope in(path());
   GLASS_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.dim() == 2,

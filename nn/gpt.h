@@ -41,6 +41,9 @@ class GPT : public Module {
   // mlp.c_proj weights) N(0, (0.02/sqrt(2 n_layer))^2), biases 0, LayerNorm weight 1 / bias 0.
   void init(Generator& gen);
 
+  // The kernel behind every block's causal attention (autograd/ops.h: AttentionKernel).
+  void set_attention(AttentionKernel kernel);
+
   // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, vocab_size].
   Tensor forward(const Tensor& ids) const;
 

@@ -83,16 +83,20 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   ModulePathScope in(path());
   GLASS_CHECK(x.dim() == 3 && x.size(2) == n_embd,
               "CausalSelfAttention: input {} is not [B, T, {}]", x.describe(), n_embd);
-  const int64_t B = x.size(0), T = x.size(1), H = n_head, D = n_embd / n_head;
-  // q, k, v: thirds of c_attn's output, each viewed as heads [B, T, H, D] -> [B, H, T, D].
-  std::vector<Tensor> qkv = split(c_attn.forward(x), n_embd, 2);
-  for (Tensor& t : qkv) t = transpose(view(t, {B, T, H, D}), 1, 2);
-  const bool drop_probs = is_training() && attn_dropout.p > 0;
-  Tensor y = drop_probs ? causal_attention_dropout(qkv[0], qkv[1], qkv[2], attn_dropout.p,
-                                                   attn_dropout.generator())
-                        : causal_attention(qkv[0], qkv[1], qkv[2]);
-  // Heads back side by side: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
-  y = reshape(transpose(y, 1, 2), {B, T, n_embd});
+  const Tensor qkv = c_attn.forward(x);
+  Tensor y;
+  if (is_training() && attn_dropout.p > 0) {
+    // q, k, v: thirds of c_attn's output, each viewed as heads [B, T, H, D] -> [B, H, T, D].
+    const int64_t B = x.size(0), T = x.size(1), H = n_head, D = n_embd / n_head;
+    std::vector<Tensor> heads = split(qkv, n_embd, 2);
+    for (Tensor& t : heads) t = transpose(view(t, {B, T, H, D}), 1, 2);
+    y = causal_attention_dropout(heads[0], heads[1], heads[2], attn_dropout.p,
+                                 attn_dropout.generator());
+    // Heads back side by side: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
+    y = reshape(transpose(y, 1, 2), {B, T, n_embd});
+  } else {
+    y = causal_attention(qkv, n_head, attention);  // reads qkv's layout in place, gives [B, T, C]
+  }
   return resid_dropout.forward(c_proj.forward(y));
 }
 

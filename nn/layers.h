@@ -77,16 +77,19 @@ Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& 
                                 Generator& gen);
 
 // Multi-head causal self-attention on x [B, T, C]:
-//   c_attn [3C, C] -> split q, k, v -> view [B, T, H, D] -> transpose to [B, H, T, D]
-//   -> causal attention -> transpose back -> reshape [B, T, C] -> c_proj [C, C] -> dropout.
-// Attention probabilities are dropped out only while training with dropout > 0; then the
-// unfused causal_attention_dropout runs instead of the fused kernel.
+//   c_attn [3C, C] -> qkv [B, T, 3C] -> causal_attention(qkv, n_head) -> [B, T, C] -> c_proj [C, C]
+//   -> dropout.
+// `attention` picks the kernel behind causal_attention (naive, flash, cudnn; automatic by
+// default: autograd/ops.h). Attention probabilities are dropped out only while training with
+// dropout > 0; then q, k, v are split into heads [B, H, T, D] and the unfused
+// causal_attention_dropout runs instead.
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
   Tensor forward(const Tensor& x) const;
 
   int64_t n_embd, n_head;
+  AttentionKernel attention = AttentionKernel::automatic;
   Linear c_attn, c_proj;
   Dropout attn_dropout, resid_dropout;
 };

@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   for (const std::string& o : glass::samples::operations())
     ops += o + " (" + glass::samples::operation_shape_help(o) + "); ";
   app.add_option("--device", f.device, "cpu | emu | cuda");
-  app.add_option("--operation", f.operation, "matmul | softmax | mlp (with --variant: layernorm)");
+  app.add_option("--operation", f.operation,
+                 "matmul | softmax | mlp (with --variant: layernorm, attention)");
   app.add_option("--variant", f.variant,
                  "N | all: time the operation's kernel ladder rung by rung (emu, cuda)");
   app.add_option("--shape", f.shape, "sizes, comma-separated: " + ops);

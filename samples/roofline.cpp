@@ -2,13 +2,16 @@
 //
 //   build/samples/roofline gemm --m 32 --k 4096 --n 4096 --dtype bf16 --device h200
 //   build/samples/roofline elementwise --n 16777216 --inputs 2 --outputs 1 --dtype bf16
+//   build/samples/roofline attention --batch 8 --heads 12 --seq-len 1024 --head-dim 64 --dtype bf16
 //   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
 //       --seq-len 1024 --batch 8 --dtype bf16
 //
 // gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
-// the device. gpt: the memory budget of training (parameters, gradients, master weights, AdamW
-// moments, activations, temporaries) and the FLOPs of a step. Devices: the GPU table
-// (engine/device_peaks.h) or `cpu` (this machine, measured). Errors are one line on stderr
+// the device. attention: the same for causal attention forward done naively (the T x T matrix
+// through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt:
+// the memory budget of training (parameters, gradients, master weights, AdamW moments, activations,
+// temporaries) and the FLOPs of a step. Devices: the GPU table (engine/device_peaks.h) or `cpu`
+// (this machine, measured). Errors are one line on stderr
 // ("roofline: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
@@ -27,6 +30,7 @@ struct Flags {
   double flops_per_element = 1;                       // elementwise
   glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
   int64_t batch = 8, seq_len = 1024;
+  int64_t heads = 12, head_dim = 64;  // attention
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -84,6 +88,23 @@ void elementwise(const Flags& f) {
                  dtype, f);
 }
 
+void attention(const Flags& f) {
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  const glass::AttentionCost c =
+      glass::attention_cost(f.batch, f.heads, f.seq_len, f.head_dim, dtype);
+  const std::string shape =
+      fmt::format("B={} H={} T={} D={}", f.batch, f.heads, f.seq_len, f.head_dim);
+  const std::string b = std::to_string(glass::dtype_size(dtype));
+  print_roofline("attention forward, naive, " + shape, "B H T(T+1)/2 (4D+5)",
+                 b + " B H (4TD + 4T^2)", c.naive, dtype, f);
+  fmt::print("  memory      {:<22} = {}\n", b + " B H T^2 (S, then P)",
+             si(c.naive_memory_bytes, "B"));
+  print_roofline("attention forward, flash (32-row query tiles), " + shape, "B H T(T+1)/2 (4D+5)",
+                 b + " B H D (2T + 2R) + 4 B H T", c.flash, dtype, f);
+  fmt::print("  memory      {:<22} = {}\n", "4 B H T (lse)", si(c.flash_memory_bytes, "B"));
+  fmt::print("  (R = keys the query tiles read: sum over tiles of min(T, tile end))\n");
+}
+
 void gpt(const Flags& f) {
   const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
   const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype);
@@ -131,6 +152,12 @@ int main(int argc, char** argv) {
   e->add_option("--outputs", f.outputs, "tensors written");
   e->add_option("--flops-per-element", f.flops_per_element, "FLOPs per output element");
   add_common(e, f);
+  CLI::App* a = app.add_subcommand("attention", "causal attention forward: naive vs flash");
+  a->add_option("--batch", f.batch, "sequences B");
+  a->add_option("--heads", f.heads, "heads H");
+  a->add_option("--seq-len", f.seq_len, "sequence length T");
+  a->add_option("--head-dim", f.head_dim, "head dim D");
+  add_common(a, f);
   CLI::App* t = app.add_subcommand("gpt", "memory budget and FLOPs of a GPT training step");
   t->add_option("--n-layer", f.gpt.n_layer, "transformer blocks L");
   t->add_option("--n-head", f.gpt.n_head, "attention heads H");
@@ -151,6 +178,7 @@ int main(int argc, char** argv) {
   try {
     if (g->parsed()) gemm(f);
     if (e->parsed()) elementwise(f);
+    if (a->parsed()) attention(f);
     if (t->parsed()) {
       if (t->count("--block-size") == 0) f.gpt.block_size = f.seq_len;
       gpt(f);

@@ -46,6 +46,10 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option("--eval-batches", o.eval_batches, "batches per validation loss");
   app.add_option("--sample", o.sample, "characters to generate after training");
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
+  app.add_option("--attention", o.attention,
+                 "attention kernel: naive | flash | cudnn (default: flash on emu and cuda, "
+                 "naive on cpu)")
+      ->check(CLI::IsMember({"auto", "naive", "flash", "cudnn"}));
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");

@@ -19,6 +19,11 @@ Shape ladder_shape(ladder::Op op, const std::vector<int64_t>& given) {
     GLASS_CHECK(given.size() == 3, "--variant: matmul's --shape is M,K,N");
     return {given[0], given[2], given[1]};
   }
+  if (op == ladder::Op::attention) {
+    if (given.empty()) return {1, 4, 128, 64};
+    GLASS_CHECK(given.size() == 4, "--variant: attention's --shape is B,H,T,D");
+    return {given[0], given[1], given[2], given[3]};
+  }
   if (given.empty()) return {256, 1000};
   GLASS_CHECK(given.size() == 2, "--variant: {}'s --shape is rows,cols", ladder::op_name(op));
   return {given[0], given[1]};
@@ -61,7 +66,8 @@ VariantResult time_variants(const VariantRequest& r) {
                         {"bytes", row.bytes},
                         {"gb_per_s", row.gb_per_s()},
                         {"gflop_per_s", row.gflop_per_s()},
-                        {"roofline_fraction", fraction}});
+                        {"roofline_fraction", fraction},
+                        {"allocated_bytes", row.allocated_bytes}});
   }
   return out;
 }

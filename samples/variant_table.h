@@ -14,9 +14,10 @@ namespace glass::samples {
 
 struct VariantRequest {
   Device device = kEmu;
-  std::string operation;       // softmax | layernorm | matmul
+  std::string operation;       // softmax | layernorm | matmul | attention
   std::string variant;         // a rung's index or name, or "all"
-  std::vector<int64_t> shape;  // softmax/layernorm: rows,cols; matmul: M,K,N; empty: a default
+  std::vector<int64_t> shape;  // softmax/layernorm: rows,cols; matmul: M,K,N; attention: B,H,T,D;
+                               // empty: a default
   int warmup = 1, repeats = 5;
 };
 

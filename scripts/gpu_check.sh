@@ -84,10 +84,25 @@ read -r cpu_tps cpu_loss cpu_n <<<"$cpu_summary"
 # 4. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
 echo "== kernel ladders (profile_op --variant all)"
 ladders=passed
-for op in softmax:4096,1024 layernorm:4096,1024 matmul:2048,2048,2048; do
+for op in softmax:4096,1024 layernorm:4096,1024 matmul:2048,2048,2048 attention:8,12,1024,64; do
   timeout 300 "$build/samples/profile_op" --device cuda --operation "${op%%:*}" --variant all \
     --shape "${op#*:}" --output "$build/ladder_${op%%:*}.json" || ladders=FAILED
 done
+
+# 4b. The attention kernels behind train_gpt: the same 20 steps with each; losses must agree.
+echo "== attention kernels (train_gpt --attention)"
+attention_row=""
+for k in naive flash cudnn; do
+  if timeout 600 "$build/samples/train_gpt" --data data/tinyshakespeare.txt --device cuda \
+    --attention "$k" --steps 20 --eval-every 0 --eval-batches 1 --sample 0 --quiet \
+    --metrics "$build/metrics_attention_$k.jsonl" >"$build/attention_$k.out" 2>&1; then
+    read -r tps loss n <<<"$(summary "$build/metrics_attention_$k.jsonl")"
+    attention_row+="$k: $tps tokens/s, loss $loss; "
+  else
+    attention_row+="$k: FAILED ($(tail -1 "$build/attention_$k.out")); "
+  fi
+done
+rm -f "$build"/metrics_attention_*.jsonl
 
 # 5. The NCCL check of the comm/ layer, when it exists.
 nccl="not run (scripts/gpu_check_nccl.sh absent)"
@@ -102,6 +117,7 @@ echo "| ctest | ${tests_line:-?} | cuda cross-device cases: $cuda_cases |"
 echo "| train_gpt cuda | $cuda_tps tokens/s | loss $cuda_loss after $cuda_n steps |"
 echo "| train_gpt cpu | $cpu_tps tokens/s ($(nproc) cores) | loss $cpu_loss after $cpu_n steps |"
 echo "| kernel ladders | $ladders | tables above; rows in $build/ladder_*.json |"
+echo "| attention (20 steps) | $attention_row |"
 echo "| nccl | $nccl | |"
 echo "log: $log"
 [[ $ctest_status -eq 0 ]] || die "ctest (see $build/ctest.log)"

@@ -72,6 +72,9 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   model_->init(init_gen);  // on cpu: Philox gives every device the same numbers anyway
   model_->to(device_);
   if (init) model_->load_state_dict(init->tensors);
+  const AttentionKernel attention = parse_attention_kernel(opt_.attention);
+  check_attention_kernel(attention, device_);
+  model_->set_attention(attention);
 
   optimizer_ = std::make_unique<AdamW>(
       model_->named_parameters(),
@@ -113,9 +116,11 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
-  log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step", config_.str(),
-             static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch, opt_.seq_len,
-             opt_.batch * opt_.seq_len);
+  log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step | attention {}",
+             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch,
+             opt_.seq_len, opt_.batch * opt_.seq_len,
+             attention_kernel_name(
+                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {

@@ -42,6 +42,9 @@ struct TrainOptions {
   int64_t eval_every = 100, eval_batches = 8;
   int64_t sample = 400;  // characters generated after training (text data)
   int threads = 0;       // 0 = all cores
+  // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
+  // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
+  std::string attention = "auto";
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
   // Profiling (docs/profiling.md): Chrome trace and HTML report of the steps in profile_steps.

@@ -48,6 +48,10 @@ const Backend cpu_backend{
     .layernorm_backward = cpu::layernorm_backward,
     .attention_forward = cpu::attention_forward,
     .attention_backward = cpu::attention_backward,
+    .flash_attention_forward = cpu::flash_attention_forward,
+    .flash_attention_backward = cpu::flash_attention_backward,
+    .cudnn_attention_forward = nullptr,  // cuda only
+    .cudnn_attention_backward = nullptr,
     .embedding_forward = cpu::embedding_forward,
     .embedding_backward = cpu::embedding_backward,
     .adamw_step = cpu::adamw_step,

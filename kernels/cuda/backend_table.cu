@@ -38,6 +38,11 @@ Backend cuda_kernel_table(const char* name) {
       .layernorm_backward = k::layernorm_backward,
       .attention_forward = k::attention_forward,
       .attention_backward = k::attention_backward,
+      .flash_attention_forward = ladder::selected_attention_forward,
+      .flash_attention_backward = k::flash_attention_backward,
+      // cuda: cuDNN's fused attention once kernels/cuda/cudnn_attention.cu is built; emu: never
+      .cudnn_attention_forward = nullptr,
+      .cudnn_attention_backward = nullptr,
       .embedding_forward = k::embedding_forward,
       .embedding_backward = k::embedding_backward,
       .adamw_step = k::adamw_step,

@@ -4,6 +4,7 @@
 // shapes.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -161,6 +162,90 @@ TEST(Attention, RejectsBadShapes) {
                              causal_attention(q, q, zeros({2, 3, 5, 4}, DType::f64));
                            }),
                            {"f64[2, 3, 5, 4]"}));
+}
+
+// causal_attention(qkv, H, kernel) on the fused layout [B, T, 3C] as a function of qkv.
+GradcheckFn qkv_attention(int64_t H, AttentionKernel kernel) {
+  return [H, kernel](const std::vector<Tensor>& in) { return causal_attention(in[0], H, kernel); };
+}
+
+// qkv [B, T, 3C] split into heads [B, H, T, D] (q, k, v) by views, for the [B, H, T, D] op.
+std::vector<Tensor> heads_of(const Tensor& qkv, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  std::vector<Tensor> parts = split(qkv, C, 2);
+  for (Tensor& t : parts) t = transpose(view(t, {B, T, H, C / H}), 1, 2);
+  return parts;
+}
+
+TEST(Attention, QkvLayoutGradcheckForEveryCpuKernel) {
+  Generator gen(26);
+  for (const AttentionKernel kernel : {AttentionKernel::naive, AttentionKernel::flash}) {
+    SCOPED_TRACE(attention_kernel_name(kernel));
+    // B 2, T 5, H 3, D 4 (the cpu flash entries take any head dim)
+    EXPECT_TRUE(gradcheck_passes(qkv_attention(3, kernel), {rnd({2, 5, 36}, gen)}));
+  }
+}
+
+TEST(Attention, QkvLayoutMatchesTheHeadsOpForEveryKernel) {
+  Generator gen(27);
+  const int64_t B = 2, T = 11, H = 2, D = 16, C = H * D;
+  const Tensor qkv = randn({B, T, 3 * C}, gen), dout = randn({B, T, C}, gen);
+  // reference: the [B, H, T, D] op on split views, its output put back to [B, T, C]
+  const GradcheckFn heads_op = [&](const std::vector<Tensor>& in) {
+    const std::vector<Tensor> qkvh = heads_of(in[0], H);
+    return reshape(transpose(causal_attention(qkvh[0], qkvh[1], qkvh[2]), 1, 2), {B, T, C});
+  };
+  const std::vector<Tensor> ref = output_and_grads(heads_op, {qkv}, dout);
+  for (const Device device : {kCPU, kEmu})
+    for (const AttentionKernel kernel : {AttentionKernel::naive, AttentionKernel::flash}) {
+      SCOPED_TRACE(device.str() + " " + attention_kernel_name(kernel));
+      const std::vector<Tensor> got = output_and_grads(
+          qkv_attention(H, kernel), {to_device(qkv, device)}, to_device(dout, device));
+      EXPECT_TRUE(all_close(to_device(got[0], kCPU), ref[0], 1e-5));
+      EXPECT_TRUE(all_close(to_device(got[1], kCPU), ref[1], 1e-5));
+    }
+}
+
+TEST(Attention, QkvLayoutIsOneNodeAndFlashCopiesNothing) {
+  Generator gen(28);
+  const int64_t B = 1, T = 9, H = 2, C = 32;
+  const Tensor qkv = to_device(randn({B, T, 3 * C}, gen), kEmu).set_requires_grad(true);
+  for (const AttentionKernel kernel : {AttentionKernel::naive, AttentionKernel::flash}) {
+    SCOPED_TRACE(attention_kernel_name(kernel));
+    LaunchLog log;
+    const Tensor y = causal_attention(qkv, H, kernel);
+    EXPECT_EQ(y.grad_fn()->op, std::string("attention"));
+    backward(y, to_device(randn({B, T, C}, gen), kEmu));  // a contiguous dO: no copy of it
+    const std::vector<std::string> fwd = log.kernels_of_op("attention");
+    if (kernel == AttentionKernel::flash) {
+      // forward and backward of the op: the flash kernels alone, no copy around them
+      EXPECT_EQ(fwd, (std::vector<std::string>{"flash_attention_forward",
+                                               "flash_attention_backward_query",
+                                               "flash_attention_backward_key"}));
+    } else {
+      // q, k, v copied out, the output copied back; backward: dO out, dq, dk, dv back
+      EXPECT_EQ(std::count(fwd.begin(), fwd.end(), "copy"), 4 + 4);
+    }
+  }
+}
+
+TEST(Attention, KernelNamesAndRefusals) {
+  EXPECT_EQ(parse_attention_kernel("flash"), AttentionKernel::flash);
+  EXPECT_TRUE(contains_all(error_of([] { parse_attention_kernel("fast"); }),
+                           {"'fast'", "naive, flash, cudnn"}));
+  // automatic: flash on emu and cuda where the head dim suits it, naive on cpu
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 64), AttentionKernel::flash);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 4), AttentionKernel::naive);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 64), AttentionKernel::naive);
+  EXPECT_EQ(error_of([] { check_attention_kernel(AttentionKernel::cudnn, kEmu); }),
+            "cudnn attention runs on cuda only (not on emu)");
+  const Tensor qkv = zeros({1, 4, 96});
+  EXPECT_TRUE(contains_all(error_of([&] { causal_attention(qkv, 2, AttentionKernel::cudnn); }),
+                           {"cudnn attention runs on cuda only (not on cpu)"}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(zeros({1, 4, 96}), 5);
+                           }),
+                           {"C = 32", "not divisible by n_head 5"}));
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ using testing::error_of;
 constexpr const char* kSource = "GLASS_KERNEL_VARIANT";
 
 TEST(LadderSelection, ProductionByDefault) {
-  EXPECT_EQ(default_selection(), (Selection{{2, 2, 3}}));
+  EXPECT_EQ(default_selection(), (Selection{{2, 2, 3, 3}}));
   EXPECT_EQ(parse_selection("", kSource), default_selection());
   for (kernels::ladder::Op op : kernels::ladder::kOps)
     EXPECT_TRUE(kernels::ladder::rung(op, kernels::ladder::production_rung(op)).production);
@@ -26,10 +26,10 @@ TEST(LadderSelection, ProductionByDefault) {
 
 TEST(LadderSelection, ParsesIndicesAndNames) {
   EXPECT_EQ(parse_selection("softmax:1,layernorm:float4,matmul:0", kSource),
-            (Selection{{1, 3, 0}}));
-  EXPECT_EQ(parse_selection("matmul:register", kSource), (Selection{{2, 2, 2}}));
-  EXPECT_EQ(kernels::ladder::selection_string(Selection{{1, 3, 0}}),
-            "softmax:1,layernorm:3,matmul:0");
+            (Selection{{1, 3, 0, 3}}));
+  EXPECT_EQ(parse_selection("matmul:register", kSource), (Selection{{2, 2, 2, 3}}));
+  EXPECT_EQ(kernels::ladder::selection_string(Selection{{1, 3, 0, 3}}),
+            "softmax:1,layernorm:3,matmul:0,attention:3");
 }
 
 TEST(LadderSelection, BadValuesNameTheVariableAndTheRungs) {
@@ -43,14 +43,14 @@ TEST(LadderSelection, BadValuesNameTheVariableAndTheRungs) {
   EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmax:1,layernorm", kSource); }),
                            {"'layernorm' is not op:rung"}));
   EXPECT_TRUE(contains_all(error_of([] {
-                             kernels::ladder::set_active_selection({{0, 4, 0}});
+                             kernels::ladder::set_active_selection({{0, 4, 0, 3}});
                            }),
                            {"layernorm has no rung 4"}));
 }
 
 TEST(LadderSelection, ReadsTheEnvironment) {
   ::setenv(kSource, "layernorm:1", 1);
-  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 1, 3}}));
+  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 1, 3, 3}}));
   ::setenv(kSource, "softmax:-1", 1);
   EXPECT_TRUE(contains_all(error_of([] { kernels::ladder::selection_from_env(); }),
                            {"GLASS_KERNEL_VARIANT=softmax:-1", "softmax has no rung '-1'"}));
@@ -87,12 +87,12 @@ TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
   const StepResult production = train_step("emu");
   for (const char* kernel : kProduction) EXPECT_GT(count(production.kernels, kernel), 0) << kernel;
 
-  const Selection selections[] = {{{0, 0, 0}}, {{1, 1, 1}}, {{3, 3, 2}}};
+  const Selection selections[] = {{{0, 0, 0, 3}}, {{1, 1, 1, 3}}, {{3, 3, 2, 3}}};
   for (const Selection& s : selections) {
     SCOPED_TRACE(kernels::ladder::selection_string(s));
     const testing::ScopedSelection selected(s);
     const StepResult emu = train_step("emu");
-    for (size_t i = 0; i < kernels::ladder::kOps.size(); ++i) {
+    for (size_t i = 0; i < std::size(kProduction); ++i) {  // attention: test_attention_rungs
       const char* chosen = kernels::ladder::rung(kernels::ladder::kOps[i], s.rung[i]).kernel;
       // every production launch of the op became a launch of the chosen rung
       EXPECT_EQ(count(emu.kernels, kProduction[i]), 0) << kProduction[i];

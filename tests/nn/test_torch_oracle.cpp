@@ -18,12 +18,12 @@ using namespace testing;
 
 const char* kPython = "/usr/bin/python3";
 
-TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
+// The comparison for a model of `cfg` run on `device` with `attention` behind causal attention.
+void expect_matches_pytorch(const GPTConfig& cfg, Device device, AttentionKernel attention) {
   const std::string script = std::string(GLASS_SOURCE_DIR) + "/tests/oracle/torch_gpt.py";
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
 
   // 1. A tiny GPT with random weights and a random batch, written for the oracle.
-  const GPTConfig cfg{.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32};
   const int64_t B = 4, T = 16;
   const int steps = 3;
   const AdamWOptions opt{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
@@ -36,6 +36,9 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   const std::string out = scratch_path("oracle_out.safetensors");
   save_safetensors(weights, model.state_dict());
   save_safetensors(batch, {{"x", x}, {"y", y}});
+  model.to(device);
+  model.set_attention(attention);
+  const Tensor x_dev = to_device(x, device), y_dev = to_device(y, device);
 
   // 2. PyTorch's answers.
   const std::string cmd = fmt::format(
@@ -63,11 +66,11 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   auto ref_values = [&](const std::string& name) { return values(ref.at(name)); };
 
   // 3. Loss and every gradient at the initial weights.
-  const Tensor loss = cross_entropy(model.forward(x), y);
+  const Tensor loss = cross_entropy(model.forward(x_dev), y_dev);
   backward(loss);
   EXPECT_NEAR(item(loss), ref_values("loss")[0], 1e-5 * ref_values("loss")[0]);
   for (const auto& [name, p] : model.named_parameters())
-    EXPECT_TRUE(all_close(values(p.grad()), ref_values("grad." + name), 1e-4))
+    EXPECT_TRUE(all_close(values(to_device(p.grad(), kCPU)), ref_values("grad." + name), 1e-4))
         << "gradient of " << name;
 
   // 4. K AdamW steps on the same batch: the loss before each step, then the weights.
@@ -75,7 +78,7 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) {
     adamw.zero_grad();
-    const Tensor l = cross_entropy(model.forward(x), y);
+    const Tensor l = cross_entropy(model.forward(x_dev), y_dev);
     backward(l);
     adamw.step();
     losses.push_back(item(l));
@@ -89,7 +92,7 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   // optimizer error moves weights by ~lr = 1e-2 per step, far outside these tolerances.
   const int64_t C = cfg.n_embd;
   for (const auto& [name, p] : model.named_parameters()) {
-    std::vector<double> got = values(p), want = ref_values("after." + name);
+    std::vector<double> got = values(to_device(p, kCPU)), want = ref_values("after." + name);
     if (name.ends_with("attn.c_attn.bias")) {  // [q | k | v]: the k third compared on its own
       const std::vector<double> got_k(got.begin() + C, got.begin() + 2 * C);
       const std::vector<double> want_k(want.begin() + C, want.begin() + 2 * C);
@@ -99,6 +102,19 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
     EXPECT_TRUE(all_close(got, want, 1e-3))
         << "weights after " << steps << " AdamW steps: " << name;
   }
+}
+
+TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32}, kCPU,
+      AttentionKernel::automatic);
+}
+
+// The same on emu with the hand-written FlashAttention kernels (head dim 16).
+TEST(TorchOracle, TinyGPTOnEmuWithFlashAttentionMatchesPyTorch) {
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kEmu,
+      AttentionKernel::flash);
 }
 
 }  // namespace

@@ -50,6 +50,25 @@ TEST(TrainGptCli, DeviceCudaWithoutGpu) {
 #endif
 }
 
+TEST(TrainGptCli, CudnnAttentionIsRefusedOffCuda) {
+  expect_one_line_error(kTiny + "--steps 1 --device emu --attention cudnn",
+                        "cudnn attention runs on cuda only (not on emu)");
+  expect_one_line_error(kTiny + "--steps 1 --device cpu --attention cudnn",
+                        "cudnn attention runs on cuda only (not on cpu)");
+  expect_one_line_error(kTiny + "--steps 1 --attention fast", "--attention");
+}
+
+TEST(TrainGptCli, FlashAttentionNeedsASupportedHeadDim) {
+  // kTiny's width and heads give head dim 8: the first forward refuses it, naming the rule (after
+  // the start-up lines, so not as a one-line error)
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --device emu --attention flash");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("train_gpt: error: flash_attention_forward: head dim D = C / n_head = 16 / "
+                       "2 = 8 is not supported: it must be a multiple of 8 in 16..128"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(TrainGptCli, ShapeMismatchHeadsDoNotDivideWidth) {
   expect_one_line_error("--data " + kData + " --n-embd 30 --n-head 4 --steps 1", "n_head");
 }

@@ -1,0 +1,398 @@
+// FlashAttention, forward and backward, written by hand: causal scaled-dot-product attention read
+// straight from the fused c_attn output qkv [B, T, 3C] (head h of q at columns h*D.., of k at
+// C + h*D.., of v at 2C + h*D..), written to out [B, T, C], with lse f32 [B, H, T] the per-row
+// log-sum-exp of the scaled, masked scores. Contracts in kernels/backend.h; the cpu entries are
+// kernels/cpu/flash_attention.cpp.
+//
+//   S = Q K^T * scale, causal (S_ij for j > i is -inf);  P = softmax rows of S;  O = P V
+//   lse_i = log sum_j exp(S_ij), so P_ij = exp(S_ij - lse_i)
+//   backward: D_i = rowsum(dO_i * O_i) (= sum_j P_ij dP_ij);  dP = dO V^T;  dS = P * (dP - D)
+//             dV = P^T dO;  dQ = dS K * scale;  dK = dS^T Q * scale
+//
+// Nothing of size T x T exists anywhere: every kernel walks tiles of query rows against tiles of
+// kTile key rows, staged in shared memory, and keeps its T x T piece (a block of S, P or dS) in
+// shared memory only while that tile pair is being used. The forward's query tiles have
+// kForwardRows rows (K and V are read once per query tile, so a taller tile reads them less
+// often), the backward's kTile.
+// - forward, block (query tile, slice): for each key tile up to the diagonal, the scores of the
+//   tile, then the online softmax (a running max m and sum l per row; when the max grows, the sum
+//   and the output accumulated so far are rescaled by exp(m_old - m_new)), then O += P V. O is
+//   divided by l and written once; lse = m + log l is saved for backward.
+// - backward, kernel 1, block (query tile, slice): D_i = dO_i . O_i first (written to a scratch
+//   [B, H, T] for kernel 2), then for each key tile up to the diagonal P is recomputed from Q, K
+//   and lse, dP = dO V^T, dS = P (dP - D), and dQ += dS K. dQ is written once.
+// - backward, kernel 2, block (key tile, slice): for each query tile from the diagonal on, P and
+//   dS are recomputed the same way, and dV += P^T dO, dK += dS^T Q. dK and dV are written once.
+// Each output element is summed by one thread in a fixed order, so there are no atomics and the
+// results are the same bits on every run.
+//
+// Threads: kLanes lanes per tile row (forward 32 x 8 = 256, backward 16 x 8 = 128). Row r belongs
+// to the kLanes consecutive threads r*kLanes.. of one warp: they share the row's entries of S (lane
+// c owns columns c and c + kLanes) and its head dims (lane c owns d = c, c + kLanes, ...); row max
+// and sum are butterfly shuffles over those lanes. Shared memory stays within the 48 KB a block
+// gets without opting in, for every head dim up to kFlashMaxHeadDim (largest: backward kernel 2 at
+// D = 128, 35 KB; forward 34 KB). Tiles, shared memory and accumulation are f32 whatever the
+// element type E of qkv/out is.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "engine/emu/dynamic_shared.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
+
+namespace {
+
+constexpr int kTile = 16;                 // key rows of a tile, and the backward's query rows
+constexpr int kForwardRows = 32;          // query rows of a forward tile
+constexpr int kLanes = 8;                 // threads per tile row (inside one warp)
+constexpr int kThreads = kTile * kLanes;  // a backward block
+constexpr int kForwardThreads = kForwardRows * kLanes;  // a forward block
+constexpr int kPerLane = kFlashMaxHeadDim / kLanes;     // head dims one lane owns, at most
+constexpr int kPad = kTile + 1;  // row pitch of the S/P/dS tiles (no bank clash)
+
+// The element type in and out of f32 (f32 only today; bf16 adds an overload pair here).
+__device__ inline float to_f32(float x) { return x; }
+__device__ inline void store(float* p, float x) { *p = x; }
+
+// Rows row0..row0+rows-1 of one head (row stride `pitch` elements), as an f32 tile [rows][D];
+// rows at or past T read as 0. Consecutive threads read consecutive head dims (coalesced).
+template <class E>
+__device__ void load_tile(float* tile, const E* head, int64_t pitch, int64_t row0, int64_t T, int D,
+                          int rows = kTile) {
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    tile[idx] = row0 + r < T ? to_f32(head[(row0 + r) * pitch + d]) : 0.0f;
+  }
+}
+
+// sum_d a[d] * b[d] over one head dim
+__device__ inline float head_dot(const float* a, const float* b, int D) {
+  float s = 0;
+  for (int d = 0; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// op over the kLanes lanes of this thread's tile row (butterfly: every lane gets the result, in
+// a fixed order). Every thread of the warp must call it.
+template <class Op>
+__device__ float row_reduce(float value, Op op) {
+  for (int mask = kLanes / 2; mask > 0; mask /= 2)
+    value = op(value, __shfl_xor_sync(kFullMask, value, mask));
+  return value;
+}
+
+// Forward. Grid (query tiles of kForwardRows, B*H). Dynamic shared memory: Q [kForwardRows][D],
+// K and V [kTile][D], P [kForwardRows][kPad].
+template <class E>
+__global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse, int64_t T,
+                                               int64_t C, int64_t H, int D, float scale) {
+  GLASS_DYNAMIC_SHARED(float, shared);
+  float* Qs = shared;
+  float* Ks = Qs + kForwardRows * D;
+  float* Vs = Ks + kTile * D;
+  float* Ps = Vs + kTile * D;
+  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kForwardRows;
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  const int64_t i = q0 + r;  // this thread's query row (rows past T compute but never store)
+  const E* q = qkv + b * T * 3 * C + h * D;
+  const E* k = q + C;
+  const E* v = q + 2 * C;
+  // 1. the query tile, once
+  load_tile(Qs, q, 3 * C, q0, T, D, kForwardRows);
+  float m = -INFINITY, l = 0;  // running max and sum of exp(S_ij - m) of row i
+  float acc[kPerLane] = {};    // running sum_j exp(S_ij - m) V_j[d], d = lane + kLanes * n
+  // Key tiles up to the tile's last row: beyond it every key is masked. A row above a tile's
+  // first key finds all of it masked: its max and sums are unchanged (exp(-inf) = 0).
+  for (int64_t k0 = 0; k0 < q0 + kForwardRows && k0 < T; k0 += kTile) {
+    __syncthreads();  // the previous tile's K, V and P have been read
+    // 2. the key and value tiles
+    load_tile(Ks, k, 3 * C, k0, T, D);
+    load_tile(Vs, v, 3 * C, k0, T, D);
+    __syncthreads();
+    // 3. S_ij = q_i . k_j * scale for this lane's two keys; -inf where masked (j > i or j >= T)
+    float s[2];
+    for (int half = 0; half < 2; ++half) {
+      const int c = lane + half * kLanes;
+      const int64_t j = k0 + c;
+      s[half] = j <= i && j < T ? head_dot(Qs + r * D, Ks + c * D, D) * scale : -INFINITY;
+    }
+    // 4. online softmax: the new running max (finite: key 0 of the first tile is never masked),
+    //    the tile's exp(S - m_new), and the factor exp(m_old - m_new) that rescales what came
+    //    before
+    const float m_new = fmaxf(m, row_reduce(fmaxf(s[0], s[1]), Max{}));
+    const float p0 = expf(s[0] - m_new), p1 = expf(s[1] - m_new);
+    const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    l = l * rescale + row_reduce(p0 + p1, Sum{});
+    m = m_new;
+    Ps[r * kPad + lane] = p0;
+    Ps[r * kPad + lane + kLanes] = p1;
+    __syncwarp();  // the row's P is written and read by the row's own lanes
+    // 5. acc = acc * rescale + P_i V over the tile's keys, for this lane's head dims
+    for (int n = 0; n < kPerLane; ++n) {
+      const int d = lane + n * kLanes;
+      if (d >= D) break;
+      float pv = 0;
+      for (int c = 0; c < kTile; ++c) pv += Ps[r * kPad + c] * Vs[c * D + d];
+      acc[n] = acc[n] * rescale + pv;
+    }
+  }
+  if (i >= T) return;
+  // 6. O_i = acc / l, written once; lse_i = m + log l
+  E* o = out + (b * T + i) * C + h * D;
+  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n)
+    store(o + lane + n * kLanes, acc[n] / l);
+  if (lane == 0) lse[slice * T + i] = m + logf(l);
+}
+
+// Backward kernel 1: D and dQ. Grid (query tiles, B*H). Dynamic shared memory: Q, dO, K, V tiles
+// [kTile][D], dS [kTile][kPad]. Writes D (delta [B*H, T]) and the q columns of dqkv.
+template <class E>
+__global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out, const float* lse,
+                                                      const E* dout, float* delta, E* dqkv,
+                                                      int64_t T, int64_t C, int64_t H, int D,
+                                                      float scale) {
+  GLASS_DYNAMIC_SHARED(float, shared);
+  float* Qs = shared;
+  float* dOs = Qs + kTile * D;
+  float* Ks = dOs + kTile * D;
+  float* Vs = Ks + kTile * D;
+  float* dSs = Vs + kTile * D;
+  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  const int64_t i = q0 + r;
+  const bool row_valid = i < T;
+  const E* q = qkv + b * T * 3 * C + h * D;
+  const E* k = q + C;
+  const E* v = q + 2 * C;
+  // 1. the query and output-gradient tiles, once
+  load_tile(Qs, q, 3 * C, q0, T, D);
+  load_tile(dOs, dout + b * T * C + h * D, C, q0, T, D);
+  __syncthreads();
+  // 2. D_i = dO_i . O_i, over this lane's head dims then the row's lanes; saved for kernel 2
+  float part = 0;
+  if (row_valid) {
+    const E* o = out + (b * T + i) * C + h * D;
+    for (int d = lane; d < D; d += kLanes) part += dOs[r * D + d] * to_f32(o[d]);
+  }
+  const float delta_i = row_reduce(part, Sum{});
+  if (row_valid && lane == 0) delta[slice * T + i] = delta_i;
+  const float lse_i = row_valid ? lse[slice * T + i] : 0.0f;
+  float acc[kPerLane] = {};  // sum_j dS_ij K_j[d], d = lane + kLanes * n
+  for (int64_t k0 = 0; k0 <= q0; k0 += kTile) {
+    __syncthreads();  // the previous tile's K and dS have been read
+    // 3. the key and value tiles
+    load_tile(Ks, k, 3 * C, k0, T, D);
+    load_tile(Vs, v, 3 * C, k0, T, D);
+    __syncthreads();
+    // 4. P_ij = exp(q_i . k_j * scale - lse_i) recomputed; dP_ij = dO_i . v_j;
+    //    dS_ij = P_ij (dP_ij - D_i); 0 where masked
+    for (int half = 0; half < 2; ++half) {
+      const int c = lane + half * kLanes;
+      const int64_t j = k0 + c;
+      float ds = 0;
+      if (row_valid && j <= i) {
+        const float p = expf(head_dot(Qs + r * D, Ks + c * D, D) * scale - lse_i);
+        ds = p * (head_dot(dOs + r * D, Vs + c * D, D) - delta_i);
+      }
+      dSs[r * kPad + c] = ds;
+    }
+    __syncwarp();  // the row's dS is written and read by the row's own lanes
+    // 5. acc += dS_i K over the tile's keys
+    for (int n = 0; n < kPerLane; ++n) {
+      const int d = lane + n * kLanes;
+      if (d >= D) break;
+      float sum = 0;
+      for (int c = 0; c < kTile; ++c) sum += dSs[r * kPad + c] * Ks[c * D + d];
+      acc[n] += sum;
+    }
+  }
+  if (!row_valid) return;
+  // 6. dQ_i = acc * scale, written once into the q columns of dqkv
+  E* dq = dqkv + (b * T + i) * 3 * C + h * D;
+  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n)
+    store(dq + lane + n * kLanes, acc[n] * scale);
+}
+
+// Backward kernel 2: dK and dV. Grid (key tiles, B*H). Thread (c, lane) owns key j = k0 + c.
+// Dynamic shared memory: K, V, Q, dO tiles [kTile][D], P and dS [kTile][kPad] (query row, key),
+// lse and D of the query tile [kTile] each.
+template <class E>
+__global__ void flash_attention_backward_key_kernel(const E* qkv, const float* lse, const E* dout,
+                                                    const float* delta, E* dqkv, int64_t T,
+                                                    int64_t C, int64_t H, int D, float scale) {
+  GLASS_DYNAMIC_SHARED(float, shared);
+  float* Ks = shared;
+  float* Vs = Ks + kTile * D;
+  float* Qs = Vs + kTile * D;
+  float* dOs = Qs + kTile * D;
+  float* Ps = dOs + kTile * D;
+  float* dSs = Ps + kTile * kPad;
+  float* lse_s = dSs + kTile * kPad;
+  float* delta_s = lse_s + kTile;
+  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int c = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  const int64_t j = k0 + c;
+  const E* q = qkv + b * T * 3 * C + h * D;
+  const E* k = q + C;
+  const E* v = q + 2 * C;
+  const E* dO = dout + b * T * C + h * D;
+  // 1. the key and value tiles, once
+  load_tile(Ks, k, 3 * C, k0, T, D);
+  load_tile(Vs, v, 3 * C, k0, T, D);
+  float dk[kPerLane] = {}, dv[kPerLane] = {};  // sums over i of dS_ij Q_i[d] and P_ij dO_i[d]
+  // Query tiles from the diagonal on: earlier queries see none of these keys.
+  for (int64_t q0 = k0; q0 < T; q0 += kTile) {
+    __syncthreads();  // the previous tile's Q, dO, P and dS have been read
+    // 2. the query and output-gradient tiles with their lse and D
+    load_tile(Qs, q, 3 * C, q0, T, D);
+    load_tile(dOs, dO, C, q0, T, D);
+    if (threadIdx.x < kTile) {
+      const int64_t i = q0 + threadIdx.x;
+      lse_s[threadIdx.x] = i < T ? lse[slice * T + i] : 0.0f;
+      delta_s[threadIdx.x] = i < T ? delta[slice * T + i] : 0.0f;
+    }
+    __syncthreads();
+    // 3. P_ij and dS_ij = P_ij (dO_i . v_j - D_i) for this lane's two query rows; 0 where masked
+    for (int half = 0; half < 2; ++half) {
+      const int r = lane + half * kLanes;
+      const int64_t i = q0 + r;
+      float p = 0, ds = 0;
+      if (i < T && j <= i) {
+        p = expf(head_dot(Qs + r * D, Ks + c * D, D) * scale - lse_s[r]);
+        ds = p * (head_dot(dOs + r * D, Vs + c * D, D) - delta_s[r]);
+      }
+      Ps[r * kPad + c] = p;
+      dSs[r * kPad + c] = ds;
+    }
+    __syncwarp();  // the key's column of P and dS is written and read by the key's own lanes
+    // 4. dV_j += sum_i P_ij dO_i;  dK_j += sum_i dS_ij Q_i, over the tile's queries
+    for (int n = 0; n < kPerLane; ++n) {
+      const int d = lane + n * kLanes;
+      if (d >= D) break;
+      float pv = 0, sq = 0;
+      for (int r = 0; r < kTile; ++r) {
+        pv += Ps[r * kPad + c] * dOs[r * D + d];
+        sq += dSs[r * kPad + c] * Qs[r * D + d];
+      }
+      dv[n] += pv;
+      dk[n] += sq;
+    }
+  }
+  if (j >= T) return;
+  // 5. dK_j = dk * scale and dV_j = dv, written once into the k and v columns of dqkv
+  E* dkv = dqkv + (b * T + j) * 3 * C + h * D;
+  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n) {
+    store(dkv + C + lane + n * kLanes, dk[n] * scale);
+    store(dkv + 2 * C + lane + n * kLanes, dv[n]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// The launch geometry, FLOPs and bytes of the kernels above, on top of the shared checks.
+struct FlashGeometry : FlashAttentionShape {
+  FlashGeometry(const char* kernel, const Tensor& qkv, int64_t n_head,
+                std::initializer_list<const Tensor*> like_qkv,
+                std::initializer_list<const Tensor*> like_out, const Tensor& lse)
+      : FlashAttentionShape(kernel, require_f32(kernel, qkv), n_head, like_qkv, like_out, lse) {
+    GLASS_CHECK(flash_head_dim_ok(D),
+                "{}: head dim D = C / n_head = {} / {} = {} is not supported: it must be a "
+                "multiple of 8 in {}..{}",
+                kernel, C, n_head, D, kFlashMinHeadDim, kFlashMaxHeadDim);
+    GLASS_CHECK(slices() <= 65535, "{}: B * n_head = {} exceeds the grid's 65535 in y", kernel,
+                slices());
+  }
+  // query tiles of `rows` rows, times the slices
+  dim3 grid(int rows) const { return dim3(ceil_div(T, rows), static_cast<unsigned>(slices())); }
+  // shared memory of `tiles` [kTile][D] tiles, `blocks` [kTile][kPad] ones and `rows` [kTile]
+  // ones; in the forward the Q tile and P block have kForwardRows rows
+  size_t shared_bytes(int tiles, int blocks, int rows) const {
+    return static_cast<size_t>(tiles * kTile * D + blocks * kTile * kPad + rows * kTile) *
+           sizeof(float);
+  }
+  size_t forward_shared_bytes() const {
+    return static_cast<size_t>(kForwardRows * D + 2 * kTile * D + kForwardRows * kPad) *
+           sizeof(float);
+  }
+  // the causal entries (i, j <= i) of all slices: what the math needs
+  double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
+  // per slice, rows of K (or V) the query tiles of `tile` rows load: tile q0 loads keys up to
+  // min(T, q0 + tile) (a multiple of kTile)
+  double keys_loaded(int tile) const {
+    double rows = 0;
+    for (int64_t q0 = 0; q0 < T; q0 += tile) rows += static_cast<double>(std::min(T, q0 + tile));
+    return rows;
+  }
+  // per slice, rows of Q (or dO) the key tiles load: tile k0 loads queries k0..T
+  double queries_loaded() const {
+    double rows = 0;
+    for (int64_t k0 = 0; k0 < T; k0 += kTile) rows += static_cast<double>(T - k0);
+    return rows;
+  }
+  // bytes of `rows` head rows (D elements each) over all slices
+  double head_bytes(double rows, size_t elem) const {
+    return static_cast<double>(slices()) * rows * static_cast<double>(D * elem);
+  }
+  double lse_bytes() const { return static_cast<double>(slices() * T) * sizeof(float); }
+};
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                             int64_t n_head, double scale) {
+  const char* kernel = "flash_attention_forward";
+  const FlashGeometry g(kernel, qkv, n_head, {}, {&out}, lse);
+  if (qkv.numel() == 0) return;
+  const size_t e = dtype_size(qkv.dtype());
+  // FLOPs per causal entry: S (2D), P V (2D), the softmax's max, subtract, exp, sum, rescale (5)
+  const double flops = g.entries() * (4.0 * g.D + 5);
+  // bytes: Q read and O written once; K and V once per query tile that sees them; lse written
+  const double bytes = g.head_bytes(2.0 * g.T + 2 * g.keys_loaded(kForwardRows), e) + g.lse_bytes();
+  const LaunchInfo info =
+      kernel_launch_info(kernel, qkv, g.grid(kForwardRows), dim3(kForwardThreads),
+                         g.forward_shared_bytes(), flops, bytes);
+  launch_cuda_kernel(info, flash_attention_forward_kernel<float>, qkv.data<float>(),
+                     out.data<float>(), lse.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
+                     static_cast<float>(scale));
+}
+
+void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                              double scale) {
+  const char* kernel = "flash_attention_backward";
+  const FlashGeometry g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
+  if (qkv.numel() == 0) return;
+  const size_t e = dtype_size(qkv.dtype());
+  const Tensor delta = Tensor::empty(lse.shape(), DType::f32, qkv.device());  // D = rowsum(dO∘O)
+  // 1. D, then dQ: per causal entry S, dP, dS K (2D each) and exp, subtract, multiply (4); D is
+  //    2D per row. Bytes: Q, dO, O read and dQ written once, K and V once per query tile,
+  //    lse read and D written.
+  const LaunchInfo query_info = kernel_launch_info(
+      "flash_attention_backward_query", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 1, 0),
+      g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
+      g.head_bytes(4.0 * g.T + 2 * g.keys_loaded(kTile), e) + 2 * g.lse_bytes());
+  launch_cuda_kernel(query_info, flash_attention_backward_query_kernel<float>, qkv.data<float>(),
+                     out.data<float>(), lse.data<float>(), dout.data<float>(), delta.data<float>(),
+                     dqkv.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
+                     static_cast<float>(scale));
+  // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
+  //    dK, dV written once; Q, dO, lse and D once per key tile that sees them.
+  const LaunchInfo key_info = kernel_launch_info(
+      "flash_attention_backward_key", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 2, 2),
+      g.entries() * (8.0 * g.D + 4),
+      g.head_bytes(4.0 * g.T + 2 * g.queries_loaded(), e) +
+          2 * static_cast<double>(g.slices()) * g.queries_loaded() * sizeof(float));
+  launch_cuda_kernel(key_info, flash_attention_backward_key_kernel<float>, qkv.data<float>(),
+                     lse.data<float>(), dout.data<float>(), delta.data<float>(), dqkv.data<float>(),
+                     g.T, g.C, g.H, static_cast<int>(g.D), static_cast<float>(scale));
+}
+
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -1,0 +1,115 @@
+// kernels/cuda/flash_attention.cu on emu, and the cpu flash entries, against an independent
+// reference: the probs-based cpu kernels (kernels/cpu/attention.cpp, OpenBLAS GEMMs with the full
+// T x T matrix) on q, k, v split out of the same qkv. T in {1, 7, 64, 129, 300} (partial tiles,
+// one tile, many) x D in {16, 32, 64, 128}, B * H = 3, random inputs and a random dO. lse against
+// the cpu flash entry run in f64. Then: same bits run to run and under shuffled thread orders,
+// no float atomics; head dims and shapes the kernels refuse.
+#include <cmath>
+
+#include "tests/cuda_kernels/kernel_test.h"
+
+namespace glass {
+namespace {
+
+using testing::all_close;
+using testing::contains_all;
+using testing::device_empty;
+using testing::error_of;
+using testing::expect_deterministic;
+using testing::on_device;
+using testing::to_cpu;
+
+// The probs-based cpu kernels' answers for qkv [B, T, 3C]: out [B, T, C] and dqkv [B, T, 3C].
+struct Reference {
+  Tensor out, dqkv;
+};
+
+Reference naive_reference(const Tensor& qkv, const Tensor& dout, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto to_heads = [&](const Tensor& t) {
+    return contiguous(transpose(view(t, {B, T, H, D}), 1, 2));
+  };
+  auto from_heads = [&](const Tensor& t) { return reshape(transpose(t, 1, 2), {B, T, C}); };
+  const std::vector<Tensor> parts = split(qkv, C, 2);
+  const Tensor q = to_heads(parts[0]), k = to_heads(parts[1]), v = to_heads(parts[2]);
+  const Tensor out = empty_like(q), probs = Tensor::empty({B, H, T, T});
+  kernels::cpu::attention_forward(q, k, v, out, probs, scale);
+  const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
+  kernels::cpu::attention_backward(q, k, v, probs, to_heads(dout), dq, dk, dv, scale);
+  return {from_heads(out), concat({from_heads(dq), from_heads(dk), from_heads(dv)}, 2)};
+}
+
+TEST(FlashAttention, EmuAndCpuMatchTheProbsBasedCpuKernels) {
+  Generator gen(31);
+  for (const int64_t T : {1, 7, 64, 129, 300}) {
+    // three slices: one batch of three heads, or three batches of one head (batch strides)
+    const int64_t B = T % 2 ? 1 : 3, H = 3 / B;
+    for (const int64_t D : {16, 32, 64, 128}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " D " + std::to_string(D));
+      const int64_t C = H * D;
+      const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+      const Tensor qkv = randn({B, T, 3 * C}, gen, 0, 1.5), dout = randn({B, T, C}, gen);
+      const Reference ref = naive_reference(qkv, dout, H);
+
+      // emu: the hand-written CUDA kernels
+      const Tensor dev_qkv = on_device(qkv), out = device_empty({B, T, C});
+      const Tensor lse = device_empty({B, H, T}), dqkv = device_empty({B, T, 3 * C});
+      kernels::cuda::flash_attention_forward(dev_qkv, out, lse, H, scale);
+      kernels::cuda::flash_attention_backward(dev_qkv, out, lse, on_device(dout), dqkv, H, scale);
+      EXPECT_TRUE(all_close(to_cpu(out), ref.out, 2e-5));
+      EXPECT_TRUE(all_close(to_cpu(dqkv), ref.dqkv, 2e-5));
+
+      // cpu: the flash entries' own loops; lse in f64 as the reference for both
+      const Tensor out_cpu = Tensor::empty({B, T, C}), lse_cpu = Tensor::empty({B, H, T});
+      const Tensor dqkv_cpu = Tensor::empty({B, T, 3 * C});
+      kernels::cpu::flash_attention_forward(qkv, out_cpu, lse_cpu, H, scale);
+      kernels::cpu::flash_attention_backward(qkv, out_cpu, lse_cpu, dout, dqkv_cpu, H, scale);
+      EXPECT_TRUE(all_close(out_cpu, ref.out, 2e-5));
+      EXPECT_TRUE(all_close(dqkv_cpu, ref.dqkv, 2e-5));
+      const Tensor qkv64 = cast(qkv, DType::f64), out64 = Tensor::empty({B, T, C}, DType::f64);
+      const Tensor lse64 = Tensor::empty({B, H, T});
+      kernels::cpu::flash_attention_forward(qkv64, out64, lse64, H, scale);
+      EXPECT_TRUE(all_close(to_cpu(lse), lse64, 1e-6));
+    }
+  }
+}
+
+TEST(FlashAttention, BackwardIsBitIdenticalAcrossRunsAndThreadOrders) {
+  Generator gen(32);
+  const int64_t B = 1, H = 3, T = 37, D = 16, C = H * D;
+  const Tensor qkv = on_device(randn({B, T, 3 * C}, gen)), dout = on_device(randn({B, T, C}, gen));
+  const Tensor out = device_empty({B, T, C}), lse = device_empty({B, H, T});
+  const Tensor dqkv = device_empty({B, T, 3 * C});
+  expect_deterministic({out, lse, dqkv}, [&] {
+    kernels::cuda::flash_attention_forward(qkv, out, lse, H, 0.25);
+    kernels::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, H, 0.25);
+  });
+}
+
+TEST(FlashAttention, RefusesHeadDimsAndShapesItCannotTake) {
+  const Tensor lse = device_empty({1, 2, 5});
+  for (const int64_t D : {12, 8, 136}) {
+    const int64_t C = 2 * D;
+    const Tensor qkv = device_empty({1, 5, 3 * C}), out = device_empty({1, 5, C});
+    const std::string msg =
+        error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 2, 0.5); });
+    EXPECT_TRUE(contains_all(msg, {"flash_attention_forward", "head dim D", std::to_string(D),
+                                   "multiple of 8 in 16..128"}));
+  }
+  const Tensor qkv = device_empty({1, 5, 96}), out = device_empty({1, 5, 32});
+  EXPECT_TRUE(contains_all(
+      error_of([&] {
+        kernels::cuda::flash_attention_forward(qkv, out, device_empty({1, 2, 4}), 2, 1);
+      }),
+      {"lse f32[1, 2, 4]", "[B, n_head, T] = [1, 2, 5]"}));
+  EXPECT_TRUE(
+      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, qkv, lse, 2, 1); }),
+                   {"flash_attention_forward", "f32[1, 5, 96]", "[1, 5, 32]"}));
+  EXPECT_TRUE(
+      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 5, 1); }),
+                   {"C = 32", "not divisible by n_head 5"}));
+}
+
+}  // namespace
+}  // namespace glass

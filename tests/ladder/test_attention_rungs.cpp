@@ -1,0 +1,84 @@
+// The attention ladder (kernels/cuda/ladder/attention_ladder.cu) on emu: every rung against the
+// cpu flash entry run in f64 (out and lse), with T of one partial tile, several tiles, and the
+// largest head dim; the bytes and the memory each rung reports, as docs/kernel_ladders.md argues
+// them (the T x T matrix through memory four times, then twice, then never); and the backend entry
+// following GLASS_KERNEL_VARIANT's attention rung.
+#include <cmath>
+
+#include "kernels/ladder_timing.h"
+#include "tests/ladder/ladder_test.h"
+
+namespace glass {
+namespace {
+
+using testing::all_close;
+using testing::device_empty;
+using testing::on_device;
+using testing::to_cpu;
+namespace ladder = kernels::ladder;
+
+TEST(AttentionRungs, EveryRungMatchesTheF64Reference) {
+  Generator gen(41);
+  struct Case {
+    int64_t B, H, T, D;
+  };
+  for (const Case c : {Case{1, 3, 7, 16}, Case{2, 1, 45, 32}, Case{1, 1, 20, 128}}) {
+    const int64_t C = c.H * c.D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+    const Tensor qkv = randn({c.B, c.T, 3 * C}, gen);
+    const Tensor out64 = Tensor::empty({c.B, c.T, C}, DType::f64);
+    const Tensor lse64 = Tensor::empty({c.B, c.H, c.T});
+    kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, scale);
+    for (int rung = 0; rung < ladder::kRungs; ++rung) {
+      SCOPED_TRACE("rung " + std::to_string(rung) + " T " + std::to_string(c.T) + " D " +
+                   std::to_string(c.D));
+      const Tensor out = device_empty({c.B, c.T, C}), lse = device_empty({c.B, c.H, c.T});
+      ladder::run_attention_forward(rung, on_device(qkv), out, lse, c.H, scale);
+      EXPECT_TRUE(all_close(to_cpu(out), out64, 1e-5));
+      EXPECT_TRUE(all_close(to_cpu(lse), lse64, 1e-6));
+    }
+  }
+}
+
+TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
+  const int64_t B = 1, H = 2, T = 64, D = 16;
+  const std::vector<ladder::LadderRow> rows =
+      ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice, {B, H, T, D}, {}, {0, 1});
+  ASSERT_EQ(rows.size(), 4u);
+  const double square = B * H * T * T * 4.0;  // one [B, H, T, T] f32
+  // rungs 0 and 1 hold the T x T matrix; the tiled rungs allocate nothing
+  EXPECT_GE(rows[0].allocated_bytes, square);
+  EXPECT_GE(rows[1].allocated_bytes, square);
+  EXPECT_EQ(rows[2].allocated_bytes, 0);
+  EXPECT_EQ(rows[3].allocated_bytes, 0);
+  // the T x T matrix through memory: S written, S read, P written, P read (rung 0); P written and
+  // read (rung 1); never (rungs 2 and 3, whose bytes are the heads and lse only)
+  const double heads = B * T * H * D * 4.0;  // one of q, k, v or out
+  const double lse = B * H * T * 4.0;
+  EXPECT_DOUBLE_EQ(rows[0].bytes, 4 * square + 4 * heads + lse);
+  EXPECT_DOUBLE_EQ(rows[1].bytes, 2 * square + 4 * heads + lse);
+  // Q read and O written once; K and V once per query tile: both tiled rungs have 32-row query
+  // tiles, which read keys 0..31 and 0..63 (1.5 T rows)
+  EXPECT_DOUBLE_EQ(rows[2].bytes, (2 + 2 * 1.5) * heads + lse);
+  EXPECT_DOUBLE_EQ(rows[3].bytes, (2 + 2 * 1.5) * heads + lse);
+  // every rung does the same useful FLOPs up to the softmax's count
+  for (const ladder::LadderRow& r : rows) EXPECT_GT(r.flops, 4.0 * D * B * H * T * (T + 1) / 2);
+}
+
+TEST(AttentionRungs, TheBackendEntryRunsTheSelectedRung) {
+  Generator gen(42);
+  const int64_t B = 1, T = 9, H = 2, C = 32;
+  const Tensor qkv = on_device(randn({B, T, 3 * C}, gen));
+  const Tensor production = causal_attention(qkv, H, AttentionKernel::flash);
+  ladder::Selection s = ladder::default_selection();
+  s.rung[static_cast<size_t>(ladder::Op::attention)] = 0;
+  const testing::ScopedSelection selected(s);
+  testing::LaunchLog log;
+  const Tensor naive = causal_attention(qkv, H, AttentionKernel::flash);
+  EXPECT_EQ(log.kernels(), (std::vector<std::string>{"attention_scores_naive",
+                                                     "attention_softmax_naive", "attention_pv"}));
+  EXPECT_TRUE(all_close(to_cpu(naive), to_cpu(production), 1e-5));
+}
+
+}  // namespace
+}  // namespace glass
