@@ -79,6 +79,11 @@ namespace {
 
 bool cudnn_attention_available() { return false; }
 
+int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
+                                  int64_t head_dim) {
+  fail("cudnn_attention_graph_ops: this build has no cuDNN");
+}
+
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                              int64_t n_head, double scale) {
   const char* kernel = "cudnn_attention_forward";
@@ -324,9 +329,9 @@ cudnnBackendDescriptor_t causal_mask(GraphBuilder& g, const Scores& sc, cudnnBac
 }
 
 // Forward: O and stats from Q, K^T, V (see the top of the file).
-void build_forward_graph(GraphBuilder& g, const CudnnAttentionShape& s) {
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.D);
-  const Scores sc(s.B, s.H, s.T);
+void build_forward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int64_t D) {
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, D);
+  const Scores sc(B, H, T);
   const cudnnDataType_t io = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto q = g.real(kQ, io, l.q), k_t = g.real(kK, io, l.k_t), v = g.real(kV, io, l.v);
   auto o = g.real(kO, io, l.o), stats = g.real(kStats, f32, l.stats);
@@ -358,10 +363,9 @@ void build_forward_graph(GraphBuilder& g, const CudnnAttentionShape& s) {
 
 // Backward: dQ, dK, dV from Q, K, V, O, dO and stats (see the top of the file). dsum is a real f32
 // [B, H, T, 1] tensor the graph writes and reads back (the engines expect it in memory).
-void build_backward_graph(GraphBuilder& g, const CudnnAttentionShape& s) {
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.D);
-  const Scores sc(s.B, s.H, s.T);
-  const int64_t B = s.B, H = s.H, T = s.T, D = s.D;
+void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int64_t D) {
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, D);
+  const Scores sc(B, H, T);
   const cudnnDataType_t io = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto q = g.real(kQ, io, l.q), k_t = g.real(kK, io, l.k_t), v_t = g.real(kV, io, l.v_t);
   auto o = g.real(kO, io, l.o), d_o = g.real(kDO, io, l.o), stats = g.real(kStats, f32, l.stats);
@@ -541,9 +545,9 @@ Plan& plan_for(DeviceState& st, bool backward, const CudnnAttentionShape& s,
   if (slot == nullptr) {
     GraphBuilder g(what);
     if (backward)
-      build_backward_graph(g, s);
+      build_backward_graph(g, s.B, s.H, s.T, s.D);
     else
-      build_forward_graph(g, s);
+      build_forward_graph(g, s.B, s.H, s.T, s.D);
     slot = make_plan(st.handle, g);
   }
   return *slot;
@@ -620,6 +624,17 @@ double causal_flops(const CudnnAttentionShape& s, int products, int per_entry) {
 }  // namespace
 
 bool cudnn_attention_available() { return true; }
+
+int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
+                                  int64_t head_dim) {
+  GraphBuilder g(fmt::format("{} graph (B={} H={} T={} D={})", backward ? "backward" : "forward", B,
+                             n_head, T, head_dim));
+  if (backward)
+    build_backward_graph(g, B, n_head, T, head_dim);
+  else
+    build_forward_graph(g, B, n_head, T, head_dim);
+  return static_cast<int64_t>(g.ops().size());
+}
 
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                              int64_t n_head, double scale) {

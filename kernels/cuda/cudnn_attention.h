@@ -119,6 +119,13 @@ struct CudnnAttentionShape {
 // configure time. The emu build and a cuda build without cuDNN refuse with one line saying why.
 bool cudnn_attention_available();
 
+// Builds the forward or backward operation graph's descriptors for a shape, each finalised by
+// cuDNN (which validates it), and returns how many operations the graph has; nothing runs. Tensor
+// and operation descriptors need no GPU, so the host tests check the graphs with it; combining
+// them into an operation graph and a plan needs a cuDNN handle, i.e. a GPU.
+int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
+                                  int64_t head_dim);
+
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                              int64_t n_head, double scale);
 void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,

@@ -6,8 +6,10 @@
 //   dS = (dO V^T - rowsum(dO * O)) * P * scale, ...), evaluated step by step on the host through
 //   those views, agrees with the cpu attention kernels: the graphs compute the contract, and
 //   cuDNN's stats are the contract's lse without conversion.
+// - cuDNN accepts every tensor and operation descriptor of both graphs (where the build has cuDNN:
+//   building descriptors needs no GPU).
 // - Bad arguments are refused with messages naming the tensor; on emu the functions refuse.
-// The cuDNN calls themselves run only on a GPU (scripts/gpu_check.sh).
+// The operation graphs, plans and executions run only on a GPU (scripts/gpu_check.sh).
 #include <cmath>
 
 #include "kernels/cuda/cudnn_attention.h"
@@ -152,6 +154,28 @@ TEST(CudnnAttention, GraphMathMatchesTheCpuKernelsAndLseContract) {
     }
   EXPECT_TRUE(all_close(lse, lse_ref, 1e-5));
 }
+
+#if defined(GLASS_TEST_CUDNN_GRAPHS)
+}  // namespace
+// The cuda build's function (this file, compiled by the host compiler, sees the emu build's).
+namespace kernels::cuda::on_gpu {
+int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
+                                  int64_t head_dim);
+}
+namespace {
+
+// cuDNN itself accepts every tensor and operation descriptor of both graphs (data types, dims,
+// strides, by-value scalars, broadcasts, matmul shapes): cudnnBackendFinalize validates each one
+// and needs no GPU. Only the operation graph, the heuristics and the plan are left to the GPU.
+TEST(CudnnAttention, CudnnAcceptsEveryDescriptorOfBothGraphs) {
+  for (auto [B, T, H, D] :
+       {std::array<int64_t, 4>{8, 1024, 12, 64}, {2, 37, 3, 16}, {1, 2, 1, 128}}) {
+    SCOPED_TRACE(fmt::format("B={} T={} H={} D={}", B, T, H, D));
+    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(false, B, T, H, D), 14);
+    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(true, B, T, H, D), 21);
+  }
+}
+#endif
 
 TEST(CudnnAttention, RejectsBadArgumentsNamingTheTensor) {
   const Tensor qkv = device_empty({2, 5, 3 * 32}), out = device_empty({2, 5, 32});
