@@ -46,7 +46,9 @@ gpu_kit_env() {
     deb="$kit/$file"
     [[ -f "$deb" ]] || { echo "gpu_kit_env: $deb is listed in the manifest but missing"; return 1; }
     [[ -f "$root/.unpacked/$(basename "$deb")" ]] && continue
-    tmp=$(mktemp -d)
+    # build packages straight into ROOT; runtime ones through a scratch directory first
+    tmp=$root
+    [[ "$class" == runtime ]] && tmp=$(mktemp -d)
     if command -v dpkg-deb >/dev/null; then
       dpkg-deb -x "$deb" "$tmp" || return 1
     else
@@ -60,7 +62,7 @@ gpu_kit_env() {
         [[ -z "${GLASS_KIT_KEEP_RUNTIME:-}" ]] && grep -qxF "$soname" <<<"$known" && rm -f "$f"
       done < <(find "$tmp" -name '*.so.*' \( -type f -o -type l \))
     fi
-    cp -a "$tmp/." "$root/" && rm -rf "$tmp"
+    if [[ "$tmp" != "$root" ]]; then cp -a "$tmp/." "$root/" && rm -rf "$tmp"; fi
     mkdir -p "$root/.unpacked" && touch "$root/.unpacked/$(basename "$deb")"
   done <"$kit/MANIFEST.txt"
   # 3. the links update-alternatives would have made
