@@ -6,7 +6,7 @@
 #   stage          what                                                        limit
 #   kit            unpack .kit into BUILD/kit-root (scripts/gpu_kit_env.sh)      120 s
 #   configure      Release, cuda for this GPU only, tests on                      90 s
-#   build          train_gpt, profile_op, test_kernels (cross-device tests)      300 s
+#   build          train_gpt, profile_op, test_kernels (cross-device tests)      360 s
 #   attention      flash vs naive vs cudnn at GPT-2 shapes (B=8 H=12 T=1024      120 s
 #                  D=64): profile_op's attention table, and train_gpt with each
 #                  --attention: step-1 loss (forward) and gradient norm
@@ -143,7 +143,7 @@ build_stage() {
   cmake --build "$build" -j "$jobs" --target train_gpt profile_op test_kernels >"$build/build.log" 2>&1 ||
     { grep -m10 -A3 "error" "$build/build.log"; echo "result: see $build/build.log"; return 1; }
 }
-stage build 120 300 build_stage || die "build: ${result[build]} (see $build/build.log)"
+stage build 120 360 build_stage || die "build: ${result[build]} (see $build/build.log)"
 
 # 4. Attention at GPT-2 shapes: the kernels timed (profile_op) and three trainings that differ only
 #    in the attention kernel. Step 1's loss is the forward of the same weights; its gradient norm
