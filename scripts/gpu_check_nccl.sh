@@ -8,10 +8,12 @@
 # Prints one line per check and a summary; exits non-zero when a check fails. A part whose build
 # is missing (no cuda device, or no NCCL backend for it yet) is reported as SKIP.
 #
-#   scripts/gpu_check_nccl.sh [BUILD_DIR]     (default: build)
+#   scripts/gpu_check_nccl.sh [BUILD_DIR]     (default: $BUILD from the environment, else build)
+# scripts/gpu_check.sh passes its build both ways; an argument wins over the environment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+BUILD=${1:-${BUILD:-build}}
+echo "gpu_check_nccl: checking the build in $BUILD"
 TRAIN="$BUILD/samples/train_gpt"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 TINY="--data data/tinyshakespeare.txt --n-layer 2 --n-head 2 --n-embd 64 --seq-len 32 --batch 8 \

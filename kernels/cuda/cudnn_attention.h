@@ -1,0 +1,134 @@
+// cuDNN's fused flash attention (kernels/cuda/cudnn_attention.cu): causal scaled-dot-product
+// attention, forward and backward, as cuDNN 9 operation graphs built with backend descriptors.
+// It reads and writes the engine's fused layouts directly, with the same contract as the flash
+// kernel (kernels/cuda/flash_attention.cu):
+//
+//   qkv  [B, T, 3C]: head h of q at columns h*D.., of k at C + h*D.., of v at 2C + h*D..
+//   out  [B, T, C]:  head h at columns h*D..;  D = C / n_head
+//   lse  f32 [B, n_head, T]: per-row natural log-sum-exp of the scaled, causally masked scores
+//   dout [B, T, C] -> dqkv [B, T, 3C] (overwritten)
+//
+// This header also holds the parts that need no GPU, so that the host tests check them: the
+// argument checks and the strided 4-D views through which cuDNN sees q, k, v, o and the stats.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "engine/error.h"
+#include "engine/tensor.h"
+#include "kernels/cuda/build.h"
+
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
+
+// A 4-D view of one of the tensors above, as a cuDNN tensor descriptor states it: dims, strides in
+// elements, and the element offset of the view's first element from the tensor's first element.
+struct CudnnView {
+  std::array<int64_t, 4> dims{}, strides{};
+  int64_t offset = 0;
+};
+
+// The views the SDPA graphs use, over the fused tensors without copies. cuDNN's graph multiplies
+// Q [B, H, T, D] by K^T [B, H, D, T] and P [B, H, T, T] by V [B, H, T, D]; its backward also reads
+// V^T [B, H, D, T]. A transposed view is the same memory with the last two dims and strides
+// swapped.
+struct CudnnSdpaLayout {
+  CudnnView q, k, k_t, v, v_t;  // in qkv (and dq, dk, dv in dqkv)
+  CudnnView o;                  // in out (and dout)
+  CudnnView stats;              // in lse: [B, H, T, 1], cuDNN's "softmax stats"
+};
+
+inline CudnnSdpaLayout cudnn_sdpa_layout(int64_t B, int64_t T, int64_t n_head, int64_t head_dim) {
+  const int64_t H = n_head, D = head_dim, C = H * D;
+  // Element (b, h, t, d) of q is qkv[b][t][h*D + d]: strides 3C*T (batch), D (head), 3C (row), 1.
+  const std::array<int64_t, 4> bhtd_in_qkv{T * 3 * C, D, 3 * C, 1};
+  auto transposed = [](CudnnView v) {
+    std::swap(v.dims[2], v.dims[3]);
+    std::swap(v.strides[2], v.strides[3]);
+    return v;
+  };
+  CudnnSdpaLayout l;
+  l.q = {{B, H, T, D}, bhtd_in_qkv, 0};
+  l.k = {{B, H, T, D}, bhtd_in_qkv, C};
+  l.v = {{B, H, T, D}, bhtd_in_qkv, 2 * C};
+  l.k_t = transposed(l.k);
+  l.v_t = transposed(l.v);
+  // Element (b, h, t, d) of o is out[b][t][h*D + d].
+  l.o = {{B, H, T, D}, {T * C, D, C, 1}, 0};
+  // lse [B, H, T] contiguous, seen with a trailing dimension of 1 (the reduced key axis).
+  l.stats = {{B, H, T, 1}, {H * T, T, 1, 1}, 0};
+  return l;
+}
+
+// The shapes of one call, checked: qkv [B, T, 3C] and out [B, T, C] contiguous, of one dtype (bf16,
+// or f32, which is converted to bf16 around the cuDNN call), lse contiguous f32 [B, n_head, T],
+// all on one device; C = n_head * D with D a multiple of 8 in 8..128 (what cuDNN's fused kernels
+// take). The backward adds dout like out and dqkv like qkv.
+struct CudnnAttentionShape {
+  int64_t B = 0, T = 0, C = 0, H = 0, D = 0;
+  DType dtype = DType::f32;
+
+  CudnnAttentionShape(const char* kernel, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                      int64_t n_head) {
+    GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0 && qkv.size(2) > 0,
+                "{}: qkv {} must be [B, T, 3C]", kernel, qkv.describe());
+    B = qkv.size(0);
+    T = qkv.size(1);
+    C = qkv.size(2) / 3;
+    dtype = qkv.dtype();
+    GLASS_CHECK(n_head > 0 && C % n_head == 0, "{}: C = {} (qkv {}) is not a multiple of n_head {}",
+                kernel, C, qkv.describe(), n_head);
+    H = n_head;
+    D = C / n_head;
+    GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+                "{}: qkv {} is {}; cuDNN's fused attention takes bf16 (f32 is converted)", kernel,
+                qkv.describe(), dtype_name(dtype));
+    GLASS_CHECK(D % 8 == 0 && D >= 8 && D <= 128,
+                "{}: head dim D = C / n_head = {} (qkv {}, n_head {}); cuDNN's fused attention "
+                "takes multiples of 8 up to 128",
+                kernel, D, qkv.describe(), n_head);
+    like(kernel, "qkv", qkv, {B, T, 3 * C}, dtype, qkv);
+    like(kernel, "out", out, {B, T, C}, dtype, qkv);
+    like(kernel, "lse", lse, {B, H, T}, DType::f32, qkv);
+  }
+
+  // dout like out and dqkv like qkv.
+  void check_backward(const char* kernel, const Tensor& qkv, const Tensor& dout,
+                      const Tensor& dqkv) const {
+    like(kernel, "dout", dout, {B, T, C}, dtype, qkv);
+    like(kernel, "dqkv", dqkv, {B, T, 3 * C}, dtype, qkv);
+  }
+
+  std::string describe() const {
+    return fmt::format("B={} H={} T={} D={} {}", B, H, T, D, dtype_name(dtype));
+  }
+
+ private:
+  static void like(const char* kernel, const char* name, const Tensor& t, const Shape& shape,
+                   DType dtype, const Tensor& qkv) {
+    GLASS_CHECK(t.defined() && t.shape() == shape && t.is_contiguous() && t.dtype() == dtype &&
+                    t.device() == qkv.device(),
+                "{}: {} {} must be contiguous {} {} on {} (qkv {})", kernel, name,
+                t.defined() ? t.describe() : std::string("(undefined)"), dtype_name(dtype),
+                shape_str(shape), qkv.device().str(), qkv.describe());
+  }
+};
+
+// Whether this build of kernels/cuda can run cuDNN's attention: nvcc's build with cuDNN found at
+// configure time. The emu build and a cuda build without cuDNN refuse with one line saying why.
+bool cudnn_attention_available();
+
+// Builds the forward or backward operation graph's descriptors for a shape, each finalised by
+// cuDNN (which validates it), and returns how many operations the graph has; nothing runs. Tensor
+// and operation descriptors need no GPU, so the host tests check the graphs with it; combining
+// them into an operation graph and a plan needs a cuDNN handle, i.e. a GPU.
+int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
+                                  int64_t head_dim);
+
+void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                             int64_t n_head, double scale);
+void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dqkv, int64_t n_head, double scale);
+
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD
