@@ -12,5 +12,9 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 #include "kernels/kernel_functions.inc"
 
 void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
+// One cublasLtMatmul (gemm_lt.cu) for checked arguments: gemm() sends it the GEMMs with a bias and,
+// under --tf32, every f32 GEMM; gemm_epilogue() the fused ones.
+void gemm_lt(const GemmArgs& args, const GemmEpilogue& epilogue);
+int64_t gemm_lt_cached_shapes();  // how many shapes' heuristic results gemm_lt holds
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -14,9 +14,9 @@
 // What cuBLAS cannot see (that every element it will touch lies inside the tensors' storage) is
 // checked before the call.
 //
-// The bias is an epilogue: after the GEMM, a small kernel adds bias[j] to column j of every row.
-// (cuBLASLt's bias epilogue would fuse it into the GEMM; that is a later optimisation.) So a GEMM
-// that cuBLAS refuses leaves C untouched.
+// A GEMM with a bias, and under --tf32 every f32 GEMM, goes to cuBLASLt instead (gemm_lt.cu): the
+// bias is added by its BIAS epilogue inside the GEMM, and TF32 is one of its compute types. Plain
+// f32 GEMMs stay on cublasSgemmStridedBatched, the reference.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
 // backed by OpenBLAS. f32 only (f64 is for gradcheck on cpu).
@@ -38,9 +38,6 @@
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
-
-constexpr int kBiasThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 
 // Every argument, for error messages.
 std::string describe(const GemmArgs& g) {
@@ -119,38 +116,13 @@ namespace {
 
 cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-// C[r][j] += bias[j] for each of the `rows` = batch * m rows of C (row r is row r % m of batch
-// entry r / m). Thread mapping: thread j of block column blockIdx.x owns column j, so a warp
-// touches 32 consecutive floats of a row (coalesced); the block rows walk the rows of C, block
-// row blockIdx.y taking rows blockIdx.y, blockIdx.y + gridDim.y, ... A column past n (the tail
-// block) does nothing.
-__global__ void add_bias_kernel(float* c, const float* bias, int64_t rows, int64_t m, int64_t n,
-                                int64_t ldc, int64_t stride_c) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  const float b = bias[j];
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-    c[(r / m) * stride_c + (r % m) * ldc + j] += b;
-}
-
-void add_bias(const GemmArgs& g) {
-  const int64_t rows = g.batch * g.m;
-  LaunchInfo info;
-  info.kernel = "gemm_add_bias";
-  info.device = g.c.device();
-  info.grid = {ceil_div(g.n, kBiasThreads), static_cast<unsigned>(std::min(rows, kMaxGridY)), 1};
-  info.block = {kBiasThreads, 1, 1};
-  info.flops = static_cast<double>(rows * g.n);
-  info.bytes = 4.0 * (2.0 * static_cast<double>(rows * g.n) + static_cast<double>(g.n));
-  launch_cuda_kernel(info, add_bias_kernel, g.c.data<float>(), g.bias.data<float>(), rows, g.m, g.n,
-                     g.ldc, g.stride_c);
-}
-
 }  // namespace
 
 void gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
+  // A bias is cuBLASLt's BIAS epilogue, and TF32 is a cuBLASLt compute type (gemm_lt.cu).
+  if (g.bias.defined() || tf32_enabled()) return gemm_lt(g, GemmEpilogue{});
   const cublasHandle_t handle = handle_for(g.c.device(), g);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
@@ -175,7 +147,6 @@ void gemm(const GemmArgs& g) {
         static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
   });
   check_cublas(status, "cublasSgemmStridedBatched", g);
-  if (g.bias.defined()) add_bias(g);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD
