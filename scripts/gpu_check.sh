@@ -58,9 +58,9 @@ cuda_cases=$(grep -c "_cuda " "$build/ctest.log" || true)
 echo "cross-device cases on cuda: $cuda_cases"
 
 # 3. train_gpt on cuda (a few hundred steps) and on cpu (a few, for tokens/s).
-train() {  # train DEVICE STEPS METRICS
+train() {  # train DEVICE STEPS METRICS [FLAGS...]
   timeout 900 "$build/samples/train_gpt" --data data/tinyshakespeare.txt --device "$1" --steps "$2" \
-    --eval-every 0 --eval-batches 4 --sample 0 --quiet --metrics "$3" >"$3.out" 2>&1 ||
+    --eval-every 0 --eval-batches 4 --sample 0 --quiet --metrics "$3" "${@:4}" >"$3.out" 2>&1 ||
     { cat "$3.out"; die "train_gpt --device $1"; }
 }
 # Median tokens/s after the first 3 steps (warm-up), and the last step's loss.
@@ -76,10 +76,13 @@ echo "== train_gpt"
 rm -f "$build"/metrics_*.jsonl*
 train cuda "$steps" "$build/metrics_cuda.jsonl"
 train cpu "$cpu_steps" "$build/metrics_cpu.jsonl"
+train cuda "$steps" "$build/metrics_cuda_tf32.jsonl" --tf32  # cuBLASLt with CUBLAS_COMPUTE_32F_FAST_TF32
 cuda_summary=$(summary "$build/metrics_cuda.jsonl") || die "reading $build/metrics_cuda.jsonl"
 cpu_summary=$(summary "$build/metrics_cpu.jsonl") || die "reading $build/metrics_cpu.jsonl"
 read -r cuda_tps cuda_loss cuda_n <<<"$cuda_summary"
 read -r cpu_tps cpu_loss cpu_n <<<"$cpu_summary"
+tf32_summary=$(summary "$build/metrics_cuda_tf32.jsonl") || die "reading $build/metrics_cuda_tf32.jsonl"
+read -r tf32_tps tf32_loss tf32_n <<<"$tf32_summary"
 
 # 4. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
 echo "== kernel ladders (profile_op --variant all)"
@@ -100,6 +103,7 @@ echo "| gpu_check | $(date -u +%Y-%m-%d) | ${gpu%%,*} |"
 echo "|---|---|---|"
 echo "| ctest | ${tests_line:-?} | cuda cross-device cases: $cuda_cases |"
 echo "| train_gpt cuda | $cuda_tps tokens/s | loss $cuda_loss after $cuda_n steps |"
+echo "| train_gpt cuda --tf32 | $tf32_tps tokens/s | loss $tf32_loss after $tf32_n steps |"
 echo "| train_gpt cpu | $cpu_tps tokens/s ($(nproc) cores) | loss $cpu_loss after $cpu_n steps |"
 echo "| kernel ladders | $ladders | tables above; rows in $build/ladder_*.json |"
 echo "| nccl | $nccl | |"

@@ -37,10 +37,8 @@
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
-namespace {
-
-// Every argument, for error messages.
-std::string describe(const GemmArgs& g) {
+// Every argument, for error messages (gemm_lt.cu's too).
+std::string describe_gemm_args(const GemmArgs& g) {
   return fmt::format(
       "GemmArgs{{m={}, n={}, k={}, batch={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={}, "
       "stride_a={}, stride_b={}, stride_c={}, alpha={}, beta={}, A {}, B {}, C {}, bias {}}}",
@@ -49,9 +47,11 @@ std::string describe(const GemmArgs& g) {
       g.bias.describe());
 }
 
+namespace {
+
 void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
   GLASS_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm: {} returned {} ({}) for {}", call,
-              cublasGetStatusName(status), cublasGetStatusString(status), describe(g));
+              cublasGetStatusName(status), cublasGetStatusString(status), describe_gemm_args(g));
 }
 
 // One cuBLAS handle per device, created on first use (on `cuda`, with that device current: the
@@ -75,41 +75,43 @@ cublasHandle_t handle_for(Device device, const GemmArgs& g) {
 // (on a GPU, a read past it would be an illegal address, not an error message).
 void check_extent(const char* name, const Tensor& t, int64_t rows, int64_t cols, int64_t ld,
                   int64_t stride, const GemmArgs& g) {
-  GLASS_CHECK(stride >= 0, "gemm: the batch stride of {} is negative in {}", name, describe(g));
+  GLASS_CHECK(stride >= 0, "gemm: the batch stride of {} is negative in {}", name,
+              describe_gemm_args(g));
   if (rows == 0 || cols == 0) return;
   const int64_t last = t.offset() + (g.batch - 1) * stride + (rows - 1) * ld + cols - 1;
   const int64_t capacity = static_cast<int64_t>(t.storage()->nbytes / dtype_size(t.dtype()));
   GLASS_CHECK(last < capacity,
               "gemm: {} ({} x {} as stored) reaches element {} beyond its storage of {} elements "
               "in {}",
-              name, rows, cols, last, capacity, describe(g));
+              name, rows, cols, last, capacity, describe_gemm_args(g));
 }
 
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
-              "gemm: an operand is undefined in {}", describe(g));
+              "gemm: an operand is undefined in {}", describe_gemm_args(g));
   const Device device = g.c.device();
   for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias})
     GLASS_CHECK(!t->defined() || (t->dtype() == DType::f32 && t->device() == device),
                 "gemm: every operand must be f32 (f64 is for cpu) on C's device {} in {}",
-                device.str(), describe(g));
+                device.str(), describe_gemm_args(g));
   // cuBLAS takes int sizes and leading dimensions; the leading dimensions' lower bounds are its
   // own check.
   for (int64_t v : {g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc})
-    GLASS_CHECK(v <= INT_MAX, "gemm: {} exceeds cuBLAS's int range in {}", v, describe(g));
+    GLASS_CHECK(v <= INT_MAX, "gemm: {} exceeds cuBLAS's int range in {}", v,
+                describe_gemm_args(g));
   GLASS_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm: bad sizes in {}",
-              describe(g));
+              describe_gemm_args(g));
   // A is stored m x k, or k x m when transposed; B is k x n, or n x k.
   check_extent("A", g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, g);
   check_extent("B", g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, g);
   check_extent("C", g.c, g.m, g.n, g.ldc, g.stride_c, g);
   GLASS_CHECK(g.batch == 1 || g.m == 0 || g.stride_c >= g.m * g.ldc,
-              "gemm: C's batch stride makes the outputs overlap in {}", describe(g));
+              "gemm: C's batch stride makes the outputs overlap in {}", describe_gemm_args(g));
   if (g.bias.defined())
     GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
-                "gemm: bias must be contiguous with n values in {}", describe(g));
+                "gemm: bias must be contiguous with n values in {}", describe_gemm_args(g));
 }
 
 namespace {

@@ -44,14 +44,9 @@ namespace {
 constexpr int64_t kWorkspaceBytes = 32ll << 20;
 
 std::string describe(const GemmArgs& g, const GemmEpilogue& e) {
-  return fmt::format(
-      "GemmArgs{{m={}, n={}, k={}, batch={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={}, "
-      "stride_a={}, stride_b={}, stride_c={}, alpha={}, beta={}, A {}, B {}, C {}, bias {}}} "
-      "with epilogue {} (aux {}, aux_ld {}, bias_grad {}), tf32 {}",
-      g.m, g.n, g.k, g.batch, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b,
-      g.stride_c, g.alpha, g.beta, g.a.describe(), g.b.describe(), g.c.describe(),
-      g.bias.describe(), gemm_epilogue_name(e), e.aux.describe(), e.aux_ld, e.bias_grad.describe(),
-      tf32_enabled());
+  return fmt::format("{} with epilogue {} (aux {}, aux_ld {}, bias_grad {}), tf32 {}",
+                     describe_gemm_args(g), gemm_epilogue_name(e), e.aux.describe(), e.aux_ld,
+                     e.bias_grad.describe(), tf32_enabled());
 }
 
 void check_lt(cublasStatus_t status, const char* call, const GemmArgs& g, const GemmEpilogue& e) {

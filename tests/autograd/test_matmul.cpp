@@ -170,6 +170,11 @@ TEST(Matmul, ErrorsNameOpAndShapes) {
       contains_all(e, {"linear: input f32[2, 3] on cpu does not match weight f32[4, 5] on cpu"}));
   e = error_of([&] { linear(zeros({2, 5}), zeros({4, 5}), zeros({5})); });
   EXPECT_TRUE(contains_all(e, {"linear: bias f32[5] on cpu must be [4]"}));
+  e = error_of([&] { mlp(zeros({2, 5}), zeros({8, 5}), Tensor(), zeros({3, 7}), Tensor()); });
+  EXPECT_TRUE(contains_all(e, {"mlp: input f32[2, 5] on cpu, w_fc f32[8, 5] on cpu and w_proj "
+                               "f32[3, 7] on cpu do not chain"}));
+  e = error_of([&] { mlp(zeros({2, 5}), zeros({8, 5}), zeros({7}), zeros({3, 8}), Tensor()); });
+  EXPECT_TRUE(contains_all(e, {"mlp: b_fc f32[7] on cpu must be [8]"}));
 }
 
 }  // namespace

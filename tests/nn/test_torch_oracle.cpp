@@ -1,8 +1,8 @@
 // The whole model against PyTorch: the same weights and batch go to tests/oracle/torch_gpt.py
 // through safetensors, and the loss, every parameter's gradient, the losses of K AdamW steps and
 // the weights after them must agree to f32 rounding (tolerances scale with each reference
-// tensor's largest magnitude). Skipped, with a message saying so, where /usr/bin/python3 cannot
-// import torch.
+// tensor's largest magnitude), on cpu and on emu (fused GEMM epilogues). Skipped, with a message
+// saying so, where /usr/bin/python3 cannot import torch.
 #include <cstdlib>
 #include <filesystem>
 
@@ -54,32 +54,46 @@ TEST(TorchOracle, TinyGPTLossGradientsAndAdamWStepsMatchPyTorch) {
   const SafeTensorsFile ref = load_safetensors(out);
   auto ref_values = [&](const std::string& name) { return values(ref.at(name)); };
 
-  // 3. Loss and every gradient at the initial weights.
-  const Tensor loss = cross_entropy(model.forward(x), y);
-  backward(loss);
-  EXPECT_NEAR(item(loss), ref_values("loss")[0], 1e-5 * ref_values("loss")[0]);
-  for (const auto& [name, p] : model.named_parameters())
-    EXPECT_TRUE(all_close(values(p.grad()), ref_values("grad." + name), 1e-4))
-        << "gradient of " << name;
+  // 3 and 4, on cpu and, where built, on emu, whose GEMMs carry the bias adds, the GELU and their
+  // gradients as cuBLASLt epilogues (the fused path against PyTorch's unfused one).
+  std::vector<Device> devices{kCPU};
+#if defined(GLASS_HAS_EMU)
+  devices.push_back(kEmu);
+#endif
+  for (const Device device : devices) {
+    SCOPED_TRACE(device.str());
+    GPT m(cfg);
+    Generator same(2024);
+    m.init(same);  // the weights written for the oracle
+    m.to(device);
+    const Tensor xd = to_device(x, device), yd = to_device(y, device);
+    // 3. Loss and every gradient at the initial weights.
+    const Tensor loss = cross_entropy(m.forward(xd), yd);
+    backward(loss);
+    EXPECT_NEAR(item(loss), ref_values("loss")[0], 1e-5 * ref_values("loss")[0]);
+    for (const auto& [name, p] : m.named_parameters())
+      EXPECT_TRUE(all_close(values(to_device(p.grad(), kCPU)), ref_values("grad." + name), 1e-4))
+          << "gradient of " << name;
 
-  // 4. K AdamW steps on the same batch: the loss before each step, then the weights.
-  AdamW adamw(model.named_parameters(), opt);
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    adamw.zero_grad();
-    const Tensor l = cross_entropy(model.forward(x), y);
-    backward(l);
-    adamw.step();
-    losses.push_back(item(l));
+    // 4. K AdamW steps on the same batch: the loss before each step, then the weights.
+    AdamW adamw(m.named_parameters(), opt);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      adamw.zero_grad();
+      const Tensor l = cross_entropy(m.forward(xd), yd);
+      backward(l);
+      adamw.step();
+      losses.push_back(item(l));
+    }
+    EXPECT_TRUE(all_close(losses, ref_values("losses"), 1e-5));
+    // rtol 1e-3 here: the key bias gets no gradient in exact arithmetic (adding a constant to
+    // every key shifts a softmax row uniformly), so its gradient is rounding noise of ~1e-11 in
+    // both engines, and Adam's m / sqrt(v) turns that noise into updates of up to ~lr * 1e-3. A
+    // real optimizer error moves weights by ~lr = 1e-2, far outside this tolerance.
+    for (const auto& [name, p] : m.named_parameters())
+      EXPECT_TRUE(all_close(values(to_device(p, kCPU)), ref_values("after." + name), 1e-3))
+          << "weights after " << steps << " AdamW steps: " << name;
   }
-  EXPECT_TRUE(all_close(losses, ref_values("losses"), 1e-5));
-  // rtol 1e-3 here: the key bias gets no gradient in exact arithmetic (adding a constant to every
-  // key shifts a softmax row uniformly), so its gradient is rounding noise of ~1e-11 in both
-  // engines, and Adam's m / sqrt(v) turns that noise into updates of up to ~lr * 1e-3. A real
-  // optimizer error moves weights by ~lr = 1e-2, far outside this tolerance.
-  for (const auto& [name, p] : model.named_parameters())
-    EXPECT_TRUE(all_close(values(p), ref_values("after." + name), 1e-3))
-        << "weights after " << steps << " AdamW steps: " << name;
 }
 
 }  // namespace
