@@ -1,4 +1,5 @@
-// Differentiable matrix products: matmul (batched, broadcasting batch dimensions) and linear.
+// Differentiable matrix products: matmul (batched, broadcasting batch dimensions), linear, and
+// mlp (linear, GELU, linear as one op, with the bias and GELU fused into the GEMMs).
 //
 // Every product goes to one strided-batched GEMM. An operand whose last two dimensions are
 // row-major is passed as it is; one that is a transposed view (column-major) is passed with the
@@ -7,6 +8,7 @@
 // views, never physical transposes. A row-major A against a broadcast B folds its batch into
 // the rows: [B, T, k] @ [k, n] is one [B*T, k] @ [k, n] GEMM.
 #include <optional>
+#include <tuple>
 
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
@@ -59,8 +61,10 @@ GemmOperand gemm_operand(const Tensor& t, const Shape& batch) {
 }
 
 // a [..., m, k] @ b [..., k, n] (+ bias [n]) with both batches broadcast to `batch`: one GEMM
-// into a fresh contiguous [batch..., m, n].
-Tensor gemm_product(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch) {
+// into a fresh contiguous [batch..., m, n]; with `epilogue`, one GEMM with that epilogue fused
+// in (2-D operands only: kernels/backend.h, GemmEpilogue).
+Tensor gemm_product(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
+                    const kernels::GemmEpilogue* epilogue = nullptr) {
   const GemmOperand A = gemm_operand(a, batch), B = gemm_operand(b, batch);
   kernels::GemmArgs g;
   g.m = a.size(-2);
@@ -89,9 +93,14 @@ Tensor gemm_product(const Tensor& a, const Tensor& b, const Tensor& bias, const 
     g.batch = 1;
     g.stride_a = g.stride_c = 0;
   }
-  kernels::backend(c).gemm(g);
+  if (epilogue != nullptr)
+    kernels::backend(c).gemm_epilogue(g, *epilogue);
+  else
+    kernels::backend(c).gemm(g);
   return c;
 }
+
+constexpr auto RowsOfA = kernels::GemmBiasGrad::rows_of_a;
 
 Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
@@ -154,15 +163,97 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite sit
     std::vector<Tensor> grads(3);
     // dx = dy W: [N, out] @ [out, in], back in x's shape.
     if (n.needs_input_grad(0)) grads[0] = reshape(gemm_product(dy2, w, Tensor(), {}), x_shape);
-    // dW = dy^T x: [out, N] @ [N, in], dy^T passed as a transpose flag.
-    if (n.needs_input_grad(1)) grads[1] = gemm_product(transpose(dy2, 0, 1), x2, Tensor(), {});
-    // db = dy summed over the rows.
-    if (n.needs_input_grad(2)) {
-      grads[2] = Tensor::empty({w.size(0)}, dy.dtype(), dy.device());
+    // dW = dy^T x: [out, N] @ [N, in], dy^T passed as a transpose flag. db = dy summed over the
+    // rows = the row sums of dy^T: the same GEMM computes it (a bias-gradient epilogue).
+    if (n.needs_input_grad(2)) grads[2] = Tensor::empty({w.size(0)}, dy.dtype(), dy.device());
+    if (n.needs_input_grad(1)) {
+      kernels::GemmEpilogue db;
+      if (n.needs_input_grad(2)) db = {.bias_grad_of = RowsOfA, .bias_grad = grads[2]};
+      grads[1] = gemm_product(transpose(dy2, 0, 1), x2, Tensor(), {},
+                              n.needs_input_grad(2) ? &db : nullptr);
+    } else if (n.needs_input_grad(2)) {
       kernels::backend(dy2).sum_dim(dy2, grads[2], 0);
     }
     return grads;
   });
+}
+
+// y = gelu(x W_fc^T + b_fc) W_proj^T + b_proj, two GEMMs with everything else fused in:
+//   forward   pre = x W_fc^T + b_fc kept (aux), h = gelu(pre)     one GEMM, GELU_AUX_BIAS
+//             y = h W_proj^T + b_proj                             one GEMM, BIAS
+//   backward  dW_proj = dy^T h, db_proj = rows of dy^T summed      one GEMM, BGRAD
+//             dpre = (dy W_proj) * gelu'(pre), db_fc = its column sums   one GEMM, DGELU_BGRAD
+//             dW_fc = dpre^T x;  dx = dpre W_fc                    two GEMMs
+// The GELU's gradient needs the GEMM that produces dh, which belongs to the second linear: that
+// is why the fused op is the whole MLP and not a linear+GELU alone.
+Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor& w_proj,
+           const Tensor& b_proj, CallSite site) {
+  CallSiteScope at(site);
+  check_operands("mlp", x, w_fc);
+  check_operands("mlp", x, w_proj);
+  GLASS_CHECK(x.dim() >= 1 && w_fc.dim() == 2 && w_proj.dim() == 2 && x.size(-1) == w_fc.size(1) &&
+                  w_proj.size(1) == w_fc.size(0),
+              "mlp: input {}, w_fc {} and w_proj {} do not chain (expects x [..., in], w_fc "
+              "[hidden, in], w_proj [out, hidden])",
+              x.describe(), w_fc.describe(), w_proj.describe());
+  const int64_t in = w_fc.size(1), hidden = w_fc.size(0), out = w_proj.size(0);
+  for (const auto& [bias, len, name] :
+       {std::tuple{&b_fc, hidden, "b_fc"}, std::tuple{&b_proj, out, "b_proj"}})
+    GLASS_CHECK(!bias->defined() || (bias->shape() == Shape{len} && bias->dtype() == x.dtype() &&
+                                     bias->device() == x.device()),
+                "mlp: {} {} must be [{}] of x's dtype and device ({})", name, bias->describe(), len,
+                x.describe());
+  OpScope scope("mlp", {x, w_fc, b_fc, w_proj, b_proj});
+  const Tensor x2 = reshape(x.detach(), {-1, in});
+  const int64_t rows = x2.size(0), aux_ld = kernels::gemm_aux_ld(hidden);
+  // pre (the GELU's input) with rows padded to aux_ld, as cuBLASLt stores it.
+  const Tensor pre = Tensor::empty({rows, aux_ld}, x.dtype(), x.device());
+  const kernels::GemmEpilogue gelu_aux{
+      .activation = kernels::GemmActivation::gelu, .aux = pre, .aux_ld = aux_ld};
+  const auto detached = [](const Tensor& t) { return t.defined() ? contiguous(t.detach()) : t; };
+  const Tensor h = gemm_product(x2, transpose(w_fc.detach(), 0, 1), detached(b_fc), {}, &gelu_aux);
+  const Tensor y2 = gemm_product(h, transpose(w_proj.detach(), 0, 1), detached(b_proj), {});
+  Shape y_shape = x.shape();
+  y_shape.back() = out;
+  const Tensor y = y2.as_strided(y_shape, contiguous_strides(y_shape), y2.offset());
+  return scope.finish(
+      y, {x2, w_fc, pre, h, w_proj}, [x_shape = x.shape()](Node& n, const Tensor& dy) {
+        const Tensor &x2 = n.saved[0], &w_fc = n.saved[1], &pre = n.saved[2], &h = n.saved[3],
+                     &w_proj = n.saved[4];
+        const Tensor dy2 = contiguous(reshape(dy, {-1, w_proj.size(0)}));
+        std::vector<Tensor> grads(5);
+        const auto new_vector = [&](int64_t len) {
+          return Tensor::empty({len}, dy.dtype(), dy.device());
+        };
+        // Through the second linear: dW_proj = dy^T h, db_proj in the same GEMM.
+        if (n.needs_input_grad(4)) grads[4] = new_vector(w_proj.size(0));
+        if (n.needs_input_grad(3)) {
+          kernels::GemmEpilogue db;
+          if (n.needs_input_grad(4)) db = {.bias_grad_of = RowsOfA, .bias_grad = grads[4]};
+          grads[3] = gemm_product(transpose(dy2, 0, 1), h, Tensor(), {},
+                                  n.needs_input_grad(4) ? &db : nullptr);
+        } else if (n.needs_input_grad(4)) {
+          kernels::backend(dy2).sum_dim(dy2, grads[4], 0);
+        }
+        if (!n.needs_input_grad(0) && !n.needs_input_grad(1) && !n.needs_input_grad(2))
+          return grads;
+        // Through the GELU: dpre = (dy W_proj) * gelu'(pre), and db_fc = dpre summed over the rows,
+        // all in the GEMM that computes dy W_proj.
+        kernels::GemmEpilogue dgelu{.activation = kernels::GemmActivation::gelu_backward,
+                                    .aux = pre,
+                                    .aux_ld = pre.size(1)};
+        if (n.needs_input_grad(2)) {
+          grads[2] = new_vector(w_fc.size(0));
+          dgelu.bias_grad_of = kernels::GemmBiasGrad::columns_of_c;
+          dgelu.bias_grad = grads[2];
+        }
+        const Tensor dpre = gemm_product(dy2, w_proj, Tensor(), {}, &dgelu);
+        // Through the first linear: dW_fc = dpre^T x, dx = dpre W_fc.
+        if (n.needs_input_grad(1)) grads[1] = gemm_product(transpose(dpre, 0, 1), x2, Tensor(), {});
+        if (n.needs_input_grad(0))
+          grads[0] = reshape(gemm_product(dpre, w_fc, Tensor(), {}), x_shape);
+        return grads;
+      });
 }
 
 }  // namespace glass

@@ -5,7 +5,7 @@
 //   views.cpp        view, reshape, transpose, permute, slice, split, concat, contiguous, expand
 //   elementwise.cpp  add, sub, mul, div (NumPy broadcasting), scalar ops, pow, gelu, dropout
 //   reduce.cpp       sum, mean
-//   matmul.cpp       matmul (batched, broadcast), linear
+//   matmul.cpp       matmul (batched, broadcast), linear, mlp (fused linear-GELU-linear)
 //   softmax.cpp      softmax, log_softmax, cross_entropy
 //   layernorm.cpp    layer_norm
 //   attention.cpp    causal_attention
@@ -114,9 +114,15 @@ Tensor mean(const Tensor& x, const std::vector<int>& dims, bool keepdim = false,
 // a [..., m, k] @ b [..., k, n]: batch dims broadcast; 1-D operands are not accepted. Transposed
 // views are passed to the GEMM as op flags, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-// x [..., in] @ w[out, in]^T + b[out] (b may be undefined).
+// x [..., in] @ w[out, in]^T + b[out] (b may be undefined). On cuda and emu the bias is added by
+// the GEMM's epilogue, and backward's dW GEMM computes db too.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
               CallSite site = CallSite::current());
+// linear(gelu(linear(x, w_fc, b_fc)), w_proj, b_proj) as one op (the transformer's MLP), whose
+// bias adds, GELU, GELU gradient and bias gradients are all fused into its GEMMs on cuda and emu
+// (cuBLASLt epilogues). Biases may be undefined.
+Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor& w_proj,
+           const Tensor& b_proj, CallSite site = CallSite::current());
 
 // --- softmax family (last dimension) ---
 Tensor softmax(const Tensor& x, CallSite site = CallSite::current());

@@ -48,6 +48,38 @@ struct GemmArgs {
   double alpha = 1, beta = 0;
 };
 
+// --- GEMM epilogues: what cuBLASLt fuses into a GEMM, in GemmArgs' row-major terms ---
+// C is m x n (row i, column j), contiguous (ldc == n), batch 1, and
+//   pre[i][j] = alpha (op(A) op(B))[i][j] (+ bias[j]) + beta C[i][j].
+// activation:
+//   none           C = pre
+//   gelu           aux = pre, C = gelu(pre)     (forward; aux is kept for backward)
+//   gelu_backward  C = pre * gelu'(aux)         (aux: the pre-activation gelu saw in forward)
+// bias_grad (an output, undefined for none; GemmArgs' bias must then be undefined):
+//   rows_of_a      bias_grad[i] = sum over l of op(A)[i][l]   ([m]; dB of y = x W^T + b with
+//                                                             A = dy^T)
+//   columns_of_c   bias_grad[j] = sum over i of C[i][j]       ([n]; only with gelu_backward)
+// aux is m x n with row stride aux_ld = gemm_aux_ld(n) (cuBLASLt wants a multiple of 8), of C's
+// dtype. gelu is the tanh approximation of gelu_forward.
+enum class GemmActivation : uint8_t { none, gelu, gelu_backward };
+enum class GemmBiasGrad : uint8_t { none, rows_of_a, columns_of_c };
+struct GemmEpilogue {
+  GemmActivation activation = GemmActivation::none;
+  Tensor aux;
+  int64_t aux_ld = 0;
+  GemmBiasGrad bias_grad_of = GemmBiasGrad::none;
+  Tensor bias_grad;
+};
+inline int64_t gemm_aux_ld(int64_t n) { return (n + 7) / 8 * 8; }
+void check_gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e);  // throws naming the problem
+const char* gemm_epilogue_name(const GemmEpilogue& e);  // e.g. "gelu_bias", "dgelu_bgrad"
+
+// TF32 for f32 GEMMs on cuda and emu (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to
+// 10 mantissa bits, f32 accumulation). Off by default, so that f32 stays the reference; a
+// process-wide switch (train_gpt --tf32). cpu has no TF32 and ignores it.
+void set_tf32(bool enabled);
+bool tf32_enabled();
+
 struct Backend {
   const char* name;
 
@@ -83,6 +115,9 @@ struct Backend {
 
   // --- matrix multiply ---
   void (*gemm)(const GemmArgs& args);
+  // gemm with an epilogue fused in (GemmEpilogue above): one cuBLASLt call on cuda and emu; on
+  // cpu the GEMM and then the epilogue's own passes.
+  void (*gemm_epilogue)(const GemmArgs& args, const GemmEpilogue& epilogue);
 
   // --- softmax family, on the last dimension of x viewed as [rows, cols] ---
   void (*softmax_forward)(const Tensor& x, const Tensor& y);

@@ -36,6 +36,7 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option("--dropout", o.dropout, "dropout probability");
   app.add_option("--seed", o.seed, "seed for init, dropout, shuffling and sampling");
   app.add_flag("--shuffle", o.shuffle, "random batch windows instead of sequential ones");
+  app.add_flag("--tf32", o.tf32, "f32 GEMMs on TF32 tensor cores (cuda, emu; default off)");
   app.add_option("--init", o.init, "start from these weights (.safetensors; shape from the file)");
   app.add_option("--save", o.save, "write the final weights here (.safetensors)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "write checkpoints into this directory");

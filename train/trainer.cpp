@@ -7,6 +7,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "engine/log.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
 #include "nn/safetensors.h"
@@ -41,6 +42,7 @@ Tensor batch_loss(const GPT& model, const Batch& b) {
 
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
+  kernels::set_tf32(opt_.tf32);
   const int threads = kernels::cpu::set_threads(opt_.threads);
   data_ = load_dataset(opt_.data, opt_.vocab_size);
 

@@ -35,6 +35,9 @@ struct TrainOptions {
   double dropout = 0;
   uint64_t seed = 1337;
   bool shuffle = false;
+  // f32 GEMMs on TF32 tensor cores (cuda; emulated on emu): faster, 10-bit input mantissas. Off,
+  // so that f32 stays the reference. Sets the process-wide kernels::set_tf32.
+  bool tf32 = false;
   std::string init, save;              // safetensors weights in / out
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)

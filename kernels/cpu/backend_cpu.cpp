@@ -38,6 +38,7 @@ const Backend cpu_backend{
     .sum_dim = cpu::sum_dim,
     .sum_squares = cpu::sum_squares,
     .gemm = cpu::gemm,
+    .gemm_epilogue = cpu::gemm_epilogue,
     .softmax_forward = cpu::softmax_forward,
     .softmax_backward = cpu::softmax_backward,
     .log_softmax_forward = cpu::log_softmax_forward,

@@ -28,6 +28,7 @@ Backend cuda_kernel_table(const char* name) {
       .sum_dim = k::sum_dim,
       .sum_squares = k::sum_squares,
       .gemm = ladder::selected_gemm,  // GLASS_KERNEL_VARIANT's rung (kernels/ladder.h)
+      .gemm_epilogue = k::gemm_epilogue,
       .softmax_forward = ladder::selected_softmax_forward,
       .softmax_backward = k::softmax_backward,
       .log_softmax_forward = k::log_softmax_forward,

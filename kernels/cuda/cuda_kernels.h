@@ -4,6 +4,8 @@
 // Each kernel's contract is documented once, on its entry in kernels/backend.h.
 #pragma once
 
+#include <string>
+
 #include "kernels/backend.h"
 #include "kernels/cuda/build.h"
 
@@ -11,6 +13,11 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 #include "kernels/kernel_functions.inc"
 
-void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
+void check_gemm_args(const GemmArgs& args);            // throws naming what gemm() would refuse
+std::string describe_gemm_args(const GemmArgs& args);  // every argument, for error messages
+// One cublasLtMatmul (gemm_lt.cu) for checked arguments: gemm() sends it the GEMMs with a bias and,
+// under --tf32, every f32 GEMM; gemm_epilogue() the fused ones.
+void gemm_lt(const GemmArgs& args, const GemmEpilogue& epilogue);
+int64_t gemm_lt_cached_shapes();  // how many shapes' heuristic results gemm_lt holds
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -52,7 +52,7 @@
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 #if !defined(GLASS_EMU) && defined(GLASS_HAS_CUDNN)
 #include <cudnn.h>

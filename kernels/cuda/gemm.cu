@@ -14,9 +14,9 @@
 // What cuBLAS cannot see (that every element it will touch lies inside the tensors' storage) is
 // checked before the call.
 //
-// The bias is an epilogue: after the GEMM, a small kernel adds bias[j] to column j of every row.
-// (cuBLASLt's bias epilogue would fuse it into the GEMM; that is a later optimisation.) So a GEMM
-// that cuBLAS refuses leaves C untouched.
+// A GEMM with a bias, and under --tf32 every f32 GEMM, goes to cuBLASLt instead (gemm_lt.cu): the
+// bias is added by its BIAS epilogue inside the GEMM, and TF32 is one of its compute types. Plain
+// f32 GEMMs stay on cublasSgemmStridedBatched, the reference.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
 // backed by OpenBLAS; so are they for `cuda` on the emulated CUDA runtime
@@ -39,13 +39,8 @@
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
-namespace {
-
-constexpr int kBiasThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
-
-// Every argument, for error messages.
-std::string describe(const GemmArgs& g) {
+// Every argument, for error messages (gemm_lt.cu's too).
+std::string describe_gemm_args(const GemmArgs& g) {
   return fmt::format(
       "GemmArgs{{m={}, n={}, k={}, batch={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={}, "
       "stride_a={}, stride_b={}, stride_c={}, alpha={}, beta={}, A {}, B {}, C {}, bias {}}}",
@@ -54,9 +49,11 @@ std::string describe(const GemmArgs& g) {
       g.bias.describe());
 }
 
+namespace {
+
 void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
   GLASS_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm: {} returned {} ({}) for {}", call,
-              cublasGetStatusName(status), cublasGetStatusString(status), describe(g));
+              cublasGetStatusName(status), cublasGetStatusString(status), describe_gemm_args(g));
 }
 
 // One cuBLAS handle per device, created on first use (on `cuda`, with that device current: the
@@ -93,79 +90,56 @@ class LockedHandle {
 // (on a GPU, a read past it would be an illegal address, not an error message).
 void check_extent(const char* name, const Tensor& t, int64_t rows, int64_t cols, int64_t ld,
                   int64_t stride, const GemmArgs& g) {
-  GLASS_CHECK(stride >= 0, "gemm: the batch stride of {} is negative in {}", name, describe(g));
+  GLASS_CHECK(stride >= 0, "gemm: the batch stride of {} is negative in {}", name,
+              describe_gemm_args(g));
   if (rows == 0 || cols == 0) return;
   const int64_t last = t.offset() + (g.batch - 1) * stride + (rows - 1) * ld + cols - 1;
   const int64_t capacity = static_cast<int64_t>(t.storage()->nbytes / dtype_size(t.dtype()));
   GLASS_CHECK(last < capacity,
               "gemm: {} ({} x {} as stored) reaches element {} beyond its storage of {} elements "
               "in {}",
-              name, rows, cols, last, capacity, describe(g));
+              name, rows, cols, last, capacity, describe_gemm_args(g));
 }
 
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
-              "gemm: an operand is undefined in {}", describe(g));
+              "gemm: an operand is undefined in {}", describe_gemm_args(g));
   const Device device = g.c.device();
   for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias})
     GLASS_CHECK(!t->defined() || (t->dtype() == DType::f32 && t->device() == device),
                 "gemm: every operand must be f32 (f64 is for cpu) on C's device {} in {}",
-                device.str(), describe(g));
+                device.str(), describe_gemm_args(g));
   // cuBLAS takes int sizes and leading dimensions; the leading dimensions' lower bounds are its
   // own check.
   for (int64_t v : {g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc})
-    GLASS_CHECK(v <= INT_MAX, "gemm: {} exceeds cuBLAS's int range in {}", v, describe(g));
+    GLASS_CHECK(v <= INT_MAX, "gemm: {} exceeds cuBLAS's int range in {}", v,
+                describe_gemm_args(g));
   GLASS_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, "gemm: bad sizes in {}",
-              describe(g));
+              describe_gemm_args(g));
   // A is stored m x k, or k x m when transposed; B is k x n, or n x k.
   check_extent("A", g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.stride_a, g);
   check_extent("B", g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, g);
   check_extent("C", g.c, g.m, g.n, g.ldc, g.stride_c, g);
   GLASS_CHECK(g.batch == 1 || g.m == 0 || g.stride_c >= g.m * g.ldc,
-              "gemm: C's batch stride makes the outputs overlap in {}", describe(g));
+              "gemm: C's batch stride makes the outputs overlap in {}", describe_gemm_args(g));
   if (g.bias.defined())
     GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
-                "gemm: bias must be contiguous with n values in {}", describe(g));
+                "gemm: bias must be contiguous with n values in {}", describe_gemm_args(g));
 }
 
 namespace {
 
 cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-// C[r][j] += bias[j] for each of the `rows` = batch * m rows of C (row r is row r % m of batch
-// entry r / m). Thread mapping: thread j of block column blockIdx.x owns column j, so a warp
-// touches 32 consecutive floats of a row (coalesced); the block rows walk the rows of C, block
-// row blockIdx.y taking rows blockIdx.y, blockIdx.y + gridDim.y, ... A column past n (the tail
-// block) does nothing.
-__global__ void add_bias_kernel(float* c, const float* bias, int64_t rows, int64_t m, int64_t n,
-                                int64_t ldc, int64_t stride_c) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  const float b = bias[j];
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-    c[(r / m) * stride_c + (r % m) * ldc + j] += b;
-}
-
-void add_bias(const GemmArgs& g) {
-  const int64_t rows = g.batch * g.m;
-  LaunchInfo info;
-  info.kernel = "gemm_add_bias";
-  info.device = g.c.device();
-  info.grid = {ceil_div(g.n, kBiasThreads), static_cast<unsigned>(std::min(rows, kMaxGridY)), 1};
-  info.block = {kBiasThreads, 1, 1};
-  info.flops = static_cast<double>(rows * g.n);
-  info.bytes = 4.0 * (2.0 * static_cast<double>(rows * g.n) + static_cast<double>(g.n));
-  launch_cuda_kernel(info, add_bias_kernel, g.c.data<float>(), g.bias.data<float>(), rows, g.m, g.n,
-                     g.ldc, g.stride_c);
-}
-
 }  // namespace
 
 void gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
+  // A bias is cuBLASLt's BIAS epilogue, and TF32 is a cuBLASLt compute type (gemm_lt.cu).
+  if (g.bias.defined() || tf32_enabled()) return gemm_lt(g, GemmEpilogue{});
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
   // one), C written (and read when beta != 0).
@@ -192,7 +166,6 @@ void gemm(const GemmArgs& g) {
     });
   }
   check_cublas(status, "cublasSgemmStridedBatched", g);
-  if (g.bias.defined()) add_bias(g);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -130,19 +130,29 @@ struct Recorder : LaunchObserver {
 };
 
 TEST(EmuGemm, LaunchesAreVisibleWithTheirCost) {
-  const GemmArgs g = make_args({.batch = 3, .bias = true}, kEmu);
+  // Without a bias: one cuBLAS SGEMM.
+  GemmArgs g = make_args({.batch = 3}, kEmu);
   Recorder recorder;
   subscribe(&recorder);
   kernels::cuda::gemm(g);
   unsubscribe(&recorder);
-  ASSERT_EQ(recorder.launches.size(), 2u);
+  ASSERT_EQ(recorder.launches.size(), 1u);
   const LaunchInfo& gemm = recorder.launches[0];
   EXPECT_STREQ(gemm.kernel, "cublasSgemmStridedBatched");
   EXPECT_EQ(gemm.device, kEmu);
   EXPECT_EQ(gemm.flops, 2.0 * 7 * 13 * 33 * 3);
   EXPECT_EQ(gemm.bytes, 4.0 * 3 * (7 * 33 + 33 * 13 + 7 * 13));
-  EXPECT_STREQ(recorder.launches[1].kernel, "gemm_add_bias");
-  EXPECT_EQ(recorder.launches[1].grid.y, 21u);  // one block row per row of C (3 x 7)
+  // With a bias: one cuBLASLt matmul whose BIAS epilogue adds it (no second launch), one more
+  // FLOP per element of C, and the bias read once.
+  g = make_args({.batch = 3, .bias = true}, kEmu);
+  Recorder with_bias;
+  subscribe(&with_bias);
+  kernels::cuda::gemm(g);
+  unsubscribe(&with_bias);
+  ASSERT_EQ(with_bias.launches.size(), 1u);
+  EXPECT_STREQ(with_bias.launches[0].kernel, "cublasLtMatmul_bias");
+  EXPECT_EQ(with_bias.launches[0].flops, 2.0 * 7 * 13 * 33 * 3 + 7 * 13 * 3);
+  EXPECT_EQ(with_bias.launches[0].bytes, 4.0 * (3 * (7 * 33 + 33 * 13 + 7 * 13) + 13));
 }
 
 }  // namespace

@@ -130,6 +130,18 @@ std::vector<Case> cases() {
          return Inputs{randn({5, 7, 33}, g), randn({13, 33}, g), randn({13}, g)};
        },
        [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
+      // The fused MLP: hidden 37 is not a multiple of 8, so the GELU's aux rows are padded.
+      {"mlp_fused",
+       [](Generator& g) {
+         return Inputs{randn({3, 7, 13}, g), randn({37, 13}, g), randn({37}, g), randn({11, 37}, g),
+                       randn({11}, g)};
+       },
+       [](const Inputs& x) { return mlp(x[0], x[1], x[2], x[3], x[4]); }},
+      {"mlp_fused_no_bias",
+       [](Generator& g) {
+         return Inputs{randn({17, 16}, g), randn({64, 16}, g), randn({5, 64}, g)};
+       },
+       [](const Inputs& x) { return mlp(x[0], x[1], Tensor(), x[2], Tensor()); }},
       // --- softmax family, rows that leave partial blocks and warps ---
       {"softmax", r({37, 33}), [](const Inputs& x) { return softmax(x[0]); }},
       {"softmax_wide", r({5, 1000}), [](const Inputs& x) { return softmax(x[0] * 3.0); }},

@@ -62,6 +62,11 @@ typedef enum {
 
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
 
+// How products are accumulated (cuBLASLt's CUBLASLT_MATMUL_DESC_COMPUTE_TYPE): the emulation
+// knows f32 accumulation, and f32 with inputs rounded to TF32 (10-bit mantissa), as tensor cores
+// do when it is allowed.
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+
 // A handle: what the library keeps per context (here only the stream).
 typedef struct cublasContext* cublasHandle_t;
 

@@ -19,7 +19,7 @@
 #include "engine/error.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 

@@ -1,0 +1,326 @@
+// cuda GEMM through cuBLASLt: the engine's one cuBLASLt call site, for GEMMs whose epilogue is
+// fused into the product (a bias; GELU keeping its input as aux; GELU's gradient; a bias
+// gradient, kernels/backend.h GemmEpilogue) and for f32 GEMMs on TF32 tensor cores (--tf32).
+//
+// The mapping to column-major is gemm.cu's: row-major C = op(A) op(B) is column-major
+// C^T = op(B)^T op(A)^T, so cuBLASLt's A is our B, its B our A, its m our n and its n our m,
+// transpose flags and leading dimensions unchanged. The epilogues, in those terms:
+//   our bias[j] (one per column of C)      = cuBLASLt's bias, one per row of its D  (BIAS)
+//   gelu, aux = pre                        = GELU_AUX(_BIAS), aux n x m with ld aux_ld
+//   gelu_backward                          = DGELU
+//   + bias_grad[j] = sum over rows of C    = DGELU_BGRAD (sum over the columns of its D)
+//   bias_grad[i] = sum over l of op(A)[i][l] = BGRADB (op(A) is its B; one value per column of D)
+// cuBLASLt checks the layouts itself (ld >= rows, sizes that agree, aux ld a multiple of 8): a
+// wrong argument comes back as a status, on a GPU and on emu alike, and becomes a glass::Error
+// naming the call and every argument.
+//
+// Heuristics are cached: the first GEMM of a shape (sizes, leading dimensions, types, epilogue,
+// compute type, and the alignment of every pointer, which the heuristic's choice depends on)
+// asks cublasLtMatmulAlgoGetHeuristic and keeps its algorithm; later GEMMs of that shape reuse
+// it. The workspace is allocated once per device and stream (kWorkspaceBytes, the size NVIDIA
+// suggests for Hopper) and offered to every call.
+//
+// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLASLt of
+// engine/emu/cublas (cublasLt.h), which computes the same math on the host.
+#if defined(GLASS_EMU)
+#include "engine/emu/cublas/cublasLt.h"
+#else
+#include <cublasLt.h>
+#endif
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/kernel_launcher.h"
+
+namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
+
+namespace {
+
+constexpr int64_t kWorkspaceBytes = 32ll << 20;
+
+std::string describe(const GemmArgs& g, const GemmEpilogue& e) {
+  return fmt::format("{} with epilogue {} (aux {}, aux_ld {}, bias_grad {}), tf32 {}",
+                     describe_gemm_args(g), gemm_epilogue_name(e), e.aux.describe(), e.aux_ld,
+                     e.bias_grad.describe(), tf32_enabled());
+}
+
+void check_lt(cublasStatus_t status, const char* call, const GemmArgs& g, const GemmEpilogue& e) {
+  GLASS_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm (cuBLASLt): {} returned {} ({}) for {}", call,
+              cublasGetStatusName(status), cublasGetStatusString(status), describe(g, e));
+}
+
+// The cuBLASLt epilogue of (our epilogue, whether a bias is added).
+cublasLtEpilogue_t lt_epilogue(const GemmEpilogue& e, bool bias) {
+  switch (e.activation) {
+    case GemmActivation::gelu:
+      return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case GemmActivation::gelu_backward:
+      return e.bias_grad_of == GemmBiasGrad::columns_of_c ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                                          : CUBLASLT_EPILOGUE_DGELU;
+    case GemmActivation::none:
+      break;
+  }
+  if (e.bias_grad_of == GemmBiasGrad::rows_of_a) return CUBLASLT_EPILOGUE_BGRADB;
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The launch's name in traces: which epilogue ran inside the GEMM.
+const char* launch_name(cublasLtEpilogue_t ep) {
+  switch (ep) {
+    case CUBLASLT_EPILOGUE_BIAS:
+      return "cublasLtMatmul_bias";
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+      return "cublasLtMatmul_gelu_aux";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+      return "cublasLtMatmul_gelu_aux_bias";
+    case CUBLASLT_EPILOGUE_DGELU:
+      return "cublasLtMatmul_dgelu";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+      return "cublasLtMatmul_dgelu_bgrad";
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return "cublasLtMatmul_bgradb";
+    default:
+      return "cublasLtMatmul";
+  }
+}
+
+cudaDataType_t lt_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The largest power of two (up to 16) that divides a pointer's address: the heuristic's choice
+// of kernel depends on it, so it is part of a shape's key.
+int64_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int64_t align = 1;
+  while (align < 16 && a % (2 * align) == 0) align *= 2;
+  return align;
+}
+
+// Everything the heuristic's answer depends on.
+using ShapeKey = std::array<int64_t, 24>;
+
+// The process's cuBLASLt state: a handle per device, the heuristic's algorithm per shape, a
+// workspace per (device, stream). Created on first use and never destroyed (as gemm.cu's cuBLAS
+// handles: static destruction could come after the CUDA context is gone).
+struct LtState {
+  std::mutex mutex;
+  std::map<std::pair<int, int>, cublasLtHandle_t> handles;
+  std::map<ShapeKey, cublasLtMatmulHeuristicResult_t> algos;
+  std::map<std::tuple<int, int, int>, Tensor> workspaces;
+};
+
+LtState& state() {
+  static auto* s = new LtState;  // never destroyed
+  return *s;
+}
+
+// Descriptors that destroy themselves.
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ~Layout() {
+    if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+struct Desc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  ~Desc() {
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+}  // namespace
+
+// GemmArgs (+ epilogue) as one cublasLtMatmul. Callers have checked the arguments
+// (check_gemm_args, and check_gemm_epilogue when there is an epilogue).
+void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
+  if (g.m == 0 || g.n == 0) return;
+  const bool bias = g.bias.defined();
+  const cublasLtEpilogue_t ep = lt_epilogue(e, bias);
+  const DType in = g.a.dtype(), out = g.c.dtype();
+  const bool tf32 = in == DType::f32 && tf32_enabled();
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const Device device = g.c.device();
+  // The bias pointer carries the bias (BIAS, GELU_AUX_BIAS) or receives the bias gradient.
+  const Tensor& bias_buffer = bias ? g.bias : e.bias_grad;
+  void* bias_ptr = bias_buffer.defined() ? bias_buffer.raw_data() : nullptr;
+  void* aux_ptr = e.aux.defined() ? e.aux.raw_data() : nullptr;
+  const void* a_ptr = g.a.raw_data();
+  const void* b_ptr = g.b.raw_data();
+  void* c_ptr = g.c.raw_data();
+
+  LtState& s = state();
+  cublasLtHandle_t handle = nullptr;
+  Tensor workspace;
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    cublasLtHandle_t& h = s.handles[{static_cast<int>(device.kind), device.index}];
+    if (h == nullptr) check_lt(cublasLtCreate(&h), "cublasLtCreate", g, e);
+    handle = h;
+    Tensor& w = s.workspaces[{static_cast<int>(device.kind), device.index, launch_stream_id()}];
+    if (!w.defined()) w = Tensor::empty({kWorkspaceBytes / 4}, DType::i32, device);
+    workspace = w;
+  }
+
+  // cuBLASLt's view: D (= our C^T) is n x m, its A is our B, its B our A.
+  const auto ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  Desc desc;
+  check_lt(cublasLtMatmulDescCreate(&desc.desc, compute, CUDA_R_32F), "cublasLtMatmulDescCreate", g,
+           e);
+  auto set_desc = [&](cublasLtMatmulDescAttributes_t attr, const void* value, size_t size,
+                      const char* name) {
+    check_lt(cublasLtMatmulDescSetAttribute(desc.desc, attr, value, size), name, g, e);
+  };
+  const int32_t lt_ta = tb, lt_tb = ta;
+  const uint32_t lt_ep = ep;
+  set_desc(CUBLASLT_MATMUL_DESC_TRANSA, &lt_ta, sizeof(lt_ta), "SetAttribute(TRANSA)");
+  set_desc(CUBLASLT_MATMUL_DESC_TRANSB, &lt_tb, sizeof(lt_tb), "SetAttribute(TRANSB)");
+  set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_ep, sizeof(lt_ep), "SetAttribute(EPILOGUE)");
+  if (bias_ptr != nullptr) {
+    const int32_t bias_type = lt_type(bias_buffer.dtype());
+    set_desc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr),
+             "SetAttribute(BIAS_POINTER)");
+    set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type),
+             "SetAttribute(BIAS_DATA_TYPE)");
+  }
+  if (aux_ptr != nullptr) {
+    const int64_t aux_ld = e.aux_ld;
+    set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr, sizeof(aux_ptr),
+             "SetAttribute(EPILOGUE_AUX_POINTER)");
+    set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld),
+             "SetAttribute(EPILOGUE_AUX_LD)");
+  }
+
+  // Layouts as stored, column-major: our B (k x n row-major, or n x k when transposed) is its A.
+  Layout la, lb, lc;
+  auto make_layout = [&](Layout& l, DType t, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                         const char* name) {
+    check_lt(cublasLtMatrixLayoutCreate(&l.layout, lt_type(t), static_cast<uint64_t>(rows),
+                                        static_cast<uint64_t>(cols), ld),
+             name, g, e);
+    if (g.batch == 1) return;
+    const auto batch = static_cast<int32_t>(g.batch);
+    check_lt(cublasLtMatrixLayoutSetAttribute(l.layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                              sizeof(batch)),
+             "SetAttribute(BATCH_COUNT)", g, e);
+    check_lt(cublasLtMatrixLayoutSetAttribute(l.layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride, sizeof(stride)),
+             "SetAttribute(STRIDED_BATCH_OFFSET)", g, e);
+  };
+  make_layout(la, in, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.stride_b,
+              "cublasLtMatrixLayoutCreate(A = our B)");
+  make_layout(lb, in, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.stride_a,
+              "cublasLtMatrixLayoutCreate(B = our A)");
+  make_layout(lc, out, g.n, g.m, g.ldc, g.stride_c, "cublasLtMatrixLayoutCreate(C = D)");
+
+  // The algorithm: from the cache, or from the heuristic the first time this shape is seen.
+  const ShapeKey key = {static_cast<int64_t>(device.kind),
+                        device.index,
+                        g.m,
+                        g.n,
+                        g.k,
+                        g.batch,
+                        g.lda,
+                        g.ldb,
+                        g.ldc,
+                        g.stride_a,
+                        g.stride_b,
+                        g.stride_c,
+                        g.trans_a,
+                        g.trans_b,
+                        static_cast<int64_t>(in),
+                        static_cast<int64_t>(out),
+                        static_cast<int64_t>(ep),
+                        static_cast<int64_t>(compute),
+                        e.aux_ld,
+                        alignment(a_ptr),
+                        alignment(b_ptr),
+                        alignment(c_ptr),
+                        bias_ptr == nullptr ? 0 : alignment(bias_ptr),
+                        aux_ptr == nullptr ? 0 : alignment(aux_ptr)};
+  cublasLtMatmulHeuristicResult_t algo{};
+  bool cached = false;
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    const auto found = s.algos.find(key);
+    if (found != s.algos.end()) {
+      algo = found->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    Preference pref;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref.pref), "cublasLtMatmulPreferenceCreate", g, e);
+    const uint64_t max_workspace = kWorkspaceBytes;
+    check_lt(
+        cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &max_workspace, sizeof(max_workspace)),
+        "SetAttribute(MAX_WORKSPACE_BYTES)", g, e);
+    int found = 0;
+    check_lt(cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, lc.layout,
+                                            lc.layout, pref.pref, 1, &algo, &found),
+             "cublasLtMatmulAlgoGetHeuristic", g, e);
+    GLASS_CHECK(found == 1, "gemm (cuBLASLt): no algorithm for {}", describe(g, e));
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    s.algos.emplace(key, algo);
+  }
+
+  // FLOPs: 2mnk per matrix, and one per element for the epilogue's add or reduction (GELU's
+  // tanh is not counted). Bytes: each distinct input matrix once, C written (and read when
+  // beta != 0), aux written or read, the bias or bias gradient once.
+  const double es_in = static_cast<double>(dtype_size(in)),
+               es_out = static_cast<double>(dtype_size(out));
+  const double mn = static_cast<double>(g.m) * static_cast<double>(g.n);
+  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
+  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
+  const double c_elems = mn * static_cast<double>(g.batch) * (g.beta != 0 ? 2 : 1);
+  LaunchInfo info;
+  info.kernel = launch_name(ep);
+  info.device = device;
+  info.flops = 2.0 * mn * static_cast<double>(g.k * g.batch) +
+               (ep == CUBLASLT_EPILOGUE_DEFAULT ? 0.0 : mn * static_cast<double>(g.batch));
+  info.bytes = es_in * (a_elems + b_elems) + es_out * c_elems +
+               (aux_ptr != nullptr ? es_out * mn : 0.0) +
+               (bias_ptr != nullptr ? es_out * static_cast<double>(bias_buffer.numel()) : 0.0);
+  info.stream = launch_stream_id();
+  info.native_stream = launch_stream();
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  glass::launch(info, [&] {
+    status = cublasLtMatmul(handle, desc.desc, &alpha, b_ptr, la.layout, a_ptr, lb.layout, &beta,
+                            c_ptr, lc.layout, c_ptr, lc.layout, &algo.algo, workspace.raw_data(),
+                            static_cast<size_t>(kWorkspaceBytes), launch_stream());
+  });
+  check_lt(status, "cublasLtMatmul", g, e);
+}
+
+int64_t gemm_lt_cached_shapes() {
+  LtState& s = state();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  return static_cast<int64_t>(s.algos.size());
+}
+
+void gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e) {
+  check_gemm_args(g);
+  check_gemm_epilogue(g, e);
+  if (g.m > 0 && g.n > 0) return gemm_lt(g, e);
+  // No product to fuse into. The column sums of an empty C are zeros (or empty); the row sums
+  // of op(A) (m x k, stored k x m when transposed) are still owed when only n is 0.
+  if (e.bias_grad_of == GemmBiasGrad::columns_of_c) fill(e.bias_grad, 0);
+  if (e.bias_grad_of != GemmBiasGrad::rows_of_a || g.m == 0) return;
+  const int64_t rows = g.trans_a ? g.k : g.m, cols = g.trans_a ? g.m : g.k;
+  const Tensor a = Tensor::empty({rows, cols}, g.a.dtype(), g.a.device());
+  copy(g.a.as_strided({rows, cols}, {g.lda, 1}, g.a.offset()), a);
+  sum_dim(a, e.bias_grad, g.trans_a ? 0 : 1);
+}
+
+}  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD
