@@ -19,7 +19,12 @@
 // that cuBLAS refuses leaves C untouched.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
-// backed by OpenBLAS. f32 only (f64 is for gradcheck on cpu).
+// backed by OpenBLAS.
+//
+// dtypes: f32 operands go to cublasSgemmStridedBatched (the f32 reference path: cuBLAS's default
+// math mode, no TF32); bf16 operands (mixed precision) to cublasGemmStridedBatchedEx with
+// CUDA_R_16BF A, B and C and CUBLAS_COMPUTE_32F: products summed in f32, C rounded once to bf16
+// (tensor cores on a GPU). f64 is for gradcheck on cpu.
 #if defined(GLASS_EMU)
 #include "engine/emu/cublas/cublas_v2.h"
 #else
@@ -32,6 +37,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 
@@ -94,9 +100,12 @@ void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
               "gemm: an operand is undefined in {}", describe(g));
   const Device device = g.c.device();
+  const DType dtype = g.c.dtype();
   for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias})
-    GLASS_CHECK(!t->defined() || (t->dtype() == DType::f32 && t->device() == device),
-                "gemm: every operand must be f32 (f64 is for cpu) on C's device {} in {}",
+    GLASS_CHECK(!t->defined() || ((dtype == DType::f32 || dtype == DType::bf16) &&
+                                  t->dtype() == dtype && t->device() == device),
+                "gemm: every operand must be f32, or every one bf16 (f64 is for cpu), on C's "
+                "device {} in {}",
                 device.str(), describe(g));
   // cuBLAS takes int sizes and leading dimensions; the leading dimensions' lower bounds are its
   // own check.
@@ -124,13 +133,17 @@ cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS
 // touches 32 consecutive floats of a row (coalesced); the block rows walk the rows of C, block
 // row blockIdx.y taking rows blockIdx.y, blockIdx.y + gridDim.y, ... A column past n (the tail
 // block) does nothing.
-__global__ void add_bias_kernel(float* c, const float* bias, int64_t rows, int64_t m, int64_t n,
+// T is C's element type (f32 or bf16; the add is f32, the sum rounded once when stored).
+template <class T>
+__global__ void add_bias_kernel(T* c, const T* bias, int64_t rows, int64_t m, int64_t n,
                                 int64_t ldc, int64_t stride_c) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
-  const float b = bias[j];
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-    c[(r / m) * stride_c + (r % m) * ldc + j] += b;
+  const float b = to_compute(bias[j]);
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    T& cij = c[(r / m) * stride_c + (r % m) * ldc + j];
+    cij = from_compute<T>(to_compute(cij) + b);
+  }
 }
 
 void add_bias(const GemmArgs& g) {
@@ -141,9 +154,12 @@ void add_bias(const GemmArgs& g) {
   info.grid = {ceil_div(g.n, kBiasThreads), static_cast<unsigned>(std::min(rows, kMaxGridY)), 1};
   info.block = {kBiasThreads, 1, 1};
   info.flops = static_cast<double>(rows * g.n);
-  info.bytes = 4.0 * (2.0 * static_cast<double>(rows * g.n) + static_cast<double>(g.n));
-  launch_cuda_kernel(info, add_bias_kernel, g.c.data<float>(), g.bias.data<float>(), rows, g.m, g.n,
-                     g.ldc, g.stride_c);
+  info.bytes = static_cast<double>(dtype_size(g.c.dtype())) *
+               (2.0 * static_cast<double>(rows * g.n) + static_cast<double>(g.n));
+  visit_f32_bf16(g.c, "gemm_add_bias", [&]<class T>() {
+    launch_cuda_kernel(info, add_bias_kernel<T>, g.c.data<T>(), g.bias.data<T>(), rows, g.m, g.n,
+                       g.ldc, g.stride_c);
+  });
 }
 
 }  // namespace
@@ -158,23 +174,32 @@ void gemm(const GemmArgs& g) {
   const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
   const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
   const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
+  const bool bf16 = g.c.dtype() == DType::bf16;
   LaunchInfo info;
-  info.kernel = "cublasSgemmStridedBatched";
+  info.kernel = bf16 ? "cublasGemmStridedBatchedEx" : "cublasSgemmStridedBatched";
   info.device = g.c.device();
   info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
-  info.bytes = 4.0 * (a_elems + b_elems + c_elems);
+  info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (a_elems + b_elems + c_elems);
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
+  const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);
   glass::launch(info, [&] {
-    // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
-    status = cublasSgemmStridedBatched(
-        handle, op(g.trans_b), op(g.trans_a), static_cast<int>(g.n), static_cast<int>(g.m),
-        static_cast<int>(g.k), &alpha, g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
-        g.a.data<float>(), static_cast<int>(g.lda), g.stride_a, &beta, g.c.data<float>(),
-        static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
+    if (bf16)  // bf16 in and out, f32 alpha, beta and accumulation
+      status = cublasGemmStridedBatchedEx(
+          handle, op(g.trans_b), op(g.trans_a), m, n, k, &alpha, g.b.raw_data(), CUDA_R_16BF,
+          static_cast<int>(g.ldb), g.stride_b, g.a.raw_data(), CUDA_R_16BF, static_cast<int>(g.lda),
+          g.stride_a, &beta, g.c.raw_data(), CUDA_R_16BF, static_cast<int>(g.ldc), g.stride_c,
+          static_cast<int>(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+      status = cublasSgemmStridedBatched(handle, op(g.trans_b), op(g.trans_a), m, n, k, &alpha,
+                                         g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
+                                         g.a.data<float>(), static_cast<int>(g.lda), g.stride_a,
+                                         &beta, g.c.data<float>(), static_cast<int>(g.ldc),
+                                         g.stride_c, static_cast<int>(g.batch));
   });
-  check_cublas(status, "cublasSgemmStridedBatched", g);
+  check_cublas(status, info.kernel, g);
   if (g.bias.defined()) add_bias(g);
 }
 
