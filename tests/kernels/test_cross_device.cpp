@@ -256,11 +256,13 @@ TEST_P(CrossDeviceBf16, ForwardAndBackwardMatchCpuWithinBf16Rounding) {
   const Tensor cpu_out = c.op(cpu_in);
   const Tensor w = round_to_bf16(randn(cpu_out.shape(), gen));
   backward(sum(cpu_out * w));
+  // w as the device output's dtype will be (bf16; f32 for a loss), made before counting launches.
+  const Tensor w_bf16 = cast(w, DType::bf16);
   Tensor dev_out;
   {
     LaunchCounter launches(device);
     dev_out = c.op(dev_in);
-    const Tensor dev_w = to_device(cast(w, dev_out.dtype()), device);
+    const Tensor dev_w = to_device(dev_out.dtype() == DType::bf16 ? w_bf16 : w, device);
     backward(sum(dev_out * dev_w));
     EXPECT_EQ(launches.elsewhere, 0) << c.name;
   }
