@@ -7,6 +7,8 @@
 // input requiring grad, and compares outputs; then it back-propagates sum(out * w) for a random w
 // and compares every input's gradient. The kernels differ (kernels/cpu vs kernels/cuda), so values
 // agree to f32 rounding, judged against the magnitude of the cpu result (tests/testing.h).
+// CrossDeviceBf16 runs the same table with bf16 tensors on the device (mixed precision) against f32
+// on cpu, to bf16 rounding.
 #include <functional>
 #include <string>
 #include <tuple>
