@@ -1,6 +1,8 @@
-// Factories and host transfers. None of these record history.
+// Factories and host transfers, which record no history; and compute_copy, the mixed-precision
+// link from a bf16 copy to its f32 master weight (its backward casts the gradient).
 #include <cstring>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/backend.h"
 
@@ -85,6 +87,18 @@ Tensor cast(const Tensor& t, DType dtype) {
   Tensor out = Tensor::empty(t.shape(), dtype, t.device());
   kernels::backend(t).cast(src, out);
   return out;
+}
+
+Tensor compute_copy(const Tensor& master, const Tensor& copy, CallSite site) {
+  CallSiteScope at(site);
+  GLASS_CHECK(copy.shape() == master.shape() && copy.device() == master.device() &&
+                  is_floating(copy.dtype()) && is_floating(master.dtype()),
+              "compute_copy: copy {} must be a floating tensor of master {}'s shape and device",
+              copy.describe(), master.describe());
+  OpScope op("compute_copy", {master});
+  return op.finish(copy.detach(), {}, [dtype = master.dtype()](Node&, const Tensor& dy) {
+    return std::vector<Tensor>{dy.dtype() == dtype ? dy : cast(dy, dtype)};
+  });
 }
 
 Tensor to_device(const Tensor& t, Device device) {

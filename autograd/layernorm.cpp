@@ -24,8 +24,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   OpScope op("layernorm", {xc, wc, bc});
   const int64_t rows = xc.numel() / C;
   Tensor y = empty_like(xc);
-  Tensor mean = Tensor::empty({rows}, xc.dtype(), xc.device());
-  Tensor rstd = Tensor::empty({rows}, xc.dtype(), xc.device());
+  // The statistics in f32 for bf16 x (accum_dtype).
+  Tensor mean = Tensor::empty({rows}, accum_dtype(xc.dtype()), xc.device());
+  Tensor rstd = Tensor::empty({rows}, accum_dtype(xc.dtype()), xc.device());
   kernels::backend(xc).layernorm_forward(xc, wc, bc, y, mean, rstd, eps);
   return op.finish(y, {xc, wc, mean, rstd}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     const Tensor &x = n.saved[0], &w = n.saved[1], &mean = n.saved[2], &rstd = n.saved[3];

@@ -1,7 +1,8 @@
 // The differentiable ops: what models are written with.
 //
 // Each family lives in its own file with every op's forward and backward side by side:
-//   factory.cpp      zeros, ones, full, randn, from_vector, to_vector, item, cast, empty_like
+//   factory.cpp      zeros, ones, full, randn, from_vector, to_vector, item, cast, empty_like,
+//                    compute_copy
 //   views.cpp        view, reshape, transpose, permute, slice, split, concat, contiguous, expand
 //   elementwise.cpp  add, sub, mul, div (NumPy broadcasting), scalar ops, pow, gelu, dropout
 //   reduce.cpp       sum, mean
@@ -47,6 +48,12 @@ std::vector<T> to_vector(const Tensor& t);
 double item(const Tensor& t);
 // A copy converted to `dtype` (no history: casts are for storage, e.g. bf16 weights).
 Tensor cast(const Tensor& t, DType dtype);
+// Mixed precision: `copy` holds `master` converted to copy's dtype (the bf16 copy of an f32
+// master weight, refreshed by a cast after each optimizer step: nn/module.h). Forward launches
+// nothing and returns a view of `copy`; backward casts the gradient to master's dtype, so the
+// master's .grad is f32 and accumulates in f32. This is the one place where a bf16 gradient
+// becomes an f32 one.
+Tensor compute_copy(const Tensor& master, const Tensor& copy, CallSite site = CallSite::current());
 // A contiguous copy on `device` (no history), staged through host memory; `t` itself when it is
 // already there.
 Tensor to_device(const Tensor& t, Device device);

@@ -48,6 +48,7 @@ Tensor log_softmax(const Tensor& x, CallSite site) {
 // loss = sum over rows of (logsumexp(logits[r]) - logits[r, t_r]) / valid, where valid counts the
 // rows whose target is not ignore_index. With every target ignored the loss is 0/0 = NaN, as in
 // PyTorch, and the gradient is 0. dlogits[r] = (softmax(logits[r]) - onehot(t_r)) * dloss / valid.
+// The losses, logsumexps and the loss are of accum_dtype(logits): f32 for bf16 logits.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      CallSite site) {
   CallSiteScope at(site);
@@ -66,10 +67,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor tg = contiguous(targets);
   OpScope op("cross_entropy", {lg});
   const auto& k = kernels::backend(lg);
-  auto scalar = [&] { return Tensor::empty({}, lg.dtype(), lg.device()); };
+  const DType acc = accum_dtype(lg.dtype());
+  auto scalar = [&] { return Tensor::empty({}, acc, lg.device()); };
   // 1. per-row losses and logsumexps, and the number of rows that count
-  Tensor losses = Tensor::empty({rows}, lg.dtype(), lg.device());
-  Tensor lse = Tensor::empty({rows}, lg.dtype(), lg.device());
+  Tensor losses = Tensor::empty({rows}, acc, lg.device());
+  Tensor lse = Tensor::empty({rows}, acc, lg.device());
   Tensor valid = scalar();
   k.cross_entropy_forward(lg, tg, losses, lse, valid, ignore_index);
   // 2. their mean over the rows that count
@@ -85,7 +87,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                      // every counted row enters the mean with weight 1/valid: dlosses = dloss /
                      // valid, broadcast over the rows (stride 0)
                      const int64_t rows = lse.numel();
-                     Tensor dlosses = Tensor::empty({rows}, lg.dtype(), lg.device());
+                     Tensor dlosses = Tensor::empty({rows}, lse.dtype(), lg.device());
                      k.binary(kernels::BinaryOp::div, dloss.as_strided({rows}, {0}, dloss.offset()),
                               valid.as_strided({rows}, {0}, valid.offset()), dlosses);
                      Tensor dlogits = empty_like(lg);

@@ -41,6 +41,11 @@ constexpr std::string_view dtype_name(DType t) {
 
 constexpr bool is_floating(DType t) { return t != DType::i32; }
 
+// The dtype in which the statistics, sums and losses computed from a tensor of dtype t are kept:
+// f32 for bf16 (mixed precision: LayerNorm's mean and rstd, softmax's logsumexp, the loss), t
+// itself otherwise.
+constexpr DType accum_dtype(DType t) { return t == DType::bf16 ? DType::f32 : t; }
+
 // bfloat16: the top 16 bits of an IEEE float. Converting down rounds to nearest even, so that
 // a value survives f32 -> bf16 -> f32 with the error PyTorch gives.
 struct bf16 {

@@ -9,8 +9,8 @@
 // - Outputs are allocated by the caller, contiguous, of the right shape, dtype and device; the
 //   kernel overwrites them (it never accumulates, unless it says so).
 // - Inputs are contiguous unless the entry says "any strides".
-// - Floating entries take f32 or f64 (f64 for gradcheck on `cpu`); shapes are checked by the
-//   caller (autograd/), so entries only assert what would make them read out of bounds.
+// - Floating entries take f32 or f64 (f64 for gradcheck on `cpu`), on emu/cuda also bf16, whose
+//   statistics are accum_dtype (f32); shapes are checked by autograd/, entries assert bounds only.
 #pragma once
 
 #include <cstdint>

@@ -34,13 +34,14 @@ inline bool is_f32_or_f64(const Tensor& t) {
   return t.dtype() == DType::f32 || t.dtype() == DType::f64;
 }
 
-// sum_squares: contiguous f32/f64 inputs, all on the output's device; one f32/f64 output element.
+// sum_squares: contiguous floating inputs (f32, f64; bf16 where the device has bf16 kernels), all
+// on the output's device; one f32/f64 output element.
 inline void check_sum_squares(std::span<const Tensor> xs, const Tensor& out) {
   GLASS_CHECK(out.numel() == 1 && out.is_contiguous() && is_f32_or_f64(out),
               "sum_squares: output {} must hold one f32 or f64 element", out.describe());
   for (const Tensor& x : xs)
-    GLASS_CHECK(x.is_contiguous() && is_f32_or_f64(x) && x.device() == out.device(),
-                "sum_squares: input {} must be contiguous f32 or f64, on the output's device {}",
+    GLASS_CHECK(x.is_contiguous() && is_floating(x.dtype()) && x.device() == out.device(),
+                "sum_squares: input {} must be contiguous floating, on the output's device {}",
                 x.describe(), out.device().str());
 }
 

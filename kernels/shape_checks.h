@@ -75,7 +75,8 @@ struct FlashAttentionShape {
 };
 
 // x seen as [rows, C] over its last dimension, with its per-row statistics and per-column
-// parameters checked to be contiguous, of x's dtype and of matching sizes.
+// parameters checked to be contiguous and of matching sizes; the parameters of x's dtype, the
+// statistics of accum_dtype(x) (f32 for bf16 x).
 struct LayerNormShape {
   int64_t rows = 0, C = 0;
 
@@ -85,15 +86,15 @@ struct LayerNormShape {
       : C(x.dim() ? x.size(-1) : 0) {
     GLASS_CHECK(C > 0, "{}: x {} has no last dimension to normalise", kernel, x.describe());
     rows = x.numel() / C;
-    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
+    auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel, DType dtype) {
       for (const Tensor* t : ts)
-        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == x.dtype(),
+        GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == dtype,
                     "{}: {} must be contiguous {} with {} elements (x is {})", kernel,
-                    t->describe(), dtype_name(x.dtype()), numel, x.describe());
+                    t->describe(), dtype_name(dtype), numel, x.describe());
     };
-    check(like_x, x.numel());
-    check(per_row, rows);
-    check(per_column, C);
+    check(like_x, x.numel(), x.dtype());
+    check(per_row, rows, accum_dtype(x.dtype()));
+    check(per_column, C, x.dtype());
   }
 };
 

@@ -84,7 +84,7 @@ Tensor GPT::forward(const Tensor& ids) const {
   for (const auto& block : h) x = block->forward(x);
   x = ln_f.forward(x);
   // Tied LM head: logits = x @ wte^T, no bias.
-  return linear(x, wte.weight);
+  return linear(x, wte.param(wte.weight));
 }
 
 GPTConfig GPT::config_from_state_dict(const NamedTensors& state, int64_t n_head) {

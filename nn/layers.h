@@ -12,13 +12,16 @@
 
 namespace glass {
 
+// Every forward reads its parameters through Module::param (their compute copies under mixed
+// precision).
+
 // y = x @ weight^T + bias; weight [out, in], bias [out] (undefined when bias = false).
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) const {
     ModulePathScope in(path());
-    return linear(x, weight, bias);
+    return linear(x, param(weight), bias.defined() ? param(bias) : bias);
   }
   // weight ~ N(0, std^2), bias = 0.
   void reset(Generator& gen, double std);
@@ -32,7 +35,7 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim);
   Tensor forward(const Tensor& ids) const {
     ModulePathScope in(path());
-    return embedding(ids, weight);
+    return embedding(ids, param(weight));
   }
   void reset(Generator& gen, double std);  // weight ~ N(0, std^2)
 
@@ -45,7 +48,7 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x) const {
     ModulePathScope in(path());
-    return layer_norm(x, weight, bias, eps);
+    return layer_norm(x, param(weight), param(bias), eps);
   }
   void reset();  // weight = 1, bias = 0
 

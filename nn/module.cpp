@@ -72,6 +72,33 @@ void Module::to(Device device) {
     Tensor handle = p;
     handle.set_data(to_device(p, device));
   }
+  set_compute_dtype(compute_dtype_);  // the copies move too
+}
+
+void Module::set_compute_dtype(DType dtype) {
+  GLASS_CHECK(is_floating(dtype), "Module::set_compute_dtype: {} is not a floating dtype",
+              dtype_name(dtype));
+  compute_dtype_ = dtype;
+  copies_.clear();
+  for (const auto& [name, p] : params_)
+    copies_.push_back(p.dtype() == dtype ? Tensor() : Tensor::empty(p.shape(), dtype, p.device()));
+  for (auto& [name, child] : children_) child->set_compute_dtype(dtype);
+  refresh_compute_copies();
+}
+
+void Module::refresh_compute_copies() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < copies_.size(); ++i)
+    if (copies_[i].defined()) kernels::backend(copies_[i]).cast(params_[i].second, copies_[i]);
+  for (auto& [name, child] : children_) child->refresh_compute_copies();
+}
+
+Tensor Module::param(const Tensor& p) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].second.unsafe_impl() != p.unsafe_impl()) continue;
+    return i < copies_.size() && copies_[i].defined() ? compute_copy(p, copies_[i]) : p;
+  }
+  fail("Module::param: {} is not a parameter of module '{}'", p.describe(), path_);
 }
 
 void Module::train(bool on) {
@@ -117,6 +144,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
         on_device.dtype() == param.dtype() ? on_device : cast(on_device, param.dtype());
     kernels::backend(param).copy(value.detach(), param);
   }
+  refresh_compute_copies();
 }
 
 }  // namespace glass

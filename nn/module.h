@@ -45,6 +45,21 @@ class Module {
   // forward opens a ModulePathScope with it, so the nodes it creates say where they come from.
   const std::string& path() const { return path_; }
 
+  // --- mixed precision (README, "bf16 mixed precision") ---
+  // The parameters stay the master weights (f32: what the optimizer updates, what is saved and
+  // loaded). With a compute dtype other than theirs (bf16), every parameter of this module and its
+  // descendants also gets a copy in that dtype, made by the cast kernel, and forward reads each
+  // parameter through param(): the copy, joined to its master by compute_copy (autograd/ops.h),
+  // so that its bf16 gradient reaches the master's .grad as f32. The copies follow the masters
+  // only when refreshed: set_compute_dtype, to() and load_state_dict refresh them; after any
+  // other change of the masters (an optimizer step) call refresh_compute_copies().
+  void set_compute_dtype(DType dtype);
+  DType compute_dtype() const { return compute_dtype_; }
+  // Casts every master into its copy (one cast launch per parameter; none in f32).
+  void refresh_compute_copies();
+  // What forward uses for parameter p of this module: p itself, or its compute copy.
+  Tensor param(const Tensor& p) const;
+
   // The parameters themselves (handles, not copies: detach or save them, don't modify them).
   NamedTensors state_dict() const { return named_parameters(); }
   // Copies `state` into the parameters, in place (so optimizer references stay valid). Floating
@@ -72,6 +87,8 @@ class Module {
   void collect(const std::string& prefix, NamedTensors& out) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
+  DType compute_dtype_ = DType::f32;
+  std::vector<Tensor> copies_;  // params_[i]'s compute copy, undefined when of its own dtype
   std::vector<std::pair<std::string, Module*>> children_;
   std::string path_;
   bool training_ = true;

@@ -77,7 +77,8 @@ OpInstance instantiate(const OpCase& op) {
                   std::all_of(shape.begin(), shape.end(), [](int64_t v) { return v > 0; }),
               "--shape {}: {} takes {} positive sizes, {}", fmt::join(shape, ","), op.operation,
               def.default_shape.size(), def.shape_help);
-  // cpu and emu compute in f32 (bf16 is a storage format there); a bf16 run would measure casts.
+  // f32 only: cpu has no bf16 kernels, and emu's bf16 forms (README, bf16 mixed precision) have
+  // no bf16 peak to be judged against.
   GLASS_CHECK(op.dtype == DType::f32, "--dtype {}: device {} has no {} kernels (only f32)",
               dtype_name(op.dtype), op.device.str(), dtype_name(op.dtype));
   Generator gen(1234);

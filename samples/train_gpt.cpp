@@ -16,6 +16,10 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option(
       "--device", o.device,
       "cpu | emu (CUDA kernels on the CPU) | cuda[:N] | auto (cuda if a GPU is there, else cpu)");
+  app.add_option("--dtype", o.dtype,
+                 "f32 | bf16 (mixed precision: bf16 copies of f32 master weights, f32 sums; "
+                 "emu, cuda). Default: bf16 on cuda, f32 elsewhere")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--data", o.data, "text file or llm.c .bin token shard");
   app.add_option("--vocab-size", o.vocab_size, "vocabulary size (token shards)");
   app.add_option("--n-layer", o.n_layer, "transformer blocks");

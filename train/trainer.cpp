@@ -27,6 +27,18 @@ Device pick_device(const std::string& name) {
   return comm::device_for_this_rank(d, name.rfind("cuda:", 0) == 0);
 }
 
+// --dtype: "" is the device's default (bf16 on cuda, f32 elsewhere); bf16 needs the bf16 kernels
+// of kernels/cuda (emu or cuda).
+DType pick_dtype(const std::string& name, Device device) {
+  if (name.empty()) return device.kind == DeviceKind::cuda ? DType::bf16 : DType::f32;
+  GLASS_CHECK(name == "f32" || name == "bf16", "--dtype {}: expected f32 or bf16", name);
+  if (name == "f32") return DType::f32;
+  GLASS_CHECK(device.kind != DeviceKind::cpu,
+              "--dtype bf16 needs the bf16 kernels of the emu or cuda device; the cpu kernels are "
+              "f32 (use --device emu, or --dtype f32)");
+  return DType::bf16;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -43,6 +55,7 @@ Tensor batch_loss(const GPT& model, const Batch& b) {
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
   kernels::set_tf32(opt_.tf32);
+  dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
   data_ = load_dataset(opt_.data, opt_.vocab_size);
 
@@ -111,6 +124,8 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
     log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
                comm_->backend(), ddp_->buckets().size());
   }
+  // Mixed precision: bf16 compute copies of the (now final) master weights.
+  if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
   if (!opt_.metrics.empty() && comm_->rank() == 0) {
     metrics_.open(opt_.metrics, std::ios::app);
     GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
@@ -118,8 +133,9 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
-  log().info("model {} | {:.2f}M parameters | batch {} x {} = {} tokens per step | attention {}",
-             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6, opt_.batch,
+  log().info("model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
+             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
+             dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
              opt_.seq_len, opt_.batch * opt_.seq_len,
              attention_kernel_name(
                  resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
@@ -150,6 +166,11 @@ StepResult Trainer::train_step() {
   optimizer_->set_lr(r.lr);
   optimizer_->step();
   optimizer_->zero_grad();
+  {
+    // The bf16 copies of the updated masters (no launch in f32).
+    LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
+    model_->refresh_compute_copies();
+  }
   ++step_;
   r.step = step_;
   r.ms = ms_since(t0);
@@ -189,7 +210,9 @@ std::string Trainer::sample(int64_t n, uint64_t seed) {
     const Tensor logits = model_->forward(x);
     const Tensor last = slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
                               static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx));
-    const std::vector<float> p = to_vector<float>(softmax(last));
+    const Tensor probs = softmax(last);  // bf16 under --dtype bf16
+    const std::vector<float> p =
+        to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
     const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
     double acc = 0;
     int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
@@ -256,7 +279,10 @@ void Trainer::run() {
   const bool root = comm_->rank() == 0;  // evaluates, logs, checkpoints and saves for all ranks
   double last_loss = NAN, tokens = 0, train_ms = 0;
   std::optional<double> val_loss;
-  mfu_ = gpt_mfu(config_, opt_.seq_len, kernels::peaks_for(device_), DType::f32);
+  // MFU against the peak of the step's math: bf16 tensor cores where the device has such a peak;
+  // cpu and emu have none (emu does bf16 GEMMs in f32 on the host), so their f32 peak.
+  const DevicePeaks peaks = kernels::peaks_for(device_);
+  mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
   log().info("{}", mfu_->formula);
   while (step_ < opt_.steps) {
     const StepResult r = train_step();

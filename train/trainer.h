@@ -4,6 +4,9 @@
 // gradient norm -> set the scheduled learning rate -> AdamW -> zero the gradients. Everything a
 // step depends on (weights, optimizer state, step number, dropout RNG, data position) is in the
 // checkpoint, so resuming at step k and training to n equals training to n in one go, bit for bit.
+// With --dtype bf16 the step runs on the model's bf16 compute copies (nn/module.h) and the
+// optimizer updates the f32 masters; the copies are cast afresh after each step, a pure function
+// of the masters, so checkpoints (f32) resume bf16 runs bit-exactly too.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,9 @@ namespace glass::train {
 
 struct TrainOptions {
   std::string device = "auto";
+  // f32, or bf16 mixed precision (README): bf16 copies of the f32 master weights for forward and
+  // backward. "" = the device's default: bf16 on cuda, f32 on cpu and emu.
+  std::string dtype;
   std::string data = "data/tinyshakespeare.txt";
   int64_t vocab_size = 0;  // token shards only
   int64_t n_layer = 4, n_head = 4, n_embd = 256;
@@ -78,6 +84,7 @@ class Trainer {
 
   int64_t step() const { return step_; }
   const GPT& model() const { return *model_; }
+  DType dtype() const { return dtype_; }
   const Dataset& data() const { return data_; }
   comm::Communicator& communicator() const { return *comm_; }
   const comm::DataParallel* data_parallel() const { return ddp_.get(); }
@@ -88,6 +95,7 @@ class Trainer {
 
   TrainOptions opt_;
   Device device_;
+  DType dtype_ = DType::f32;  // the compute dtype (the master weights are f32 either way)
   Dataset data_;
   GPTConfig config_;
   Generator dropout_gen_;

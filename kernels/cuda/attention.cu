@@ -1,5 +1,5 @@
 // CUDA kernels for causal scaled-dot-product attention: q, k, v, out [B, H, T, D] and probs
-// [B, H, T, T], all contiguous f32 (contracts in kernels/backend.h; the cpu reference is
+// [B, H, T, T], all contiguous f32 or bf16 (contracts in kernels/backend.h; the cpu reference is
 // kernels/cpu/attention.cpp).
 //
 //   forward:  S = Q K^T * scale; P[i] = softmax of S[i, 0..i], P[i, j > i] = 0 (the causal mask);
@@ -38,24 +38,31 @@ namespace {
 
 constexpr int kMaxThreads = 256;
 
-// sum_d a[d] * b[d]
-__device__ float dot(const float* a, const float* b, int64_t D) {
+// Every kernel is templated on the stored element type E of q, k, v, probs and the outputs (float
+// or bf16); loads convert to f32 (to_compute), shared memory, scores, sums and dS are f32, and
+// each output element is rounded once when stored (from_compute).
+
+// sum_d a[d] * b[d], a in shared memory (f32), b a row of E
+template <class E>
+__device__ float dot(const float* a, const E* b, int64_t D) {
   float s = 0;
-  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
+  for (int64_t d = 0; d < D; ++d) s += a[d] * to_compute(b[d]);
   return s;
 }
 
 // One block per (slice, query row i). Dynamic shared memory: q_i [D], then the row of P [T].
-__global__ void attention_forward_kernel(const float* q, const float* k, const float* v, float* out,
-                                         float* probs, int64_t T, int64_t D, float scale) {
+template <class E>
+__global__ void attention_forward_kernel(const E* q, const E* k, const E* v, E* out, E* probs,
+                                         int64_t T, int64_t D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* qi = shared;
   float* p = shared + D;
   const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
-  const float* K = k + slice * T * D;
-  const float* V = v + slice * T * D;
+  const E* K = k + slice * T * D;
+  const E* V = v + slice * T * D;
   // 1. stage q_i in shared memory
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) qi[d] = q[(slice * T + i) * D + d];
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+    qi[d] = to_compute(q[(slice * T + i) * D + d]);
   __syncthreads();
   // 2. scores s_j = q_i . k_j * scale for j <= i, and their maximum
   float m = -INFINITY;
@@ -72,87 +79,90 @@ __global__ void attention_forward_kernel(const float* q, const float* k, const f
   }
   const float inv = 1.0f / block_reduce(sum, Sum{});
   // 4. normalise and store the row of P, zero above the diagonal
-  float* prow = probs + (slice * T + i) * T;
+  E* prow = probs + (slice * T + i) * T;
   for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
     if (j <= i) p[j] *= inv;
-    prow[j] = j <= i ? p[j] : 0.0f;
+    prow[j] = from_compute<E>(j <= i ? p[j] : 0.0f);
   }
   __syncthreads();
   // 5. out_i[d] = sum_{j <= i} P_ij v_j[d], threads over d
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0;
-    for (int64_t j = 0; j <= i; ++j) acc += p[j] * V[j * D + d];
-    out[(slice * T + i) * D + d] = acc;
+    for (int64_t j = 0; j <= i; ++j) acc += p[j] * to_compute(V[j * D + d]);
+    out[(slice * T + i) * D + d] = from_compute<E>(acc);
   }
 }
 
 // Backward kernel 1, one block per (slice, query row i): the row of dS (into shared memory and
 // into ds [slices, T, T], j <= i), then dQ_i. Dynamic shared memory: dO_i [D], then dS_i [T].
-__global__ void attention_backward_query_kernel(const float* k, const float* v, const float* probs,
-                                                const float* dout, float* dq, float* ds, int64_t T,
+template <class E>
+__global__ void attention_backward_query_kernel(const E* k, const E* v, const E* probs,
+                                                const E* dout, E* dq, float* ds, int64_t T,
                                                 int64_t D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* doi = shared;
   float* dsi = shared + D;
   const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
-  const float* K = k + slice * T * D;
-  const float* V = v + slice * T * D;
-  const float* prow = probs + (slice * T + i) * T;
+  const E* K = k + slice * T * D;
+  const E* V = v + slice * T * D;
+  const E* prow = probs + (slice * T + i) * T;
   // 1. stage dO_i in shared memory
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) doi[d] = dout[(slice * T + i) * D + d];
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+    doi[d] = to_compute(dout[(slice * T + i) * D + d]);
   __syncthreads();
   // 2. dP_ij = dO_i . v_j for j <= i, and the row dot sum_j dP_ij P_ij
   float row_dot = 0;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
     dsi[j] = dot(doi, V + j * D, D);
-    row_dot += dsi[j] * prow[j];
+    row_dot += dsi[j] * to_compute(prow[j]);
   }
   row_dot = block_reduce(row_dot, Sum{});
   // 3. dS_ij = P_ij (dP_ij - dot), kept in shared memory and stored for kernel 2
   float* dsrow = ds + (slice * T + i) * T;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    dsi[j] = prow[j] * (dsi[j] - row_dot);
+    dsi[j] = to_compute(prow[j]) * (dsi[j] - row_dot);
     dsrow[j] = dsi[j];
   }
   __syncthreads();
   // 4. dQ_i[d] = scale * sum_{j <= i} dS_ij k_j[d], threads over d
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0;
-    for (int64_t j = 0; j <= i; ++j) acc += dsi[j] * K[j * D + d];
-    dq[(slice * T + i) * D + d] = scale * acc;
+    for (int64_t j = 0; j <= i; ++j) acc += dsi[j] * to_compute(K[j * D + d]);
+    dq[(slice * T + i) * D + d] = from_compute<E>(scale * acc);
   }
 }
 
 // Backward kernel 2, one block per (slice, key row j), threads over d: the column j of P and dS
 // against the rows i >= j of dO and Q.
-__global__ void attention_backward_key_kernel(const float* q, const float* probs, const float* dout,
-                                              const float* ds, float* dk, float* dv, int64_t T,
-                                              int64_t D, float scale) {
+template <class E>
+__global__ void attention_backward_key_kernel(const E* q, const E* probs, const E* dout,
+                                              const float* ds, E* dk, E* dv, int64_t T, int64_t D,
+                                              float scale) {
   const int64_t slice = blockIdx.x / T, j = blockIdx.x % T;
-  const float* Q = q + slice * T * D;
-  const float* dO = dout + slice * T * D;
-  const float* P = probs + slice * T * T;
+  const E* Q = q + slice * T * D;
+  const E* dO = dout + slice * T * D;
+  const E* P = probs + slice * T * T;
   const float* dS = ds + slice * T * T;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     // dV_j[d] = sum_{i >= j} P_ij dO_i[d];  dK_j[d] = scale * sum_{i >= j} dS_ij Q_i[d]
     float dv_acc = 0, dk_acc = 0;
     for (int64_t i = j; i < T; ++i) {
-      dv_acc += P[i * T + j] * dO[i * D + d];
-      dk_acc += dS[i * T + j] * Q[i * D + d];
+      dv_acc += to_compute(P[i * T + j]) * to_compute(dO[i * D + d]);
+      dk_acc += dS[i * T + j] * to_compute(Q[i * D + d]);
     }
-    dv[(slice * T + j) * D + d] = dv_acc;
-    dk[(slice * T + j) * D + d] = scale * dk_acc;
+    dv[(slice * T + j) * D + d] = from_compute<E>(dv_acc);
+    dk[(slice * T + j) * D + d] = from_compute<E>(scale * dk_acc);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// The launch geometry and FLOPs of the kernels below, on top of the shared checks (f32 only).
+// The launch geometry and FLOPs of the kernels below, on top of the shared checks.
 struct AttentionGeometry : AttentionShape {
   AttentionGeometry(const char* kernel, const Tensor& q,
                     std::initializer_list<const Tensor*> like_q, const Tensor& probs)
-      : AttentionShape(kernel, require_f32(kernel, q), like_q, probs) {}
+      : AttentionShape(kernel, q, like_q, probs) {}
   // `products` T x T x D products over the causal triangle plus `per_entry` per causal entry
   double flops(int products, int per_entry) const {
     const double entries = static_cast<double>(slices) * static_cast<double>(T * (T + 1) / 2);
@@ -176,9 +186,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const LaunchInfo info =
       kernel_launch_info(kernel, q, dim3(static_cast<unsigned>(g.rows())), g.block(),
                          g.shared_bytes(), g.flops(2, 5), bytes_of({&q, &k, &v, &out, &probs}));
-  launch_cuda_kernel(info, attention_forward_kernel, q.data<float>(), k.data<float>(),
-                     v.data<float>(), out.data<float>(), probs.data<float>(), g.T, g.D,
-                     static_cast<float>(scale));
+  visit_f32_bf16(q, kernel, [&]<class E>() {
+    launch_cuda_kernel(info, attention_forward_kernel<E>, q.data<E>(), k.data<E>(), v.data<E>(),
+                       out.data<E>(), probs.data<E>(), g.T, g.D, static_cast<float>(scale));
+  });
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
@@ -193,17 +204,21 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const LaunchInfo query_info =
       kernel_launch_info("attention_backward_query", q, grid, g.block(), g.shared_bytes(),
                          g.flops(2, 4), bytes_of({&k, &v, &probs, &dout, &dq, &ds}));
-  launch_cuda_kernel(query_info, attention_backward_query_kernel, k.data<float>(), v.data<float>(),
-                     probs.data<float>(), dout.data<float>(), dq.data<float>(), ds.data<float>(),
-                     g.T, g.D, static_cast<float>(scale));
+  visit_f32_bf16(q, kernel, [&]<class E>() {
+    launch_cuda_kernel(query_info, attention_backward_query_kernel<E>, k.data<E>(), v.data<E>(),
+                       probs.data<E>(), dout.data<E>(), dq.data<E>(), ds.data<float>(), g.T, g.D,
+                       static_cast<float>(scale));
+  });
   // 2. per key row: dV and dK (the other two products)
   const LaunchInfo key_info =
       kernel_launch_info("attention_backward_key", q, grid,
                          dim3(32 * ceil_div(std::min<int64_t>(g.D, kMaxThreads), 32)), 0,
                          g.flops(2, 0), bytes_of({&q, &probs, &dout, &ds, &dk, &dv}));
-  launch_cuda_kernel(key_info, attention_backward_key_kernel, q.data<float>(), probs.data<float>(),
-                     dout.data<float>(), ds.data<float>(), dk.data<float>(), dv.data<float>(), g.T,
-                     g.D, static_cast<float>(scale));
+  visit_f32_bf16(q, kernel, [&]<class E>() {
+    launch_cuda_kernel(key_info, attention_backward_key_kernel<E>, q.data<E>(), probs.data<E>(),
+                       dout.data<E>(), ds.data<float>(), dk.data<E>(), dv.data<E>(), g.T, g.D,
+                       static_cast<float>(scale));
+  });
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

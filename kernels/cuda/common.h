@@ -36,12 +36,81 @@ void visit_float(const Tensor& t, const char* kernel, Fn&& fn) {
   }
 }
 
-// The kernels of kernels/cuda compute in f32 (f64 exists for gradcheck on cpu): returns t, or
-// throws naming the kernel, the tensor and its dtype.
-inline const Tensor& require_f32(const char* kernel, const Tensor& t) {
-  GLASS_CHECK(t.dtype() == DType::f32, "{}: {} is {}; the {} kernels are f32 only", kernel,
-              t.describe(), dtype_name(t.dtype()), t.device().str());
-  return t;
+// --- element types: what a kernel reads and writes (float, double, or bf16) and what its math
+// runs in (compute_t: float for bf16, so every sum, max and exp is f32 or better). A kernel
+// templated on the stored type T loads with to_compute and stores with from_compute<T>; for float
+// and double both are the identity, for bf16 a load is exact and a store rounds to nearest even
+// (as glass::bf16::from_float and PyTorch do; a NaN stays a quiet NaN).
+
+template <class T>
+struct ComputeType {
+  using type = T;
+};
+template <>
+struct ComputeType<bf16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename ComputeType<T>::type;
+
+__device__ inline float to_compute(float v) { return v; }
+__device__ inline double to_compute(double v) { return v; }
+__device__ inline float to_compute(bf16 v) {
+  return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);
+}
+
+template <class T>
+__device__ inline T from_compute(compute_t<T> v) {
+  return v;
+}
+template <>
+__device__ inline bf16 from_compute<bf16>(float v) {
+  uint32_t u = __float_as_uint(v);
+  bf16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
+    b.bits = static_cast<uint16_t>((u >> 16) | 0x40u);
+    return b;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);  // round half to even
+  b.bits = static_cast<uint16_t>(u >> 16);
+  return b;
+}
+
+// Calls fn.template operator()<T>() with T = float, double or bf16, as t's dtype says: the
+// dispatch of the kernels that have a bf16 form (bf16 mixed precision, README).
+template <class Fn>
+void visit_element(const Tensor& t, const char* kernel, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::f64:
+      fn.template operator()<double>();
+      return;
+    case DType::bf16:
+      fn.template operator()<bf16>();
+      return;
+    default:
+      fail("{}: dtype {} is not supported on {} (f32, bf16, f64): {}", kernel,
+           dtype_name(t.dtype()), t.device().str(), t.describe());
+  }
+}
+
+// The same for the kernels whose math is f32 only (softmax, layernorm, attention, embedding, gemm):
+// T = float or bf16; f64 (for gradcheck on cpu) is refused.
+template <class Fn>
+void visit_f32_bf16(const Tensor& t, const char* kernel, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::bf16:
+      fn.template operator()<bf16>();
+      return;
+    default:
+      fail("{}: dtype {} is not supported on {} (f32, bf16): {}", kernel, dtype_name(t.dtype()),
+           t.device().str(), t.describe());
+  }
 }
 
 // LaunchInfo of a kernel running on `on`'s device.

@@ -4,9 +4,10 @@
 // Thread mapping: one thread per element (dropout: per group of four, below), 256 threads per
 // block, grid = ceil(n / 256), the tail block's extra threads return at once. Consecutive
 // threads handle consecutive elements, so contiguous operands are read and written coalesced.
-// Kernels are templates over the element type (f32, and f64 for gradcheck) and over a small
-// functor holding the op and its scalars, so that each op is one line of math and every op
-// shares one kernel body.
+// Kernels are templates over the stored element type T (f32, bf16, and f64 for gradcheck) and
+// over a small functor holding the op and its scalars, so that each op is one line of math and
+// every op shares one kernel body. The functor computes in compute_t<T> (f32 for bf16): each
+// element is loaded exactly, computed in f32 and rounded once when stored.
 #include "engine/rng.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -66,7 +67,7 @@ __global__ void binary_kernel(const T* a, const T* b, T* out, StridedIndex<3> id
   if (i >= n) return;
   int64_t off[3];
   idx.offsets(i, off);
-  out[off[2]] = op(a[off[0]], b[off[1]]);
+  out[off[2]] = from_compute<T>(op(to_compute(a[off[0]]), to_compute(b[off[1]])));
 }
 
 // --- unary maps: y[i] = f(x[i]) and, for backward, dx[i] = f(x[i], dy[i]) on contiguous arrays.
@@ -74,13 +75,13 @@ __global__ void binary_kernel(const T* a, const T* b, T* out, StridedIndex<3> id
 template <class T, class F>
 __global__ void map1_kernel(const T* x, T* y, int64_t n, F f) {
   const int64_t i = global_index();
-  if (i < n) y[i] = f(x[i]);
+  if (i < n) y[i] = from_compute<T>(f(to_compute(x[i])));
 }
 
 template <class T, class F>
 __global__ void map2_kernel(const T* x, const T* dy, T* dx, int64_t n, F f) {
   const int64_t i = global_index();
-  if (i < n) dx[i] = f(x[i], dy[i]);
+  if (i < n) dx[i] = from_compute<T>(f(to_compute(x[i]), to_compute(dy[i])));
 }
 
 template <class T>
@@ -135,14 +136,14 @@ struct GeluBackward {
 // call yields the words of four consecutive elements (counter block off + i/4), so each thread
 // handles one such group of four: thread g computes block g once and applies its four lanes.
 template <class T>
-__global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, T scale,
+__global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, compute_t<T> scale,
                                uint64_t seed, uint64_t off) {
   const int64_t g = global_index();
   if (g * 4 >= n) return;
   const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(g), 0);
   for (int lane = 0; lane < 4; ++lane) {
     const int64_t i = g * 4 + lane;
-    if (i < n) y[i] = (r.v[lane] >> 8) >= threshold ? x[i] * scale : T(0);
+    if (i < n) y[i] = from_compute<T>((r.v[lane] >> 8) >= threshold ? to_compute(x[i]) * scale : 0);
   }
 }
 
@@ -163,16 +164,18 @@ void check_unary(const char* kernel, const Tensor& x, const Tensor& y) {
       y.describe());
 }
 
-// y = f(x) with f = F<T>{scalars...}, the scalars converted to the element type T.
+// y = f(x) with f = F<C>{scalars...}, the scalars converted to the compute type C of x's
+// elements.
 template <template <class> class F, class... Scalars>
 void launch_map1(const char* name, const Tensor& x, const Tensor& y, double flops_per_element,
                  Scalars... scalars) {
   check_unary(name, x, y);
   const int64_t n = x.numel();
   if (n == 0) return;
-  visit_float(x, name, [&]<class T>() {
-    launch_items(name, y, n, flops_per_element * n, 2.0 * x.nbytes(), map1_kernel<T, F<T>>,
-                 x.data<T>(), y.data<T>(), n, F<T>{static_cast<T>(scalars)...});
+  visit_element(x, name, [&]<class T>() {
+    using C = compute_t<T>;
+    launch_items(name, y, n, flops_per_element * n, 2.0 * x.nbytes(), map1_kernel<T, F<C>>,
+                 x.data<T>(), y.data<T>(), n, F<C>{static_cast<C>(scalars)...});
   });
 }
 
@@ -202,8 +205,9 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uin
   const int64_t n = x.numel();
   if (n == 0) return;
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  visit_float(x, kernel, [&]<class T>() {
-    const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  visit_element(x, kernel, [&]<class T>() {
+    using C = compute_t<T>;
+    const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
     launch_items(kernel, y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
                  dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, seed, off);
   });
@@ -221,7 +225,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const double bytes =
       static_cast<double>(distinct_elements(a) + distinct_elements(b) + out.numel()) *
       dtype_size(out.dtype());
-  visit_float(out, name, [&]<class T>() {
+  visit_element(out, name, [&]<class T>() {
     switch (op) {
       case BinaryOp::add:
         return launch_binary<T>(name, a, b, out, bytes, Add{});
@@ -253,10 +257,11 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   check_unary("gelu_backward", dy, dx);
   const int64_t n = x.numel();
   if (n == 0) return;
-  visit_float(x, "gelu_backward", [&]<class T>() {
+  visit_element(x, "gelu_backward", [&]<class T>() {
+    using C = compute_t<T>;
     launch_items("gelu_backward", dx, n, kGeluBackwardFlops * n, 3.0 * x.nbytes(),
-                 map2_kernel<T, GeluBackward<T>>, x.data<T>(), dy.data<T>(), dx.data<T>(), n,
-                 GeluBackward<T>{});
+                 map2_kernel<T, GeluBackward<C>>, x.data<T>(), dy.data<T>(), dx.data<T>(), n,
+                 GeluBackward<C>{});
   });
 }
 

@@ -13,10 +13,12 @@
 // The backward is deterministic without float atomics: thread c owns column c of the table
 // gradient and walks the tokens in order, adding dout[i][c] into dtable[ids[i]][c]. No two threads
 // touch one element, and every row is summed in ascending position order, as a serial loop (and
-// the cpu kernel) sums it. f32 only (f64 is for gradcheck on cpu).
+// the cpu kernel) sums it. Tables are f32 or bf16 (f64 is for gradcheck on cpu); a bf16 table
+// gradient is summed in an f32 scratch table and rounded once into bf16 by the cast kernel.
 #include <algorithm>
 #include <climits>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
 
@@ -39,11 +41,11 @@ void check_embedding(const char* kernel, const Tensor& ids, const Tensor& table,
   GLASS_CHECK(ids.dtype() == DType::i32 && ids.is_contiguous() && ids.numel() < kNoBadId,
               "{}: ids {} must be contiguous i32 (fewer than 2^31 of them)", kernel,
               ids.describe());
-  GLASS_CHECK(table.dim() == 2 && table.dtype() == DType::f32 && table.is_contiguous() &&
-                  rows.dtype() == DType::f32 && rows.is_contiguous() &&
+  GLASS_CHECK(table.dim() == 2 && (table.dtype() == DType::f32 || table.dtype() == DType::bf16) &&
+                  table.is_contiguous() && rows.dtype() == table.dtype() && rows.is_contiguous() &&
                   rows.numel() == ids.numel() * table.size(1),
-              "{}: table {} must be contiguous f32 [V, C] and rows {} contiguous f32 [{}, C] (f32 "
-              "only on this device)",
+              "{}: table {} must be contiguous f32 or bf16 [V, C] and rows {} contiguous [{}, C] "
+              "of the table's dtype",
               kernel, table.describe(), rows.describe(), ids.numel());
   GLASS_CHECK(ids.device() == table.device() && rows.device() == table.device(),
               "{}: ids {}, table {} and rows {} must be on one device", kernel, ids.describe(),
@@ -84,7 +86,8 @@ __device__ bool valid_id(int id, int64_t vocab, int64_t position, int* bad_posit
 // blockIdx.y + gridDim.y, ...; for each, the threads of block column blockIdx.x copy consecutive
 // channels, so a warp reads 32 consecutive floats of one table row and writes them to one out row
 // (coalesced). Columns past C (the tail block) only take part in checking the id.
-__global__ void embedding_forward_kernel(const int* ids, const float* table, float* out, int64_t n,
+template <class T>
+__global__ void embedding_forward_kernel(const int* ids, const T* table, T* out, int64_t n,
                                          int64_t vocab, int64_t channels, int* bad_position) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
@@ -95,22 +98,23 @@ __global__ void embedding_forward_kernel(const int* ids, const float* table, flo
   }
 }
 
-// dtable[v][c] = sum of dout[i][c] over the positions i with ids[i] == v, in ascending i. Thread
+// dtable[v][c] = sum of dout[i][c] over the positions i with ids[i] == v, in ascending i, summed
+// in f32 (dout of type T: f32 or bf16). Thread
 // mapping: thread c (over the whole grid) owns column c of dtable: it zeroes the column, then walks
 // every token in order and adds dout[i][c] to dtable[ids[i]][c]. Consecutive threads take
 // consecutive columns, so each step reads a row of dout and updates a row of dtable coalesced.
 // The parallelism is C threads each walking N tokens: enough for toy sizes; a sort by id would
 // spread the work wider. Columns past C (the tail block) return at once.
-__global__ void embedding_backward_kernel(const int* ids, const float* dout, float* dtable,
-                                          int64_t n, int64_t vocab, int64_t channels,
-                                          int* bad_position) {
+template <class T>
+__global__ void embedding_backward_kernel(const int* ids, const T* dout, float* dtable, int64_t n,
+                                          int64_t vocab, int64_t channels, int* bad_position) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   for (int64_t v = 0; v < vocab; ++v) dtable[v * channels + c] = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     const int id = ids[i];
     const bool valid = c == 0 ? valid_id(id, vocab, i, bad_position) : id >= 0 && id < vocab;
-    if (valid) dtable[id * channels + c] += dout[i * channels + c];
+    if (valid) dtable[id * channels + c] += to_compute(dout[i * channels + c]);
   }
 }
 
@@ -127,9 +131,12 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   info.block = {threads_for(channels), 1, 1};
   info.grid = {ceil_div(channels, info.block.x), static_cast<unsigned>(std::min(n, kMaxGridY)), 1};
   // Reads the ids and n table rows, writes n rows.
-  info.bytes = 4.0 * static_cast<double>(n) * (1.0 + 2.0 * static_cast<double>(channels));
-  launch_cuda_kernel(info, embedding_forward_kernel, ids.data<int32_t>(), table.data<float>(),
-                     out.data<float>(), n, vocab, channels, bad_id.data());
+  info.bytes = static_cast<double>(ids.nbytes()) +
+               2.0 * static_cast<double>(n * channels * dtype_size(table.dtype()));
+  visit_f32_bf16(table, "embedding_forward", [&]<class T>() {
+    launch_cuda_kernel(info, embedding_forward_kernel<T>, ids.data<int32_t>(), table.data<T>(),
+                       out.data<T>(), n, vocab, channels, bad_id.data());
+  });
   bad_id.check("embedding_forward", ids, table);
 }
 
@@ -143,13 +150,19 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   info.device = dtable.device();
   info.block = {threads_for(channels), 1, 1};
   info.grid = {ceil_div(channels, info.block.x), 1, 1};
-  // One add per element of dout; reads the ids and dout, writes dtable.
+  // One add per element of dout; reads the ids and dout, writes the f32 sums.
   info.flops = static_cast<double>(n * channels);
-  info.bytes = 4.0 * (static_cast<double>(n) * (1.0 + static_cast<double>(channels)) +
-                      static_cast<double>(vocab * channels));
-  launch_cuda_kernel(info, embedding_backward_kernel, ids.data<int32_t>(), dout.data<float>(),
-                     dtable.data<float>(), n, vocab, channels, bad_id.data());
+  info.bytes = static_cast<double>(ids.nbytes() + dout.nbytes()) +
+               4.0 * static_cast<double>(vocab * channels);
+  // The sums go straight into an f32 table; a bf16 one gets them through an f32 scratch table.
+  const bool f32 = dtable.dtype() == DType::f32;
+  const Tensor sums = f32 ? dtable : Tensor::empty(dtable.shape(), DType::f32, dtable.device());
+  visit_f32_bf16(dout, "embedding_backward", [&]<class T>() {
+    launch_cuda_kernel(info, embedding_backward_kernel<T>, ids.data<int32_t>(), dout.data<T>(),
+                       sums.data<float>(), n, vocab, channels, bad_id.data());
+  });
   bad_id.check("embedding_backward", ids, dtable);
+  if (!f32) cast(sums, dtable);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

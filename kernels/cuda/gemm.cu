@@ -20,8 +20,12 @@
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
 // backed by OpenBLAS; so are they for `cuda` on the emulated CUDA runtime
-// (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the GEMM is queued on the handle's stream. f32 only
-// (f64 is for gradcheck on cpu).
+// (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the GEMM is queued on the handle's stream.
+//
+// dtypes: f32 operands go to cublasSgemmStridedBatched (the f32 reference path: cuBLAS's default
+// math mode, no TF32); bf16 operands (mixed precision) to cublasGemmStridedBatchedEx with
+// CUDA_R_16BF A, B and C and CUBLAS_COMPUTE_32F: products summed in f32, C rounded once to bf16
+// (tensor cores on a GPU). f64 is for gradcheck on cpu.
 #if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
 #include "engine/emu/cublas/cublas_v2.h"
 #else
@@ -34,6 +38,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
 
@@ -107,9 +112,12 @@ void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.a.defined() && g.b.defined() && g.c.defined(),
               "gemm: an operand is undefined in {}", describe_gemm_args(g));
   const Device device = g.c.device();
+  const DType dtype = g.c.dtype();
   for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias})
-    GLASS_CHECK(!t->defined() || (t->dtype() == DType::f32 && t->device() == device),
-                "gemm: every operand must be f32 (f64 is for cpu) on C's device {} in {}",
+    GLASS_CHECK(!t->defined() || ((dtype == DType::f32 || dtype == DType::bf16) &&
+                                  t->dtype() == dtype && t->device() == device),
+                "gemm: every operand must be f32, or every one bf16 (f64 is for cpu), on C's "
+                "device {} in {}",
                 device.str(), describe_gemm_args(g));
   // cuBLAS takes int sizes and leading dimensions; the leading dimensions' lower bounds are its
   // own check.
@@ -146,26 +154,37 @@ void gemm(const GemmArgs& g) {
   const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
   const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
   const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
+  const bool bf16 = g.c.dtype() == DType::bf16;
   LaunchInfo info;
-  info.kernel = "cublasSgemmStridedBatched";
+  info.kernel = bf16 ? "cublasGemmStridedBatchedEx" : "cublasSgemmStridedBatched";
   info.device = g.c.device();
   info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
-  info.bytes = 4.0 * (a_elems + b_elems + c_elems);
+  info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (a_elems + b_elems + c_elems);
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
+  const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);
   {
     const LockedHandle handle(g.c.device(), g);
     glass::launch(info, [&] {
-      // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
-      status = cublasSgemmStridedBatched(
-          handle.get(), op(g.trans_b), op(g.trans_a), static_cast<int>(g.n), static_cast<int>(g.m),
-          static_cast<int>(g.k), &alpha, g.b.data<float>(), static_cast<int>(g.ldb), g.stride_b,
-          g.a.data<float>(), static_cast<int>(g.lda), g.stride_a, &beta, g.c.data<float>(),
-          static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch));
+      if (bf16)  // bf16 in and out, f32 alpha, beta and accumulation
+        status = cublasGemmStridedBatchedEx(
+            handle.get(), op(g.trans_b), op(g.trans_a), m, n, k, &alpha, g.b.raw_data(),
+            CUDA_R_16BF, static_cast<int>(g.ldb), g.stride_b, g.a.raw_data(), CUDA_R_16BF,
+            static_cast<int>(g.lda), g.stride_a, &beta, g.c.raw_data(), CUDA_R_16BF,
+            static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+      else
+        status = cublasSgemmStridedBatched(handle.get(), op(g.trans_b), op(g.trans_a), m, n, k,
+                                           &alpha, g.b.data<float>(), static_cast<int>(g.ldb),
+                                           g.stride_b, g.a.data<float>(), static_cast<int>(g.lda),
+                                           g.stride_a, &beta, g.c.data<float>(),
+                                           static_cast<int>(g.ldc), g.stride_c,
+                                           static_cast<int>(g.batch));
     });
   }
-  check_cublas(status, "cublasSgemmStridedBatched", g);
+  check_cublas(status, info.kernel, g);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

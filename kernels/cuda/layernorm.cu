@@ -15,7 +15,8 @@
 // adds dy * xhat and dy into the chunk's partial dweight/dbias sums, a scratch buffer
 // [chunks, 2, C] in device memory where each column belongs to one thread (no race, no atomics).
 // A second kernel adds the chunks' partials in chunk order, one thread per column. Every order is
-// fixed by the code, so the results are bit-identical run to run. f32 only.
+// fixed by the code, so the results are bit-identical run to run. Elements are f32 or bf16 (with
+// f32 statistics, sums and partial gradients either way).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,22 +34,31 @@ constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kRowsPerChunk = 32;
 constexpr int kThreadsPerColumnBlock = 256;
 
+// Every kernel is templated on the stored element type T of x, y, dy, dx and the parameters
+// (float or bf16); loads convert to f32 (to_compute), the statistics, the sums and the chunks'
+// partial parameter gradients are f32, and each output element is rounded once when stored.
+
 // One block per row r.
-__global__ void layernorm_forward_kernel(const float* x, const float* weight, const float* bias,
-                                         float* y, float* mean, float* rstd, int64_t C, float eps) {
+template <class T>
+__global__ void layernorm_forward_kernel(const T* x, const T* weight, const T* bias, T* y,
+                                         float* mean, float* rstd, int64_t C, float eps) {
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * C;
-  float* yr = y + r * C;
+  const T* xr = x + r * C;
+  T* yr = y + r * C;
   // 1. mean, then the variance around it
   float s = 0;
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += xr[j];
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += to_compute(xr[j]);
   const float m = block_reduce(s, Sum{}) / static_cast<float>(C);
   float v = 0;
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) v += (xr[j] - m) * (xr[j] - m);
+  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+    const float d = to_compute(xr[j]) - m;
+    v += d * d;
+  }
   const float rs = 1.0f / sqrtf(block_reduce(v, Sum{}) / static_cast<float>(C) + eps);
   // 2. normalise, scale and shift
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-    yr[j] = (xr[j] - m) * rs * weight[j] + bias[j];
+    yr[j] =
+        from_compute<T>((to_compute(xr[j]) - m) * rs * to_compute(weight[j]) + to_compute(bias[j]));
   if (threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
@@ -56,9 +66,10 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
 }
 
 // One block per chunk of kRowsPerChunk rows: dx for its rows, and the chunk's partial sums
-// partial[chunk] = {dweight[C], dbias[C]}.
-__global__ void layernorm_backward_kernel(const float* dy, const float* x, const float* weight,
-                                          const float* mean, const float* rstd, float* dx,
+// partial[chunk] = {dweight[C], dbias[C]} (f32).
+template <class T>
+__global__ void layernorm_backward_kernel(const T* dy, const T* x, const T* weight,
+                                          const float* mean, const float* rstd, T* dx,
                                           float* partial, int64_t rows, int64_t C) {
   float* pw = partial + static_cast<int64_t>(blockIdx.x) * 2 * C;
   float* pb = pw + C;
@@ -66,31 +77,35 @@ __global__ void layernorm_backward_kernel(const float* dy, const float* x, const
   const int64_t first = blockIdx.x * kRowsPerChunk;
   const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
   for (int64_t r = first; r < end; ++r) {
-    const float* dyr = dy + r * C;
-    const float* xr = x + r * C;
-    float* dxr = dx + r * C;
+    const T* dyr = dy + r * C;
+    const T* xr = x + r * C;
+    T* dxr = dx + r * C;
     const float m = mean[r], rs = rstd[r];
     // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
     float sum_dxhat = 0, sum_dxhat_xhat = 0;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float dxhat = dyr[j] * weight[j];
+      const float dxhat = to_compute(dyr[j]) * to_compute(weight[j]);
       sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * (xr[j] - m) * rs;
+      sum_dxhat_xhat += dxhat * (to_compute(xr[j]) - m) * rs;
     }
     const float mean_dxhat = block_reduce(sum_dxhat, Sum{}) / static_cast<float>(C);
     const float mean_dxhat_xhat = block_reduce(sum_dxhat_xhat, Sum{}) / static_cast<float>(C);
     // 2. dx, and this row's share of the chunk's dweight and dbias (column j is this thread's)
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float xhat = (xr[j] - m) * rs;
-      dxr[j] = rs * (dyr[j] * weight[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-      pw[j] += dyr[j] * xhat;
-      pb[j] += dyr[j];
+      const float xhat = (to_compute(xr[j]) - m) * rs;
+      const float dyj = to_compute(dyr[j]);
+      dxr[j] =
+          from_compute<T>(rs * (dyj * to_compute(weight[j]) - mean_dxhat - xhat * mean_dxhat_xhat));
+      pw[j] += dyj * xhat;
+      pb[j] += dyj;
     }
   }
 }
 
-// One thread per column j: dweight[j] and dbias[j] = the chunks' partial sums, in chunk order.
-__global__ void layernorm_param_grads_kernel(const float* partial, float* dweight, float* dbias,
+// One thread per column j: dweight[j] and dbias[j] = the chunks' partial sums, in chunk order
+// (f32), rounded once into the parameters' type T.
+template <class T>
+__global__ void layernorm_param_grads_kernel(const float* partial, T* dweight, T* dbias,
                                              int64_t chunks, int64_t C) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= C) return;
@@ -99,8 +114,8 @@ __global__ void layernorm_param_grads_kernel(const float* partial, float* dweigh
     dw += partial[c * 2 * C + j];
     db += partial[c * 2 * C + C + j];
   }
-  dweight[j] = dw;
-  dbias[j] = db;
+  dweight[j] = from_compute<T>(dw);
+  dbias[j] = from_compute<T>(db);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -116,46 +131,48 @@ dim3 row_threads(int64_t C) {
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd, double eps) {
   const char* kernel = "layernorm_forward";
-  const LayerNormShape g(kernel, require_f32(kernel, x), {&x, &y}, {&mean, &rstd},
-                         {&weight, &bias});
+  const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (g.rows == 0) return;
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
   const LaunchInfo info = kernel_launch_info(
       kernel, x, dim3(static_cast<unsigned>(g.rows)), row_threads(g.C), 0,
       8.0 * static_cast<double>(x.numel()), bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
-  launch_cuda_kernel(info, layernorm_forward_kernel, x.data<float>(), weight.data<float>(),
-                     bias.data<float>(), y.data<float>(), mean.data<float>(), rstd.data<float>(),
-                     g.C, static_cast<float>(eps));
+  visit_f32_bf16(x, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(), weight.data<T>(),
+                       bias.data<T>(), y.data<T>(), mean.data<float>(), rstd.data<float>(), g.C,
+                       static_cast<float>(eps));
+  });
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
                         const Tensor& dbias) {
   const char* kernel = "layernorm_backward";
-  const LayerNormShape g(kernel, require_f32(kernel, x), {&x, &dy, &dx}, {&mean, &rstd},
-                         {&weight, &dweight, &dbias});
-  const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
-  const Tensor partial =
-      Tensor::empty({std::max<int64_t>(chunks, 1), 2, g.C}, DType::f32, x.device());
-  // 1. dx, and per-chunk partial sums of dweight and dbias.
-  //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
-  if (chunks > 0) {
+  const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
+  visit_f32_bf16(x, kernel, [&]<class T>() {
+    const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+    // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
+    const Tensor partial =
+        Tensor::empty({std::max<int64_t>(chunks, 1), 2, g.C}, DType::f32, x.device());
+    // 1. dx, and per-chunk partial sums of dweight and dbias.
+    //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
+    if (chunks > 0) {
+      const LaunchInfo info =
+          kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)), row_threads(g.C), 0,
+                             13.0 * static_cast<double>(x.numel()),
+                             bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial}));
+      launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(), x.data<T>(),
+                         weight.data<T>(), mean.data<float>(), rstd.data<float>(), dx.data<T>(),
+                         partial.data<float>(), g.rows, g.C);
+    }
+    // 2. dweight and dbias: the chunks' partials added in chunk order
     const LaunchInfo info =
-        kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)), row_threads(g.C), 0,
-                           13.0 * static_cast<double>(x.numel()),
-                           bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial}));
-    launch_cuda_kernel(info, layernorm_backward_kernel, dy.data<float>(), x.data<float>(),
-                       weight.data<float>(), mean.data<float>(), rstd.data<float>(),
-                       dx.data<float>(), partial.data<float>(), g.rows, g.C);
-  }
-  // 2. dweight and dbias: the chunks' partials added in chunk order
-  const LaunchInfo info =
-      kernel_launch_info("layernorm_param_grads", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
-                         dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
-                         bytes_of({&partial, &dweight, &dbias}));
-  launch_cuda_kernel(info, layernorm_param_grads_kernel, partial.data<float>(),
-                     dweight.data<float>(), dbias.data<float>(), chunks, g.C);
+        kernel_launch_info("layernorm_param_grads", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
+                           dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
+                           bytes_of({&partial, &dweight, &dbias}));
+    launch_cuda_kernel(info, layernorm_param_grads_kernel<T>, partial.data<float>(),
+                       dweight.data<T>(), dbias.data<T>(), chunks, g.C);
+  });
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

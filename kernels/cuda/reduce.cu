@@ -5,8 +5,8 @@
 // depends only on the tensor's shape), in order, into a double; the threads' sums are then
 // combined by a tree whose pairing is fixed (shared memory, or warp shuffles in a fixed
 // butterfly). So results are bit-identical run to run, and double accumulation keeps long f32
-// sums accurate (as on cpu, though the order of additions differs, so cpu and emu agree to
-// rounding, not bit for bit).
+// sums accurate, bf16 inputs included (as on cpu, though the order of additions differs, so cpu and
+// emu agree to rounding, not bit for bit).
 #include <algorithm>
 #include <vector>
 
@@ -42,7 +42,7 @@ __global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, uns
   if (col < inner) {
     const T* src = x + o * n * inner + col;
     for (int64_t r = threadIdx.y; r < n; r += blockDim.y)
-      acc += static_cast<double>(src[r * inner]);
+      acc += static_cast<double>(to_compute(src[r * inner]));
   }
   partial[t] = acc;
   // 2. Tree over ty: rows [0, s) add rows [s, 2s), halving s. The barrier before each step
@@ -52,7 +52,8 @@ __global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, uns
     if (threadIdx.y < s) partial[t] += partial[t + s * blockDim.x];
   }
   // 3. Row 0 holds each column's total (written by this same thread: no barrier needed).
-  if (threadIdx.y == 0 && col < inner) out[o * inner + col] = static_cast<T>(partial[t]);
+  if (threadIdx.y == 0 && col < inner)
+    out[o * inner + col] = from_compute<T>(static_cast<compute_t<T>>(partial[t]));
 }
 
 // --- sum_squares, pass 1: a multi-tensor launch (kernels/cuda/multi_tensor.h). Block (b, y)
@@ -73,7 +74,7 @@ __global__ void sum_squares_partials_kernel(SquaresTensorList<T> list, double* p
   double acc = 0;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const double v = static_cast<double>(x[i]);
+    const double v = static_cast<double>(to_compute(x[i]));
     acc += v * v;
   }
   const double total = block_reduce(acc, Sum{});
@@ -106,7 +107,7 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
   const LaunchInfo info =
       kernel_launch_info("sum_dim", x, grid, block, 0, static_cast<double>(x.numel()),
                          static_cast<double>(x.nbytes() + out.nbytes()));
-  visit_float(x, "sum_dim", [&]<class T>() {
+  visit_element(x, "sum_dim", [&]<class T>() {
     launch_cuda_kernel(info, sum_dim_kernel<T>, x.data<T>(), out.data<T>(), n, inner, col_chunks);
   });
 }
@@ -136,7 +137,7 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
   // Pass 1: per-block partial sums of squares, tensor by tensor.
   for (const Batch& batch : batches) {
     const Tensor& head = xs[batch.first];
-    visit_float(head, "sum_squares", [&]<class T>() {
+    visit_element(head, "sum_squares", [&]<class T>() {
       SquaresTensorList<T> list{};
       double n = 0, bytes = 0;
       for (size_t k = 0; k < batch.count; ++k) {

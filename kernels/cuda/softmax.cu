@@ -15,7 +15,8 @@
 // whose target is outside [0, V). A kernel cannot throw, so it leaves that row and its value in a
 // small flag tensor on the device; the launcher copies the flag to the host after the launch
 // (a synchronising 8-byte copy on `cuda`, a read on `emu`) and throws naming row and value, before
-// the row kernels could read out of bounds. f32 only (f64 is for gradcheck on cpu).
+// the row kernels could read out of bounds. Elements are f32 or bf16 (f64 is for gradcheck on
+// cpu); with bf16 logits the losses and logsumexps stay f32.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,9 +33,13 @@ namespace {
 constexpr int kMaxThreadsPerRow = 512;
 
 // max_j x[j] over one row, by the whole block.
-__device__ float row_max(const float* x, int64_t cols) {
+template <class T>
+__device__ float row_max(const T* x, int64_t cols) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = x[j] > m ? x[j] : m;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = to_compute(x[j]);
+    m = v > m ? v : m;
+  }
   return block_reduce(m, Max{});
 }
 
@@ -43,61 +48,72 @@ struct LogSumExp {
   float max, log_sum;
 };
 
-__device__ LogSumExp row_logsumexp(const float* x, int64_t cols) {
+template <class T>
+__device__ LogSumExp row_logsumexp(const T* x, int64_t cols) {
   const float m = row_max(x, cols);
   float s = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(x[j] - m);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(to_compute(x[j]) - m);
   return {m, logf(block_reduce(s, Sum{}))};
 }
 
+// Every kernel below is templated on the stored element type T (float or bf16); loads convert to
+// f32 (to_compute), all math and every sum is f32, and each output element is rounded once when
+// stored (from_compute).
+
 // ---------------------------------------------------------------------------------------------
 // softmax: y = exp(x - max) / sum(exp(x - max))
-__global__ void softmax_forward_kernel(const float* x, float* y, int64_t cols) {
+template <class T>
+__global__ void softmax_forward_kernel(const T* x, T* y, int64_t cols) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
-  const float* xr = x + row;
-  float* yr = y + row;
+  const T* xr = x + row;
+  T* yr = y + row;
   const float m = row_max(xr, cols);
-  // 1. exponentiate the shifted row and sum it
+  // 1. sum the exponentials of the shifted row
   float s = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    yr[j] = expf(xr[j] - m);
-    s += yr[j];
-  }
-  // 2. normalise (each thread rescales the columns it wrote)
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(to_compute(xr[j]) - m);
+  // 2. normalise (each thread recomputes the exponentials of its columns: no rounded
+  //    intermediate is stored)
   const float inv = 1.0f / block_reduce(s, Sum{});
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] *= inv;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    yr[j] = from_compute<T>(expf(to_compute(xr[j]) - m) * inv);
 }
 
 // softmax backward: dx = y * (dy - sum(dy * y))
-__global__ void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t cols) {
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t cols) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
-  const float *yr = y + row, *dyr = dy + row;
-  float* dxr = dx + row;
+  const T *yr = y + row, *dyr = dy + row;
+  T* dxr = dx + row;
   float dot = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += dyr[j] * yr[j];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    dot += to_compute(dyr[j]) * to_compute(yr[j]);
   dot = block_reduce(dot, Sum{});
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dxr[j] = yr[j] * (dyr[j] - dot);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    dxr[j] = from_compute<T>(to_compute(yr[j]) * (to_compute(dyr[j]) - dot));
 }
 
 // log-softmax: y = (x - max) - log(sum(exp(x - max)))
-__global__ void log_softmax_forward_kernel(const float* x, float* y, int64_t cols) {
+template <class T>
+__global__ void log_softmax_forward_kernel(const T* x, T* y, int64_t cols) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
-  const float* xr = x + row;
-  float* yr = y + row;
+  const T* xr = x + row;
+  T* yr = y + row;
   const LogSumExp lse = row_logsumexp(xr, cols);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = (xr[j] - lse.max) - lse.log_sum;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    yr[j] = from_compute<T>((to_compute(xr[j]) - lse.max) - lse.log_sum);
 }
 
 // log-softmax backward: dx = dy - softmax(x) * sum(dy), with softmax(x) = exp(y)
-__global__ void log_softmax_backward_kernel(const float* y, const float* dy, float* dx,
-                                            int64_t cols) {
+template <class T>
+__global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t cols) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
-  const float *yr = y + row, *dyr = dy + row;
-  float* dxr = dx + row;
+  const T *yr = y + row, *dyr = dy + row;
+  T* dxr = dx + row;
   float s = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += dyr[j];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += to_compute(dyr[j]);
   s = block_reduce(s, Sum{});
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dxr[j] = dyr[j] - expf(yr[j]) * s;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    dxr[j] = from_compute<T>(to_compute(dyr[j]) - expf(to_compute(yr[j])) * s);
 }
 
 // Cross-entropy target check, one block over all rows: valid[0] (when given) = the number of rows
@@ -125,33 +141,34 @@ __global__ void cross_entropy_check_targets_kernel(const int32_t* targets, int64
 }
 
 // cross-entropy: lse[r] = logsumexp(x[r]); losses[r] = lse[r] - x[r, t_r], 0 for ignored rows
-// (targets already checked)
-__global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* targets,
-                                             float* losses, float* lse, int64_t cols,
-                                             int64_t ignore_index) {
+// (targets already checked). Logits of type T; losses and lse are f32 whatever T is.
+template <class T>
+__global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* targets, float* losses,
+                                             float* lse, int64_t cols, int64_t ignore_index) {
   const int64_t r = blockIdx.x;
-  const float* xr = logits + r * cols;
+  const T* xr = logits + r * cols;
   const LogSumExp l = row_logsumexp(xr, cols);
   if (threadIdx.x == 0) {
     const int32_t t = targets[r];
     lse[r] = l.max + l.log_sum;
-    losses[r] = t == ignore_index ? 0.0f : l.log_sum - (xr[t] - l.max);
+    losses[r] = t == ignore_index ? 0.0f : l.log_sum - (to_compute(xr[t]) - l.max);
   }
 }
 
 // cross-entropy backward: dx[r, j] = (exp(x[r, j] - lse[r]) - [j == t_r]) * dlosses[r]; ignored
-// rows get 0
-__global__ void cross_entropy_backward_kernel(const float* logits, const int32_t* targets,
-                                              const float* lse, const float* dlosses,
-                                              float* dlogits, int64_t cols, int64_t ignore_index) {
+// rows get 0. lse and dlosses are f32; logits and dlogits of type T.
+template <class T>
+__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets,
+                                              const float* lse, const float* dlosses, T* dlogits,
+                                              int64_t cols, int64_t ignore_index) {
   const int64_t r = blockIdx.x;
-  const float* xr = logits + r * cols;
-  float* dxr = dlogits + r * cols;
+  const T* xr = logits + r * cols;
+  T* dxr = dlogits + r * cols;
   const int64_t t = targets[r];
   const float scale = t == ignore_index ? 0.0f : dlosses[r];
   const float l = lse[r];
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    dxr[j] = expf(xr[j] - l) * scale - (j == t ? scale : 0.0f);
+    dxr[j] = from_compute<T>(expf(to_compute(xr[j]) - l) * scale - (j == t ? scale : 0.0f));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -181,20 +198,25 @@ LaunchInfo row_launch_info(const char* kernel, const Tensor& x, const Rows& g, d
   return kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), block, 0, flops, bytes);
 }
 
-// The four row-wise kernels: kernel(inputs..., out, cols) with one block per row, after checking
-// that inputs and output are contiguous f32 of the first input's size.
-template <class... Params, class... In>
-void launch_rowwise(const char* kernel, void (*fn)(Params...), double flops_per_element,
+// The four row-wise kernels: kernel<T>(inputs..., out, cols) with one block per row, after
+// checking that inputs and output are contiguous, of the first input's size and dtype (f32 or
+// bf16: T).
+// kernel_of.operator()<T>() is the kernel for element type T.
+template <class KernelOf, class... In>
+void launch_rowwise(const char* kernel, KernelOf kernel_of, double flops_per_element,
                     const Tensor& out, const In&... in) {
   const Tensor* inputs[] = {&in...};
-  const Tensor& x = *inputs[0];  // x, or y for the backward kernels: sets the size
-  check_layout(kernel, x.numel(), DType::f32, {&in..., &out});
+  const Tensor& x = *inputs[0];  // x, or y for the backward kernels: sets the size and dtype
+  check_layout(kernel, x.numel(), x.dtype(), {&in..., &out});
   const Rows g(x);
   if (g.rows == 0) return;
   const LaunchInfo info =
       row_launch_info(kernel, out, g, flops_per_element * static_cast<double>(out.numel()),
                       bytes_of({&in..., &out}));
-  launch_cuda_kernel(info, fn, in.template data<float>()..., out.data<float>(), g.cols);
+  visit_f32_bf16(x, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, kernel_of.template operator()<T>(), in.template data<T>()...,
+                       out.data<T>(), g.cols);
+  });
 }
 
 // Runs the target check; throws naming the first bad row and its target. `valid` may be null.
@@ -218,28 +240,33 @@ void check_targets(const char* kernel, const Tensor& targets, int64_t V, int64_t
 }  // namespace
 
 void softmax_forward(const Tensor& x, const Tensor& y) {
-  launch_rowwise("softmax_forward", softmax_forward_kernel, 5, y, x);
+  launch_rowwise(
+      "softmax_forward", []<class T>() { return softmax_forward_kernel<T>; }, 5, y, x);
 }
 
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  launch_rowwise("softmax_backward", softmax_backward_kernel, 4, dx, y, dy);
+  launch_rowwise(
+      "softmax_backward", []<class T>() { return softmax_backward_kernel<T>; }, 4, dx, y, dy);
 }
 
 void log_softmax_forward(const Tensor& x, const Tensor& y) {
-  launch_rowwise("log_softmax_forward", log_softmax_forward_kernel, 5, y, x);
+  launch_rowwise(
+      "log_softmax_forward", []<class T>() { return log_softmax_forward_kernel<T>; }, 5, y, x);
 }
 
 void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  launch_rowwise("log_softmax_backward", log_softmax_backward_kernel, 4, dx, y, dy);
+  launch_rowwise(
+      "log_softmax_backward", []<class T>() { return log_softmax_backward_kernel<T>; }, 4, dx, y,
+      dy);
 }
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                            const Tensor& lse, const Tensor& valid, int64_t ignore_index) {
   const char* kernel = "cross_entropy_forward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), DType::f32, {&logits});
+  check_layout(kernel, logits.numel(), logits.dtype(), {&logits});
   check_layout(kernel, g.rows, DType::i32, {&targets});
-  check_layout(kernel, g.rows, DType::f32, {&losses, &lse});
+  check_layout(kernel, g.rows, DType::f32, {&losses, &lse});  // f32 whatever the logits are
   check_layout(kernel, 1, DType::f32, {&valid});
   // 1. check the targets and count the valid rows
   check_targets(kernel, targets, g.cols, ignore_index, valid.data<float>());
@@ -248,16 +275,18 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
   const LaunchInfo info =
       row_launch_info(kernel, logits, g, 4.0 * static_cast<double>(logits.numel()),
                       bytes_of({&logits, &targets, &losses, &lse}));
-  launch_cuda_kernel(info, cross_entropy_forward_kernel, logits.data<float>(),
-                     targets.data<int32_t>(), losses.data<float>(), lse.data<float>(), g.cols,
-                     ignore_index);
+  visit_f32_bf16(logits, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, cross_entropy_forward_kernel<T>, logits.data<T>(),
+                       targets.data<int32_t>(), losses.data<float>(), lse.data<float>(), g.cols,
+                       ignore_index);
+  });
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                             const Tensor& dlosses, const Tensor& dlogits, int64_t ignore_index) {
   const char* kernel = "cross_entropy_backward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), DType::f32, {&logits, &dlogits});
+  check_layout(kernel, logits.numel(), logits.dtype(), {&logits, &dlogits});
   check_layout(kernel, g.rows, DType::i32, {&targets});
   check_layout(kernel, g.rows, DType::f32, {&lse, &dlosses});
   check_targets(kernel, targets, g.cols, ignore_index, nullptr);
@@ -265,9 +294,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   const LaunchInfo info =
       row_launch_info(kernel, logits, g, 3.0 * static_cast<double>(logits.numel()),
                       bytes_of({&logits, &targets, &lse, &dlosses, &dlogits}));
-  launch_cuda_kernel(info, cross_entropy_backward_kernel, logits.data<float>(),
-                     targets.data<int32_t>(), lse.data<float>(), dlosses.data<float>(),
-                     dlogits.data<float>(), g.cols, ignore_index);
+  visit_f32_bf16(logits, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, cross_entropy_backward_kernel<T>, logits.data<T>(),
+                       targets.data<int32_t>(), lse.data<float>(), dlosses.data<float>(),
+                       dlogits.data<T>(), g.cols, ignore_index);
+  });
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

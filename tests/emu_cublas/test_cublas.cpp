@@ -209,3 +209,105 @@ TEST(EmuCublas, HandlesStreamsAndStatusText) {
 
 }  // namespace
 }  // namespace glass::emu_cublas_test
+
+namespace glass::emu_cublas_test {
+namespace {
+
+// v rounded to bf16 (the values a bf16 matrix holds) and its bits.
+std::vector<float> rounded_to_bf16(const std::vector<float>& v) {
+  std::vector<float> out;
+  for (float x : v) out.push_back(bf16::from_float(x).to_float());
+  return out;
+}
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  for (float x : v) out.push_back(bf16::from_float(x).bits);
+  return out;
+}
+
+// cublasGemmStridedBatchedEx with bf16 A and B against the naive double GEMM of the same (bf16)
+// values: a f32 C agrees to f32 accumulation; a bf16 C is that result rounded once (at most 2^-8
+// relative, on top), and every op combination, padded leading dimensions and batch strides
+// (stride 0 for A) take the same path.
+TEST(EmuCublas, GemmExBf16MatchesNaiveGemmOfTheBf16Values) {
+  Handle handle;
+  const cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T};
+  uint64_t seed = 100;
+  for (cublasOperation_t ta : ops)
+    for (cublasOperation_t tb : ops)
+      for (int pad : {0, 3}) {
+        const Gemm g{ta, tb, 7, 13, 33, pad};
+        const int batch = 2;
+        const long long stride_b = static_cast<long long>(g.b_size()), stride_c = g.c_size();
+        const std::vector<float> a = rounded_to_bf16(randoms(g.a_size(), seed++));
+        const std::vector<float> b = rounded_to_bf16(randoms(stride_b * batch, seed++));
+        const std::vector<float> c0 = rounded_to_bf16(randoms(stride_c * batch, seed++));
+        const std::vector<uint16_t> a16 = bf16_bits(a), b16 = bf16_bits(b);
+        const float alpha = 0.75f, beta = -0.5f;
+        // bf16 C, and f32 C
+        std::vector<uint16_t> c16 = bf16_bits(c0);
+        std::vector<float> c32 = c0;
+        ASSERT_EQ(cublasGemmStridedBatchedEx(
+                      handle.h, ta, tb, g.m, g.n, g.k, &alpha, a16.data(), CUDA_R_16BF, g.lda(), 0,
+                      b16.data(), CUDA_R_16BF, g.ldb(), stride_b, &beta, c16.data(), CUDA_R_16BF,
+                      g.ldc(), stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  CUBLAS_STATUS_SUCCESS);
+        ASSERT_EQ(cublasGemmStridedBatchedEx(handle.h, ta, tb, g.m, g.n, g.k, &alpha, a16.data(),
+                                             CUDA_R_16BF, g.lda(), 0, b16.data(), CUDA_R_16BF,
+                                             g.ldb(), stride_b, &beta, c32.data(), CUDA_R_32F,
+                                             g.ldc(), stride_c, batch, CUBLAS_COMPUTE_32F_PEDANTIC,
+                                             CUBLAS_GEMM_DEFAULT_TENSOR_OP),
+                  CUBLAS_STATUS_SUCCESS);
+        for (int i = 0; i < batch; ++i) {
+          const size_t at = static_cast<size_t>(i * stride_c);
+          const std::vector<double> expected =
+              naive_gemm(g, alpha, a.data(), b.data() + i * stride_b, beta, c0.data() + at);
+          std::vector<double> got16, got32;
+          for (size_t j = at; j < at + g.c_size(); ++j) {
+            got16.push_back(bf16{c16[j]}.to_float());
+            got32.push_back(c32[j]);
+          }
+          EXPECT_TRUE(all_close(got32, expected, 1e-5)) << "f32 C, ta " << ta << " tb " << tb;
+          EXPECT_TRUE(all_close(got16, expected, 1.0 / 256)) << "bf16 C, ta " << ta << " tb " << tb;
+          // Rounded once: the bf16 C is exactly the f32 C rounded to nearest even.
+          for (size_t j = at; j < at + g.c_size(); ++j)
+            ASSERT_EQ(c16[j], bf16::from_float(c32[j]).bits) << "element " << j;
+        }
+      }
+}
+
+// What cuBLAS rejects in the Ex calls, and what the emulation does not guess at.
+TEST(EmuCublas, GemmExRejectsUnsupportedTypesAndBadArguments) {
+  Handle handle;
+  std::vector<uint16_t> a(1024, 0x3f80), b(1024, 0x3f80), c(1024, 0x4040);  // 1, 1, 3
+  std::vector<float> a32(1024, 1);
+  const float one = 1;
+  auto call = [&](cudaDataType at, const void* ap, cudaDataType bt, cudaDataType ct,
+                  cublasComputeType_t compute, int lda = 7,
+                  cublasGemmAlgo_t algo = CUBLAS_GEMM_DEFAULT) {
+    return cublasGemmEx(handle.h, CUBLAS_OP_N, CUBLAS_OP_N, 7, 13, 5, &one, ap, at, lda, b.data(),
+                        bt, 5, &one, c.data(), ct, 7, compute, algo);
+  };
+  const cublasStatus_t unsupported = CUBLAS_STATUS_NOT_SUPPORTED;
+  // A and B of different types; a bf16 product into f16; compute types that are not 32F.
+  EXPECT_EQ(call(CUDA_R_32F, a32.data(), CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F), unsupported);
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F), unsupported);
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_16F), unsupported);
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_64F), unsupported);
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F_FAST_TF32),
+            unsupported);
+  // A leading dimension below the rows, an algorithm that does not exist.
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 6),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 7,
+                 static_cast<cublasGemmAlgo_t>(50)),
+            CUBLAS_STATUS_INVALID_VALUE);
+  for (uint16_t v : c) ASSERT_EQ(v, 0x4040) << "a rejected call wrote to C";
+  // The same call with good arguments: 3 + 5 * (1 * 1) = 8.
+  EXPECT_EQ(call(CUDA_R_16BF, a.data(), CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(bf16{c[0]}.to_float(), 8.0f);
+}
+
+}  // namespace
+}  // namespace glass::emu_cublas_test

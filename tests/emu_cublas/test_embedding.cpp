@@ -77,7 +77,7 @@ TEST(EmuEmbedding, BadOperandsAreNamed) {
   Tensor f64_table = Tensor::empty({3, 8}, DType::f64, kEmu);
   out = Tensor::empty({4, 8}, DType::f64, kEmu);
   EXPECT_CONTAINS(error_of([&] { kernels::cuda::embedding_forward(ids, f64_table, out); }),
-                  "f32 only");
+                  "must be contiguous f32 or bf16");
   const Tensor float_ids = Tensor::empty({4}, DType::f32, kEmu);
   EXPECT_CONTAINS(error_of([&] { kernels::cuda::embedding_forward(float_ids, table, out); }),
                   "must be contiguous i32");

@@ -7,6 +7,8 @@
 // input requiring grad, and compares outputs; then it back-propagates sum(out * w) for a random w
 // and compares every input's gradient. The kernels differ (kernels/cpu vs kernels/cuda), so values
 // agree to f32 rounding, judged against the magnitude of the cpu result (tests/testing.h).
+// CrossDeviceBf16 runs the same table with bf16 tensors on the device (mixed precision) against f32
+// on cpu, to bf16 rounding.
 #include <functional>
 #include <string>
 #include <tuple>
@@ -51,6 +53,8 @@ struct Case {
   std::function<Inputs(Generator&)> inputs;  // on cpu
   std::function<Tensor(const Inputs&)> op;
   double rtol = 1e-5;
+  // The bf16 table's tolerance, in units of bf16's rounding error 2^-8 (see CrossDeviceBf16).
+  double bf16_units = 4;
 };
 
 // ids in [0, n) as i32, with `ignored` positions set to -100 (cross-entropy's ignore_index).
@@ -85,11 +89,14 @@ std::vector<Case> cases() {
          return Inputs{randn({37, 33}, g), rand({37, 33}, g, 0.5, 2)};
        },
        [](const Inputs& x) { return x[0] / x[1]; }},
-      {"scalar_ops", r({1000}), [](const Inputs& x) { return -(x[0] * 1.5 + 0.25) / 3.0; }},
+      // four ops, each storing a rounded bf16 result: 4 roundings forward, 4 back, + 1 seed
+      {"scalar_ops", r({1000}), [](const Inputs& x) { return -(x[0] * 1.5 + 0.25) / 3.0; }, 1e-5,
+       9},
       {"pow_square", r({37, 33}), [](const Inputs& x) { return pow(x[0], 2); }},
-      {"pow_cube", r({37, 33}), [](const Inputs& x) { return pow(x[0], 3); }},
+      // backward: 3 x^2 dy formed by three rounded ops (pow, mul, mul)
+      {"pow_cube", r({37, 33}), [](const Inputs& x) { return pow(x[0], 3); }, 1e-5, 6},
       {"pow_fractional", [](Generator& g) { return Inputs{rand({1025}, g, 0.5, 2)}; },
-       [](const Inputs& x) { return pow(x[0], 1.5); }},
+       [](const Inputs& x) { return pow(x[0], 1.5); }, 1e-5, 6},
       {"gelu", r({37, 1000}), [](const Inputs& x) { return gelu(x[0]); }},
       {"dropout", r({37, 33}),
        [](const Inputs& x) {
@@ -144,7 +151,9 @@ std::vector<Case> cases() {
        [](const Inputs& x) { return mlp(x[0], x[1], Tensor(), x[2], Tensor()); }},
       // --- softmax family, rows that leave partial blocks and warps ---
       {"softmax", r({37, 33}), [](const Inputs& x) { return softmax(x[0]); }},
-      {"softmax_wide", r({5, 1000}), [](const Inputs& x) { return softmax(x[0] * 3.0); }},
+      // x * 3 is rounded before the softmax: an absolute error of up to |3x| 2^-9 ~ 6 units in
+      // the logits becomes that relative error in every probability
+      {"softmax_wide", r({5, 1000}), [](const Inputs& x) { return softmax(x[0] * 3.0); }, 1e-5, 12},
       {"softmax_one_column", r({37, 1}), [](const Inputs& x) { return softmax(x[0]); }},
       {"log_softmax", r({37, 1000}), [](const Inputs& x) { return log_softmax(x[0]); }},
       {"cross_entropy",
@@ -228,6 +237,72 @@ TEST_P(CrossDevice, ForwardAndBackwardMatchCpu) {
         << c.name << " gradient of input " << i;
   }
 }
+
+// The same table in bf16 (mixed precision, README): the device runs every op on bf16 tensors
+// (math and sums in f32, each stored result rounded to bf16), the cpu reference runs in f32 on the
+// same values (inputs and w rounded to bf16 first, so both start from identical numbers). What
+// separates them is the rounding of each value the device stores in bf16: at most 2^-8 relative
+// (8 significant bits, round to nearest), so a compared value is allowed bf16_units x 2^-8 of the
+// reference's largest magnitude, bf16_units counting the bf16 stores on its path: by default 4
+// (forward output; the seed product out * w; the op's backward output; one more for a backward
+// made of two launches or an intermediate stored in bf16), more where a case says why.
+constexpr double kBf16Unit = 1.0 / 256;  // 2^-8
+
+// t (f32, on cpu) with every element rounded to bf16 and back.
+Tensor round_to_bf16(const Tensor& t) {
+  return is_floating(t.dtype()) ? cast(cast(t, DType::bf16), t.dtype()) : t;
+}
+
+class CrossDeviceBf16 : public ::testing::TestWithParam<std::tuple<Case, Device>> {};
+
+TEST_P(CrossDeviceBf16, ForwardAndBackwardMatchCpuWithinBf16Rounding) {
+  const auto& [c, device] = GetParam();
+  Generator gen(1234);
+  Inputs cpu_in, dev_in;
+  for (const Tensor& t : c.inputs(gen)) {
+    cpu_in.push_back(round_to_bf16(t));
+    dev_in.push_back(to_device(is_floating(t.dtype()) ? cast(t, DType::bf16) : t, device));
+  }
+  for (Inputs* in : {&cpu_in, &dev_in})
+    for (Tensor& t : *in)
+      if (is_floating(t.dtype())) t.set_requires_grad(true);
+
+  const Tensor cpu_out = c.op(cpu_in);
+  const Tensor w = round_to_bf16(randn(cpu_out.shape(), gen));
+  backward(sum(cpu_out * w));
+  // w as the device output's dtype will be (bf16; f32 for a loss), made before counting launches.
+  const Tensor w_bf16 = cast(w, DType::bf16);
+  Tensor dev_out;
+  {
+    LaunchCounter launches(device);
+    dev_out = c.op(dev_in);
+    const Tensor dev_w = to_device(dev_out.dtype() == DType::bf16 ? w_bf16 : w, device);
+    backward(sum(dev_out * dev_w));
+    EXPECT_EQ(launches.elsewhere, 0) << c.name;
+  }
+  // The device computed in bf16: its output is bf16 (a loss is f32, as the mixed precision keeps
+  // it), and every gradient of a bf16 input is bf16.
+  EXPECT_EQ(dev_out.dtype(), c.name.starts_with("cross_entropy") ? DType::f32 : DType::bf16)
+      << c.name;
+  const double rtol = c.bf16_units * kBf16Unit;
+  EXPECT_TRUE(all_close(dev_out, cpu_out, rtol)) << c.name << " forward";
+  for (size_t i = 0; i < cpu_in.size(); ++i) {
+    if (!cpu_in[i].requires_grad()) continue;
+    ASSERT_TRUE(dev_in[i].grad().defined()) << c.name << " input " << i;
+    EXPECT_EQ(dev_in[i].grad().dtype(), DType::bf16) << c.name << " input " << i;
+    EXPECT_TRUE(all_close(dev_in[i].grad(), cpu_in[i].grad(), rtol))
+        << c.name << " gradient of input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CrossDeviceBf16,
+                         ::testing::Combine(::testing::ValuesIn(cases()),
+                                            ::testing::ValuesIn(cuda_kernel_devices())),
+                         [](const auto& info) {
+                           const Device d = std::get<1>(info.param);
+                           return std::get<0>(info.param).name + "_" +
+                                  (d.kind == DeviceKind::emu ? "emu" : "cuda");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Ops, CrossDevice,
                          ::testing::Combine(::testing::ValuesIn(cases()),

@@ -3,12 +3,17 @@
 //
 // Nothing here knows about glass tensors: like the real library it sees sizes, leading
 // dimensions and raw pointers, and emu device memory is host memory that OpenBLAS reads directly.
+// The Ex calls with bf16 operands convert them exactly to f32 (compact column-major copies), run
+// the same f32 GEMM, and round a bf16 C once (glass::bf16, round to nearest even).
 #include "engine/emu/cublas/cublas_v2.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <new>
+#include <vector>
+
+#include "engine/dtype.h"
 
 #include "engine/emu/runtime/runtime.h"
 
@@ -30,8 +35,8 @@ CBLAS_TRANSPOSE to_cblas(cublasOperation_t op) {
 
 // cuBLAS's checks for a GEMM, made before anything is read or written.
 cublasStatus_t check_gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-                          int m, int n, int k, const float* alpha, int lda, int ldb,
-                          const float* beta, int ldc, int batch_count) {
+                          int m, int n, int k, const void* alpha, int lda, int ldb,
+                          const void* beta, int ldc, int batch_count) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!is_op(transa) || !is_op(transb) || m < 0 || n < 0 || k < 0 || batch_count < 0 ||
       alpha == nullptr || beta == nullptr)
@@ -83,6 +88,37 @@ constexpr StatusText kStatusTexts[] = {
      "the functionality requested is not supported"},
     {CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "a licensing error occurred"},
 };
+
+// The Ex calls' element and compute types: what cuBLAS supports of them, and the emulation does
+// (see cublas_v2.h).
+cublasStatus_t check_types(cudaDataType a, cudaDataType b, cudaDataType c,
+                           cublasComputeType_t compute) {
+  if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a != b) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a == CUDA_R_32F && c == CUDA_R_32F) return CUBLAS_STATUS_SUCCESS;
+  if (a == CUDA_R_16BF && (c == CUDA_R_16BF || c == CUDA_R_32F)) return CUBLAS_STATUS_SUCCESS;
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+bool is_algo(cublasGemmAlgo_t algo) {
+  return (algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
+         (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+}
+
+// A column-major rows x cols matrix of `type` at p (leading dimension ld) as a compact f32 matrix
+// (leading dimension rows): exact for bf16 and f32.
+std::vector<float> to_f32(const void* p, cudaDataType type, int rows, int cols, int ld) {
+  std::vector<float> out(static_cast<size_t>(rows) * cols);
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i) {
+      const long long at = static_cast<long long>(j) * ld + i;
+      out[static_cast<size_t>(j) * rows + i] =
+          type == CUDA_R_16BF ? glass::bf16{static_cast<const uint16_t*>(p)[at]}.to_float()
+                              : static_cast<const float*>(p)[at];
+    }
+  return out;
+}
 
 const StatusText* find_status(cublasStatus_t status) {
   for (const StatusText& s : kStatusTexts)
@@ -170,6 +206,75 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
   const cudaError_t queued = glass::emu::runtime::enqueue(
       handle->stream, "cublasSgemmStridedBatched", {{A, false}, {B, false}, {C, true}}, gemm);
   return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                            const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B,
+                                    Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1, computeType, algo);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  cublasStatus_t status =
+      check_gemm(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc, batchCount);
+  if (status == CUBLAS_STATUS_SUCCESS && !is_algo(algo)) status = CUBLAS_STATUS_INVALID_VALUE;
+  if (status == CUBLAS_STATUS_SUCCESS) status = check_types(Atype, Btype, Ctype, computeType);
+  if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
+  // The 32F compute types scale by float.
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  if (Atype == CUDA_R_32F)  // all f32: the SGEMM itself
+    return cublasSgemmStridedBatched(handle, transa, transb, m, n, k, &a,
+                                     static_cast<const float*>(A), lda, strideA,
+                                     static_cast<const float*>(B), ldb, strideB, &b,
+                                     static_cast<float*>(C), ldc, strideC, batchCount);
+  const size_t a_size = Atype == CUDA_R_16BF ? 2 : 4, c_size = Ctype == CUDA_R_16BF ? 2 : 4;
+  const int a_rows = transa == CUBLAS_OP_N ? m : k, a_cols = transa == CUBLAS_OP_N ? k : m;
+  const int b_rows = transb == CUBLAS_OP_N ? k : n, b_cols = transb == CUBLAS_OP_N ? n : k;
+  for (int i = 0; i < batchCount; ++i) {
+    // 1. A and B as compact f32 matrices (exact), and C as f32 when it is bf16 (read only when
+    //    beta != 0, as cuBLAS reads it)
+    const auto* a_i = static_cast<const char*>(A) + i * strideA * static_cast<long long>(a_size);
+    const auto* b_i = static_cast<const char*>(B) + i * strideB * static_cast<long long>(a_size);
+    char* c_i = static_cast<char*>(C) + i * strideC * static_cast<long long>(c_size);
+    const bool product = a != 0.0f && k > 0;  // else A and B are not read
+    const std::vector<float> fa =
+        product ? to_f32(a_i, Atype, a_rows, a_cols, lda) : std::vector<float>();
+    const std::vector<float> fb =
+        product ? to_f32(b_i, Btype, b_rows, b_cols, ldb) : std::vector<float>();
+    std::vector<float> fc;
+    float* c = reinterpret_cast<float*>(c_i);
+    int c_ld = ldc;
+    if (Ctype == CUDA_R_16BF) {
+      fc = b == 0.0f ? std::vector<float>(static_cast<size_t>(m) * n)
+                     : to_f32(c_i, Ctype, m, n, ldc);
+      c = fc.data();
+      c_ld = m;
+    }
+    // 2. C = alpha op(A) op(B) + beta C in f32
+    if (!product)
+      scale(m, n, b, c, c_ld);
+    else
+      cblas_sgemm(CblasColMajor, to_cblas(transa), to_cblas(transb), m, n, k, a, fa.data(),
+                  std::max(1, a_rows), fb.data(), std::max(1, b_rows), b, c, c_ld);
+    // 3. a bf16 C: each element rounded once
+    if (Ctype == CUDA_R_16BF)
+      for (int j = 0; j < n; ++j)
+        for (int r = 0; r < m; ++r)
+          reinterpret_cast<uint16_t*>(c_i)[static_cast<long long>(j) * ldc + r] =
+              glass::bf16::from_float(fc[static_cast<size_t>(j) * m + r]).bits;
+  }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 }  // extern "C"

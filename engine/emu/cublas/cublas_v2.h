@@ -23,9 +23,22 @@
 // emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME) cublasCreate makes a stream-ordered
 // handle: a GEMM is queued on the handle's stream at the call (alpha and beta read then, as
 // cuBLAS reads host scalars) and runs in order with the kernels around it.
+// - the mixed-precision entry points (cublasGemmEx, cublasGemmStridedBatchedEx) take the element
+//   types of A, B and C (cudaDataType, from the CUDA headers) and a compute type: the emulation
+//   answers CUBLAS_COMPUTE_32F(_PEDANTIC) with A, B and C all CUDA_R_32F, or A and B CUDA_R_16BF
+//   and C CUDA_R_16BF or CUDA_R_32F, alpha and beta float, as cuBLAS's table of supported
+//   combinations has them: bf16 inputs are converted exactly, products are summed in f32, and a
+//   bf16 C is rounded once, to nearest even. A combination cuBLAS does not support (A and B of
+//   different types, a compute type that does not fit the data types) is
+//   CUBLAS_STATUS_NOT_SUPPORTED; one cuBLAS supports and the emulation does not (f16, int8,
+//   complex, other compute types) is CUBLAS_STATUS_NOT_SUPPORTED too, never a guess; an unknown
+//   algorithm is CUBLAS_STATUS_INVALID_VALUE.
+// Calls are synchronous. The stream set on a handle is kept (cublasGetStream returns it) and
+// otherwise has no effect: on emu every stream is an in-order queue that is always drained.
 #pragma once
 
-#include <driver_types.h>  // cudaStream_t, from the CUDA headers as they are
+#include <driver_types.h>   // cudaStream_t, from the CUDA headers as they are
+#include <library_types.h>  // cudaDataType (CUDA_R_32F, CUDA_R_16BF, ...)
 
 // The real library's symbols stay free: a program with both devices links this emulation (for
 // gemm.cu's emu build) and libcublas (for its nvcc build), and each call must reach its own. So,
@@ -44,6 +57,8 @@
 #define cublasGetStatusString glass_emu_cublasGetStatusString
 #define cublasSgemm glass_emu_cublasSgemm
 #define cublasSgemmStridedBatched glass_emu_cublasSgemmStridedBatched
+#define cublasGemmEx glass_emu_cublasGemmEx
+#define cublasGemmStridedBatchedEx glass_emu_cublasGemmStridedBatchedEx
 
 extern "C" {
 
@@ -62,10 +77,30 @@ typedef enum {
 
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
 
-// How products are accumulated (cuBLASLt's CUBLASLT_MATMUL_DESC_COMPUTE_TYPE): the emulation
-// knows f32 accumulation, and f32 with inputs rounded to TF32 (10-bit mantissa), as tensor cores
-// do when it is allowed.
-typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+// The compute types of the Ex calls, with cuBLAS's values.
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_16F_PEDANTIC = 65,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_COMPUTE_64F_PEDANTIC = 71,
+  CUBLAS_COMPUTE_32I = 72,
+  CUBLAS_COMPUTE_32I_PEDANTIC = 73
+} cublasComputeType_t;
+
+// The algorithm of the Ex calls: the default (heuristic) one, CUBLAS_GEMM_ALGO0..23, and the
+// tensor-op ones 99..115; every valid value computes the same product here.
+typedef enum {
+  CUBLAS_GEMM_DEFAULT = -1,
+  CUBLAS_GEMM_ALGO0 = 0,
+  CUBLAS_GEMM_ALGO23 = 23,
+  CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99,
+  CUBLAS_GEMM_ALGO15_TENSOR_OP = 115
+} cublasGemmAlgo_t;
 
 // A handle: what the library keeps per context (here only the stream).
 typedef struct cublasContext* cublasHandle_t;
@@ -94,5 +129,24 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long int strideA, const float* B, int ldb,
                                          long long int strideB, const float* beta, float* C,
                                          int ldc, long long int strideC, int batchCount);
+
+// C = alpha op(A) op(B) + beta C with A, B and C of the given element types and the sums in
+// computeType; alpha and beta point to the compute type's scale type (float for the 32F types).
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                            const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo);
+
+// The same for batchCount matrices `stride` elements apart.
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 
 }  // extern "C"

@@ -177,6 +177,10 @@ void check_leading_dimensions(const char* kernel, const GemmArgs& g) {
 void launch_matmul(const char* kernel, void (*fn)(Problem), const GemmArgs& g, dim3 block,
                    int64_t tile_m, int64_t tile_n) {
   check_gemm_args(g);
+  GLASS_CHECK(g.c.dtype() == DType::f32,
+              "{}: the matmul ladder's rungs are f32 and C is {} (bf16 runs on the production "
+              "rung, cuBLAS)",
+              kernel, g.c.describe());
   check_leading_dimensions(kernel, g);
   if (g.m == 0 || g.n == 0) return;
   const int64_t row_tiles = (g.m + tile_m - 1) / tile_m;
