@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "engine/error.h"
+#include "engine/launch.h"
 
 #if GLASS_HAS_CUDA
 #include <cuda_runtime.h>
@@ -130,6 +131,7 @@ void Stream::push(std::function<void()> work, bool runs_after_error) {
 }
 
 void Stream::synchronize() {
+  note_host_sync(device_, "Stream::synchronize");
   if (!queue_) {
 #if GLASS_HAS_CUDA
     cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)), "cudaStreamSynchronize");
@@ -177,6 +179,7 @@ void Stream::wait_for_calling_thread() {
 Event::Event() : state_(std::make_shared<State>()) {}
 
 void Event::record(Stream& stream) {
+  device_ = stream.device();
 #if GLASS_HAS_CUDA
   if (!stream.queue_) {
     if (!native_) {
@@ -231,6 +234,7 @@ bool Event::wait_for(std::chrono::duration<double> timeout) const {
 }
 
 void Event::synchronize() const {
+  note_host_sync(device_, "Event::synchronize");
 #if GLASS_HAS_CUDA
   if (native_) {
     cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(native_)), "cudaEventSynchronize");
