@@ -88,8 +88,7 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
   note_host_sync(device, what);
   // 3. the first raised flag, in the order the ops registered them
   for (size_t i = 0; i < flags.size(); ++i)
-    if (values[i] != 0)
-      fail("{}", flags[i].message(static_cast<int64_t>(kFlagBase - values[i])));
+    if (values[i] != 0) fail("{}", flags[i].message(static_cast<int64_t>(kFlagBase - values[i])));
 }
 
 }  // namespace glass

@@ -79,7 +79,7 @@ class Event {
   struct State;
   std::shared_ptr<State> state_;
   void* native_ = nullptr;  // cudaEvent_t on cuda
-  Device device_ = kCPU;     // of the stream last recorded on (host syncs are counted per device)
+  Device device_ = kCPU;    // of the stream last recorded on (host syncs are counted per device)
 };
 
 }  // namespace glass

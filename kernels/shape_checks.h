@@ -30,10 +30,9 @@ struct ClassifierShape {
     rows = logits.size(0);
     cols = logits.size(1);
     GLASS_CHECK(vocab > 0 && vocab <= cols,
-                "{}: the vocabulary {} must be in [1, {}] (the logits' columns, {})", kernel,
-                vocab, cols, logits.describe());
-    GLASS_CHECK(targets.dtype() == DType::i32 && targets.is_contiguous() &&
-                    targets.numel() == rows,
+                "{}: the vocabulary {} must be in [1, {}] (the logits' columns, {})", kernel, vocab,
+                cols, logits.describe());
+    GLASS_CHECK(targets.dtype() == DType::i32 && targets.is_contiguous() && targets.numel() == rows,
                 "{}: targets {} must be contiguous i32 with {} elements (logits {})", kernel,
                 targets.describe(), rows, logits.describe());
     for (const Tensor* t : {&losses, &valid})

@@ -93,17 +93,16 @@ __global__ void fused_classifier_kernel(T* logits, const int32_t* targets, float
 void check_targets(const char* kernel, const Tensor& targets, int64_t vocab, int64_t ignore_index,
                    float* valid) {
   const int64_t rows = targets.numel();
-  const Tensor bad = deferred_flag(
-      targets, [kernel, targets, vocab, ignore_index](int64_t row) {
-        return fmt::format("{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})",
-                           kernel, read_i32_at(targets, row), row, vocab, ignore_index);
-      });
-  const LaunchInfo info = kernel_launch_info(
-      "check_targets", targets, dim3(1),
-      dim3(32 * ceil_div(std::clamp<int64_t>(rows, 1, 1024), 32)), 0, 0,
-      static_cast<double>(targets.nbytes()) + (valid ? 4.0 : 0.0));
-  launch_cuda_kernel(info, check_targets_kernel, targets.data<int32_t>(), rows, vocab,
-                     ignore_index, bad.data<int32_t>(), valid);
+  const Tensor bad = deferred_flag(targets, [kernel, targets, vocab, ignore_index](int64_t row) {
+    return fmt::format("{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})",
+                       kernel, read_i32_at(targets, row), row, vocab, ignore_index);
+  });
+  const LaunchInfo info =
+      kernel_launch_info("check_targets", targets, dim3(1),
+                         dim3(32 * ceil_div(std::clamp<int64_t>(rows, 1, 1024), 32)), 0, 0,
+                         static_cast<double>(targets.nbytes()) + (valid ? 4.0 : 0.0));
+  launch_cuda_kernel(info, check_targets_kernel, targets.data<int32_t>(), rows, vocab, ignore_index,
+                     bad.data<int32_t>(), valid);
 }
 
 void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor& losses,
@@ -120,11 +119,11 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   const double elements = static_cast<double>(logits.numel());
   // exp + max/add per class in pass 1, exp + mul + sub per column in pass 2; the row is read
   // twice (the second time typically from L2) and written once
-  const LaunchInfo info = kernel_launch_info(
-      kernel, logits, dim3(static_cast<unsigned>(g.rows)), block, 0,
-      (write_dlogits ? 6.0 : 3.0) * elements,
-      static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
-          static_cast<double>(targets.nbytes() + losses.nbytes()));
+  const LaunchInfo info =
+      kernel_launch_info(kernel, logits, dim3(static_cast<unsigned>(g.rows)), block, 0,
+                         (write_dlogits ? 6.0 : 3.0) * elements,
+                         static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
+                             static_cast<double>(targets.nbytes() + losses.nbytes()));
   launch_cuda_kernel(info, fused_classifier_kernel<float>, logits.data<float>(),
                      targets.data<int32_t>(), losses.data<float>(), valid.data<float>(), g.cols,
                      vocab, ignore_index, write_dlogits);

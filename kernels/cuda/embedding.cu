@@ -61,11 +61,11 @@ void check_embedding(const char* kernel, const Tensor& ids, const Tensor& table,
 
 // A flag for the bad ids of this call; a raised one throws naming position and value.
 Tensor bad_id_flag(const char* kernel, const Tensor& ids, const Tensor& table) {
-  return deferred_flag(ids, [kernel, ids, vocab = table.size(0),
-                             table_desc = table.describe()](int64_t position) {
-    return fmt::format("{}: id {} at position {} is outside the table's rows [0, {}) of {}",
-                       kernel, read_i32_at(ids, position), position, vocab, table_desc);
-  });
+  return deferred_flag(
+      ids, [kernel, ids, vocab = table.size(0), table_desc = table.describe()](int64_t position) {
+        return fmt::format("{}: id {} at position {} is outside the table's rows [0, {}) of {}",
+                           kernel, read_i32_at(ids, position), position, vocab, table_desc);
+      });
 }
 
 // out[i] = table[ids[i]]. Thread mapping: block row blockIdx.y takes tokens blockIdx.y,
@@ -153,9 +153,9 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const dim3 block(threads_for(channels));
   const dim3 grid(ceil_div(channels, block.x), static_cast<unsigned>(std::min(n, kMaxGridY)));
   // Reads the ids and n table rows, writes n rows.
-  const LaunchInfo info =
-      kernel_launch_info("embedding_forward", table, grid, block, 0, 0,
-                         4.0 * static_cast<double>(n) * (1.0 + 2.0 * static_cast<double>(channels)));
+  const LaunchInfo info = kernel_launch_info(
+      "embedding_forward", table, grid, block, 0, 0,
+      4.0 * static_cast<double>(n) * (1.0 + 2.0 * static_cast<double>(channels)));
   launch_cuda_kernel(info, embedding_forward_kernel<float>, ids.data<int32_t>(),
                      table.data<float>(), out.data<float>(), n, vocab, channels,
                      bad_id.data<int32_t>());

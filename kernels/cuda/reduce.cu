@@ -150,11 +150,11 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
     const Tensor partials = Tensor::empty({splits, count}, DType::f64, x.device());
     launch_cuda_kernel(info, sum_dim_kernel<T, double>, x.data<T>(), partials.data<double>(), n,
                        inner, col_chunks, rows_per_split, count);
-    launch_cuda_kernel(
-        kernel_launch_info("sum_dim_combine", x, dim3(ceil_div(count, kThreads)), dim3(kThreads),
-                           0, static_cast<double>(splits * count),
-                           static_cast<double>(partials.nbytes() + out.nbytes())),
-        sum_dim_combine_kernel<T>, partials.data<double>(), out.data<T>(), count, splits);
+    launch_cuda_kernel(kernel_launch_info("sum_dim_combine", x, dim3(ceil_div(count, kThreads)),
+                                          dim3(kThreads), 0, static_cast<double>(splits * count),
+                                          static_cast<double>(partials.nbytes() + out.nbytes())),
+                       sum_dim_combine_kernel<T>, partials.data<double>(), out.data<T>(), count,
+                       splits);
   });
 }
 
