@@ -8,6 +8,7 @@
 //   reduce.cpp       sum, mean
 //   matmul.cpp       matmul (batched, broadcast), linear, mlp (fused linear-GELU-linear)
 //   softmax.cpp      softmax, log_softmax, cross_entropy
+//   classifier.cpp   fused_classifier (cross-entropy with dlogits in forward, padded vocabulary)
 //   layernorm.cpp    layer_norm
 //   attention.cpp    causal_attention
 //   embedding.cpp    embedding
@@ -137,6 +138,12 @@ Tensor log_softmax(const Tensor& x, CallSite site = CallSite::current());
 // Mean over the positions whose target != ignore_index. logits [..., V], targets i32 [...].
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      CallSite site = CallSite::current());
+// The same mean cross-entropy for logits [rows, Vp] whose classes are the columns [0, vocab)
+// (the rest is padding: never a target, no probability, no gradient), computed with the gradient
+// of the logits in one fused kernel (kernels/backend.h: fused_classifier). When a gradient is
+// needed the logits' memory is overwritten by it: the logits are consumed.
+Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                        int64_t ignore_index = -100, CallSite site = CallSite::current());
 
 // --- normalisation ---
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,

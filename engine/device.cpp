@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "engine/error.h"
+#include "engine/launch.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
 #endif
@@ -107,6 +108,7 @@ std::string device_name(Device d) {
 }
 
 void synchronize(Device d) {
+  note_host_sync(d, "synchronize");
 #if defined(GLASS_HAS_CUDA)
   if (d.kind == DeviceKind::cuda) cuda::synchronize_device(d.index);
 #else

@@ -37,6 +37,7 @@ std::condition_variable launches_done;
 int launches_in_flight = 0;
 thread_local int launches_in_flight_here = 0;
 std::atomic<uint64_t> launch_seq{0};
+std::atomic<uint64_t> host_syncs{0};
 const auto clock_origin = std::chrono::steady_clock::now();
 
 double now_us() {
@@ -62,30 +63,38 @@ void run_timed(const LaunchInfo& info, const std::function<void()>& kernel, bool
   rec.end_us = now_us();
 }
 
+// A snapshot of the observers, taken while counting this thread in as a caller of them; counted
+// out however the call ends (a kernel may throw), so that unsubscribe() can wait for it.
+struct InFlight {
+  std::vector<LaunchObserver*> snapshot;
+  InFlight() {
+    {
+      std::lock_guard lock(observers_mu);
+      snapshot = observers;
+      ++launches_in_flight;
+    }
+    ++launches_in_flight_here;
+  }
+  ~InFlight() {
+    --launches_in_flight_here;
+    {
+      std::lock_guard lock(observers_mu);
+      --launches_in_flight;
+    }
+    launches_done.notify_all();
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
+
 }  // namespace
 
 namespace detail {
 std::atomic<int> observer_count{0};
 
 void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
-  std::vector<LaunchObserver*> obs;
-  {
-    std::lock_guard lock(observers_mu);
-    obs = observers;
-    ++launches_in_flight;
-  }
-  ++launches_in_flight_here;
-  // Counted out however the launch ends (a kernel may throw).
-  struct Done {
-    ~Done() {
-      --launches_in_flight_here;
-      {
-        std::lock_guard lock(observers_mu);
-        --launches_in_flight;
-      }
-      launches_done.notify_all();
-    }
-  } done;
+  const InFlight in_flight;
+  const std::vector<LaunchObserver*>& obs = in_flight.snapshot;
   for (auto* o : obs) o->on_launch_begin(info);
   LaunchRecord rec;
   rec.info = info;
@@ -110,6 +119,18 @@ void unsubscribe(LaunchObserver* obs) {
   // one, cannot be waited for.)
   launches_done.wait(lock, [] { return launches_in_flight == launches_in_flight_here; });
 }
+
+void note_host_sync(Device device, const char* what) {
+  if (device.kind == DeviceKind::cpu) return;
+  host_syncs.fetch_add(1, std::memory_order_relaxed);
+  if (detail::observer_count.load(std::memory_order_relaxed) == 0) return;
+  const LaunchContext& ctx = current_launch_context();
+  const HostSync sync{device, what, ctx.op, ctx.node_id, ctx.phase};
+  const InFlight in_flight;
+  for (auto* o : in_flight.snapshot) o->on_host_sync(sync);
+}
+
+uint64_t host_sync_count() { return host_syncs.load(std::memory_order_relaxed); }
 
 LaunchContext& current_launch_context() {
   thread_local LaunchContext ctx;

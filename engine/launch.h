@@ -49,17 +49,38 @@ struct LaunchRecord {
   double start_us = 0, end_us = 0;
 };
 
+// A host synchronisation: the host waited for a device (a device -> host read, a stream or device
+// synchronize), with the launch context it happened in.
+struct HostSync {
+  Device device;
+  const char* what = "";  // "copy_to_host", "synchronize", "Stream::synchronize", ...
+  const char* op = "";    // the autograd op or optimizer it happened in ("" outside any)
+  int64_t node_id = -1;
+  Phase phase = Phase::other;
+};
+
 class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
   virtual void on_launch_begin(const LaunchInfo&) {}
   virtual void on_launch_end(const LaunchRecord&) {}
+  virtual void on_host_sync(const HostSync&) {}
 };
 
 // Adds / removes an observer. Launches may come from any thread; after unsubscribe() returns, no
 // launch on another thread calls `obs` any more (it waits for those in flight), so it may go.
 void subscribe(LaunchObserver* obs);
 void unsubscribe(LaunchObserver* obs);
+
+// Host synchronisations, counted in one place. A step on a GPU runs ahead of the host only while
+// the host does not wait for the device; every wait costs the queue its lead. So each place where
+// the engine makes the host wait (Tensor::copy_to_host, glass::synchronize, Stream::synchronize,
+// Event::synchronize, a full staging ring in an upload) calls note_host_sync, which counts it and
+// tells the observers. `cpu` never waits (its memory is the host's) and is not counted; `emu`
+// counts the syncs its engine code performs, which are the ones a GPU would pay for.
+void note_host_sync(Device device, const char* what);
+// Host synchronisations so far, over all devices and threads (train/ reports the per-step delta).
+uint64_t host_sync_count();
 
 // What the code on this thread is doing right now; launches inherit it.
 struct LaunchContext {

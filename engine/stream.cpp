@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/error.h"
+#include "engine/launch.h"
 
 #if GLASS_HAS_CUDA
 #include "engine/cuda/runtime.h"
@@ -136,6 +137,7 @@ void Stream::push(std::function<void()> work, bool runs_after_error) {
 }
 
 void Stream::synchronize() {
+  note_host_sync(device_, "Stream::synchronize");
   std::unique_lock lock(queue_->mu);
   queue_->cv.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
   if (queue_->error) std::rethrow_exception(queue_->error);
@@ -166,6 +168,7 @@ void Stream::wait_for_calling_thread() {
 Event::Event() : state_(std::make_shared<State>()) {}
 
 void Event::record(Stream& stream) {
+  device_ = stream.device();
   // A fresh state per record: waiters of an earlier record keep theirs.
   auto state = std::make_shared<State>();
   state->done = false;
@@ -196,6 +199,7 @@ bool Event::wait_for(std::chrono::duration<double> timeout) const {
 }
 
 void Event::synchronize() const {
+  note_host_sync(device_, "Event::synchronize");
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);

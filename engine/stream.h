@@ -88,6 +88,7 @@ class Event {
   friend class Stream;
   struct State;
   std::shared_ptr<State> state_;
+  Device device_ = kCPU;  // of the stream last recorded on (host syncs are counted per device)
 };
 
 }  // namespace glass

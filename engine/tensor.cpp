@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/allocator.h"
+#include "engine/device_flags.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/memory.h"
 #endif
@@ -53,7 +54,7 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
     case DeviceKind::emu:  // emu device memory is host memory
       std::memcpy(t.raw_data(), src, t.nbytes());
       break;
-    case DeviceKind::cuda:  // through a pinned staging buffer, on the current stream
+    case DeviceKind::cuda:  // through a pinned staging ring, on the current stream, no wait
 #if defined(GLASS_HAS_CUDA)
       cuda::copy_host_to_device(t.raw_data(), src, t.nbytes());
 #endif
@@ -65,17 +66,9 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
 void Tensor::copy_to_host(void* dst) const {
   GLASS_CHECK(is_contiguous(), "copy_to_host: tensor {} is not contiguous", describe());
   if (nbytes() == 0) return;
-  switch (device().kind) {
-    case DeviceKind::cpu:
-    case DeviceKind::emu:  // emu device memory is host memory
-      std::memcpy(dst, raw_data(), nbytes());
-      break;
-    case DeviceKind::cuda:
-#if defined(GLASS_HAS_CUDA)
-      cuda::copy_device_to_host(dst, raw_data(), nbytes());
-#endif
-      break;
-  }
+  // With the device's pending error flags, in one synchronisation (engine/device_flags.h).
+  const HostRead read{dst, raw_data(), nbytes()};
+  read_to_host(device(), std::span(&read, 1), "copy_to_host");
 }
 
 bool Tensor::is_contiguous() const {

@@ -126,13 +126,26 @@ struct Backend {
   void (*log_softmax_backward)(const Tensor& y, const Tensor& dy, const Tensor& dx);
   // logits [N, V], targets i32 [N]. losses[r] = logsumexp(logits[r]) - logits[r, t_r], lse[r] the
   // logsumexp, and valid[0] = number of rows with t_r != ignore_index (ignored rows: loss 0).
-  // A target outside [0, V) that is not ignore_index throws, naming the row and the value.
+  // A target outside [0, V) that is not ignore_index throws, naming the row and the value (on
+  // emu/cuda at the next host read, as for fused_classifier).
   void (*cross_entropy_forward)(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                                 const Tensor& lse, const Tensor& valid, int64_t ignore_index);
   // dlogits[r] = (softmax(logits[r]) - onehot(t_r)) * dlosses[r]; ignored rows get 0.
   void (*cross_entropy_backward)(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                  const Tensor& dlosses, const Tensor& dlogits,
                                  int64_t ignore_index);
+
+  // --- the fused classifier: logits [N, Vp] whose classes are columns [0, V), V <= Vp (the
+  // padded columns are never a target and get no probability), targets i32 [N] ---
+  // losses[r] = logsumexp(logits[r, :V]) - logits[r, t_r] (0 for ignored rows) and valid[0] = the
+  // number of rows with t_r != ignore_index. With write_dlogits, logits is overwritten, in the
+  // same pass, by the gradient of the mean loss: (softmax(logits[r, :V]) - onehot(t_r)) / valid on
+  // columns [0, V), 0 on the padded columns and on ignored rows. A target outside [0, V) that is
+  // not ignore_index throws naming row and value: at once on cpu, at the next host read on
+  // emu/cuda (a device flag, engine/device_flags.h; the row's loss is NaN meanwhile).
+  void (*fused_classifier)(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                           const Tensor& valid, int64_t vocab, int64_t ignore_index,
+                           bool write_dlogits);
 
   // --- LayerNorm over the last dimension: x [N, C], weight/bias [C], mean/rstd [N] ---
   void (*layernorm_forward)(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -169,7 +182,8 @@ struct Backend {
                                    double scale);
 
   // --- embedding: ids i32 [N], table [V, C], out [N, C] ---
-  // An id outside [0, V) throws, naming the position and the value.
+  // An id outside [0, V) throws, naming the position and the value (on emu/cuda at the next host
+  // read: a device flag, engine/device_flags.h).
   void (*embedding_forward)(const Tensor& ids, const Tensor& table, const Tensor& out);
   // dtable = scatter-add of dout rows by id, deterministic (fixed summation order).
   void (*embedding_backward)(const Tensor& ids, const Tensor& dout, const Tensor& dtable);

@@ -17,6 +17,34 @@ inline double bytes_of(std::initializer_list<const Tensor*> ts) {
   return bytes;
 }
 
+// The fused classifier's operands: logits [rows, cols] contiguous with the classes in columns
+// [0, vocab), 0 < vocab <= cols (the rest is padding); targets i32 [rows]; losses [rows] and
+// valid [1] contiguous, of the logits' dtype.
+struct ClassifierShape {
+  int64_t rows = 0, cols = 0;
+
+  ClassifierShape(const char* kernel, const Tensor& logits, const Tensor& targets,
+                  const Tensor& losses, const Tensor& valid, int64_t vocab) {
+    GLASS_CHECK(logits.dim() == 2 && logits.is_contiguous(),
+                "{}: logits {} must be contiguous [rows, V]", kernel, logits.describe());
+    rows = logits.size(0);
+    cols = logits.size(1);
+    GLASS_CHECK(vocab > 0 && vocab <= cols,
+                "{}: the vocabulary {} must be in [1, {}] (the logits' columns, {})", kernel, vocab,
+                cols, logits.describe());
+    GLASS_CHECK(targets.dtype() == DType::i32 && targets.is_contiguous() && targets.numel() == rows,
+                "{}: targets {} must be contiguous i32 with {} elements (logits {})", kernel,
+                targets.describe(), rows, logits.describe());
+    for (const Tensor* t : {&losses, &valid})
+      GLASS_CHECK(t->is_contiguous() && t->dtype() == logits.dtype(),
+                  "{}: {} must be contiguous {} (logits {})", kernel, t->describe(),
+                  dtype_name(logits.dtype()), logits.describe());
+    GLASS_CHECK(losses.numel() == rows && valid.numel() == 1,
+                "{}: losses {} must hold {} values and valid {} one", kernel, losses.describe(),
+                rows, valid.describe());
+  }
+};
+
 // q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
 // contiguous and of q's dtype. A slice is one (batch, head): T rows of D.
 struct AttentionShape {

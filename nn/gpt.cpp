@@ -17,11 +17,28 @@ void GPTConfig::validate() const {
   GLASS_CHECK(n_embd % n_head == 0, "GPTConfig: n_embd {} is not divisible by n_head {}", n_embd,
               n_head);
   GLASS_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout {} must be in [0, 1)", dropout);
+  GLASS_CHECK(padded_vocab_size == 0 || (padded_vocab_size >= vocab_size &&
+                                         padded_vocab_size <= std::numeric_limits<int32_t>::max()),
+              "GPTConfig: padded_vocab_size {} must be 0 (none) or in [vocab_size={}, 2^31)",
+              padded_vocab_size, vocab_size);
+}
+
+GPTConfig GPTConfig::gpt2() {
+  return {.vocab_size = 50257,
+          .block_size = 1024,
+          .n_layer = 12,
+          .n_head = 12,
+          .n_embd = 768,
+          .dropout = 0,
+          .padded_vocab_size = padded(50257)};
 }
 
 std::string GPTConfig::str() const {
-  return fmt::format("vocab_size={} block_size={} n_layer={} n_head={} n_embd={} dropout={}",
-                     vocab_size, block_size, n_layer, n_head, n_embd, dropout);
+  std::string s =
+      fmt::format("vocab_size={} block_size={} n_layer={} n_head={} n_embd={} dropout={}",
+                  vocab_size, block_size, n_layer, n_head, n_embd, dropout);
+  if (padded_vocab_size) s += fmt::format(" padded_vocab_size={}", padded_vocab_size);
+  return s;
 }
 
 namespace {
@@ -34,7 +51,7 @@ const GPTConfig& validated(const GPTConfig& c) {
 
 GPT::GPT(const GPTConfig& cfg, Generator& dropout_gen)
     : config(validated(cfg)),
-      wte(cfg.vocab_size, cfg.n_embd),
+      wte(cfg.table_rows(), cfg.n_embd),
       wpe(cfg.block_size, cfg.n_embd),
       drop(cfg.dropout, dropout_gen),
       ln_f(cfg.n_embd) {
@@ -87,6 +104,19 @@ Tensor GPT::forward(const Tensor& ids) const {
   return linear(x, wte.param(wte.weight));
 }
 
+Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
+  const int64_t rows = targets.numel(), columns = config.table_rows();
+  GLASS_CHECK(logits.dim() >= 1 && logits.size(-1) == columns && logits.numel() == rows * columns,
+              "GPT::loss: logits {} must hold one row of {} logits per target of {}",
+              logits.describe(), columns, targets.describe());
+  const Tensor flat = view(logits, {rows, columns}), flat_targets = view(targets, {rows});
+  if (logits.device().kind != DeviceKind::cpu)
+    return fused_classifier(flat, flat_targets, config.vocab_size);
+  // The reference path: softmax over the class columns only.
+  const Tensor classes = columns == config.vocab_size ? flat : slice(flat, 1, 0, config.vocab_size);
+  return cross_entropy(classes, flat_targets);
+}
+
 GPTConfig GPT::config_from_state_dict(const NamedTensors& state, int64_t n_head) {
   auto find = [&](const std::string& name) -> const Tensor& {
     for (const auto& [n, t] : state)
@@ -129,7 +159,8 @@ int64_t gpt_num_parameters(const GPTConfig& c, bool include_position_embedding) 
   // c_fc (4C*C + 4C), mlp.c_proj (4C*C + C): 12 C^2 + 13 C.
   const int64_t per_block = 12 * C * C + 13 * C;
   const int64_t wpe = c.block_size * C;
-  return c.vocab_size * C + (include_position_embedding ? wpe : 0) + c.n_layer * per_block + 2 * C;
+  return c.table_rows() * C + (include_position_embedding ? wpe : 0) + c.n_layer * per_block +
+         2 * C;
 }
 
 double gpt_flops_per_token(const GPTConfig& c, int64_t seq_len) {

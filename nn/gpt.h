@@ -18,15 +18,25 @@
 namespace glass {
 
 struct GPTConfig {
-  int64_t vocab_size = 0;
+  int64_t vocab_size = 0;  // classes: token ids are in [0, vocab_size)
   int64_t block_size = 0;  // the longest sequence: rows of wpe
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_embd = 0;
   double dropout = 0;
+  // Rows of wte (and columns of the logits), >= vocab_size; 0 = vocab_size. GPT-2 pads 50257 to
+  // 50304, a multiple of 64, as llm.c does, so that the LM head's GEMM and the classifier's rows
+  // are aligned. The padded rows are never looked up, get no probability and no gradient from
+  // the loss (AdamW's weight decay still shrinks them).
+  int64_t padded_vocab_size = 0;
 
+  int64_t table_rows() const { return padded_vocab_size ? padded_vocab_size : vocab_size; }
+  // GPT-2 124M as llm.c trains it: L=12, H=12, C=768, T=1024, V=50257 padded to 50304.
+  static GPTConfig gpt2();
+  // `vocab` rounded up to a multiple of 64.
+  static int64_t padded(int64_t vocab) { return (vocab + 63) / 64 * 64; }
   // Throws glass::Error naming the bad field (all sizes positive, n_embd % n_head == 0,
-  // 0 <= dropout < 1, vocab_size within i32 token ids).
+  // 0 <= dropout < 1, vocab_size within i32 token ids, padded_vocab_size 0 or >= vocab_size).
   void validate() const;
   std::string str() const;  // "vocab_size=65 block_size=128 n_layer=4 n_head=4 n_embd=256 ..."
 };
@@ -44,8 +54,12 @@ class GPT : public Module {
   // The kernel behind every block's causal attention (autograd/ops.h: AttentionKernel).
   void set_attention(AttentionKernel kernel);
 
-  // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, vocab_size].
+  // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, table_rows()] (classes first).
   Tensor forward(const Tensor& ids) const;
+  // The mean cross-entropy of logits [B, T, table_rows()] against targets i32 [B, T], over the
+  // classes [0, vocab_size). On emu and cuda the fused classifier (autograd/classifier.cpp),
+  // which consumes the logits; on cpu, the reference: cross_entropy of the logits' class columns.
+  Tensor loss(const Tensor& logits, const Tensor& targets) const;
 
   // The configuration a state dict's shapes imply: vocab_size and n_embd from wte, block_size
   // from wpe, n_layer from the transformer.h.{i} indices (which must be 0..n_layer-1). n_head

@@ -3,6 +3,7 @@
 //   build/samples/roofline gemm --m 32 --k 4096 --n 4096 --dtype bf16 --device h200
 //   build/samples/roofline elementwise --n 16777216 --inputs 2 --outputs 1 --dtype bf16
 //   build/samples/roofline attention --batch 8 --heads 12 --seq-len 1024 --head-dim 64 --dtype bf16
+//   build/samples/roofline gpt --model gpt2 --dtype bf16 --batch 8
 //   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
 //       --seq-len 1024 --batch 8 --dtype bf16
 //
@@ -31,6 +32,7 @@ struct Flags {
   glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
   int64_t batch = 8, seq_len = 1024;
   int64_t heads = 12, head_dim = 64;  // attention
+  std::string model;  // "gpt2": the preset of train_gpt --model gpt2, on the fast path
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -107,11 +109,22 @@ void attention(const Flags& f) {
 
 void gpt(const Flags& f) {
   const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
-  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype);
+  const bool fast = !f.model.empty();
+  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   constexpr double GiB = double(1 << 30);
   fmt::print("gpt {} | batch {} x seq_len {} | {}\n", f.gpt.str(), f.batch, f.seq_len, f.dtype);
-  fmt::print("memory budget (N = {} parameters):\n", m.parameters);
+  fmt::print("memory budget (N = {} parameters{}):\n", m.parameters,
+             f.gpt.padded_vocab_size ? ", wte padded to the vocabulary's multiple of 64" : "");
+  const std::string b = std::to_string(glass::dtype_size(dtype));
+  fmt::print("  N = V_pad C + T_max C + L (12 C^2 + 13 C) + 2 C; b = {} bytes per element\n", b);
+  fmt::print("  parameters b N, gradients b N, master weights 4 N (when b < 4), moments 8 N\n");
+  if (fast)
+    fmt::print(
+        "  activations b (L (18 BTC + 4 BT) + 2 BTC + 2 BT + BT V_pad + BT) + 4 L B H T (flash "
+        "attention: LSE, no T x T; fused classifier: dlogits over the logits)\n");
+  else
+    fmt::print("  activations b (L (18 BTC + 4 BT + 2 B H T^2) + 2 BTC + 2 BT + 2 BT V + BT)\n");
   const std::pair<const char*, double> rows[] = {{"parameters", m.parameters_bytes},
                                                  {"gradients", m.gradients_bytes},
                                                  {"fp32 master weights", m.master_bytes},
@@ -166,6 +179,10 @@ int main(int argc, char** argv) {
   t->add_option("--block-size", f.gpt.block_size, "positions in wpe (default: --seq-len)");
   t->add_option("--seq-len", f.seq_len, "sequence length T");
   t->add_option("--batch", f.batch, "sequences per step B");
+  t->add_option("--model", f.model,
+                "gpt2: GPT-2 124M as train_gpt --model gpt2 trains it (padded vocabulary, flash "
+                "attention, fused classifier)")
+      ->check(CLI::IsMember({"gpt2"}));
   add_common(t, f);
   try {
     app.parse(argc, argv);
@@ -180,7 +197,13 @@ int main(int argc, char** argv) {
     if (e->parsed()) elementwise(f);
     if (a->parsed()) attention(f);
     if (t->parsed()) {
-      if (t->count("--block-size") == 0) f.gpt.block_size = f.seq_len;
+      if (!f.model.empty()) {
+        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--vocab-size"})
+          GLASS_CHECK(t->count(flag) == 0, "--model {} fixes the model's shape; drop {}", f.model,
+                      flag);
+        f.gpt = glass::GPTConfig::gpt2();
+      }
+      if (t->count("--block-size") == 0 && f.model.empty()) f.gpt.block_size = f.seq_len;
       gpt(f);
     }
   } catch (const std::exception& ex) {

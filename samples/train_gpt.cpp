@@ -22,6 +22,9 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--data", o.data, "text file or llm.c .bin token shard");
   app.add_option("--vocab-size", o.vocab_size, "vocabulary size (token shards)");
+  app.add_option("--model", o.model,
+                 "a preset shape: gpt2 (124M: L=12, H=12, C=768, T=1024, V=50257 padded to 50304)")
+      ->check(CLI::IsMember({"gpt2"}));
   app.add_option("--n-layer", o.n_layer, "transformer blocks");
   app.add_option("--n-head", o.n_head, "attention heads");
   app.add_option("--n-embd", o.n_embd, "embedding width C");
@@ -84,6 +87,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!options.model.empty()) {
+      // A preset fixes the model's shape: a flag that would change it is a contradiction.
+      for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
+        GLASS_CHECK(app.count(flag) == 0, "--model {} fixes the model's shape; drop {}",
+                    options.model, flag);
+      if (app.count("--seq-len") == 0) options.seq_len = glass::GPTConfig::gpt2().block_size;
+    }
     glass::train::Trainer trainer(options);
     trainer.run();
   } catch (const std::exception& e) {

@@ -16,8 +16,13 @@ namespace {
 constexpr const char* kFormat = "glass-checkpoint-1";
 
 nlohmann::json config_json(const GPTConfig& c) {
-  return {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
-          {"n_head", c.n_head},         {"n_embd", c.n_embd},         {"dropout", c.dropout}};
+  return {{"vocab_size", c.vocab_size},
+          {"block_size", c.block_size},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"dropout", c.dropout},
+          {"padded_vocab_size", c.padded_vocab_size}};
 }
 
 GPTConfig config_from_json(const nlohmann::json& j) {
@@ -28,6 +33,7 @@ GPTConfig config_from_json(const nlohmann::json& j) {
   c.n_head = j.at("n_head");
   c.n_embd = j.at("n_embd");
   c.dropout = j.at("dropout");
+  c.padded_vocab_size = j.value("padded_vocab_size", int64_t{0});  // older checkpoints: none
   return c;
 }
 

@@ -16,7 +16,8 @@ void check_sizes(const GPTConfig& c, int64_t batch, int64_t seq_len) {
 
 }  // namespace
 
-GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype) {
+GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
+                                  GptBudgetOptions options) {
   check_sizes(c, batch, seq_len);
   GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
               "GPT memory budget: dtype {} is not a training dtype (f32 or bf16)",
@@ -24,7 +25,7 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
   const double b = static_cast<double>(dtype_size(dtype));
   const double B = static_cast<double>(batch), T = static_cast<double>(seq_len);
   const double C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
-  const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.vocab_size);
+  const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.table_rows());
 
   GptMemoryBudget m;
   m.parameters = gpt_num_parameters(c, true);
@@ -33,6 +34,14 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
   m.gradients_bytes = b * N;
   m.master_bytes = b < 4 ? 4 * N : 0;
   m.adam_bytes = 8 * N;
+  if (options.fast) {
+    const double per_layer = 18 * B * T * C + 4 * B * T;  // in b, plus the f32 LSE:
+    const double lse_bytes = 4 * B * H * T;
+    const double top = 2 * B * T * C + 2 * B * T + B * T * V + B * T;
+    m.activations_bytes = b * (L * per_layer + top) + L * lse_bytes;
+    m.temporaries_bytes = b * per_layer + lse_bytes;
+    return m;
+  }
   const double per_layer = 18 * B * T * C + 4 * B * T + 2 * B * H * T * T;
   const double top = 2 * B * T * C + 2 * B * T + 2 * B * T * V + B * T;
   m.activations_bytes = b * (L * per_layer + top);

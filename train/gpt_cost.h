@@ -11,6 +11,11 @@
 //     ln_f) + 2 B T (ln_f stats) + 2 B T V (logits, probabilities) + B T (losses);
 //   temporaries: the largest buffers alive at once in backward, estimated as the logits' gradient
 //     B T V plus one layer of activation gradients (the per-layer term above).
+//   The fast path (GptBudgetOptions::fast, the GPT-2 preset's): flash attention keeps no T x T
+//   matrix, only the log-sum-exp of each row, 4 B H T bytes (f32) per layer instead of
+//   2 b B H T^2; the fused classifier writes the logits' gradient over the logits, so the top
+//   keeps B T V (logits) instead of 2 B T V and there is no B T V temporary.
+//   V is the padded vocabulary (GPTConfig::table_rows()), the logits' width.
 // FLOPs per step: (6 N' + 12 L T C) B T, N' = parameters without wpe (nn/gpt.h explains both
 // terms).
 #pragma once
@@ -30,8 +35,12 @@ struct GptMemoryBudget {
   }
 };
 
+struct GptBudgetOptions {
+  bool fast = false;  // flash attention and the fused classifier (see above)
+};
+
 GptMemoryBudget gpt_memory_budget(const GPTConfig& config, int64_t batch, int64_t seq_len,
-                                  DType dtype);
+                                  DType dtype, GptBudgetOptions options = {});
 
 struct GptStepFlops {
   double six_n = 0;      // 6 N' per token

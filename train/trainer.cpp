@@ -6,6 +6,7 @@
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
+#include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threads.h"
@@ -44,11 +45,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Mean cross-entropy of the model's next-token predictions for one batch.
-Tensor batch_loss(const GPT& model, const Batch& b) {
-  const Tensor logits = model.forward(b.x);
-  const int64_t rows = b.x.numel();
-  return cross_entropy(view(logits, {rows, logits.size(-1)}), view(b.y, {rows}));
-}
+Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
 }  // namespace
 
@@ -57,6 +54,14 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
+  if (!opt_.model.empty()) {
+    GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
+    const int64_t V = GPTConfig::gpt2().vocab_size;
+    GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
+                "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
+                opt_.vocab_size);
+    opt_.vocab_size = V;
+  }
   data_ = load_dataset(opt_.data, opt_.vocab_size);
 
   // The model's shape: from the checkpoint when resuming, from --init's weights, else the flags.
@@ -68,6 +73,13 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   } else if (!opt_.init.empty()) {
     init = load_safetensors(opt_.init, device_);
     config_ = GPT::config_from_state_dict(init->tensors, opt_.n_head);
+    config_.dropout = opt_.dropout;
+  } else if (opt_.model == "gpt2") {
+    GLASS_CHECK(!data_.vocab.has_value(),
+                "--model gpt2 trains on llm.c token shards of GPT-2 tokens; {} is a text file "
+                "(a character vocabulary of {})",
+                data_.path, data_.vocab_size);
+    config_ = GPTConfig::gpt2();
     config_.dropout = opt_.dropout;
   } else {
     config_ = {data_.vocab_size, opt_.seq_len, opt_.n_layer,
@@ -143,24 +155,27 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
 StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t syncs_before = host_sync_count();
   profiler_->begin_step(step_ + 1);
   model_->train(true);
   // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
   // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
   const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
-  double loss_sum = 0;
+  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (the
+  // only host synchronisation of a step, with the gradient norm when clipping reads it).
+  Tensor loss_sum;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
     const Tensor loss = batch_loss(*model_, b);
     if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
     if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
     backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
-    loss_sum += item(loss);
+    loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
   }
   if (ddp_) ddp_->finish_gradient_sync();
 
   StepResult r;
-  r.loss = mean_over_ranks(*comm_, loss_sum / static_cast<double>(opt_.grad_accum));
+  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
   if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
   r.lr = schedule_.at(step_);
   optimizer_->set_lr(r.lr);
@@ -173,6 +188,7 @@ StepResult Trainer::train_step() {
   }
   ++step_;
   r.step = step_;
+  r.host_syncs = static_cast<int64_t>(host_sync_count() - syncs_before);
   r.ms = ms_since(t0);
   r.tokens_per_s =
       static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
@@ -208,8 +224,9 @@ std::string Trainer::sample(int64_t n, uint64_t seed) {
     const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
     const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
     const Tensor logits = model_->forward(x);
-    const Tensor last = slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
-                              static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx));
+    const Tensor last = slice(slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
+                                    static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx)),
+                              1, 0, config_.vocab_size);  // the classes, without the padded columns
     const Tensor probs = softmax(last);  // bf16 under --dtype bf16
     const std::vector<float> p =
         to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
@@ -266,7 +283,8 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"tokens_per_s", r.tokens_per_s},
                         {"mfu", mfu},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
-                        {"peak_reserved_bytes", mem.peak_reserved_bytes}};
+                        {"peak_reserved_bytes", mem.peak_reserved_bytes},
+                        {"host_syncs", r.host_syncs}};
     if (val_loss) j["val_loss"] = *val_loss;
     metrics_ << j.dump() << "\n";
     metrics_.flush();

@@ -32,6 +32,9 @@ struct TrainOptions {
   std::string dtype;
   std::string data = "data/tinyshakespeare.txt";
   int64_t vocab_size = 0;  // token shards only
+  // "" = the model's shape from the flags below; "gpt2" = GPT-2 124M (GPTConfig::gpt2(): L=12,
+  // H=12, C=768, T=1024, V=50257 padded to 50304) on llm.c token shards of GPT-2 tokens.
+  std::string model;
   int64_t n_layer = 4, n_head = 4, n_embd = 256;
   int64_t seq_len = 128, batch = 16, steps = 600;
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
@@ -68,6 +71,9 @@ struct TrainOptions {
 struct StepResult {
   int64_t step = 0;  // 1-based number of the step just done
   double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
+  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 1
+  // (the loss), 2 when gradient clipping reads the norm; 0 on cpu, which never waits.
+  int64_t host_syncs = 0;
 };
 
 class Trainer {

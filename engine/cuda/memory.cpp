@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "engine/cuda/check.h"
 #include "engine/cuda/stream.h"
+#include "engine/launch.h"
 
 #if defined(GLASS_CUDA_RUNTIME_EMU)
 #include "engine/emu/runtime/runtime.h"
@@ -17,34 +19,54 @@ namespace glass::cuda {
 
 namespace {
 
-// Transfers move in chunks of this size through the staging buffer: big enough that the copy
-// engine runs at full bandwidth, small enough that a thread's staging buffer stays cheap.
+// Transfers move in chunks of this size through a staging buffer: big enough that the copy engine
+// runs at full bandwidth, small enough that a thread's ring stays cheap.
 constexpr size_t kStagingBytes = size_t{8} << 20;
+constexpr int kRingBuffers = 2;
 
-PinnedBuffer& staging() {
-  thread_local std::unique_ptr<PinnedBuffer> buffer;
-  if (!buffer) buffer = std::make_unique<PinnedBuffer>(kStagingBytes);
-  return *buffer;
-}
-
-// One chunk at a time: host bytes into the staging buffer, the copy engine moves the chunk on
-// the current stream, the stream is synchronised (the chunk has arrived, the staging buffer is
-// free again), and for a download the bytes go from the staging buffer to their destination.
-void transfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
-  PinnedBuffer& stage = staging();
-  char* const buf = static_cast<char*>(stage.data());
-  const cudaStream_t stream = current_stream();
-  const bool upload = kind == cudaMemcpyHostToDevice;
-  for (size_t at = 0; at < bytes; at += stage.size()) {
-    const size_t n = std::min(stage.size(), bytes - at);
-    char* const to = static_cast<char*>(dst) + at;
-    const char* const from = static_cast<const char*>(src) + at;
-    if (upload) std::memcpy(buf, from, n);
-    GLASS_CUDA_CHECK(cudaMemcpyAsync(upload ? to : buf, upload ? buf : from, n, kind, stream),
-                     what);
-    GLASS_CUDA_CHECK(cudaStreamSynchronize(stream), what);
-    if (!upload) std::memcpy(to, buf, n);
+// A thread's staging ring: each buffer with an event recorded after the last copy that used it,
+// so that a buffer is refilled only once the copy engine has read it.
+class StagingRing {
+ public:
+  StagingRing() {
+    for (auto& slot : slots_) {
+      slot.buffer = std::make_unique<PinnedBuffer>(kStagingBytes);
+      GLASS_CUDA_CHECK(cudaEventCreateWithFlags(&slot.free, cudaEventDisableTiming), "staging");
+    }
   }
+  ~StagingRing() {
+    for (auto& slot : slots_) cudaEventDestroy(slot.free);
+  }
+
+  // The next buffer, once its last copy is done (the host waits, and counts it, only if not).
+  char* acquire() {
+    Slot& slot = slots_[next_];
+    if (cudaEventQuery(slot.free) == cudaErrorNotReady) {
+      int device = 0;
+      cudaGetDevice(&device);
+      note_host_sync({DeviceKind::cuda, device}, "staging ring full");
+      GLASS_CUDA_CHECK(cudaEventSynchronize(slot.free), "staging");
+    }
+    return static_cast<char*>(slot.buffer->data());
+  }
+  // Marks the buffer just acquired as in use by the copies queued on `stream` so far.
+  void release(cudaStream_t stream) {
+    GLASS_CUDA_CHECK(cudaEventRecord(slots_[next_].free, stream), "staging");
+    next_ = (next_ + 1) % kRingBuffers;
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<PinnedBuffer> buffer;
+    cudaEvent_t free = nullptr;
+  };
+  Slot slots_[kRingBuffers];
+  int next_ = 0;
+};
+
+StagingRing& staging() {
+  thread_local StagingRing ring;
+  return ring;
 }
 
 }  // namespace
@@ -77,11 +99,60 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
 PinnedBuffer::~PinnedBuffer() { cudaFreeHost(data_); }
 
 void copy_host_to_device(void* device_dst, const void* host_src, size_t bytes) {
-  transfer(device_dst, host_src, bytes, cudaMemcpyHostToDevice, "copy to cuda");
+  StagingRing& ring = staging();
+  const cudaStream_t stream = current_stream();
+  for (size_t at = 0; at < bytes; at += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, bytes - at);
+    // 1. host bytes into a free staging buffer
+    char* const buf = ring.acquire();
+    std::memcpy(buf, static_cast<const char*>(host_src) + at, n);
+    // 2. the copy engine moves them; the buffer is busy until it has
+    GLASS_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_dst) + at, buf, n,
+                                     cudaMemcpyHostToDevice, stream),
+                     "copy to cuda");
+    ring.release(stream);
+  }
 }
 
-void copy_device_to_host(void* host_dst, const void* device_src, size_t bytes) {
-  transfer(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, "copy from cuda");
+void copy_device_to_host(std::span<const HostRead> reads) {
+  StagingRing& ring = staging();
+  const cudaStream_t stream = current_stream();
+  // Pieces of the reads packed into one staging buffer; drained (one stream synchronisation)
+  // when the buffer is full and at the end.
+  struct Piece {
+    char* dst;
+    size_t at, n;
+  };
+  std::vector<Piece> pieces;
+  char* buf = nullptr;
+  size_t used = 0;
+  auto drain = [&] {
+    if (!buf) return;
+    ring.release(stream);
+    GLASS_CUDA_CHECK(cudaStreamSynchronize(stream), "copy from cuda");
+    for (const Piece& p : pieces) std::memcpy(p.dst, buf + p.at, p.n);
+    pieces.clear();
+    buf = nullptr;
+    used = 0;
+  };
+  for (const HostRead& r : reads) {
+    for (size_t at = 0; at < r.bytes;) {
+      if (!buf) buf = ring.acquire();
+      const size_t n = std::min(kStagingBytes - used, r.bytes - at);
+      GLASS_CUDA_CHECK(cudaMemcpyAsync(buf + used, static_cast<const char*>(r.src) + at, n,
+                                       cudaMemcpyDeviceToHost, stream),
+                       "copy from cuda");
+      pieces.push_back({static_cast<char*>(r.dst) + at, used, n});
+      used += n;
+      at += n;
+      if (used == kStagingBytes) drain();
+    }
+  }
+  drain();
+}
+
+void zero_async(void* device_dst, size_t bytes) {
+  GLASS_CUDA_CHECK(cudaMemsetAsync(device_dst, 0, bytes, current_stream()), "zero on cuda");
 }
 
 }  // namespace glass::cuda

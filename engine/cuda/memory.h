@@ -4,10 +4,14 @@
 // A transfer from pageable memory makes the driver copy through its own staging buffer and
 // cannot overlap anything; from pinned memory the copy engine reads host RAM by DMA. So every
 // host <-> device copy of a tensor (Tensor::from_host, copy_to_host: batches, weights, values a
-// test reads back) goes through a pinned staging buffer of the calling thread, in chunks.
+// test reads back) goes through a ring of pinned staging buffers of the calling thread, in
+// chunks; an upload does not wait for its copies, a download waits once.
 #pragma once
 
 #include <cstddef>
+#include <span>
+
+#include "engine/device_flags.h"
 
 namespace glass::cuda {
 
@@ -38,10 +42,17 @@ class PinnedBuffer {
   size_t bytes_ = 0;
 };
 
-// Copies `bytes` from host memory to device memory (and back), through this thread's pinned
-// staging buffer, with cudaMemcpyAsync on the current stream; returns when the data has arrived
-// (the stream is synchronised), so the source may be reused at once.
+// Copies `bytes` from host memory to device memory on the current stream without waiting for the
+// copy: the bytes go into a free buffer of this thread's pinned staging ring, and cudaMemcpyAsync
+// moves them from there; the source may be reused at once. The host waits only when every buffer
+// of the ring still has a copy in flight (counted as a host sync), which a batch of a few MB
+// never meets.
 void copy_host_to_device(void* device_dst, const void* host_src, size_t bytes);
-void copy_device_to_host(void* host_dst, const void* device_src, size_t bytes);
+// Copies every read from device to host memory through the staging ring, with one stream
+// synchronisation when they fit in one buffer (a loss and a few flags always do); returns when
+// the data is in place. Callers count the synchronisation (engine/device_flags.h's read_to_host).
+void copy_device_to_host(std::span<const HostRead> reads);
+// Zeroes device memory on the current stream (cudaMemsetAsync), without waiting.
+void zero_async(void* device_dst, size_t bytes);
 
 }  // namespace glass::cuda

@@ -45,6 +45,7 @@ const Backend cpu_backend{
     .log_softmax_backward = cpu::log_softmax_backward,
     .cross_entropy_forward = cpu::cross_entropy_forward,
     .cross_entropy_backward = cpu::cross_entropy_backward,
+    .fused_classifier = cpu::fused_classifier,
     .layernorm_forward = cpu::layernorm_forward,
     .layernorm_backward = cpu::layernorm_backward,
     .attention_forward = cpu::attention_forward,

@@ -216,4 +216,38 @@ void masked_softmax_backward_row(const T* y, const T* dy, T* dx, int64_t len, in
   for (int64_t j = len; j < cols; ++j) dx[j] = 0;
 }
 
+// A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
+// for the entries near the max, so x - logsumexp taken as (x - max) - log_sum stays accurate when
+// the logits are large (|x| ~ 1000 in f32 would otherwise lose the last 4 digits).
+template <class T>
+struct LogSumExp {
+  T max, log_sum;
+  T value() const { return max + log_sum; }
+};
+
+template <class T>
+LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
+  const T m = row_max(x, n);
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
+  return {m, std::log(s)};
+}
+
+// Throws on the first target outside [0, V) that is not ignore_index (naming `kernel`, the row
+// and the value); returns how many rows count.
+inline int64_t count_valid_targets(const char* kernel, const Tensor& targets, int64_t V,
+                                   int64_t ignore_index) {
+  const int32_t* t = targets.data<int32_t>();
+  int64_t valid = 0;
+  for (int64_t r = 0; r < targets.numel(); ++r) {
+    if (t[r] == ignore_index) continue;
+    GLASS_CHECK(t[r] >= 0 && t[r] < V,
+                "{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})", kernel,
+                t[r], r, V, ignore_index);
+    ++valid;
+  }
+  return valid;
+}
+
 }  // namespace glass::kernels::cpu

@@ -30,24 +30,6 @@ void check_layout(const char* kernel, int64_t numel, std::initializer_list<const
                 "{}: {} must be contiguous with {} elements", kernel, t->describe(), numel);
 }
 
-// A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
-// for the entries near the max, so x - logsumexp taken as (x - max) - log_sum stays accurate when
-// the logits are large (|x| ~ 1000 in f32 would otherwise lose the last 4 digits).
-template <class T>
-struct LogSumExp {
-  T max, log_sum;
-  T value() const { return max + log_sum; }
-};
-
-template <class T>
-LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
-  const T m = row_max(x, n);
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
-  return {m, std::log(s)};
-}
-
 // The shared shape of the four row-wise kernels: check, pick the type, launch, run the rows.
 // make_row<T>() fetches the typed pointers (checking dtypes, outside any parallel region) and
 // returns row(offset, cols), which transforms one row.
@@ -63,21 +45,6 @@ void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<c
         cpu_launch_info(kernel, g.rows, flops_per_element * static_cast<double>(x.numel()), bytes),
         [&] { for_each_row(g.rows, x.numel(), [&](int64_t r) { row(r * g.cols, g.cols); }); });
   });
-}
-
-// Throws on the first target outside [0, V) that is not ignore_index; returns how many rows count.
-int64_t count_valid_targets(const char* kernel, const Tensor& targets, int64_t V,
-                            int64_t ignore_index) {
-  const int32_t* t = targets.data<int32_t>();
-  int64_t valid = 0;
-  for (int64_t r = 0; r < targets.numel(); ++r) {
-    if (t[r] == ignore_index) continue;
-    GLASS_CHECK(t[r] >= 0 && t[r] < V,
-                "{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})", kernel,
-                t[r], r, V, ignore_index);
-    ++valid;
-  }
-  return valid;
 }
 
 }  // namespace

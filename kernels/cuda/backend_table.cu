@@ -35,6 +35,7 @@ Backend cuda_kernel_table(const char* name) {
       .log_softmax_backward = k::log_softmax_backward,
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
+      .fused_classifier = k::fused_classifier,
       .layernorm_forward = ladder::selected_layernorm_forward,
       .layernorm_backward = k::layernorm_backward,
       .attention_forward = k::attention_forward,

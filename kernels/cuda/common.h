@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 
+#include "engine/device_flags.h"
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -125,6 +126,30 @@ inline LaunchInfo kernel_launch_info(const char* kernel, const Tensor& on, dim3 
   info.flops = flops;
   info.bytes = bytes;
   return info;
+}
+
+// --- device error flags (engine/device_flags.h): bad input a kernel meets is raised in a flag that
+// the next host read checks, instead of a read-back per launch.
+
+// A fresh flag on `on`'s device, checked at the next host read: a raised flag throws
+// message(first bad position).
+inline Tensor deferred_flag(const Tensor& on, FlagMessage message) {
+  Tensor flag = new_device_flag(on.device());
+  defer_flag_check(flag, std::move(message));
+  return flag;
+}
+
+// Raises `flag` for bad input at `position`; atomicMax keeps the smallest position, so the flag
+// names the first bad one whatever order the threads ran in.
+__device__ inline void raise_flag(int* flag, int64_t position) {
+  atomicMax(flag, kFlagBase - static_cast<int>(position));
+}
+
+// The i32 at `position` of a contiguous tensor, read to the host: for error messages only.
+inline int32_t read_i32_at(const Tensor& t, int64_t position) {
+  int32_t value = 0;
+  t.as_strided({1}, {1}, t.offset() + position).copy_to_host(&value);
+  return value;
 }
 
 // --- block_reduce: op over one value per thread of a 1-D block, by the whole block.

@@ -20,4 +20,10 @@ std::string describe_gemm_args(const GemmArgs& args);  // every argument, for er
 void gemm_lt(const GemmArgs& args, const GemmEpilogue& epilogue);
 int64_t gemm_lt_cached_shapes();  // how many shapes' heuristic results gemm_lt holds
 
+// classifier.cu: checks cross-entropy targets on the device (a target outside [0, vocab) that is
+// not ignore_index raises a device flag naming `kernel`, row and value) and, when `valid` is not
+// null, writes there the number of rows whose target counts. Never waits for the device.
+void check_targets(const char* kernel, const Tensor& targets, int64_t vocab, int64_t ignore_index,
+                   float* valid);
+
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -24,24 +24,35 @@ constexpr unsigned kMaxPartialBlocks = 1024;  // blocks of the first sum_squares
 constexpr int64_t kMinPerThread = 8;          // elements each thread of that pass sums, at least
 
 // --- sum_dim: x viewed as [outer, n, inner] (contiguous), out[o, c] = sum_r x[o, r, c].
-// A block owns a chunk of bx consecutive columns of one o and has bx x by threads (bx * by =
-// 256): thread (tx, ty) sums rows ty, ty + by, ty + 2 by, ... of column tx. A warp then reads
-// bx consecutive columns of 32 / bx consecutive rows: coalesced both for wide rows (bx = 32) and
-// for row sums (inner = 1, bx = 1, where rows are consecutive in memory). The by partial sums of
-// a column are then added by a tree over ty in shared memory, the pairing fixed by by.
-// Grid: outer * ceil(inner / bx) blocks in x (x allows 2^31 - 1 blocks; y only 65535).
+// A block owns a chunk of bx consecutive columns of one o and a range of rows (blockIdx.y: the
+// split), and has bx x by threads (bx * by = 256): thread (tx, ty) sums rows ty, ty + by, ... of
+// the range in column tx. A warp then reads bx consecutive columns of 32 / bx consecutive rows:
+// coalesced both for wide rows (bx = 32) and for row sums (inner = 1, bx = 1, where rows are
+// consecutive in memory). The by partial sums of a column are then added by a tree over ty in
+// shared memory, the pairing fixed by by.
+// Grid: outer * ceil(inner / bx) blocks in x (x allows 2^31 - 1 blocks; y only 65535), and in y
+// the splits of the rows. Bias gradients are few columns over many rows ([8192, 768]: 24 column
+// chunks), so the rows are split until the grid covers the GPU (kTargetBlocks); each split writes
+// its column sums (double) to a partial row, and a second kernel adds the partial rows in split
+// order. Both orders are fixed by the shape, so results are bit-identical run to run.
 
-template <class T>
-__global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, unsigned col_chunks) {
+constexpr unsigned kTargetBlocks = 2 * 132;  // two blocks per SM of an H200
+constexpr int64_t kMinRowsPerSplit = 64;     // below this a split costs more than it gains
+
+template <class T, class Out>
+__global__ void sum_dim_kernel(const T* x, Out* out, int64_t n, int64_t inner, unsigned col_chunks,
+                               int64_t rows_per_split, int64_t split_stride) {
   __shared__ double partial[kThreads];
   const int64_t o = blockIdx.x / col_chunks;
   const int64_t col = static_cast<int64_t>(blockIdx.x % col_chunks) * blockDim.x + threadIdx.x;
   const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * rows_per_split;
+  const int64_t end = first + rows_per_split < n ? first + rows_per_split : n;
   // 1. This thread's rows of its column, in order (columns past the end sum nothing).
   double acc = 0;
   if (col < inner) {
     const T* src = x + o * n * inner + col;
-    for (int64_t r = threadIdx.y; r < n; r += blockDim.y)
+    for (int64_t r = first + threadIdx.y; r < end; r += blockDim.y)
       acc += static_cast<double>(to_compute(src[r * inner]));
   }
   partial[t] = acc;
@@ -51,9 +62,22 @@ __global__ void sum_dim_kernel(const T* x, T* out, int64_t n, int64_t inner, uns
     __syncthreads();
     if (threadIdx.y < s) partial[t] += partial[t + s * blockDim.x];
   }
-  // 3. Row 0 holds each column's total (written by this same thread: no barrier needed).
+  // 3. Row 0 holds each column's total (written by this same thread: no barrier needed), for
+  //    this split.
   if (threadIdx.y == 0 && col < inner)
-    out[o * inner + col] = from_compute<T>(static_cast<compute_t<T>>(partial[t]));
+    out[blockIdx.y * split_stride + o * inner + col] =
+        from_compute<Out>(static_cast<compute_t<Out>>(partial[t]));
+}
+
+// Second stage: out[i] = the sum of the splits' partials of column i, in split order.
+template <class T>
+__global__ void sum_dim_combine_kernel(const double* partials, T* out, int64_t count,
+                                       int64_t splits) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  double acc = 0;
+  for (int64_t s = 0; s < splits; ++s) acc += partials[s * count + i];
+  out[i] = from_compute<T>(static_cast<compute_t<T>>(acc));
 }
 
 // --- sum_squares, pass 1: a multi-tensor launch (kernels/cuda/multi_tensor.h). Block (b, y)
@@ -103,12 +127,35 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
   while (bx < 32 && bx < inner) bx *= 2;
   const dim3 block(bx, kThreads / bx);
   const unsigned col_chunks = ceil_div(inner, bx);
-  const dim3 grid(static_cast<unsigned>(outer) * col_chunks);
-  const LaunchInfo info =
-      kernel_launch_info("sum_dim", x, grid, block, 0, static_cast<double>(x.numel()),
-                         static_cast<double>(x.nbytes() + out.nbytes()));
+  const unsigned blocks = static_cast<unsigned>(outer) * col_chunks;
+  // Splits of the rows: enough to cover the GPU, each at least kMinRowsPerSplit rows.
+  int64_t splits = 1;
+  if (blocks < kTargetBlocks)
+    splits = std::min<int64_t>(ceil_div(kTargetBlocks, blocks), ceil_div(n, kMinRowsPerSplit));
+  splits = std::max<int64_t>(splits, 1);
+  const int64_t rows_per_split = (n + splits - 1) / splits;
+  splits = n > 0 ? (n + rows_per_split - 1) / rows_per_split : 1;
+  const int64_t count = outer * inner;
+  const LaunchInfo info = kernel_launch_info(
+      "sum_dim", x, dim3(blocks, static_cast<unsigned>(splits)), block, 0,
+      static_cast<double>(x.numel()),
+      static_cast<double>(x.nbytes()) +
+          (splits > 1 ? 8.0 * static_cast<double>(splits * count) : double(out.nbytes())));
   visit_element(x, "sum_dim", [&]<class T>() {
-    launch_cuda_kernel(info, sum_dim_kernel<T>, x.data<T>(), out.data<T>(), n, inner, col_chunks);
+    if (splits == 1) {
+      launch_cuda_kernel(info, sum_dim_kernel<T, T>, x.data<T>(), out.data<T>(), n, inner,
+                         col_chunks, rows_per_split, int64_t{0});
+      return;
+    }
+    // 1. each split's column sums; 2. the splits added in order
+    const Tensor partials = Tensor::empty({splits, count}, DType::f64, x.device());
+    launch_cuda_kernel(info, sum_dim_kernel<T, double>, x.data<T>(), partials.data<double>(), n,
+                       inner, col_chunks, rows_per_split, count);
+    launch_cuda_kernel(kernel_launch_info("sum_dim_combine", x, dim3(ceil_div(count, kThreads)),
+                                          dim3(kThreads), 0, static_cast<double>(splits * count),
+                                          static_cast<double>(partials.nbytes() + out.nbytes())),
+                       sum_dim_combine_kernel<T>, partials.data<double>(), out.data<T>(), count,
+                       splits);
   });
 }
 

@@ -10,13 +10,12 @@
 // run to run. As on cpu, every row subtracts its maximum before exponentiating, and the logsumexp
 // is kept as max + log(sum) so that x - lse = (x - max) - log(sum) stays accurate for large logits.
 //
-// Cross-entropy targets are checked on the device: a one-block kernel counts the rows that are not
-// ignore_index (written to `valid` as a float; integer counts are exact) and finds the first row
-// whose target is outside [0, V). A kernel cannot throw, so it leaves that row and its value in a
-// small flag tensor on the device; the launcher copies the flag to the host after the launch
-// (a synchronising 8-byte copy on `cuda`, a read on `emu`) and throws naming row and value, before
-// the row kernels could read out of bounds. Elements are f32 or bf16 (f64 is for gradcheck on
-// cpu); with bf16 logits the losses and logsumexps stay f32.
+// Cross-entropy targets are checked on the device by check_targets (classifier.cu): a one-block
+// kernel counts the rows that are not ignore_index (written to `valid` as a float; integer counts
+// are exact) and raises a device error flag for a target outside [0, V), which the next host read
+// turns into an error naming row and value; the row kernels skip such a target (loss NaN,
+// gradient 0), so nothing is read out of bounds and the host never waits. Elements are f32 or bf16
+// (f64 is for gradcheck on cpu); with bf16 logits the losses and logsumexps stay f32.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -116,32 +115,9 @@ __global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, int6
     dxr[j] = from_compute<T>(to_compute(dyr[j]) - expf(to_compute(yr[j])) * s);
 }
 
-// Cross-entropy target check, one block over all rows: valid[0] (when given) = the number of rows
-// whose target is not ignore_index; bad[0] = the first row whose target is outside [0, V) and not
-// ignore_index, bad[1] its target (bad[0] = -1 when there is none).
-__global__ void cross_entropy_check_targets_kernel(const int32_t* targets, int64_t rows, int64_t V,
-                                                   int64_t ignore_index, int32_t* bad,
-                                                   float* valid) {
-  long long count = 0, first_bad = rows;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int64_t t = targets[r];
-    if (t == ignore_index) continue;
-    if (t >= 0 && t < V)
-      ++count;
-    else if (r < first_bad)
-      first_bad = r;
-  }
-  count = block_reduce(count, Sum{});
-  first_bad = block_reduce(first_bad, Min{});
-  if (threadIdx.x == 0) {
-    bad[0] = first_bad < rows ? static_cast<int32_t>(first_bad) : -1;
-    bad[1] = first_bad < rows ? targets[first_bad] : 0;
-    if (valid) valid[0] = static_cast<float>(count);
-  }
-}
-
-// cross-entropy: lse[r] = logsumexp(x[r]); losses[r] = lse[r] - x[r, t_r], 0 for ignored rows
-// (targets already checked). Logits of type T; losses and lse are f32 whatever T is.
+// cross-entropy: lse[r] = logsumexp(x[r]); losses[r] = lse[r] - x[r, t_r], 0 for ignored rows,
+// NaN for a target outside [0, cols) (check_targets has raised the flag for it). Logits of type T;
+// losses and lse are f32 whatever T is.
 template <class T>
 __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* targets, float* losses,
                                              float* lse, int64_t cols, int64_t ignore_index) {
@@ -151,12 +127,16 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
   if (threadIdx.x == 0) {
     const int32_t t = targets[r];
     lse[r] = l.max + l.log_sum;
-    losses[r] = t == ignore_index ? 0.0f : l.log_sum - (to_compute(xr[t]) - l.max);
+    const bool in_range = t >= 0 && t < cols;
+    losses[r] = t == ignore_index ? 0.0f
+                : in_range        ? l.log_sum - (to_compute(xr[t]) - l.max)
+                                  : NAN;
   }
 }
 
 // cross-entropy backward: dx[r, j] = (exp(x[r, j] - lse[r]) - [j == t_r]) * dlosses[r]; ignored
-// rows get 0. lse and dlosses are f32; logits and dlogits of type T.
+// rows (and bad ones, flagged by check_targets) get 0. lse and dlosses are f32; logits and dlogits
+// of type T.
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets,
                                               const float* lse, const float* dlosses, T* dlogits,
@@ -165,7 +145,7 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* ta
   const T* xr = logits + r * cols;
   T* dxr = dlogits + r * cols;
   const int64_t t = targets[r];
-  const float scale = t == ignore_index ? 0.0f : dlosses[r];
+  const float scale = t == ignore_index || t < 0 || t >= cols ? 0.0f : dlosses[r];
   const float l = lse[r];
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     dxr[j] = from_compute<T>(expf(to_compute(xr[j]) - l) * scale - (j == t ? scale : 0.0f));
@@ -217,24 +197,6 @@ void launch_rowwise(const char* kernel, KernelOf kernel_of, double flops_per_ele
     launch_cuda_kernel(info, kernel_of.template operator()<T>(), in.template data<T>()...,
                        out.data<T>(), g.cols);
   });
-}
-
-// Runs the target check; throws naming the first bad row and its target. `valid` may be null.
-void check_targets(const char* kernel, const Tensor& targets, int64_t V, int64_t ignore_index,
-                   float* valid) {
-  const int64_t rows = targets.numel();
-  const Tensor bad = Tensor::empty({2}, DType::i32, targets.device());
-  const LaunchInfo info = kernel_launch_info(
-      "cross_entropy_check_targets", targets, dim3(1),
-      dim3(32 * ceil_div(std::clamp<int64_t>(rows, 1, 1024), 32)), 0, 0,
-      static_cast<double>(targets.nbytes() + bad.nbytes()) + (valid ? 4.0 : 0.0));
-  launch_cuda_kernel(info, cross_entropy_check_targets_kernel, targets.data<int32_t>(), rows, V,
-                     ignore_index, bad.data<int32_t>(), valid);
-  int32_t host_bad[2];
-  bad.copy_to_host(host_bad);
-  GLASS_CHECK(host_bad[0] < 0,
-              "{}: target {} at row {} is outside [0, {}) and is not ignore_index ({})", kernel,
-              host_bad[1], host_bad[0], V, ignore_index);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // kernels/cuda/softmax.cu on emu against the cpu kernels: softmax, log-softmax and cross-entropy,
 // forward and backward, on rows whose widths leave partial warps (1, 31, 33) and several warps per
 // thread (1000); the device-side target check; determinism under shuffled thread order.
+#include "engine/device_flags.h"
 #include "tests/cuda_kernels/kernel_test.h"
 
 namespace glass {
@@ -100,8 +101,8 @@ TEST(CudaCrossEntropy, ForwardAndBackwardMatchCpu) {
   }
 }
 
-// A kernel cannot throw: the check kernel leaves the first bad row in a device flag, and the
-// launcher throws naming row and value, before anything reads out of bounds.
+// A kernel cannot throw: the check kernel raises a device flag for the first bad row, which the
+// next host read turns into an error naming row and value; nothing reads out of bounds meanwhile.
 TEST(CudaCrossEntropy, BadTargetThrowsNamingRowAndValue) {
   Generator gen(4);
   const int64_t V = 33;
@@ -113,13 +114,16 @@ TEST(CudaCrossEntropy, BadTargetThrowsNamingRowAndValue) {
   const Tensor targets = on_device(from_vector(t, {kRows}));
   const Tensor losses = device_empty({kRows}), lse = device_empty({kRows});
   const Tensor valid = device_empty({1}), dlogits = device_empty({kRows, V});
-  const std::string fwd = error_of(
-      [&] { kernels::cuda::cross_entropy_forward(logits, targets, losses, lse, valid, kIgnore); });
+  const std::string fwd = error_of([&] {
+    kernels::cuda::cross_entropy_forward(logits, targets, losses, lse, valid, kIgnore);
+    check_device_flags(logits.device());
+  });
   EXPECT_TRUE(contains_all(fwd, {"cross_entropy_forward", "target 33 at row 11"}));
   t[11] = 0;
   const Tensor targets2 = on_device(from_vector(t, {kRows}));
   const std::string bwd = error_of([&] {
     kernels::cuda::cross_entropy_backward(logits, targets2, lse, losses, dlogits, kIgnore);
+    check_device_flags(logits.device());
   });
   EXPECT_TRUE(contains_all(bwd, {"cross_entropy_backward", "target -7 at row 20"}));
 }

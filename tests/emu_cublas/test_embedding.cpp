@@ -1,6 +1,7 @@
 // kernels/cuda/embedding.cu on `emu` against the cpu kernels: the gather is a copy and the
 // backward sums each row in ascending position order on both, so results must be bit-identical.
 // Widths leave partial warps and partial blocks; ids repeat; bad ids name position and value.
+#include "engine/device_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/emu_cublas/emu_cublas_test.h"
@@ -17,7 +18,9 @@ std::vector<int32_t> token_ids(int64_t n, int64_t vocab, uint64_t seed) {
 }
 
 TEST(EmuEmbedding, ForwardAndBackwardMatchCpuBitForBit) {
-  const int64_t sizes[][3] = {{37, 13, 33}, {37, 13, 1000}, {1, 1, 1}, {300, 7, 64}};
+  // The last: more tokens than a rank block (256), a vocabulary with unused rows, many repeats.
+  const int64_t sizes[][3] = {
+      {37, 13, 33}, {37, 13, 1000}, {1, 1, 1}, {300, 7, 64}, {1500, 400, 40}};
   for (const auto& s : sizes) {
     const int64_t n = s[0], vocab = s[1], channels = s[2];
     const std::vector<int32_t> ids = token_ids(n, vocab, 5);
@@ -58,13 +61,23 @@ TEST(EmuEmbedding, BadIdsNameTheFirstPositionAndTheValue) {
   const Tensor id_t = make(ids, {37}, kEmu);
   const Tensor table = make(randoms(13 * 33, 11), {13, 33}, kEmu);
   Tensor out = Tensor::empty({37, 33}, DType::f32, kEmu);
-  std::string e = error_of([&] { kernels::cuda::embedding_forward(id_t, table, out); });
+  // The kernels raise a device flag; the next host read (here check_device_flags) throws.
+  std::string e = error_of([&] {
+    kernels::cuda::embedding_forward(id_t, table, out);
+    check_device_flags(kEmu);
+  });
   EXPECT_CONTAINS(e, "embedding_forward: id 13 at position 5 is outside the table's rows [0, 13)");
   Tensor dtable = Tensor::empty({13, 33}, DType::f32, kEmu);
-  e = error_of([&] { kernels::cuda::embedding_backward(id_t, out, dtable); });
+  e = error_of([&] {
+    kernels::cuda::embedding_backward(id_t, out, dtable);
+    read(dtable);
+  });
   EXPECT_CONTAINS(e, "embedding_backward: id 13 at position 5");
   ids[5] = 0;
-  e = error_of([&] { kernels::cuda::embedding_forward(make(ids, {37}, kEmu), table, out); });
+  e = error_of([&] {
+    kernels::cuda::embedding_forward(make(ids, {37}, kEmu), table, out);
+    check_device_flags(kEmu);
+  });
   EXPECT_CONTAINS(e, "id -1 at position 20");
 }
 

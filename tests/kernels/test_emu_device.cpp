@@ -192,6 +192,34 @@ TEST(EmuKernels, ReductionsAreBitIdenticalUnderShuffledThreadOrder) {
   EXPECT_EQ(run(11, 1), natural);
 }
 
+// Bias gradients: a few columns over many rows. sum_dim splits the rows so that the grid covers
+// an H200's 132 SMs (two stages, fixed order), and still matches cpu.
+TEST(EmuKernels, SumDimOverManyRowsFillsTheGpuAndMatchesCpu) {
+  struct Grids : LaunchObserver {
+    std::vector<LaunchInfo> launches;
+    void on_launch_begin(const LaunchInfo& i) override { launches.push_back(i); }
+  };
+  Generator gen(5);
+  for (const Shape& shape : {Shape{4096, 768}, Shape{2000, 33}}) {
+    const Tensor x = randn(shape, gen);
+    Tensor c = Tensor::empty({shape[1]}), e = Tensor::empty({shape[1]}, DType::f32, kEmu);
+    cpu.sum_dim(x, c, 0);
+    Grids grids;
+    subscribe(&grids);
+    emu.sum_dim(on_emu(x), e, 0);
+    unsubscribe(&grids);
+    EXPECT_TRUE(all_close(e, c, 1e-6)) << shape_str(shape);
+    ASSERT_EQ(grids.launches.size(), 2u);  // the splits, then their sum
+    // [4096, 768]: 24 column chunks x 11 row splits = 264 blocks, two per SM. (Narrow [2000, 33]
+    // is held back by the 64 rows each split must have: 2 x 32 blocks.)
+    const LaunchInfo& first = grids.launches[0];
+    EXPECT_GE(first.grid.x * first.grid.y, shape[1] == 768 ? 264u : 64u) << shape_str(shape);
+    const std::vector<unsigned char> bits = bytes_of(e);
+    emu.sum_dim(on_emu(x), e, 0);
+    EXPECT_EQ(bytes_of(e), bits);
+  }
+}
+
 // With red zones on, a tensor's zone starts at its own last byte, not at the end of a size class:
 // one float past 37 is reported, naming the kernel that the check runs after.
 TEST(EmuDevice, RedZonesStartAtTheTensorsLastByte) {

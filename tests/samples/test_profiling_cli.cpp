@@ -136,6 +136,17 @@ TEST(RooflineCli, ElementwiseAndGpt) {
   EXPECT_NE(line_of(g.out, "  total").find(" 40144 B"), std::string::npos) << g.out;
 }
 
+// The GPT-2 124M preset: llm.c's parameter count (padded vocabulary) and the fast path's budget.
+TEST(RooflineCli, Gpt2Preset) {
+  const auto g = run_sample("roofline", "gpt --model gpt2 --dtype bf16 --batch 8");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("N = 124475904 parameters"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("padded_vocab_size=50304"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("flash attention: LSE, no T x T"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("total"), std::string::npos) << g.out;
+  expect_one_line_error("roofline", "gpt --model gpt2 --n-layer 3", "drop --n-layer");
+}
+
 TEST(RooflineCli, BadInputIsOneLine) {
   expect_one_line_error("roofline", "gemm --m 32 --k 4 --n 4 --device h300", "h300");
   expect_one_line_error("roofline", "gemm --m 0 --k 4 --n 4", "M=0");

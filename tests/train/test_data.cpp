@@ -9,18 +9,8 @@
 namespace glass::train {
 namespace {
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string shard_bytes(int32_t magic, int32_t version, int32_t count,
-                        const std::vector<uint16_t>& tokens) {
-  std::string b(1024, '\0');
-  int32_t header[3] = {magic, version, count};
-  std::memcpy(b.data(), header, sizeof(header));
-  b.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
-  return b;
-}
+using testing::shard_bytes;
+using testing::write_bytes;
 
 TEST(CharVocab, SortedUniqueCharactersRoundTrip) {
   const CharVocab v = CharVocab::from_text("hello world");

@@ -1,8 +1,11 @@
 // A tiny training configuration shared by the train/ tests: small enough to run in milliseconds.
 #pragma once
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "train/trainer.h"
 
@@ -14,6 +17,20 @@ inline std::string temp_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// An llm.c token shard: int32[256] header (magic, version, count, 0...), then uint16 tokens.
+inline std::string shard_bytes(int32_t magic, int32_t version, int32_t count,
+                               const std::vector<uint16_t>& tokens) {
+  std::string b(1024, '\0');
+  int32_t header[3] = {magic, version, count};
+  std::memcpy(b.data(), header, sizeof(header));
+  b.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
+  return b;
 }
 
 inline train::TrainOptions tiny_options() {

@@ -1,0 +1,52 @@
+// fused_classifier: the mean cross-entropy of a language model's logits, with the gradient of the
+// logits computed in forward (kernels/cuda/classifier.cu says why), forward and backward side by
+// side.
+//
+// Forward runs the fused kernel, which writes d(mean loss)/d(logits) over the logits when a
+// gradient will be needed: the logits tensor is consumed (read it before calling). Backward only
+// scales that gradient by the incoming one, in place: one multiply per element, no second
+// softmax.
+#include "autograd/creation_site.h"
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "kernels/backend.h"
+
+namespace glass {
+
+Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                        int64_t ignore_index, CallSite site) {
+  CallSiteScope at(site);
+  GLASS_CHECK(logits.dim() == 2 && targets.dim() == 1,
+              "fused_classifier: logits {} must be [rows, V] and targets {} [rows]",
+              logits.describe(), targets.describe());
+  GLASS_CHECK(logits.device() == targets.device(),
+              "fused_classifier: logits {} and targets {} are on different devices",
+              logits.describe(), targets.describe());
+  // A leaf (a parameter, a user's tensor) is not overwritten: the kernel works on a copy of it.
+  const bool copy = logits.is_leaf() && logits.requires_grad();
+  Tensor lg = copy ? empty_like(logits) : contiguous(logits);
+  if (copy) kernels::backend(logits).copy(logits, lg);
+  Tensor tg = contiguous(targets);
+  OpScope op("fused_classifier", {copy ? logits : lg});
+  const auto& k = kernels::backend(lg);
+  auto scalar = [&] { return Tensor::empty({}, lg.dtype(), lg.device()); };
+  // 1. per-row losses, the number of rows that count, and (when needed) dlogits over lg
+  Tensor losses = Tensor::empty({lg.size(0)}, lg.dtype(), lg.device());
+  Tensor valid = scalar();
+  k.fused_classifier(lg, tg, losses, valid, vocab, ignore_index, op.needs_grad());
+  // 2. their mean over the rows that count
+  Tensor total = scalar();
+  k.sum_dim(losses, total, 0);
+  Tensor loss = scalar();
+  k.binary(kernels::BinaryOp::div, total, valid, loss);
+  return op.finish(loss, {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
+    // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0)
+    const Tensor& dlogits = n.saved[0];
+    kernels::backend(dlogits).binary(kernels::BinaryOp::mul, dlogits,
+                                     dloss.as_strided(dlogits.shape(), {0, 0}, dloss.offset()),
+                                     dlogits);
+    return {dlogits};
+  });
+}
+
+}  // namespace glass

@@ -1,0 +1,94 @@
+#include "engine/device_flags.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "engine/launch.h"
+
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/memory.h"
+#endif
+
+namespace glass {
+
+namespace {
+
+std::mutex pending_mu;
+// Per device (its str()), in the order the ops registered them.
+struct PendingFlag {
+  Tensor flag;
+  FlagMessage message;
+};
+// Never destroyed: flags still pending at exit must not outlive the allocators they came from.
+auto& pending = *new std::map<std::string, std::vector<PendingFlag>>;
+
+}  // namespace
+
+Tensor new_device_flag(Device device) {
+  GLASS_CHECK(device.kind != DeviceKind::cpu, "new_device_flag: cpu kernels throw directly");
+  Tensor flag = Tensor::empty({1}, DType::i32, device);
+  switch (device.kind) {
+    case DeviceKind::cpu:
+    case DeviceKind::emu:  // emu device memory is host memory
+      std::memset(flag.raw_data(), 0, sizeof(int32_t));
+      break;
+    case DeviceKind::cuda:  // queued on the current stream: the host does not wait
+#if defined(GLASS_HAS_CUDA)
+      cuda::zero_async(flag.raw_data(), sizeof(int32_t));
+#endif
+      break;
+  }
+  return flag;
+}
+
+void defer_flag_check(const Tensor& flag, FlagMessage message) {
+  const Device device = flag.device();
+  bool full = false;
+  {
+    std::lock_guard lock(pending_mu);
+    auto& list = pending[device.str()];
+    list.push_back({flag, std::move(message)});
+    full = list.size() > kMaxPendingFlags;
+  }
+  if (full) check_device_flags(device);
+}
+
+void check_device_flags(Device device) { read_to_host(device, {}, "check_device_flags"); }
+
+void read_to_host(Device device, std::span<const HostRead> reads, const char* what) {
+  if (device.kind == DeviceKind::cpu) {
+    for (const HostRead& r : reads) std::memcpy(r.dst, r.src, r.bytes);
+    return;
+  }
+  // 1. the flags pending on this device go along with the reads
+  std::vector<PendingFlag> flags;
+  {
+    std::lock_guard lock(pending_mu);
+    auto it = pending.find(device.str());
+    if (it != pending.end()) flags.swap(it->second);
+  }
+  if (reads.empty() && flags.empty()) return;
+  std::vector<int32_t> values(flags.size());
+  std::vector<HostRead> all(reads.begin(), reads.end());
+  for (size_t i = 0; i < flags.size(); ++i)
+    all.push_back({&values[i], flags[i].flag.raw_data(), sizeof(int32_t)});
+  // 2. one synchronisation for all of them
+  switch (device.kind) {
+    case DeviceKind::cpu:
+    case DeviceKind::emu:  // emu device memory is host memory; its kernels have finished
+      for (const HostRead& r : all) std::memcpy(r.dst, r.src, r.bytes);
+      break;
+    case DeviceKind::cuda:
+#if defined(GLASS_HAS_CUDA)
+      cuda::copy_device_to_host(all);
+#endif
+      break;
+  }
+  note_host_sync(device, what);
+  // 3. the first raised flag, in the order the ops registered them
+  for (size_t i = 0; i < flags.size(); ++i)
+    if (values[i] != 0) fail("{}", flags[i].message(static_cast<int64_t>(kFlagBase - values[i])));
+}
+
+}  // namespace glass

@@ -1,0 +1,50 @@
+// The fused classifier on cpu (contract in kernels/backend.h; the CUDA kernel and why it is fused
+// are in kernels/cuda/classifier.cu): per row, the logsumexp over the classes [0, V), the loss,
+// and, in place of the logits, the gradient of the mean loss. Rows run in parallel; each row is
+// summed in an order fixed by the code, so results are bit-identical run to run. Columns from V
+// on are padding: never a target, no probability, gradient 0.
+#include <cmath>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                      const Tensor& valid, int64_t vocab, int64_t ignore_index,
+                      bool write_dlogits) {
+  const char* kernel = "fused_classifier";
+  const ClassifierShape g(kernel, logits, targets, losses, valid, vocab);
+  // 1. check the targets (throws naming the first bad row) and count the rows that count
+  const int64_t n_valid = count_valid_targets(kernel, targets, vocab, ignore_index);
+  const double elements = static_cast<double>(logits.numel());
+  const double bytes = static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
+                       bytes_of({&targets, &losses, &valid});
+  visit_float(logits.dtype(), kernel, [&]<class T>() {
+    T* x = logits.data<T>();
+    const int32_t* t = targets.data<int32_t>();
+    T* loss = losses.data<T>();
+    T* n_rows = valid.data<T>();
+    const T inv_valid = T(1) / static_cast<T>(n_valid);
+    launch(cpu_launch_info(kernel, g.rows, (write_dlogits ? 6.0 : 3.0) * elements, bytes), [&] {
+      for_each_row(g.rows, logits.numel(), [&](int64_t r) {
+        T* xr = x + r * g.cols;
+        const bool counted = t[r] != ignore_index;
+        // 2. the loss, logsumexp - x[t] = log_sum - (x[t] - max)
+        const LogSumExp<T> lse = row_logsumexp(xr, vocab);
+        loss[r] = counted ? lse.log_sum - (xr[t[r]] - lse.max) : T(0);
+        if (!write_dlogits) return;
+        // 3. the row becomes (softmax - onehot(t)) / valid on the classes, 0 on the padding
+        const T scale = counted ? inv_valid : T(0);
+        const T l = lse.value();
+#pragma omp simd
+        for (int64_t j = 0; j < vocab; ++j) xr[j] = std::exp(xr[j] - l) * scale;
+        if (counted) xr[t[r]] -= scale;
+        for (int64_t j = vocab; j < g.cols; ++j) xr[j] = T(0);
+      });
+      n_rows[0] = static_cast<T>(n_valid);
+    });
+  });
+}
+
+}  // namespace glass::kernels::cpu
