@@ -22,7 +22,7 @@
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/kernel_launcher.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
