@@ -57,8 +57,9 @@ class GPT : public Module {
   // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, table_rows()] (classes first).
   Tensor forward(const Tensor& ids) const;
   // The mean cross-entropy of logits [B, T, table_rows()] against targets i32 [B, T], over the
-  // classes [0, vocab_size). On emu and cuda the fused classifier (autograd/classifier.cpp),
-  // which consumes the logits; on cpu, the reference: cross_entropy of the logits' class columns.
+  // classes [0, vocab_size). On emu and cuda, for f32 logits, the fused classifier
+  // (autograd/classifier.cpp), which consumes the logits; elsewhere (cpu, bf16 logits) the
+  // reference: cross_entropy of the logits' class columns.
   Tensor loss(const Tensor& logits, const Tensor& targets) const;
 
   // The configuration a state dict's shapes imply: vocab_size and n_embd from wte, block_size

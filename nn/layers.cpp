@@ -110,7 +110,8 @@ MLP::MLP(int64_t n_embd, double dropout, Generator& gen)
 Tensor MLP::forward(const Tensor& x) const {
   ModulePathScope in(path());
   // c_proj(gelu(c_fc(x))) as one op: its bias adds and GELU run inside the GEMMs.
-  return drop.forward(mlp(x, c_fc.weight, c_fc.bias, c_proj.weight, c_proj.bias));
+  return drop.forward(mlp(x, c_fc.param(c_fc.weight), c_fc.param(c_fc.bias),
+                          c_proj.param(c_proj.weight), c_proj.param(c_proj.bias)));
 }
 
 Block::Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen)

@@ -150,7 +150,7 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
              dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
              opt_.seq_len, opt_.batch * opt_.seq_len,
              attention_kernel_name(
-                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
+                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
 }
 
 StepResult Trainer::train_step() {

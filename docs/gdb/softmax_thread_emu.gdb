@@ -30,6 +30,8 @@ next
 undisplay 1 2
 next
 next
-print warp_results[0]@2
+# warp_results is a static __shared__ variable: on emu it lives in the emulator's shared-memory
+# section (poisoned at each block start), where gdb sees it by its symbol, without a type.
+print ((float*)&'glass::kernels::cuda::on_emu::block_reduce<float, glass::kernels::cuda::on_emu::Max>(float, glass::kernels::cuda::on_emu::Max)::warp_results')[0]@2
 delete
 continue

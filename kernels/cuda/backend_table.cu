@@ -3,6 +3,7 @@
 // cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
 // them out. The entries are the host launchers of this build.
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/ladder.h"
 
 namespace glass::kernels {
@@ -42,9 +43,15 @@ Backend cuda_kernel_table(const char* name) {
       .attention_backward = k::attention_backward,
       .flash_attention_forward = ladder::selected_attention_forward,
       .flash_attention_backward = k::flash_attention_backward,
-      // cuda: cuDNN's fused attention once kernels/cuda/cudnn_attention.cu is built; emu: never
+  // cuDNN's fused attention (kernels/cuda/cudnn_attention.cu): in the nvcc build where cuDNN 9
+  // was found; never on emu.
+#if !defined(GLASS_EMU) && defined(GLASS_HAS_CUDNN)
+      .cudnn_attention_forward = k::cudnn_attention_forward,
+      .cudnn_attention_backward = k::cudnn_attention_backward,
+#else
       .cudnn_attention_forward = nullptr,
       .cudnn_attention_backward = nullptr,
+#endif
       .embedding_forward = k::embedding_forward,
       .embedding_backward = k::embedding_backward,
       .adamw_step = k::adamw_step,

@@ -114,6 +114,14 @@ void visit_f32_bf16(const Tensor& t, const char* kernel, Fn&& fn) {
   }
 }
 
+// For kernels that exist in f32 only so far (the FlashAttention kernels and their ladder): returns
+// t, or throws naming the kernel, the tensor and its dtype.
+inline const Tensor& require_f32(const char* kernel, const Tensor& t) {
+  GLASS_CHECK(t.dtype() == DType::f32, "{}: {} is {}; the {} kernel is f32 only so far", kernel,
+              t.describe(), dtype_name(t.dtype()), t.device().str());
+  return t;
+}
+
 // LaunchInfo of a kernel running on `on`'s device.
 inline LaunchInfo kernel_launch_info(const char* kernel, const Tensor& on, dim3 grid, dim3 block,
                                      size_t shared_bytes, double flops, double bytes) {
