@@ -50,7 +50,11 @@ test-release: setup-test
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && GLASS_REQUIRE_ORACLE=1 ctest --output-on-failure -j $(JOBS)
 
+# The benchmarks against PyTorch: eager op overhead (bench/op_overhead), then training throughput.
 bench: setup-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGLASS_BUILD_BENCH=ON >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target op_overhead
+	$(BUILD)/bench/op_overhead
 	bench/run.sh
 
 clean:

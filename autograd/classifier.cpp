@@ -39,6 +39,7 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   k.sum_dim(losses, total, 0);
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
+  // dlogits = (softmax - onehot) / valid, made in forward; backward scales it by dloss
   return op.finish(loss, {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
     // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0)
     const Tensor& dlogits = n.saved[0];

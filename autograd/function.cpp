@@ -24,7 +24,10 @@ void OpScope::init(const char* op) {
   const Phase outer = current_launch_context().phase;
   if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
   id_ = Tape::current().next_id();
-  created_at_ = current_creation_site();
+  // The creation site is text made per op: only made when a node will hold it or a debug switch
+  // (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it, not on the no-grad fast path.
+  if (needs_grad_ || !detail::debug_switches_off.load(std::memory_order_relaxed))
+    created_at_ = current_creation_site();
   scope_.emplace(op, id_, Phase::forward, created_at_.c_str());
 }
 

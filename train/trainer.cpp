@@ -49,24 +49,47 @@ Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.fo
 
 }  // namespace
 
+// Construction in the order the pieces depend on each other; each step is a method below.
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
-  if (!opt_.model.empty()) {
-    GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
-    const int64_t V = GPTConfig::gpt2().vocab_size;
-    GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
-                "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
-                opt_.vocab_size);
-    opt_.vocab_size = V;
-  }
+  apply_model_preset();
   data_ = load_dataset(opt_.data, opt_.vocab_size);
-
-  // The model's shape: from the checkpoint when resuming, from --init's weights, else the flags.
   std::optional<LoadedCheckpoint> ck;
   std::optional<SafeTensorsFile> init;
+  choose_config(ck, init);
+  const AttentionKernel attention = build_model(init);
+  build_optimizer_and_loaders();
+  if (ck) restore(*ck);
+  profiler_ = std::make_unique<TrainProfiler>(
+      ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
+  join_data_parallel();
+  // Mixed precision: bf16 compute copies of the (now final) master weights.
+  if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
+  if (!opt_.metrics.empty() && comm_->rank() == 0) {
+    metrics_.open(opt_.metrics, std::ios::app);
+    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+  }
+  log_setup(threads, attention);
+}
+
+// --model gpt2 fixes the vocabulary (the GPT-2 tokenizer's).
+void Trainer::apply_model_preset() {
+  if (opt_.model.empty()) return;
+  GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
+  const int64_t V = GPTConfig::gpt2().vocab_size;
+  GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
+              "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
+              opt_.vocab_size);
+  opt_.vocab_size = V;
+}
+
+// The model's shape: from the checkpoint when resuming, from --init's weights, else the preset or
+// the flags; checked against the data.
+void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck,
+                            std::optional<SafeTensorsFile>& init) {
   if (!opt_.resume.empty()) {
     ck = load_checkpoint(opt_.resume);
     config_ = ck->state.config;
@@ -92,7 +115,11 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   GLASS_CHECK(opt_.seq_len <= config_.block_size,
               "--seq-len {} is longer than the model's block size {}", opt_.seq_len,
               config_.block_size);
+}
 
+// The model, initialised from --seed (or --init's weights), on the device, with its attention
+// kernel; returns the kernel asked for.
+AttentionKernel Trainer::build_model(const std::optional<SafeTensorsFile>& init) {
   dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
   model_ = std::make_unique<GPT>(config_, dropout_gen_);
   Generator init_gen(opt_.seed);
@@ -102,7 +129,10 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   const AttentionKernel attention = parse_attention_kernel(opt_.attention);
   check_attention_kernel(attention, device_);
   model_->set_attention(attention);
+  return attention;
+}
 
+void Trainer::build_optimizer_and_loaders() {
   optimizer_ = std::make_unique<AdamW>(
       model_->named_parameters(),
       AdamWOptions{opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay});
@@ -113,36 +143,33 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
                                           opt_.seed);
   if (static_cast<int64_t>(data_.val.size()) > opt_.seq_len)
     val_loader_ = std::make_unique<BatchLoader>(&data_.val, opt_.batch, opt_.seq_len, false, 0);
+}
 
-  if (ck) {
-    model_->load_state_dict(ck->model);
-    optimizer_->load_state(ck->optimizer, ck->optimizer_scalars);
-    dropout_gen_.set_state(ck->state.rng_seed, ck->state.rng_offset);
-    step_ = ck->state.step;
-    log().info("resumed from {} at step {}", ck->path, step_);
-  }
-  profiler_ = std::make_unique<TrainProfiler>(
-      ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
-  // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+// Weights, optimizer state, dropout RNG and step from a checkpoint.
+void Trainer::restore(const LoadedCheckpoint& ck) {
+  model_->load_state_dict(ck.model);
+  optimizer_->load_state(ck.optimizer, ck.optimizer_scalars);
+  dropout_gen_.set_state(ck.state.rng_seed, ck.state.rng_offset);
+  step_ = ck.state.step;
+  log().info("resumed from {} at step {}", ck.path, step_);
+}
+
+// Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+void Trainer::join_data_parallel() {
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
-  if (std::string(comm_->backend()) != "local") {
-    ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
-                                                opt_.comm_bucket_mb);
-    ddp_->broadcast_parameters();
-    if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
-    log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
-               comm_->backend(), ddp_->buckets().size());
-  }
-  // Mixed precision: bf16 compute copies of the (now final) master weights.
-  if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
-  if (!opt_.metrics.empty() && comm_->rank() == 0) {
-    metrics_.open(opt_.metrics, std::ios::app);
-    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
-  }
+  if (std::string(comm_->backend()) == "local") return;
+  ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
+                                              opt_.comm_bucket_mb);
+  ddp_->broadcast_parameters();
+  if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
+  log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
+             comm_->backend(), ddp_->buckets().size());
+}
 
+void Trainer::log_setup(int threads, AttentionKernel attention) const {
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info("model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",

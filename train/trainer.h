@@ -17,8 +17,10 @@
 
 #include "comm/data_parallel.h"
 #include "nn/gpt.h"
+#include "nn/safetensors.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/mfu.h"
 #include "train/profiler.h"
@@ -97,6 +99,15 @@ class Trainer {
   std::string save_checkpoint_now() const;
 
  private:
+  // The constructor's steps, in order.
+  void apply_model_preset();
+  void choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<SafeTensorsFile>& init);
+  AttentionKernel build_model(const std::optional<SafeTensorsFile>& init);
+  void build_optimizer_and_loaders();
+  void restore(const LoadedCheckpoint& ck);
+  void join_data_parallel();
+  void log_setup(int threads, AttentionKernel attention) const;
+
   void log_step(const StepResult& r, std::optional<double> val_loss);
 
   TrainOptions opt_;

@@ -97,6 +97,29 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
   EXPECT_TRUE(testing::contains_all(html, {">train<", ">validation<", "adamw_step", "MFU ="}));
 }
 
+// The roofline plot marks both roofs, numbers its points by their row in the kernel table and
+// names them in a key; no point lies above the hardware roof (a peak 2x below the fastest kernel
+// would put it there, so the check can fail).
+TEST(TrainProfiler, RooflineMarksBothRoofsAndNamesEveryPoint) {
+  KernelSummary s;
+  s.peaks = {"test", 1e12, 0, 100e9, "made up for the test"};
+  s.peaks.attainable_f32_flops = 4e11;
+  KernelRow gemm, add, fill;
+  gemm.kernel = "gemm", gemm.flops = 2e9, gemm.bytes = 1e7, gemm.gflops = 300, gemm.calls = 2;
+  gemm.roof = roofline(OpCost{gemm.flops, gemm.bytes}, s.peaks, DType::f32);
+  fill.kernel = "fill";  // no FLOPs: a row of the table, not a point
+  add.kernel = "add", add.flops = 1e6, add.bytes = 1.2e7, add.gflops = 5, add.calls = 7;
+  add.roof = roofline(OpCost{add.flops, add.bytes}, s.peaks, DType::f32);
+  s.rows = {gemm, fill, add};
+  const std::string html = render_report({"t", {}, {}, {}, s, {}});
+  EXPECT_TRUE(testing::contains_all(
+      html, {"hardware roof", "hardware peak 1000 GFLOP/s", ">attainable<",
+             "attainable 400 GFLOP/s (measured GEMM)", "<li value=\"1\">gemm: ",
+             "<li value=\"3\">add: ", ">1</text>", ">3</text>"}));
+  EXPECT_EQ(html.find("<li value=\"2\">"), std::string::npos);
+  for (const KernelRow& r : s.rows) EXPECT_LE(r.gflops * 1e9, s.peaks.f32_flops) << r.kernel;
+}
+
 TEST(TrainProfiler, BadProfileStepsAreNamed) {
   EXPECT_TRUE(testing::contains_all(testing::error_of([] {
                                       TrainProfiler({"t.json", "", "3:2"}, 1, 6, kCPU);
