@@ -11,7 +11,7 @@
 //     cpuid leaf 0x16, EBX                                   Intel's "max frequency" (0 in VMs)
 //     /proc/cpuinfo "cpu MHz"                                the kernel's idea of the clock now;
 //                                                            in a VM the nominal (TSC) clock
-//     a chain of dependent integer adds                      one add per cycle on every x86 core,
+//     a chain of dependent register adds (x += x)            one add per cycle on every x86 core,
 //                                                            so adds / second is the clock the
 //                                                            core runs at now, turbo included;
 //                                                            never above the true clock
