@@ -159,8 +159,8 @@ class BackwardPass {
     }
   }
 
-  std::unordered_map<Node*, Tensor> grads_;             // summed gradient of each node's output
-  std::unordered_map<AutogradMeta*, int> leaf_deps_;    // edges still to deliver to each leaf
+  std::unordered_map<Node*, Tensor> grads_;               // summed gradient of each node's output
+  std::unordered_map<AutogradMeta*, int> leaf_deps_;      // edges still to deliver to each leaf
   std::unordered_map<AutogradMeta*, Tensor> leaf_grads_;  // each leaf's sum so far
 };
 

@@ -15,37 +15,34 @@
 //
 // What each op's backward computes (dy = the gradient of the op's output) and the Backend kernels
 // (kernels/backend.h) that run it; a one-line comment beside each backward says the same:
-//
-//   op                 derivative rule                                    kernels (fwd / bwd)
-//   add / sub          da = dy, db = +-dy (summed over broadcast dims)    binary / affine, sum_dim
-//   mul                da = dy b, db = dy a                               binary / binary
-//   div                da = dy / b, db = -dy a / b^2                      binary / binary, affine
-//   add/mul scalar     dx = dy * mul                                      affine / affine
-//   pow                dx = dy p x^(p-1)                                  pow_scalar / pow_scalar,
-//                                                                         affine, binary
-//   gelu               dx = dy gelu'(x)                                   gelu_forward / gelu_backward
-//   dropout            dx = dy * mask / (1 - p)                           dropout_forward /
-//                                                                         dropout_backward (same mask)
-//   sum / mean         dx = dy broadcast back (/ count for mean)          sum_dim / copy, affine
-//   matmul             dA = dC B^T, dB = A^T dC                           gemm / gemm x2
-//   linear             dx = dy W, dW = dy^T x, db = sum_rows(dy)          gemm(+bias) / gemm x2,
-//                                                                         sum_dim
-//   mlp                chain rule through both linears and the GELU       gemm_epilogue / gemm_epilogue
-//   softmax            dx = y (dy - sum(dy y))                            softmax_forward / _backward
-//   log_softmax        dx = dy - softmax(x) sum(dy)                       log_softmax_forward / _backward
-//   cross_entropy      dlogits = (softmax - onehot) dloss / valid         cross_entropy_forward /
-//                                                                         cross_entropy_backward
-//   fused_classifier   dlogits computed in forward, scaled by dloss       fused_classifier / binary
-//   layer_norm         dx = rstd (w dy - mean(w dy) - xhat mean(w dy      layernorm_forward /
-//                      xhat)), dw = sum(dy xhat), db = sum(dy)            layernorm_backward
-//   causal_attention   through P = softmax(QK^T s): dV = P^T dO,          attention_forward /
-//                      dP = dO V^T, dS = P (dP - rowsum(dP P)),           attention_backward (naive);
-//                      dQ = dS K s, dK = dS^T Q s                         flash_attention_* (flash)
-//   embedding          dtable[id] += dy row                               embedding_forward / _backward
-//   view family        dy mapped back to the input's geometry             none / copy (slice, expand:
-//                                                                         fill + copy, sum_dim)
-//   contiguous/concat  dx = dy (the matching part of dy)                  copy / copy
-//   compute_copy       dmaster = cast(dy) to the master's dtype           none / cast
+// clang-format off
+//   op                derivative rule                               kernels: forward / backward
+//   add, sub          da = dy, db = +-dy (summed over broadcast)    binary / affine, sum_dim
+//   mul               da = dy b, db = dy a                          binary / binary
+//   div               da = dy / b, db = -dy a / b^2                 binary / binary, affine
+//   add/mul scalar    dx = dy mul                                   affine / affine
+//   pow               dx = dy p x^(p-1)                             pow_scalar / pow_scalar,
+//                                                                   affine, binary
+//   gelu              dx = dy gelu'(x)                              gelu_forward / gelu_backward
+//   dropout           dx = dy mask / (1 - p)                        dropout_forward / _backward
+//   sum, mean         dx = dy broadcast back (/ count for mean)     sum_dim / copy, affine
+//   matmul            dA = dC B^T, dB = A^T dC                      gemm / gemm x2
+//   linear            dx = dy W, dW = dy^T x, db = sum_rows(dy)     gemm / gemm x2, sum_dim
+//   mlp               the chain rule through linear, GELU, linear   gemm_epilogue / the same
+//   softmax           dx = y (dy - sum(dy y))                       softmax_forward / _backward
+//   log_softmax       dx = dy - softmax(x) sum(dy)                  log_softmax_forward / _backward
+//   cross_entropy     dlogits = (softmax - onehot) dloss / valid    cross_entropy_forward / _bwd
+//   fused_classifier  dlogits made in forward, scaled by dloss      fused_classifier / binary
+//   layer_norm        dx = rstd (w dy - mean(w dy)                  layernorm_forward / _backward
+//                     - xhat mean(w dy xhat)),
+//                     dw = sum(dy xhat), db = sum(dy)
+//   causal_attention  dV = P^T dO, dS = P (dP - rowsum(dP P)),      attention_forward / _backward
+//                     dP = dO V^T, dQ = dS K s, dK = dS^T Q s       (naive); flash_attention_*
+//   embedding         dtable[id] += dy row                          embedding_forward / _backward
+//   views             dy mapped back to the input's geometry        none / copy, fill, sum_dim
+//   contiguous,concat dx = dy (its part of dy)                      copy / copy
+//   compute_copy      dmaster = cast(dy) to the master's dtype      none / cast
+// clang-format on
 //
 // Errors name the op and the offending tensors' dtype, shape and device.
 // Every op that records a node takes a defaulted last parameter `site`: where it was called from,

@@ -99,13 +99,19 @@ int main(int argc, char** argv) {
       }
       return std::atoi(argv[++i]);
     };
-    if (a == "--ops") o.ops = value();
-    else if (a == "--size") o.size = value();
-    else if (a == "--repeats") o.repeats = value();
-    else if (a == "--threads") o.threads = value();
-    else if (a == "--no-torch") o.torch = false;
+    if (a == "--ops")
+      o.ops = value();
+    else if (a == "--size")
+      o.size = value();
+    else if (a == "--repeats")
+      o.repeats = value();
+    else if (a == "--threads")
+      o.threads = value();
+    else if (a == "--no-torch")
+      o.torch = false;
     else {
-      fmt::print(stderr, "op_overhead: unknown argument {} (see the header of bench/op_overhead.cpp)\n", a);
+      fmt::print(stderr,
+                 "op_overhead: unknown argument {} (see the header of bench/op_overhead.cpp)\n", a);
       return 2;
     }
   }
@@ -119,7 +125,8 @@ int main(int argc, char** argv) {
   if (!o.torch) return 0;
   const nlohmann::json torch = measure_torch(o);
   if (torch.is_null() || torch.is_discarded()) {
-    fmt::print(stderr, "op_overhead: bench/torch_op_overhead.py failed (is python3-torch installed?)\n");
+    fmt::print(stderr,
+               "op_overhead: bench/torch_op_overhead.py failed (is python3-torch installed?)\n");
     return 1;
   }
   fmt::print("{}\n", torch.dump());

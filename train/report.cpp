@@ -34,9 +34,9 @@ std::string kernel_bars(const KernelSummary& s) {
 std::string roofline_plot(const KernelSummary& s) {
   const double peak = s.peaks.flops(s.dtype) / 1e9, ridge = s.peaks.ridge(s.dtype);
   const double bandwidth = s.peaks.bytes_per_s / 1e9;  // GB/s: GFLOP/s per FLOP/byte
-  const double attainable =
-      s.dtype == DType::f32 && s.peaks.attainable_f32_flops > 0 ? s.peaks.attainable_f32_flops / 1e9
-                                                                 : 0;
+  const double attainable = s.dtype == DType::f32 && s.peaks.attainable_f32_flops > 0
+                                ? s.peaks.attainable_f32_flops / 1e9
+                                : 0;
   double lo = ridge / 10, hi = ridge * 10;
   Series points("kernels", "#d65f5f", {}, false);
   std::string key;
@@ -65,7 +65,8 @@ std::string roofline_plot(const KernelSummary& s) {
   series.push_back(points);
   return svg_plot("Roofline", {"arithmetic intensity (FLOP/byte)", true},
                   {"achieved GFLOP/s", true}, series) +
-         "<p>Points are numbered by their row in the per-kernel table above:</p><ol class=\"key\">" +
+         "<p>Points are numbered by their row in the per-kernel table above:</p><ol "
+         "class=\"key\">" +
          key + "</ol>\n";
 }
 

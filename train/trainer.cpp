@@ -161,8 +161,8 @@ void Trainer::join_data_parallel() {
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
   if (std::string(comm_->backend()) == "local") return;
-  ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
-                                              opt_.comm_bucket_mb);
+  ddp_ =
+      std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(), opt_.comm_bucket_mb);
   ddp_->broadcast_parameters();
   if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
   log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
@@ -172,12 +172,13 @@ void Trainer::join_data_parallel() {
 void Trainer::log_setup(int threads, AttentionKernel attention) const {
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
-  log().info("model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
-             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
-             dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
-             opt_.seq_len, opt_.batch * opt_.seq_len,
-             attention_kernel_name(
-                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
+  log().info(
+      "model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
+      config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
+      dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
+      opt_.seq_len, opt_.batch * opt_.seq_len,
+      attention_kernel_name(
+          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
 }
 
 StepResult Trainer::train_step() {
@@ -254,7 +255,7 @@ std::string Trainer::sample(int64_t n, uint64_t seed) {
     const Tensor last = slice(slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
                                     static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx)),
                               1, 0, config_.vocab_size);  // the classes, without the padded columns
-    const Tensor probs = softmax(last);  // bf16 under --dtype bf16
+    const Tensor probs = softmax(last);                   // bf16 under --dtype bf16
     const std::vector<float> p =
         to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
     const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));

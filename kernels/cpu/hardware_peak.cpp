@@ -65,7 +65,8 @@ double sysfs_max_hz() {
   return khz.empty() ? 0 : std::atof(khz.c_str()) * 1e3;
 }
 
-// cpuid leaf 0x16 (Intel): EBX is the maximum frequency in MHz; 0 when the leaf is absent or zeroed.
+// cpuid leaf 0x16 (Intel): EBX is the maximum frequency in MHz; 0 when the leaf is absent or
+// zeroed.
 double cpuid_max_hz() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -135,7 +136,8 @@ HardwarePeak work_out() {
   // SSE-only and plain-AVX cores have no FMA: a multiply unit and an add unit, 2 FLOPs a cycle
   // per lane as well, so the formula stays lanes x 2 x 2 (counting the pair as "2 units" of 1).
   p.fma_units = 2;
-  if (const char* env = std::getenv("GLASS_CPU_FMA_UNITS")) p.fma_units = std::max(1, std::atoi(env));
+  if (const char* env = std::getenv("GLASS_CPU_FMA_UNITS"))
+    p.fma_units = std::max(1, std::atoi(env));
   p.isa += fmt::format(" (OpenBLAS GEMM kernel {}: {}; this build: {})", p.gemm_core, gemm.name,
                        ours.name);
   return p;
@@ -171,7 +173,8 @@ double measure_clock_hz(int runs) {
 
 std::string HardwarePeak::derivation() const {
   return fmt::format(
-      "{} cores x {:.2f} GHz x {:.0f} FLOP/cycle ({} f32 lanes x {} FMA units x 2) = {:.1f} GFLOP/s; "
+      "{} cores x {:.2f} GHz x {:.0f} FLOP/cycle ({} f32 lanes x {} FMA units x 2) = {:.1f} "
+      "GFLOP/s; "
       "clock: {}; ISA: {}",
       cores, clock_hz / 1e9, flops_per_cycle(), f32_lanes, fma_units, flops() / 1e9, clock_source,
       isa);

@@ -1,7 +1,8 @@
 // The host's peak f32 FLOP/s from what its hardware can issue, not from a measurement of our code:
 //
 //   peak = cores x clock x FLOPs per cycle per core
-//   FLOPs per cycle = f32 lanes per vector x FMA units per core x 2 (an FMA is a multiply and an add)
+//   FLOPs per cycle = f32 lanes per vector x FMA units per core x 2 (an FMA is a multiply and an
+//   add)
 //
 // - cores: physical cores this process may run on (hyperthreads share their core's FMA units).
 // - clock: the highest of the sources below, because a peak must be an upper bound (a clock that

@@ -79,9 +79,9 @@ TEST(DevicePeaks, HostPeakIsTheHardwaresAndAboveEveryGemmTheEngineMeasures) {
   EXPECT_GE(hw.cores, 1);
   EXPECT_TRUE(hw.f32_lanes == 4 || hw.f32_lanes == 8 || hw.f32_lanes == 16) << hw.f32_lanes;
   EXPECT_DOUBLE_EQ(hw.flops(), hw.cores * hw.clock_hz * hw.f32_lanes * hw.fma_units * 2.0);
-  EXPECT_TRUE(testing::contains_all(hw.derivation(),
-                                    {"cores x", "GHz x", "FLOP/cycle", "FMA units", "clock:",
-                                     "/proc/cpuinfo", "dependent adds", "OpenBLAS GEMM kernel"}));
+  EXPECT_TRUE(testing::contains_all(
+      hw.derivation(), {"cores x", "GHz x", "FLOP/cycle", "FMA units", "clock:", "/proc/cpuinfo",
+                        "dependent adds", "OpenBLAS GEMM kernel"}));
   // A dependent-add chain reads the clock low on a busy machine, never high: a reading above any
   // real x86 clock means the chain was not one add per cycle (x += 1 read 6.95 GHz here: Golden
   // Cove folds immediate adds).

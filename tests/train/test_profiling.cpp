@@ -114,8 +114,8 @@ TEST(TrainProfiler, RooflineMarksBothRoofsAndNamesEveryPoint) {
   const std::string html = render_report({"t", {}, {}, {}, s, {}});
   EXPECT_TRUE(testing::contains_all(
       html, {"hardware roof", "hardware peak 1000 GFLOP/s", ">attainable<",
-             "attainable 400 GFLOP/s (measured GEMM)", "<li value=\"1\">gemm: ",
-             "<li value=\"3\">add: ", ">1</text>", ">3</text>"}));
+             "attainable 400 GFLOP/s (measured GEMM)",
+             "<li value=\"1\">gemm: ", "<li value=\"3\">add: ", ">1</text>", ">3</text>"}));
   EXPECT_EQ(html.find("<li value=\"2\">"), std::string::npos);
   for (const KernelRow& r : s.rows) EXPECT_LE(r.gflops * 1e9, s.peaks.f32_flops) << r.kernel;
 }
