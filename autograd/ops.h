@@ -31,7 +31,7 @@
 //   mlp               the chain rule through linear, GELU, linear   gemm_epilogue / the same
 //   softmax           dx = y (dy - sum(dy y))                       softmax_forward / _backward
 //   log_softmax       dx = dy - softmax(x) sum(dy)                  log_softmax_forward / _backward
-//   cross_entropy     dz = (softmax(z) - onehot) dloss / N          cross_entropy_forward / _backward
+//   cross_entropy     dz = (softmax(z) - onehot) dloss / N          cross_entropy_forward / _bwd
 //   fused_classifier  dlogits made in forward, scaled by dloss      fused_classifier / binary
 //   layer_norm        dx = rstd (w dy - mean(w dy)                  layernorm_forward / _backward
 //                     - xhat mean(w dy xhat)),
