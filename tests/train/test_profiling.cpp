@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/peaks.h"
 #include "tests/testing.h"
 #include "train/gpt_cost.h"
 #include "train/mfu.h"
@@ -95,6 +96,24 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
     EXPECT_EQ(html.find(ext), std::string::npos) << ext;
   // Both loss curves and the adamw kernel (a point of the roofline, a bar of the breakdown).
   EXPECT_TRUE(testing::contains_all(html, {">train<", ">validation<", "adamw_step", "MFU ="}));
+}
+
+// Every kernel of a real training step on cpu runs below the hardware's FLOP/s peak, the roof the
+// summary and report draw (the old measured-GEMM peak had the GEMMs at or above it: x floor 1.0).
+TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
+  Trainer trainer(testing::tiny_options());
+  trainer.train_step();  // the allocator's cache filled, as in a profiled step 2
+  TraceRecorder recorder;
+  recorder.start();
+  recorder.begin_step(2);
+  trainer.train_step();
+  recorder.end_step();
+  recorder.stop();
+  const DevicePeaks peaks = kernels::peaks_for(kCPU);
+  const KernelSummary s = summarize_kernels(recorder.launches(), peaks, DType::f32);
+  ASSERT_FALSE(s.rows.empty());
+  for (const KernelRow& r : s.rows) EXPECT_LE(r.gflops * 1e9, peaks.f32_flops) << r.kernel;
+  EXPECT_NE(s.table().find("attainable (measured"), std::string::npos) << s.table();
 }
 
 // The roofline plot marks both roofs, numbers its points by their row in the kernel table and
