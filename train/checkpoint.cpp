@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -31,15 +32,25 @@ nlohmann::json config_json(const GPTConfig& c) {
           {"padded_vocab_size", c.padded_vocab_size}};
 }
 
+// An integer field: a float (1e300) or a string is refused rather than converted, which for a
+// float out of int64's range would be undefined behaviour.
+int64_t int_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer())
+    throw std::invalid_argument(fmt::format("config field '{}' is {}, not an integer", key, v.dump()));
+  return v.get<int64_t>();
+}
+
 GPTConfig config_from_json(const nlohmann::json& j) {
   GPTConfig c;
-  c.vocab_size = j.at("vocab_size");
-  c.block_size = j.at("block_size");
-  c.n_layer = j.at("n_layer");
-  c.n_head = j.at("n_head");
-  c.n_embd = j.at("n_embd");
-  c.dropout = j.at("dropout");
-  c.padded_vocab_size = j.value("padded_vocab_size", int64_t{0});  // older checkpoints: none
+  c.vocab_size = int_field(j, "vocab_size");
+  c.block_size = int_field(j, "block_size");
+  c.n_layer = int_field(j, "n_layer");
+  c.n_head = int_field(j, "n_head");
+  c.n_embd = int_field(j, "n_embd");
+  c.dropout = j.at("dropout").get<double>();
+  // Older checkpoints have no padded_vocab_size: 0, none.
+  c.padded_vocab_size = j.contains("padded_vocab_size") ? int_field(j, "padded_vocab_size") : 0;
   return c;
 }
 
@@ -196,6 +207,10 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
   } catch (const std::exception& e) {
     fail("checkpoint '{}': unreadable metadata ({})", path, e.what());
   }
+  // A resumed run indexes its data with these: they must be counts, not negative.
+  GLASS_CHECK(ck.state.step >= 0 && ck.state.data_position >= 0,
+              "checkpoint '{}': step {} and data position {} must not be negative", path,
+              ck.state.step, ck.state.data_position);
   take_prefixed(f.tensors, "model.", ck.model);
   take_prefixed(f.tensors, "optim.", ck.optimizer);
   GLASS_CHECK(!ck.model.empty(), "checkpoint '{}' holds no model weights", path);

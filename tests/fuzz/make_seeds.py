@@ -101,3 +101,12 @@ put("checkpoint", "huge_config", safetensors(emb, dict(meta, config=json.dumps(
 put("checkpoint", "bad_json", safetensors(emb, dict(meta, config="{\"vocab_size\": \"many\"")))
 put("checkpoint", "bad_step", safetensors(emb, dict(meta, step="-x")))
 put("checkpoint", "foreign_format", safetensors(emb, dict(meta, format="pt")))
+# Found by review while writing the targets (libFuzzer under clang would flag the first two as
+# float-cast-overflow, which gcc's UBSan does not check): a float where an integer belongs, an
+# optimizer step count past int64, a negative step that a resumed run would index its data with.
+put("checkpoint", "float_n_layer", safetensors(emb, dict(meta, config=json.dumps(
+    {"vocab_size": 4, "block_size": 2, "n_layer": 1e300, "n_head": 1, "n_embd": 2,
+     "dropout": 0.0}))))
+put("checkpoint", "huge_optimizer_step",
+    safetensors(emb, dict(meta, optimizer_scalars="{\"step\": 1e300}")))
+put("checkpoint", "negative_step", safetensors(emb, dict(meta, step="-5", data_position="-5")))
