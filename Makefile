@@ -57,10 +57,14 @@ bench: setup-test
 # build with ASan+UBSan (cpu device only: no emu, no cuda, so that it builds in minutes), then each
 # target for FUZZ_SECONDS, starting from its committed corpus. New crashes land in
 # $(FUZZ_BUILD)/crashes/; commit them to tests/fuzz/corpus/<target>/ once fixed.
+# clang 15 or newer: clang 14 lacks the builtin behind libstdc++'s std::source_location
+# (Debian bookworm: apt install clang-16 libclang-rt-16-dev).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang-16
+FUZZ_CXX ?= clang++-16
 fuzz: setup-test
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_FUZZ=ON -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_EMU=OFF -DGLASS_CUDA=OFF -DGLASS_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" >/dev/null
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_FUZZ=ON -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_EMU=OFF -DGLASS_CUDA=OFF -DGLASS_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
 	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
