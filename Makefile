@@ -10,7 +10,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?=
 
-.PHONY: setup setup-test build train test test-release bench clean
+.PHONY: setup setup-test build train test test-release bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -57,5 +57,20 @@ bench: setup-test
 	$(BUILD)/bench/op_overhead
 	bench/run.sh
 
+# libFuzzer on every file parser and the command line (tests/fuzz, docs/reliability.md): a clang
+# build with ASan+UBSan (cpu device only: no emu, no cuda, so that it builds in minutes), then each
+# target for FUZZ_SECONDS, starting from its committed corpus. New crashes land in
+# $(FUZZ_BUILD)/crashes/; commit them to tests/fuzz/corpus/<target>/ once fixed.
+# clang 15 or newer: clang 14 lacks the builtin behind libstdc++'s std::source_location
+# (Debian bookworm: apt install clang-16 libclang-rt-16-dev).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang-16
+FUZZ_CXX ?= clang++-16
+fuzz: setup-test
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_FUZZ=ON -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_EMU=OFF -DGLASS_CUDA=OFF -DGLASS_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,11 +1,13 @@
 #include "train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
+#include "engine/debug.h"
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
@@ -15,6 +17,7 @@
 #include "optim/clip.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
+#include "train/shutdown.h"
 
 namespace glass::train {
 
@@ -56,6 +59,9 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
   apply_model_preset();
+  GLASS_CHECK(opt_.on_nonfinite == "stop" || opt_.on_nonfinite == "skip",
+              "--on-nonfinite '{}': expected stop or skip", opt_.on_nonfinite);
+  GLASS_CHECK(opt_.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", opt_.keep_last);
   data_ = load_dataset(opt_.data, opt_.vocab_size);
   std::optional<LoadedCheckpoint> ck;
   std::optional<SafeTensorsFile> init;
@@ -184,13 +190,14 @@ void Trainer::log_setup(int threads, AttentionKernel attention) const {
 StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t syncs_before = host_sync_count();
+  const uint64_t rng_offset_before = dropout_gen_.offset();
   profiler_->begin_step(step_ + 1);
   model_->train(true);
   // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
   // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
   const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
-  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (the
-  // only host synchronisation of a step, with the gradient norm when clipping reads it).
+  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (with
+  // the gradient norm, the only host synchronisations of a step).
   Tensor loss_sum;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
@@ -201,18 +208,38 @@ StepResult Trainer::train_step() {
     loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
   }
   if (ddp_) ddp_->finish_gradient_sync();
+  if (opt_.test_inject_nan_step == step_ + 1) {
+    // Tests only: one element of the first gradient becomes NaN, as a faulty kernel would leave it.
+    const Tensor g = model_->parameters().front().grad();
+    std::vector<float> v = to_vector<float>(g);
+    v[v.size() / 2] = NAN;
+    kernels::backend(g).copy(Tensor::from_host(v.data(), g.shape(), g.dtype(), g.device()), g);
+  }
 
   StepResult r;
   r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
-  if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
+  // The global gradient norm, read every step: clipping needs it, and a NaN or infinity anywhere
+  // in the loss or the gradients shows in it. A non-finite norm scales nothing.
+  r.grad_norm =
+      clip_grad_norm(model_->parameters(), opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
   r.lr = schedule_.at(step_);
-  optimizer_->set_lr(r.lr);
-  optimizer_->step();
-  optimizer_->zero_grad();
-  {
+  if (std::isfinite(r.loss) && std::isfinite(r.grad_norm)) {
+    optimizer_->set_lr(r.lr);
+    optimizer_->step();
+    optimizer_->zero_grad();
     // The bf16 copies of the updated masters (no launch in f32).
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model_->refresh_compute_copies();
+  } else {
+    // No update: the weights and the optimizer's moments stay those of the step before.
+    optimizer_->zero_grad();
+    if (opt_.on_nonfinite == "stop") {
+      const std::string origin = locate_nonfinite(rng_offset_before);
+      fail("step {}: non-finite {} (loss {}, gradient norm {}); the weights were not updated. {}",
+           step_ + 1, std::isfinite(r.loss) ? "gradients" : "loss", r.loss, r.grad_norm, origin);
+    }
+    r.skipped = true;
+    skipped_steps_.push_back(step_ + 1);
   }
   ++step_;
   r.step = step_;
@@ -222,6 +249,38 @@ StepResult Trainer::train_step() {
       static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
   profiler_->end_step(r.step, r.loss);
   return r;
+}
+
+std::string Trainer::locate_nonfinite(uint64_t rng_offset) {
+  if (check_nan_enabled())
+    return "Anomaly mode was on and no op produced it: it arose outside autograd (after backward).";
+  if (ddp_)
+    return "Run again with GLASS_CHECK_NAN=1 to name the first node that produced it (the "
+           "re-run is not done under data parallelism).";
+  // 1. Anomaly mode on, the dropout generator back where the step started, the same batches.
+  const DebugSettings saved = debug_settings();
+  DebugSettings anomaly = saved;
+  anomaly.check_nan = true;
+  set_debug_settings(anomaly);
+  const uint64_t seed = dropout_gen_.seed(), offset_after = dropout_gen_.offset();
+  dropout_gen_.set_state(seed, rng_offset);
+  std::string origin =
+      "A re-run of the step in anomaly mode (GLASS_CHECK_NAN) found no op that produced it: it "
+      "arose outside autograd (after backward).";
+  try {
+    const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
+    for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
+      const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
+      backward(batch_loss(*model_, b));
+    }
+  } catch (const Error& e) {
+    // 2. The first check that fails names the node and where forward created it.
+    origin = fmt::format("First produced by: {}", e.what());
+  }
+  set_debug_settings(saved);
+  dropout_gen_.set_state(seed, offset_after);
+  optimizer_->zero_grad();
+  return origin;
 }
 
 double Trainer::evaluate(int64_t batches) {
@@ -283,7 +342,7 @@ std::string Trainer::save_checkpoint_now() const {
   s.data_position = step_;
   s.config = config_;
   s.data_path = data_.path;
-  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_);
+  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_, opt_.keep_last);
 }
 
 void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
@@ -299,6 +358,7 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                           static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
                           static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
     if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
+    if (r.skipped) line += " | skipped (non-finite)";
     fmt::print("{}\n", line);
     std::fflush(stdout);
   }
@@ -312,7 +372,8 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"mfu", mfu},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
                         {"peak_reserved_bytes", mem.peak_reserved_bytes},
-                        {"host_syncs", r.host_syncs}};
+                        {"host_syncs", r.host_syncs},
+                        {"skipped", r.skipped}};
     if (val_loss) j["val_loss"] = *val_loss;
     metrics_ << j.dump() << "\n";
     metrics_.flush();
@@ -330,11 +391,11 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(device_);
   mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
   log().info("{}", mfu_->formula);
-  while (step_ < opt_.steps) {
-    const StepResult r = train_step();
-    GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
-                r.loss);
-    last_loss = r.loss;
+  int64_t saved_step = -1;  // the step of the checkpoint written last by this loop
+  // A stop signal (train/shutdown.h) ends the loop between steps, never inside one.
+  while (step_ < opt_.steps && stop_signal() == 0) {
+    const StepResult r = train_step();  // throws on a non-finite step under --on-nonfinite stop
+    if (!r.skipped) last_loss = r.loss;
     tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
     train_ms += r.ms;
     if (!root) continue;
@@ -345,10 +406,29 @@ void Trainer::run() {
     if (v) profiler_->add_val_loss(r.step, *v);
     log_step(r, v);
     if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
-        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
+        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps) {
       log().info("checkpoint {}", save_checkpoint_now());
+      saved_step = step_;
+    }
   }
   if (!root) return;
+  // A signal that came during the last step stops nothing: the run is complete.
+  if (const int sig = stop_signal(); sig != 0 && step_ < opt_.steps) {
+    stopped_by_signal_ = sig;
+    if (opt_.checkpoint_dir.empty()) {
+      fmt::print("\nstopped by {} after step {}: no --checkpoint-dir, so nothing was saved\n",
+                 stop_signal_name(sig), step_);
+    } else {
+      const std::string path = saved_step == step_ ? opt_.checkpoint_dir + "/" +
+                                                         latest_checkpoint_name(opt_.checkpoint_dir)
+                                                   : save_checkpoint_now();
+      fmt::print(
+          "\nstopped by {} after step {}: checkpoint written to {} (continue with --resume {})\n",
+          stop_signal_name(sig), step_, path, opt_.checkpoint_dir);
+    }
+    std::fflush(stdout);
+    return;
+  }
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
   profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
                     {config_.str(), mfu_->formula});
@@ -366,6 +446,9 @@ void Trainer::run() {
       last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
       static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
       static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
+  if (!skipped_steps_.empty())
+    fmt::print("skipped {} non-finite step(s) (--on-nonfinite skip): {}\n", skipped_steps_.size(),
+               fmt::join(skipped_steps_, ", "));
   if (opt_.sample > 0 && data_.vocab) {
     fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
                sample(opt_.sample, opt_.seed));

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/data_parallel.h"
 #include "nn/gpt.h"
@@ -52,7 +53,14 @@ struct TrainOptions {
   std::string init, save;              // safetensors weights in / out
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
-  std::string metrics;                 // JSONL path
+  int64_t keep_last = 3;               // checkpoints kept in checkpoint_dir, the newest (0 = all)
+  // A step whose loss or gradient norm is NaN or infinite: "stop" ends the run naming the step
+  // and the first node that produced the value; "skip" drops the step (weights and optimizer
+  // moments untouched) and carries on. Either way the value never reaches the weights.
+  std::string on_nonfinite = "stop";
+  // Tests only: after backward of this (1-based) step, one gradient element becomes NaN. 0 = off.
+  int64_t test_inject_nan_step = 0;
+  std::string metrics;  // JSONL path
   int64_t eval_every = 100, eval_batches = 8;
   int64_t sample = 400;  // characters generated after training (text data)
   int threads = 0;       // 0 = all cores
@@ -73,9 +81,11 @@ struct TrainOptions {
 struct StepResult {
   int64_t step = 0;  // 1-based number of the step just done
   double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
-  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 1
-  // (the loss), 2 when gradient clipping reads the norm; 0 on cpu, which never waits.
+  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 2,
+  // the loss and the global gradient norm (which clipping and the non-finite check read); 0 on
+  // cpu, which never waits.
   int64_t host_syncs = 0;
+  bool skipped = false;  // non-finite loss or gradients under --on-nonfinite skip: no update
 };
 
 class Trainer {
@@ -87,11 +97,16 @@ class Trainer {
   double evaluate(int64_t batches);
   // `n` characters sampled from the model, starting after a newline (text data only).
   std::string sample(int64_t n, uint64_t seed);
-  // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample.
+  // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample. After
+  // SIGINT or SIGTERM (train/shutdown.h) it stops after the current step, writes a checkpoint when
+  // checkpoint_dir is set, says where, and returns; stopped_by_signal() then names the signal.
   void run();
+  int stopped_by_signal() const { return stopped_by_signal_; }
+  const std::vector<int64_t>& skipped_steps() const { return skipped_steps_; }
 
   int64_t step() const { return step_; }
   const GPT& model() const { return *model_; }
+  const AdamW& optimizer() const { return *optimizer_; }
   DType dtype() const { return dtype_; }
   const Dataset& data() const { return data_; }
   comm::Communicator& communicator() const { return *comm_; }
@@ -109,6 +124,9 @@ class Trainer {
   void log_setup(int threads, AttentionKernel attention) const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
+  // Runs the step's forward and backward again in anomaly mode (GLASS_CHECK_NAN) from the dropout
+  // state it started with, and returns the error naming the first node that made a NaN/Inf.
+  std::string locate_nonfinite(uint64_t rng_offset);
 
   TrainOptions opt_;
   Device device_;
@@ -121,6 +139,8 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
+  int stopped_by_signal_ = 0;
+  std::vector<int64_t> skipped_steps_;  // 1-based numbers of the steps --on-nonfinite skip dropped
   std::ofstream metrics_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment
