@@ -107,7 +107,11 @@ void backward(const Tensor& root, const Tensor& grad) {
     deliver_leaf(leaf, seed);
     return;
   }
-  grads[root.grad_fn().get()] = seed;
+  // The seed is the gradient of the root: output 0 of its node, or one of a multi-output node's.
+  if (const int k = root.grad_fn()->output_index(root); k > 0)
+    root.grad_fn()->output_grads[k] = seed;
+  else
+    grads[root.grad_fn().get()] = seed;
 
   NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
   for (Node* n : order) {
@@ -116,7 +120,9 @@ void backward(const Tensor& root, const Tensor& grad) {
     // Everything launched for this node, its gradient sums included, carries its id.
     LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
     std::vector<Tensor> input_grads;
-    if (g.defined()) {
+    const bool other_output_grads = std::any_of(n->output_grads.begin(), n->output_grads.end(),
+                                                [](const Tensor& t) { return t.defined(); });
+    if (g.defined() || other_output_grads) {
       for (auto& hook : n->pre_hooks) hook(*n, g);
       {
         RunningNode running(n, g);
@@ -130,6 +136,7 @@ void backward(const Tensor& root, const Tensor& grad) {
     }
     // Saved tensors and captured state go as soon as the node has run.
     n->saved.clear();
+    n->output_grads.clear();
     n->backward = nullptr;
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const Edge& e = n->inputs[i];
@@ -137,7 +144,8 @@ void backward(const Tensor& root, const Tensor& grad) {
       if (has_grad && e.defined()) check_grad(*n, i, input_grads[i]);
       if (e.node) {
         if (has_grad) {
-          Tensor& acc = grads[e.node.get()];
+          // Output 0's gradient waits in `grads`, a multi-output node's others in the node.
+          Tensor& acc = e.output == 0 ? grads[e.node.get()] : e.node->output_grads[e.output];
           acc = acc.defined() ? accumulate(acc, input_grads[i]) : input_grads[i];
         }
       } else if (e.leaf) {
