@@ -78,18 +78,28 @@ class BackwardPass {
   // Step 2, the reverse walk: each node turns the gradient of its output into gradients of its
   // inputs (its backward function, made of visible launches) and hands them on; then it drops
   // what it saved.
-  void walk(const std::vector<Node*>& order, Node* root, const Tensor& seed) {
+  void walk(const std::vector<Node*>& order, const Tensor& root, const Tensor& seed) {
     grads_.reserve(order.size());
-    grads_[root] = seed;
+    // The seed is the gradient of the root: output 0 of its node, or one of a multi-output node's.
+    Node* root_node = root.grad_fn().get();
+    if (const int k = root_node->output_index(root); k > 0)
+      root_node->output_grads[k] = seed;
+    else
+      grads_[root_node] = seed;
     NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
     for (Node* n : order) {
       Tensor g = std::move(grads_[n]);
       grads_.erase(n);
       // Everything launched for this node, its gradient sums included, carries its id.
       LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
-      const std::vector<Tensor> input_grads = g.defined() ? run_node(*n, g) : std::vector<Tensor>{};
+      // A multi-output node runs when any of its outputs received a gradient.
+      const bool other_output_grads = std::any_of(n->output_grads.begin(), n->output_grads.end(),
+                                                  [](const Tensor& t) { return t.defined(); });
+      const std::vector<Tensor> input_grads =
+          g.defined() || other_output_grads ? run_node(*n, g) : std::vector<Tensor>{};
       // Saved tensors and captured state go as soon as the node has run.
       n->saved.clear();
+      n->output_grads.clear();
       n->backward = nullptr;
       for (size_t i = 0; i < n->inputs.size(); ++i)
         hand_on(*n, i, i < input_grads.size() ? input_grads[i] : Tensor());
@@ -144,7 +154,8 @@ class BackwardPass {
     if (g.defined() && e.defined()) check_grad(n, i, g);
     if (e.node) {
       if (!g.defined()) return;
-      Tensor& acc = grads_[e.node.get()];
+      // Output 0's gradient waits in grads_, a multi-output node's others in the node.
+      Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->output_grads[e.output];
       acc = acc.defined() ? accumulate(acc, g) : g;
     } else if (e.leaf) {
       AutogradMeta* leaf = e.leaf.get();
@@ -185,7 +196,7 @@ void backward(const Tensor& root, const Tensor& grad) {
   BackwardPass pass;
   if (!root.grad_fn()) return pass.deliver_to_root_leaf(root.unsafe_impl()->autograd.get(), seed);
   const std::vector<Node*> order = pass.count_dependencies(root.grad_fn().get());
-  pass.walk(order, root.grad_fn().get(), seed);
+  pass.walk(order, root, seed);
 }
 
 }  // namespace glass

@@ -9,7 +9,7 @@
 //   matmul.cpp       matmul (batched, broadcast), linear, mlp (fused linear-GELU-linear)
 //   softmax.cpp      softmax, log_softmax, cross_entropy
 //   classifier.cpp   fused_classifier (cross-entropy with dlogits in forward, padded vocabulary)
-//   layernorm.cpp    layer_norm
+//   layernorm.cpp    layer_norm, residual_layer_norm (the residual add fused with it)
 //   attention.cpp    causal_attention
 //   embedding.cpp    embedding
 //
@@ -180,6 +180,15 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
 // --- normalisation ---
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                   CallSite site = CallSite::current());
+// The residual stream's add fused with the LayerNorm after it, as one node with two outputs:
+//   residual = x + delta,  normed = layer_norm(residual, weight, bias, eps)
+// (x, delta [..., C] of one shape). Backward: d(x) = d(delta) = d(residual) + layer_norm's dx.
+struct ResidualNorm {
+  Tensor residual, normed;
+};
+ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                 const Tensor& bias, double eps = 1e-5,
+                                 CallSite site = CallSite::current());
 
 // --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,

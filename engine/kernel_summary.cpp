@@ -81,6 +81,7 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const
   std::sort(s.rows.begin(), s.rows.end(), [](const KernelRow& a, const KernelRow& b) {
     return a.self_us != b.self_us ? a.self_us > b.self_us : a.kernel < b.kernel;
   });
+  s.occupancy = launch_occupancy(launches, kernel_resource_report());
   return s;
 }
 
@@ -110,6 +111,7 @@ std::string KernelSummary::table() const {
         above);
   out += fmt::format("window {:.3f} ms (first launch to last launch of each recorded step)\n",
                      window_us / 1e3);
+  if (!occupancy.empty()) out += occupancy_table(occupancy, kernel_resource_report());
   return out;
 }
 

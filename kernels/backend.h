@@ -153,6 +153,18 @@ struct Backend {
   void (*layernorm_backward)(const Tensor& dy, const Tensor& x, const Tensor& weight,
                              const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                              const Tensor& dweight, const Tensor& dbias);
+  // The residual add of a transformer block fused with the LayerNorm that follows it (x, delta,
+  // residual, y, dy, dresidual, dx [N, C]): residual = x + delta (stored in x's dtype) and y, mean,
+  // rstd = layernorm_forward of the stored residual, in one pass over the rows.
+  void (*residual_layernorm_forward)(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                     const Tensor& bias, const Tensor& residual, const Tensor& y,
+                                     const Tensor& mean, const Tensor& rstd, double eps);
+  // dx = dresidual + the LayerNorm backward of dy at `residual` (the gradient of both x and
+  // delta), dweight and dbias as layernorm_backward; dx is written once, in the same pass.
+  void (*residual_layernorm_backward)(const Tensor& dy, const Tensor& dresidual,
+                                      const Tensor& residual, const Tensor& weight,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                      const Tensor& dweight, const Tensor& dbias);
 
   // --- causal scaled-dot-product attention: q, k, v, out [B, H, T, D]; probs [B, H, T, T] ---
   // probs = softmax(q k^T * scale, causal mask), out = probs v. probs is saved for backward.

@@ -98,10 +98,16 @@ Tensor GPT::forward(const Tensor& ids) const {
   std::iota(positions.begin(), positions.end(), 0);
   Tensor x = wte.forward(ids) + wpe.forward(from_vector(positions, {T}, ids.device()));
   x = drop.forward(x);
-  for (const auto& block : h) x = block->forward(x);
-  x = ln_f.forward(x);
-  // Tied LM head: logits = x @ wte^T, no bias.
-  return linear(x, wte.param(wte.weight));
+  // The residual stream through the blocks. Each residual add runs fused with the LayerNorm that
+  // reads its sum (residual_layer_norm): block i's last add with block i+1's ln_1, the last
+  // block's with ln_f. Only the first ln_1 has no add before it.
+  ResidualNorm stream{x, h.front()->ln_1.forward(x)};
+  for (size_t i = 0; i < h.size(); ++i) {
+    const LayerNorm& next_ln = i + 1 < h.size() ? h[i + 1]->ln_1 : ln_f;
+    stream = h[i]->forward(stream.residual, stream.normed, next_ln);
+  }
+  // Tied LM head: logits = ln_f(x) @ wte^T, no bias.
+  return linear(stream.normed, wte.param(wte.weight));
 }
 
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
