@@ -145,12 +145,13 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
-  log().info("model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
-             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
-             dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
-             opt_.seq_len, opt_.batch * opt_.seq_len,
-             attention_kernel_name(
-                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
+  log().info(
+      "model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
+      config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
+      dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
+      opt_.seq_len, opt_.batch * opt_.seq_len,
+      attention_kernel_name(
+          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {
