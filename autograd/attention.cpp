@@ -58,12 +58,9 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
   fail("unknown attention kernel '{}' (naive, flash, cudnn or auto)", name);
 }
 
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim,
-                                         DType dtype) {
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
   if (kernel != AttentionKernel::automatic) return kernel;
-  // The flash kernels are f32 only so far: bf16 runs the naive kernel, which has a bf16 form.
-  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim) ||
-      dtype != DType::f32)
+  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim))
     return AttentionKernel::naive;
   return AttentionKernel::flash;
 }
@@ -161,7 +158,7 @@ Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kerne
   Tensor qkvc = contiguous(qkv);
   const kernels::Backend& be = kernels::backend(qkvc);
   OpScope op("attention", {qkvc});
-  switch (resolve_attention_kernel(kernel, qkvc.device(), D, qkvc.dtype())) {
+  switch (resolve_attention_kernel(kernel, qkvc.device(), D)) {
     case AttentionKernel::flash:
       return fused_attention(qkvc, n_head, scale, be.flash_attention_forward,
                              be.flash_attention_backward, op);

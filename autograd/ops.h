@@ -200,15 +200,15 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 //   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu has its own loops): reads qkv
 //          in place, saves only out and the per-row log-sum-exp [B, H, T]
 //   cudnn  cuDNN's fused attention, `cuda` only, same layouts and saved tensors as flash
-//   automatic  flash on emu and cuda for f32 when the head dim suits it (flash_head_dim_ok),
-//          otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops there)
+//   automatic  flash on emu and cuda (f32 and bf16) when the head dim suits it
+//          (flash_head_dim_ok), otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops
+//          there)
 enum class AttentionKernel : uint8_t { automatic, naive, flash, cudnn };
 const char* attention_kernel_name(AttentionKernel kernel);
 // "naive" | "flash" | "cudnn" | "auto"; throws naming the valid names otherwise.
 AttentionKernel parse_attention_kernel(const std::string& name);
 // What `kernel` means on `device` for head dim D (automatic resolved; others returned as is).
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim,
-                                         DType dtype = DType::f32);
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim);
 // Throws one line when `kernel` cannot run on `device`: "cudnn attention runs on cuda only" on
 // cpu and emu, "cudnn attention is not built" on cuda without it.
 void check_attention_kernel(AttentionKernel kernel, Device device);

@@ -142,7 +142,8 @@ struct Backend {
   // same pass, by the gradient of the mean loss: (softmax(logits[r, :V]) - onehot(t_r)) / valid on
   // columns [0, V), 0 on the padded columns and on ignored rows. A target outside [0, V) that is
   // not ignore_index throws naming row and value: at once on cpu, at the next host read on
-  // emu/cuda (a device flag, engine/device_flags.h; the row's loss is NaN meanwhile).
+  // emu/cuda (a device flag, engine/device_flags.h; the row's loss is NaN meanwhile). losses and
+  // valid are accum_dtype(logits): f32 for bf16 logits, whose gradient is written in bf16.
   void (*fused_classifier)(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                            const Tensor& valid, int64_t vocab, int64_t ignore_index,
                            bool write_dlogits);

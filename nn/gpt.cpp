@@ -116,9 +116,8 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
               "GPT::loss: logits {} must hold one row of {} logits per target of {}",
               logits.describe(), columns, targets.describe());
   const Tensor flat = view(logits, {rows, columns}), flat_targets = view(targets, {rows});
-  // The fused classifier is f32 only so far: bf16 logits take the cross_entropy path, whose
-  // kernels have bf16 forms (losses and sums in f32).
-  if (logits.device().kind != DeviceKind::cpu && logits.dtype() == DType::f32)
+  // emu and cuda: the fused classifier, in f32 or bf16 (the loss in f32 either way).
+  if (logits.device().kind != DeviceKind::cpu)
     return fused_classifier(flat, flat_targets, config.vocab_size);
   // The reference path: softmax over the class columns only.
   const Tensor classes = columns == config.vocab_size ? flat : slice(flat, 1, 0, config.vocab_size);

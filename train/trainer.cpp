@@ -184,7 +184,7 @@ void Trainer::log_setup(int threads, AttentionKernel attention) const {
       dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
       opt_.seq_len, opt_.batch * opt_.seq_len,
       attention_kernel_name(
-          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
+          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {

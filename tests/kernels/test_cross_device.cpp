@@ -203,6 +203,13 @@ std::vector<Case> cases() {
                        randn({1, 2, 67, 33}, g)};
        },
        [](const Inputs& x) { return causal_attention(x[0], x[1], x[2]); }},
+      // --- attention on the fused qkv layout with the flash kernels (the cpu's own flash loops as
+      // the reference): head dim 16, T = 13 leaves a partial tile ---
+      {"causal_attention_flash",
+       [](Generator& g) {
+         return Inputs{randn({2, 13, 3 * 32}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], 2, AttentionKernel::flash); }},
       // --- embedding: repeated ids accumulate into one row ---
       {"embedding",
        [](Generator& g) {
