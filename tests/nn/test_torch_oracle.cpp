@@ -10,6 +10,9 @@
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "tests/testing.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 namespace {
@@ -115,6 +118,19 @@ TEST(TorchOracle, TinyGPTOnEmuWithFlashAttentionMatchesPyTorch) {
   expect_matches_pytorch(
       {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kEmu,
       AttentionKernel::flash);
+}
+
+// The same on cuda: on a GPU, or on the emulated CUDA runtime (-DGLASS_CUDA_RUNTIME=emu, CI's
+// build), where the cuda device's host code, streams and stream-ordered cuBLAS(Lt) run the model.
+TEST(TorchOracle, TinyGPTOnCudaWithFlashAttentionMatchesPyTorch) {
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU (and not the emulated runtime)";
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kCUDA,
+      AttentionKernel::flash);
+#else
+  GTEST_SKIP() << "built without the cuda device";
+#endif
 }
 
 }  // namespace

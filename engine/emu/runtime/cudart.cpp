@@ -160,6 +160,11 @@ void register_kernel(const void* function, const char* name, KernelBinder bind,
   k.accesses = accesses;
 }
 
+// The emulator's registry (shared_memory_limits.h), which cudaFuncSetAttribute writes.
+size_t max_dynamic_shared_bytes(const void* function) {
+  return glass::emu::max_dynamic_shared_bytes(function);
+}
+
 int live_events() { return events_alive; }
 
 }  // namespace glass::emu::runtime

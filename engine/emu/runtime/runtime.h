@@ -44,6 +44,11 @@ using KernelAccessLister = void (*)(void** args, std::vector<Access>& out);
 void register_kernel(const void* function, const char* name, KernelBinder bind,
                      KernelAccessLister accesses);
 
+// The dynamic shared memory a kernel may use per block: 48 KiB, or what cudaFuncSetAttribute(
+// cudaFuncAttributeMaxDynamicSharedMemorySize) raised it to (up to 227 KiB). A hook of the runtime
+// until the emulator's launch checks keep a registry of their own (glass::emu, wt-emucheck).
+size_t max_dynamic_shared_bytes(const void* function);
+
 // Reports of the stream checks (GLASS_EMU_STREAM_CHECK=1), oldest first; taking them clears the
 // list. Each is also printed to stderr when it is made.
 std::vector<std::string> take_stream_reports();
