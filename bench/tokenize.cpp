@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "train/tokenizer/gpt2_tokenizer.h"
 
 int main(int argc, char** argv) {
