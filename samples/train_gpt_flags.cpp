@@ -11,7 +11,8 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
                  "f32 | bf16 (mixed precision: bf16 copies of f32 master weights, f32 sums; "
                  "emu, cuda). Default: bf16 on cuda, f32 elsewhere")
       ->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--data", o.data, "text file or llm.c .bin token shard");
+  app.add_option("--data", o.data,
+                 "text file, llm.c .bin token shard, or a directory of shards (prepare_data)");
   app.add_option("--vocab-size", o.vocab_size, "vocabulary size (token shards)");
   app.add_option("--model", o.model,
                  "a preset shape: gpt2 (124M: L=12, H=12, C=768, T=1024, V=50257 padded to 50304)")
@@ -50,7 +51,11 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--metrics", o.metrics, "append one JSON object per step to this file");
   app.add_option("--eval-every", o.eval_every, "steps between validation losses (0 = at end)");
   app.add_option("--eval-batches", o.eval_batches, "batches per validation loss");
-  app.add_option("--sample", o.sample, "characters to generate after training");
+  app.add_option("--sample", o.sample,
+                 "tokens to generate after training (characters of text data), with a KV cache");
+  app.add_option("--prompt", o.prompt, "text the sample continues (default: a new line/document)");
+  app.add_option("--temperature", o.temperature, "sampling temperature (0 = most likely token)");
+  app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
   app.add_option("--attention", o.attention,
                  "attention kernel: naive | flash | cudnn (default: flash on emu and cuda, "

@@ -297,41 +297,26 @@ double Trainer::evaluate(int64_t batches) {
   return total / static_cast<double>(batches);
 }
 
-std::string Trainer::sample(int64_t n, uint64_t seed) {
-  GLASS_CHECK(data_.vocab.has_value(), "sample: token-shard data has no character vocabulary");
-  NoGradGuard no_grad;
-  model_->train(false);
-  const CharVocab& vocab = *data_.vocab;
-  const auto newline = vocab.chars().find('\n');
-  std::vector<int32_t> ids{static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    // The last block_size tokens are the context; sample the next from softmax(last logits).
-    const size_t ctx = std::min<size_t>(ids.size(), static_cast<size_t>(opt_.seq_len));
-    const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
-    const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
-    const Tensor logits = model_->forward(x);
-    const Tensor last = slice(slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
-                                    static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx)),
-                              1, 0, config_.vocab_size);  // the classes, without the padded columns
-    const Tensor probs = softmax(last);                   // bf16 under --dtype bf16
-    const std::vector<float> p =
-        to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
-    const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
-    double acc = 0;
-    int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
-    for (int32_t v = 0; v < data_.vocab_size; ++v) {
-      acc += p[static_cast<size_t>(v)];
-      if (u < acc) {
-        next = v;
-        break;
-      }
-    }
-    ids.push_back(next);
-    out.push_back(next);
+Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
+  GLASS_CHECK(
+      data_.tokenizer != nullptr,
+      "sampling: no tokenizer for the tokens of {} (vocabulary {}): GPT-2 tokens (50257) "
+      "need GPT-2's vocabulary (scripts/setup.sh) or a gpt2_tokenizer.bin beside the shards",
+      data_.path, data_.vocab_size);
+  std::vector<int32_t> context;
+  if (!opt_.prompt.empty()) {
+    context = data_.tokenizer->encode(opt_.prompt);
+  } else if (data_.vocab) {
+    // Character data starts after a newline (or the first character when there is none).
+    const auto newline = data_.vocab->chars().find('\n');
+    context = {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  } else {
+    context = {50256};  // GPT-2 tokens start a document after <|endoftext|>
   }
-  model_->train(true);
-  return vocab.decode(out);
+  Sample s;
+  s.generation = generate(*model_, context, n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
+  s.text = data_.tokenizer->decode(s.generation.tokens);
+  return s;
 }
 
 std::string Trainer::save_checkpoint_now() const {
@@ -433,8 +418,11 @@ void Trainer::run() {
   profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
                     {config_.str(), mfu_->formula});
   if (!opt_.save.empty()) {
-    save_safetensors(opt_.save, model_->named_parameters(),
-                     {{"format", "pt"}, {"config", config_.str()}});
+    // The tokenizer goes with the weights, so that samples/generate can decode their tokens.
+    std::map<std::string, std::string> metadata = {{"format", "pt"}, {"config", config_.str()}};
+    if (data_.tokenizer) metadata["tokenizer"] = data_.tokenizer->name();
+    if (data_.vocab) metadata["char_vocab"] = char_vocab_metadata(*data_.vocab);
+    save_safetensors(opt_.save, model_->named_parameters(), metadata);
     log().info("saved weights to {}", opt_.save);
   }
   const AllocatorStats mem = Allocator::for_device(device_).stats();
@@ -449,9 +437,16 @@ void Trainer::run() {
   if (!skipped_steps_.empty())
     fmt::print("skipped {} non-finite step(s) (--on-nonfinite skip): {}\n", skipped_steps_.size(),
                fmt::join(skipped_steps_, ", "));
-  if (opt_.sample > 0 && data_.vocab) {
-    fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
-               sample(opt_.sample, opt_.seed));
+  if (opt_.sample > 0) {
+    if (data_.tokenizer == nullptr) {
+      log().warn("no sample: no tokenizer for the tokens of {} (vocabulary {})", data_.path,
+                 data_.vocab_size);
+      return;
+    }
+    const Sample s = sample(opt_.sample, opt_.seed);
+    fmt::print("\n--- sample: {} {} tokens, {:.1f} tokens/s (KV cache) ---\n{}{}\n---\n",
+               s.generation.tokens.size(), data_.tokenizer->name(), s.generation.tokens_per_s(),
+               opt_.prompt, s.text);
   }
 }
 

@@ -23,6 +23,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/generate.h"
 #include "train/mfu.h"
 #include "train/profiler.h"
 
@@ -62,8 +63,14 @@ struct TrainOptions {
   int64_t test_inject_nan_step = 0;
   std::string metrics;  // JSONL path
   int64_t eval_every = 100, eval_batches = 8;
-  int64_t sample = 400;  // characters generated after training (text data)
-  int threads = 0;       // 0 = all cores
+  // Generation after training (train/generate.h): `sample` tokens (characters of text data)
+  // after `prompt` ("": a newline, or <|endoftext|> for GPT-2 tokens), with a KV cache, decoded
+  // with the data's tokenizer; --seed makes it deterministic.
+  int64_t sample = 400;
+  std::string prompt;
+  double temperature = 1.0;  // 0 = the most likely token every time
+  int64_t top_k = 0;         // 0 = all tokens
+  int threads = 0;           // 0 = all cores
   // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
   // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
   std::string attention = "auto";
@@ -95,8 +102,13 @@ class Trainer {
   StepResult train_step();
   // Mean loss over `batches` consecutive batches of the held-out split (no dropout, no grad).
   double evaluate(int64_t batches);
-  // `n` characters sampled from the model, starting after a newline (text data only).
-  std::string sample(int64_t n, uint64_t seed);
+  // `n` tokens sampled from the model after --prompt, with --temperature and --top-k, and the
+  // text they decode to (the data's tokenizer; throws when the data has none).
+  struct Sample {
+    Generation generation;
+    std::string text;
+  };
+  Sample sample(int64_t n, uint64_t seed, bool kv_cache = true);
   // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample. After
   // SIGINT or SIGTERM (train/shutdown.h) it stops after the current step, writes a checkpoint when
   // checkpoint_dir is set, says where, and returns; stopped_by_signal() then names the signal.

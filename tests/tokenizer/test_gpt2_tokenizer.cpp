@@ -20,7 +20,8 @@ std::vector<std::pair<std::string, std::string>> varied_texts() {
       {"accents", "Café, naïve façade; São Paulo, Ærøskøbing, Œuvre, Ångström, Dvořák, İstanbul."},
       {"CJK", "日本語のテキストです。中文文本，混合English和数字123。한국어 텍스트도 있습니다."},
       {"emoji",
-       "I ❤️ 🍕! 👩‍👩‍👧‍👦 family 🇫🇷🇯🇵, thumbs 👍🏽 and 🤖🤖🤖 "
+       "I ❤️ 🍕! 👩‍👩‍👧‍👦 family 🇫🇷🇯🇵, thumbs 👍🏽 and "
+       "🤖🤖🤖 "
        "robots"},
       {"numbers", "3.14159 1,000,000 2024-05-20 0x1F 12345678901234567890 ٣٤٥ Ⅻ ½ ²"},
       {"spaces and newlines",
@@ -115,6 +116,34 @@ TEST(Gpt2Tokenizer, LlmcTokenizerFileDecodesLikeEncoderJson) {
   const auto ids = tok.encode(text);
   EXPECT_EQ(bin.decode(ids), text);
   EXPECT_THROW(bin.encode("x"), glass::Error);
+}
+
+}  // namespace
+}  // namespace glass::train
+
+namespace glass::train {
+namespace {
+
+TEST(Gpt2Tokenizer, EncodingInChunksCutAtSafePointsEqualsEncodingAtOnce) {
+  GLASS_REQUIRE_GPT2_REFERENCE();
+  const Gpt2Tokenizer& tok = Gpt2Tokenizer::standard();
+  std::string text =
+      testing::read_text(std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt", 20000);
+  text += "end.  \n\n  spaces\t\ttabs 日本 \xff\xfe x";
+  std::vector<int32_t> chunked;
+  size_t cuts = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t cut = gpt2_safe_cut(text, at + 97);  // small chunks: many cuts
+    const auto ids = tok.encode(std::string_view(text).substr(at, cut - at));
+    chunked.insert(chunked.end(), ids.begin(), ids.end());
+    at = cut;
+    ++cuts;
+  }
+  EXPECT_GT(cuts, 100u);
+  EXPECT_EQ(chunked, tok.encode(text));
+  // A cut anywhere else can change the pieces: "a\n\nb" is "a", "\n", "\n", "b" but its halves
+  // "a\n\n" + "b" give "a", "\n\n", "b".
+  EXPECT_NE(tok.encode("a\n\n").size() + tok.encode("b").size(), tok.encode("a\n\nb").size());
 }
 
 }  // namespace

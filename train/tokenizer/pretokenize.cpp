@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "engine/error.h"
@@ -63,6 +64,15 @@ void gpt2_pretokenize(std::string_view text, const std::function<void(std::strin
     piece(text.substr(ov[0], ov[1] - ov[0]));
     at = ov[1];
   }
+}
+
+size_t gpt2_safe_cut(std::string_view text, size_t at) {
+  const auto ascii_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  for (size_t p = std::max<size_t>(at, 1); p < text.size(); ++p)
+    if (ascii_space(text[p]) && text[p - 1] > ' ' && text[p - 1] < 0x7F) return p;
+  return text.size();
 }
 
 }  // namespace glass::train

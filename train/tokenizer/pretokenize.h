@@ -18,4 +18,11 @@ namespace glass::train {
 // Calls `piece` for each piece of `text`, in order; the pieces concatenate to `text`.
 void gpt2_pretokenize(std::string_view text, const std::function<void(std::string_view)>& piece);
 
+// The first position p >= at where `text` can be cut without changing its pieces (the pieces of
+// text[0, p) and of text[p, end) are those of text), or text.size(): the start of an ASCII
+// whitespace byte that follows a printable ASCII byte other than space. Every piece is either all
+// whitespace or holds whitespace only as its first character, so no piece runs across such a
+// point, and the lookahead (?!\S) looks forward only. Lets long texts be encoded in chunks.
+size_t gpt2_safe_cut(std::string_view text, size_t at);
+
 }  // namespace glass::train
