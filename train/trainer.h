@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/data_parallel.h"
 #include "nn/gpt.h"
@@ -47,7 +48,12 @@ struct TrainOptions {
   // f32 GEMMs on TF32 tensor cores (cuda; emulated on emu): faster, 10-bit input mantissas. Off,
   // so that f32 stays the reference. Sets the process-wide kernels::set_tf32.
   bool tf32 = false;
-  std::string init, save;              // safetensors weights in / out
+  // Weights in (any layout: nn/gpt_weights.h) and out (in the layout save_format names: glass,
+  // hf or llmc).
+  std::string init, save, save_format = "glass";
+  // The shape flags set on the command line (of --n-layer, --n-head, --n-embd): --init's file
+  // must agree with them.
+  std::vector<std::string> shape_flags_given;
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
   std::string metrics;                 // JSONL path
