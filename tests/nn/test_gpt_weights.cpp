@@ -235,5 +235,13 @@ TEST(GptWeights, ShapeDifferencesNameEachField) {
       contains_all(error_of([] { parse_weight_layout("onnx"); }), {"'onnx'", "glass, hf or llmc"}));
 }
 
+TEST(GptWeights, PaddingTheVocabularyAddsZeroRows) {
+  const Tensor wte = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+  const NamedTensors padded = pad_vocab_rows({{"transformer.wte.weight", wte}}, 5);
+  EXPECT_EQ(values(padded[0].second), (std::vector<double>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0}));
+  EXPECT_TRUE(contains_all(error_of([&] { pad_vocab_rows({{"transformer.wte.weight", wte}}, 2); }),
+                           {"cannot grow wte", "to 2 rows"}));
+}
+
 }  // namespace
 }  // namespace glass
