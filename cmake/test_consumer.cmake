@@ -31,3 +31,4 @@ message("${step_output}")
 if(NOT step_output MATCHES "step 5 loss")
   message(FATAL_ERROR "package_consumer: the consumer did not train 5 steps:\n${step_output}")
 endif()
+file(REMOVE_RECURSE ${GLASS_SCRATCH})  # the install is ~300 MB in a sanitizer build
