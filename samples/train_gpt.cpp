@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
+      if (app.count(flag) > 0) options.shape_flags_given.emplace_back(flag);
     if (!options.model.empty()) {
       // A preset fixes the model's shape: a flag that would change it is a contradiction.
       for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})

@@ -36,8 +36,14 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed for init, dropout, shuffling and sampling");
   app.add_flag("--shuffle", o.shuffle, "random batch windows instead of sequential ones");
   app.add_flag("--tf32", o.tf32, "f32 GEMMs on TF32 tensor cores (cuda, emu; default off)");
-  app.add_option("--init", o.init, "start from these weights (.safetensors; shape from the file)");
-  app.add_option("--save", o.save, "write the final weights here (.safetensors)");
+  app.add_option("--init", o.init,
+                 "start from these weights, shape from the file: glass/nanoGPT or Hugging Face "
+                 "GPT-2 .safetensors, or an llm.c checkpoint (.bin)");
+  app.add_option("--save", o.save, "write the final weights here");
+  app.add_option("--save-format", o.save_format,
+                 "layout of --save: glass (safetensors, nanoGPT names) | hf (Hugging Face GPT-2 "
+                 "safetensors) | llmc (llm.c checkpoint, f32)")
+      ->check(CLI::IsMember({"glass", "hf", "llmc"}));
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "write checkpoints into this directory");
   app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
   app.add_option("--keep-last", o.keep_last,

@@ -13,7 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
-#include "nn/safetensors.h"
+#include "nn/gpt_weights.h"
 #include "optim/clip.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
@@ -50,6 +50,42 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // Mean cross-entropy of the model's next-token predictions for one batch.
 Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
+// The model's shape for --init's weights: the file's, checked against the flags that fix a shape
+// (--model gpt2, or --n-layer/--n-head/--n-embd when given). With --model gpt2, wte grows to the
+// preset's padded rows (a Hugging Face file has 50257). `w.state` is adjusted in place.
+GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
+  GPTConfig c = w.config;
+  const std::string holds = fmt::format("--init {} ({} layout) holds a GPT with {}", w.path,
+                                        weight_layout_name(w.layout), c.str());
+  if (opt.model == "gpt2") {
+    const GPTConfig preset = GPTConfig::gpt2();
+    const std::string diff = shape_differences(c, preset);
+    GLASS_CHECK(diff.empty(), "{}, but --model gpt2 is {}: {} (file vs flags)", holds, preset.str(),
+                diff);
+    GLASS_CHECK(c.table_rows() <= preset.table_rows(),
+                "{}, but --model gpt2 has {} rows of wte (padded vocabulary), not {}", holds,
+                preset.table_rows(), c.table_rows());
+    w.state = pad_vocab_rows(w.state, preset.table_rows());
+    c = preset;
+  } else {
+    const GPTConfig flags{.n_layer = opt.n_layer, .n_head = opt.n_head, .n_embd = opt.n_embd};
+    for (const std::string& flag : opt.shape_flags_given) {
+      const int64_t have = flag == "--n-layer"  ? c.n_layer
+                           : flag == "--n-head" ? c.n_head
+                                                : c.n_embd;
+      const int64_t want = flag == "--n-layer"  ? flags.n_layer
+                           : flag == "--n-head" ? flags.n_head
+                                                : flags.n_embd;
+      GLASS_CHECK(have == 0 || have == want, "{}, but {} is {} (file: {})", holds, flag, want,
+                  have);
+    }
+    // Hugging Face's and nanoGPT's files do not say how many heads: --n-head does.
+    if (c.n_head == 0) c.n_head = opt.n_head;
+  }
+  c.dropout = opt.dropout;
+  return c;
+}
+
 }  // namespace
 
 // Construction in the order the pieces depend on each other; each step is a method below.
@@ -62,9 +98,10 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   GLASS_CHECK(opt_.on_nonfinite == "stop" || opt_.on_nonfinite == "skip",
               "--on-nonfinite '{}': expected stop or skip", opt_.on_nonfinite);
   GLASS_CHECK(opt_.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", opt_.keep_last);
+  parse_weight_layout(opt_.save_format);  // a bad --save-format fails now, not after training
   data_ = load_dataset(opt_.data, opt_.vocab_size);
   std::optional<LoadedCheckpoint> ck;
-  std::optional<SafeTensorsFile> init;
+  std::optional<GPTWeights> init;
   choose_config(ck, init);
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
@@ -95,14 +132,13 @@ void Trainer::apply_model_preset() {
 // The model's shape: from the checkpoint when resuming, from --init's weights, else the preset or
 // the flags; checked against the data.
 void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck,
-                            std::optional<SafeTensorsFile>& init) {
+                            std::optional<GPTWeights>& init) {
   if (!opt_.resume.empty()) {
     ck = load_checkpoint(opt_.resume);
     config_ = ck->state.config;
   } else if (!opt_.init.empty()) {
-    init = load_safetensors(opt_.init, device_);
-    config_ = GPT::config_from_state_dict(init->tensors, opt_.n_head);
-    config_.dropout = opt_.dropout;
+    init = load_gpt_weights(opt_.init);
+    config_ = config_for_init(*init, opt_);
   } else if (opt_.model == "gpt2") {
     GLASS_CHECK(!data_.vocab.has_value(),
                 "--model gpt2 trains on llm.c token shards of GPT-2 tokens; {} is a text file "
@@ -125,13 +161,13 @@ void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck,
 
 // The model, initialised from --seed (or --init's weights), on the device, with its attention
 // kernel; returns the kernel asked for.
-AttentionKernel Trainer::build_model(const std::optional<SafeTensorsFile>& init) {
+AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
   dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
   model_ = std::make_unique<GPT>(config_, dropout_gen_);
   Generator init_gen(opt_.seed);
   model_->init(init_gen);  // on cpu: Philox gives every device the same numbers anyway
   model_->to(device_);
-  if (init) model_->load_state_dict(init->tensors);
+  if (init) model_->load_state_dict(init->state);
   const AttentionKernel attention = parse_attention_kernel(opt_.attention);
   check_attention_kernel(attention, device_);
   model_->set_attention(attention);
@@ -419,11 +455,12 @@ void Trainer::run() {
                     {config_.str(), mfu_->formula});
   if (!opt_.save.empty()) {
     // The tokenizer goes with the weights, so that samples/generate can decode their tokens.
-    std::map<std::string, std::string> metadata = {{"format", "pt"}, {"config", config_.str()}};
+    std::map<std::string, std::string> metadata;
     if (data_.tokenizer) metadata["tokenizer"] = data_.tokenizer->name();
     if (data_.vocab) metadata["char_vocab"] = char_vocab_metadata(*data_.vocab);
-    save_safetensors(opt_.save, model_->named_parameters(), metadata);
-    log().info("saved weights to {}", opt_.save);
+    save_gpt_weights(opt_.save, parse_weight_layout(opt_.save_format), *model_, DType::f32,
+                     metadata);
+    log().info("saved weights to {} ({} layout)", opt_.save, opt_.save_format);
   }
   const AllocatorStats mem = Allocator::for_device(device_).stats();
   fmt::print(

@@ -18,7 +18,7 @@
 
 #include "comm/data_parallel.h"
 #include "nn/gpt.h"
-#include "nn/safetensors.h"
+#include "nn/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
@@ -51,7 +51,12 @@ struct TrainOptions {
   // f32 GEMMs on TF32 tensor cores (cuda; emulated on emu): faster, 10-bit input mantissas. Off,
   // so that f32 stays the reference. Sets the process-wide kernels::set_tf32.
   bool tf32 = false;
-  std::string init, save;              // safetensors weights in / out
+  // Weights in (any layout: nn/gpt_weights.h) and out (in the layout save_format names: glass,
+  // hf or llmc).
+  std::string init, save, save_format = "glass";
+  // The shape flags set on the command line (of --n-layer, --n-head, --n-embd): --init's file
+  // must agree with them.
+  std::vector<std::string> shape_flags_given;
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
   int64_t keep_last = 3;               // checkpoints kept in checkpoint_dir, the newest (0 = all)
@@ -128,8 +133,8 @@ class Trainer {
  private:
   // The constructor's steps, in order.
   void apply_model_preset();
-  void choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<SafeTensorsFile>& init);
-  AttentionKernel build_model(const std::optional<SafeTensorsFile>& init);
+  void choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init);
+  AttentionKernel build_model(const std::optional<GPTWeights>& init);
   void build_optimizer_and_loaders();
   void restore(const LoadedCheckpoint& ck);
   void join_data_parallel();
