@@ -7,6 +7,7 @@
 #include "engine/kernel_resources.h"
 #include "engine/kernel_summary.h"
 #include "engine/trace.h"
+#include "kernels/peaks.h"
 #include "tests/testing.h"
 
 namespace glass {
@@ -24,7 +25,7 @@ TEST(KernelResources, KernelSummaryShowsEachLaunchConfigurationsOccupancy) {
   recorder.start();
   layer_norm(x, w, b);
   recorder.stop();
-  const KernelSummary s = summarize_kernels(recorder.launches(), DevicePeaks{}, DType::f32);
+  const KernelSummary s = summarize_kernels(recorder.launches(), peaks_for(kEmu), DType::f32);
   ASSERT_EQ(s.occupancy.size(), 1u);
   const LaunchOccupancy& o = s.occupancy[0];
   EXPECT_EQ(o.kernel, "layernorm_forward");
