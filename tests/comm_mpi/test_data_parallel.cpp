@@ -80,12 +80,10 @@ TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnEmu) {
 // cuda on the emulated CUDA runtime (GLASS_EMU_GPUS=2, tests/CMakeLists.txt): one GPU per rank,
 // each communicator's stream on its rank's GPU, NCCL's collectives queued on that stream and run
 // asynchronously (with seeded delays), and still the same weights as one process.
-// f32: cuda's default, bf16, gives a NaN loss at step 1 on the emulated runtime (the mlp's
-// backward; bf16 on the synchronous emu device and the bf16 mlp op alone on cuda are fine). That
-// is an open defect of the asynchronous bf16 path (see engine/cuda/README.md), not this test's.
+// In bf16, cuda's default: this test found the emulated cuBLAS running bf16 GEMMs at the call
+// instead of in stream order (a NaN loss at step 1, engine/cuda/README.md).
 TEST(DataParallel, ReplicasAreIdenticalAndMatchOneProcessOnCuda) {
-  train::TrainOptions o = options("cuda");
-  o.dtype = "f32";
+  const train::TrainOptions o = options("cuda");
   {
     train::Trainer t(o);
     ASSERT_EQ(t.communicator().device().index, t.communicator().rank());
