@@ -131,8 +131,7 @@ void Trainer::apply_model_preset() {
 
 // The model's shape: from the checkpoint when resuming, from --init's weights, else the preset or
 // the flags; checked against the data.
-void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck,
-                            std::optional<GPTWeights>& init) {
+void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init) {
   if (!opt_.resume.empty()) {
     ck = load_checkpoint(opt_.resume);
     config_ = ck->state.config;
