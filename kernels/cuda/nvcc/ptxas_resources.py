@@ -44,6 +44,8 @@ def is_ptxas_line(line):
 
 
 def record(command):
+    # Without a compiler launcher (no ccache) CMake still passes its empty place in the list.
+    command = [arg for arg in command if arg != ""]
     output = None
     for i, arg in enumerate(command):
         if arg == "-o" and i + 1 < len(command):
