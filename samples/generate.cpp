@@ -7,6 +7,7 @@
 // --n-head); its tokenizer from the file's "tokenizer" metadata, which train_gpt writes: "char"
 // (the character vocabulary is stored beside it) or "gpt2". Prints the prompt and the sample, then
 // tokens/s. Errors: one line, "generate: error: ...".
+#include <cstdio>
 #include <CLI/CLI.hpp>
 #include <regex>
 
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
     }
     const train::Generation g = train::generate(model, context, n, s, !full_context);
     fmt::print("{}{}\n", prompt, tok->decode(g.tokens));
+    std::fflush(stdout);  // the text before the summary line on stderr, also through one pipe
     fmt::print(stderr, "generate: {} tokens in {:.3f} s: {:.1f} tokens/s ({})\n", g.tokens.size(),
                g.seconds, g.tokens_per_s(), full_context ? "full context" : "KV cache");
   } catch (const std::exception& e) {
