@@ -15,7 +15,7 @@
 
 #include "engine/dtype.h"
 
-#include "engine/emu/runtime/runtime.h"
+#include "engine/emu/cublas/stream_order.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the default stream until cublasSetStream
@@ -199,13 +199,9 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                     A + i * strideA, lda, B + i * strideB, ldb, beta, c, ldc);
     }
   };
-  if (!handle->stream_ordered) {
-    gemm();
-    return CUBLAS_STATUS_SUCCESS;
-  }
-  const cudaError_t queued = glass::emu::runtime::enqueue(
-      handle->stream, "cublasSgemmStridedBatched", {{A, false}, {B, false}, {C, true}}, gemm);
-  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return glass::emu::cublas::run_in_stream_order(handle->stream_ordered, handle->stream,
+                                                 "cublasSgemmStridedBatched",
+                                                 {{A, false}, {B, false}, {C, true}}, gemm);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -241,8 +237,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   const size_t a_size = Atype == CUDA_R_16BF ? 2 : 4, c_size = Ctype == CUDA_R_16BF ? 2 : 4;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, a_cols = transa == CUBLAS_OP_N ? k : m;
   const int b_rows = transb == CUBLAS_OP_N ? k : n, b_cols = transb == CUBLAS_OP_N ? n : k;
-  // Queued on the handle's stream like the SGEMM (run at the call only without the emulated
-  // runtime): the host must not read A, B or C before the work queued ahead of it has run.
+  // Run in stream order like the SGEMM (stream_order.h): the host must not read A, B or C before
+  // the work queued ahead of it has run.
   auto gemm = [=] {
     for (int i = 0; i < batchCount; ++i) {
       // 1. A and B as compact f32 matrices (exact), and C as f32 when it is bf16 (read only when
@@ -278,13 +274,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                 glass::bf16::from_float(fc[static_cast<size_t>(j) * m + r]).bits;
     }
   };
-  if (!handle->stream_ordered) {
-    gemm();
-    return CUBLAS_STATUS_SUCCESS;
-  }
-  const cudaError_t queued = glass::emu::runtime::enqueue(
-      handle->stream, "cublasGemmStridedBatchedEx", {{A, false}, {B, false}, {C, true}}, gemm);
-  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return glass::emu::cublas::run_in_stream_order(handle->stream_ordered, handle->stream,
+                                                 "cublasGemmStridedBatchedEx",
+                                                 {{A, false}, {B, false}, {C, true}}, gemm);
 }
 
 }  // extern "C"

@@ -12,7 +12,7 @@
 
 #include "engine/dtype.h"  // bf16: the storage type and its round-to-nearest-even conversion
 #include "engine/emu/cublas/cublasLt.h"
-#include "engine/emu/runtime/runtime.h"
+#include "engine/emu/cublas/stream_order.h"
 
 struct cublasLtContext {
   bool stream_ordered = false;  // products queued on the stream of the emulated CUDA runtime
@@ -525,19 +525,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
               C == nullptr ? nullptr : at(C, c.batch_stride, out_size), c, d_e, d, bias_e, aux_e);
     }
   };
-  if (!handle->stream_ordered) {
-    matmul();
-    return CUBLAS_STATUS_SUCCESS;
-  }
   // A bias or aux the epilogue writes counts as written, one it reads as read.
   const bool bias_out = p.ep.bgrad_d || p.ep.bgrad_a || p.ep.bgrad_b;
   std::vector<glass::emu::runtime::Access> accesses = {{A, false}, {B, false}, {D, true}};
   if (C != nullptr && C != D) accesses.push_back({C, false});
   if (desc->bias != nullptr) accesses.push_back({desc->bias, bias_out});
   if (desc->aux != nullptr) accesses.push_back({desc->aux, p.ep.aux_out});
-  const cudaError_t queued =
-      glass::emu::runtime::enqueue(stream, "cublasLtMatmul", std::move(accesses), matmul);
-  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return glass::emu::cublas::run_in_stream_order(handle->stream_ordered, stream, "cublasLtMatmul",
+                                                 std::move(accesses), matmul);
 }
 
 }  // extern "C"
