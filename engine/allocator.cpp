@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "engine/error.h"
+#include "engine/launch.h"
 #include "engine/log.h"
 #if defined(GLASS_HAS_EMU)
 #include "engine/emu/memory.h"
@@ -150,6 +151,10 @@ void* Allocator::allocate(size_t bytes) {
   if (p != nullptr) {
     stats_.cache_hits++;
   } else {
+    if (device_.kind == DeviceKind::cuda && capturing_graph())
+      refuse_in_graph_capture(device_, fmt::format("a new allocation of {} bytes", size).c_str(),
+                              "cudaMalloc cannot be captured; run the step eagerly first, so "
+                              "that the allocator's cache holds every block the step takes");
     p = device_malloc(size);
     if (p == nullptr) {  // out of memory: give the cached blocks back and try once more
       empty_cache_locked();

@@ -30,6 +30,11 @@ struct AdamWParam {
 struct AdamWHyper {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
   int64_t step = 0;
+  // emu and cuda: the step's scalars in device memory, f32 [adamw_table_size(n)] on the params'
+  // device, filled with adamw_scalar_table(params, *this) (kernels/optim_math.h) by the caller,
+  // so that a CUDA graph that captured the launch reads each replay's values (optim/adamw.h);
+  // undefined: the launcher uploads them itself. cpu reads the fields above.
+  Tensor scalars;
 };
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
@@ -112,6 +117,11 @@ struct Backend {
   // out[0] = sum over every x in xs of sum(x^2), for global-norm clipping: one value for many
   // tensors, in few launches (f32 or f64 out, accumulated in double in a fixed order).
   void (*sum_squares)(std::span<const Tensor> xs, const Tensor& out);
+  // Global-norm clipping's scaling, with the norm read from device memory (no host round trip,
+  // so a CUDA graph can capture it): x *= max_norm / (norm + 1e-6) in place when norm > max_norm,
+  // norm = sqrt(sum_sq[0]); sum_sq is f64 [1] (sum_squares' out) on x's device (kernels/
+  // optim_math.h: clip_factor, formed in double).
+  void (*clip_scale)(const Tensor& x, const Tensor& sum_sq, double max_norm);
 
   // --- matrix multiply ---
   void (*gemm)(const GemmArgs& args);

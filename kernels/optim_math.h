@@ -9,6 +9,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <span>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/rng.h"  // GLASS_HD
@@ -41,6 +42,30 @@ inline AdamWScalars adamw_scalars(const AdamWHyper& h) {
 // The decoupled weight-decay factor of one parameter: 1 - lr wd.
 inline float adamw_decay(const AdamWHyper& h, double weight_decay) {
   return static_cast<float>(1.0 - h.lr * weight_decay);
+}
+
+// The step's scalars as the emu and cuda kernels read them from device memory (AdamWHyper::
+// scalars): the AdamWScalars' 7 floats, then each parameter's decay factor, in params' order.
+constexpr int64_t kAdamWScalarFloats = sizeof(AdamWScalars) / sizeof(float);
+static_assert(sizeof(AdamWScalars) == 7 * sizeof(float), "AdamWScalars: 7 floats, no padding");
+inline int64_t adamw_table_size(size_t params) {
+  return kAdamWScalarFloats + static_cast<int64_t>(params);
+}
+inline std::vector<float> adamw_scalar_table(std::span<const AdamWParam> params,
+                                             const AdamWHyper& h) {
+  const AdamWScalars s = adamw_scalars(h);
+  std::vector<float> table(reinterpret_cast<const float*>(&s),
+                           reinterpret_cast<const float*>(&s) + kAdamWScalarFloats);
+  for (const AdamWParam& a : params) table.push_back(adamw_decay(h, a.weight_decay));
+  return table;
+}
+
+// Global-norm clipping's factor from the sum of squares of every gradient, in double:
+// max_norm / (norm + 1e-6) when norm = sqrt(sum_squares) exceeds max_norm, else 1 (a NaN norm
+// scales nothing).
+GLASS_HD inline double clip_factor(double sum_squares, double max_norm) {
+  const double norm = sqrt(sum_squares);
+  return norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
 }
 
 // One element of one AdamW step, in place.
@@ -90,6 +115,24 @@ inline void check_adamw_step(std::span<const AdamWParam> params, const AdamWHype
                 "adamw_step: parameter {} is not on the device of {}", a.param.describe(),
                 params[0].param.describe());
   }
+}
+
+// AdamWHyper::scalars: f32, contiguous, one float per scalar and parameter, on the params' device.
+inline void check_adamw_scalars(std::span<const AdamWParam> params, const Tensor& table) {
+  GLASS_CHECK(table.dtype() == DType::f32 && table.is_contiguous() && table.dim() == 1 &&
+                  table.numel() == adamw_table_size(params.size()) &&
+                  table.device() == params[0].param.device(),
+              "adamw_step: the step's scalars {} must be contiguous f32 [{}] (7 + one per "
+              "parameter) on {}",
+              table.describe(), adamw_table_size(params.size()), params[0].param.device().str());
+}
+
+// clip_scale: x contiguous, sum_sq f64 [1] on x's device.
+inline void check_clip_scale(const Tensor& x, const Tensor& sum_sq) {
+  GLASS_CHECK(x.is_contiguous(), "clip_scale: {} must be contiguous", x.describe());
+  GLASS_CHECK(sum_sq.dtype() == DType::f64 && sum_sq.numel() == 1 && sum_sq.device() == x.device(),
+              "clip_scale: the sum of squares {} must be f64 [1] on the device of {}",
+              sum_sq.describe(), x.describe());
 }
 
 }  // namespace glass::kernels

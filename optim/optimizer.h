@@ -33,6 +33,9 @@ class Optimizer {
   // first step is step 1, as in PyTorch's bias correction).
   void step();
   void zero_grad();
+  // What step() does on the host alone, for a CUDA graph that replays a captured step(): the step
+  // count goes up by one (the update itself is the graph's; train/trainer.cpp, --cuda-graph).
+  void count_replayed_step() { ++step_; }
 
   double lr() const { return lr_; }
   void set_lr(double lr);

@@ -44,6 +44,9 @@ void add_flags(CLI::App& app, glass::train::TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed for init, dropout, shuffling and sampling");
   app.add_flag("--shuffle", o.shuffle, "random batch windows instead of sequential ones");
   app.add_flag("--tf32", o.tf32, "f32 GEMMs on TF32 tensor cores (cuda, emu; default off)");
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "cuda: capture the training step into a CUDA graph after one eager step and "
+               "replay it (one process, --grad-accum 1, --dropout 0)");
   app.add_option("--init", o.init, "start from these weights (.safetensors; shape from the file)");
   app.add_option("--save", o.save, "write the final weights here (.safetensors)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "write checkpoints into this directory");

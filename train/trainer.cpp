@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
@@ -15,6 +16,7 @@
 #include "optim/clip.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
+#include "train/graph_step.h"
 
 namespace glass::train {
 
@@ -51,6 +53,8 @@ Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.fo
 
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
+  // Before any device work: the graph's stream is current from here on (train/graph_step.h).
+  if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_);
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
@@ -121,11 +125,21 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
     step_ = ck->state.step;
     log().info("resumed from {} at step {}", ck->path, step_);
   }
+  first_step_ = step_;  // --cuda-graph: this run's first step is its eager warm-up
   profiler_ = std::make_unique<TrainProfiler>(
       ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
   // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
+  if (graph_) {
+    // What a replay cannot change: a graph is one process's, one batch's, one mask's.
+    GLASS_CHECK(comm_->size() == 1,
+                "--cuda-graph runs in one process: the data-parallel all-reduce is not captured");
+    GLASS_CHECK(opt_.grad_accum == 1, "--cuda-graph captures one micro-step: use --grad-accum 1");
+    GLASS_CHECK(config_.dropout == 0,
+                "--cuda-graph: dropout's random offsets are launch arguments, so every replay "
+                "would reuse the captured step's masks; use --dropout 0");
+  }
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
   if (std::string(comm_->backend()) != "local") {
@@ -145,12 +159,13 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
 
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
-  log().info("model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
-             config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
-             dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
-             opt_.seq_len, opt_.batch * opt_.seq_len,
-             attention_kernel_name(
-                 resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
+  log().info(
+      "model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
+      config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
+      dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
+      opt_.seq_len, opt_.batch * opt_.seq_len,
+      attention_kernel_name(
+          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
 }
 
 StepResult Trainer::train_step() {
@@ -164,6 +179,16 @@ StepResult Trainer::train_step() {
   // The micro-steps' losses add up on the device: the host reads the loss once, at the end (the
   // only host synchronisation of a step, with the gradient norm when clipping reads it).
   Tensor loss_sum;
+  if (graph_ && step_ > first_step_) {
+    // --cuda-graph after the eager warm-up step: capture (once) and replay.
+    StepResult r;
+    r.lr = schedule_.at(step_);
+    const Batch b = loader_->rows(step_, rows.begin, rows.end, device_);
+    Tensor sum_sq;
+    graph_step(b, r.lr, loss_sum, sum_sq);
+    read_step_results(r, loss_sum, sum_sq);
+    return end_step(r, t0, syncs_before);
+  }
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
     const Tensor loss = batch_loss(*model_, b);
@@ -175,10 +200,17 @@ StepResult Trainer::train_step() {
   if (ddp_) ddp_->finish_gradient_sync();
 
   StepResult r;
-  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
-  if (opt_.grad_clip > 0) r.grad_norm = clip_grad_norm(model_->parameters(), opt_.grad_clip);
   r.lr = schedule_.at(step_);
-  optimizer_->set_lr(r.lr);
+  const Tensor sum_sq = finish_step_on_device(r.lr);
+  read_step_results(r, loss_sum, sum_sq);
+  return end_step(r, t0, syncs_before);
+}
+
+Tensor Trainer::finish_step_on_device(double lr) {
+  const Tensor sum_sq = opt_.grad_clip > 0
+                            ? clip_grad_norm_on_device(model_->parameters(), opt_.grad_clip)
+                            : Tensor();
+  optimizer_->set_lr(lr);
   optimizer_->step();
   optimizer_->zero_grad();
   {
@@ -186,6 +218,31 @@ StepResult Trainer::train_step() {
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model_->refresh_compute_copies();
   }
+  return sum_sq;
+}
+
+void Trainer::graph_step(const Batch& b, double lr, Tensor& loss, Tensor& sum_sq) {
+  // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
+  // an upload cannot be captured); a replay counts the optimizer's step on the host.
+  optimizer_->set_lr(lr);
+  optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
+  if (graph_->captured()) optimizer_->count_replayed_step();
+  std::tie(loss, sum_sq) = graph_->step(b, [&](const Batch& in) {
+    const Tensor l = batch_loss(*model_, in);
+    backward(l);
+    const Tensor s = finish_step_on_device(lr);
+    return std::pair{l.detach(), s};
+  });
+}
+
+// The step's host reads, after all its work is queued: the loss, then (with clipping) the norm.
+void Trainer::read_step_results(StepResult& r, const Tensor& loss_sum, const Tensor& sum_sq) {
+  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
+  if (sum_sq.defined()) r.grad_norm = std::sqrt(item(sum_sq));
+}
+
+StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
+                             uint64_t syncs_before) {
   ++step_;
   r.step = step_;
   r.host_syncs = static_cast<int64_t>(host_sync_count() - syncs_before);
@@ -195,6 +252,8 @@ StepResult Trainer::train_step() {
   profiler_->end_step(r.step, r.loss);
   return r;
 }
+
+Trainer::~Trainer() = default;
 
 double Trainer::evaluate(int64_t batches) {
   GLASS_CHECK(val_loader_ != nullptr,
@@ -227,7 +286,7 @@ std::string Trainer::sample(int64_t n, uint64_t seed) {
     const Tensor last = slice(slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
                                     static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx)),
                               1, 0, config_.vocab_size);  // the classes, without the padded columns
-    const Tensor probs = softmax(last);  // bf16 under --dtype bf16
+    const Tensor probs = softmax(last);                   // bf16 under --dtype bf16
     const std::vector<float> p =
         to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
     const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));

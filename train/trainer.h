@@ -9,6 +9,7 @@
 // of the masters, so checkpoints (f32) resume bf16 runs bit-exactly too.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -24,6 +25,8 @@
 #include "train/profiler.h"
 
 namespace glass::train {
+
+class GraphStep;
 
 struct TrainOptions {
   std::string device = "auto";
@@ -57,6 +60,10 @@ struct TrainOptions {
   // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
   // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
   std::string attention = "auto";
+  // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
+  // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
+  // graph.h). Needs one process, --grad-accum 1 and --dropout 0.
+  bool cuda_graph = false;
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
   // Profiling (docs/profiling.md): Chrome trace and HTML report of the steps in profile_steps.
@@ -79,6 +86,7 @@ struct StepResult {
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
+  ~Trainer();
 
   StepResult train_step();
   // Mean loss over `batches` consecutive batches of the held-out split (no dropout, no grad).
@@ -98,6 +106,15 @@ class Trainer {
 
  private:
   void log_step(const StepResult& r, std::optional<double> val_loss);
+  // The device work of a step after backward: clipping (its sum of squares is returned, undefined
+  // without --grad-clip), AdamW at `lr`, zero_grad, the bf16 copies. No host read: --cuda-graph
+  // captures it.
+  Tensor finish_step_on_device(double lr);
+  void read_step_results(StepResult& r, const Tensor& loss_sum, const Tensor& sum_sq);
+  StepResult end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
+                      uint64_t syncs_before);
+  // --cuda-graph: one step through the graph (captured on the first call), from batch `b`.
+  void graph_step(const Batch& b, double lr, Tensor& loss, Tensor& sum_sq);
 
   TrainOptions opt_;
   Device device_;
@@ -110,11 +127,15 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
+  int64_t first_step_ = 0;  // the step this run started at (0, or the resumed checkpoint's)
   std::ofstream metrics_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment
   std::unique_ptr<comm::Communicator> comm_;  // `local` unless started by mpirun
   std::unique_ptr<comm::DataParallel> ddp_;   // with every backend but local
+  // --cuda-graph (train/graph_step.h): the graph, its stream made current for the whole run, and
+  // what the captured step reads and writes.
+  std::unique_ptr<GraphStep> graph_;
 };
 
 }  // namespace glass::train

@@ -99,6 +99,11 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
 PinnedBuffer::~PinnedBuffer() { cudaFreeHost(data_); }
 
 void copy_host_to_device(void* device_dst, const void* host_src, size_t bytes) {
+  int device = 0;
+  if (capturing_graph()) cudaGetDevice(&device);
+  refuse_in_graph_capture({DeviceKind::cuda, device}, "an upload from host memory",
+                          "a replay would copy whatever the staging buffer holds then; copy the "
+                          "step's inputs into the graph's own tensors before each replay");
   StagingRing& ring = staging();
   const cudaStream_t stream = current_stream();
   for (size_t at = 0; at < bytes; at += kStagingBytes) {

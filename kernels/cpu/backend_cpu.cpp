@@ -37,6 +37,7 @@ const Backend cpu_backend{
     .dropout_backward = cpu::dropout_backward,
     .sum_dim = cpu::sum_dim,
     .sum_squares = cpu::sum_squares,
+    .clip_scale = cpu::clip_scale,
     .gemm = cpu::gemm,
     .gemm_epilogue = cpu::gemm_epilogue,
     .softmax_forward = cpu::softmax_forward,

@@ -34,6 +34,22 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
   });
 }
 
+void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
+  check_clip_scale(x, sum_sq);
+  const int64_t n = x.numel();
+  // Reads and writes x (when it scales); reads the one sum.
+  launch(cpu_launch_info("clip_scale", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+    const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
+    if (factor == 1.0) return;  // the norm is within bounds: nothing changes
+    visit_float(x.dtype(), "clip_scale", [&]<class T>() {
+      const T f = static_cast<T>(factor);
+      T* p = x.data<T>();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) p[i] *= f;
+    });
+  });
+}
+
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,
               double momentum, double weight_decay, bool first_step) {
   check_sgd_step(param, grad, buf, momentum);

@@ -43,3 +43,11 @@
 #define cudaEventElapsedTime glass_emu_cudaEventElapsedTime
 #define cudaLaunchKernel glass_emu_cudaLaunchKernel
 #define cudaFuncSetAttribute glass_emu_cudaFuncSetAttribute
+#define cudaStreamBeginCapture glass_emu_cudaStreamBeginCapture
+#define cudaStreamEndCapture glass_emu_cudaStreamEndCapture
+#define cudaStreamIsCapturing glass_emu_cudaStreamIsCapturing
+#define cudaGraphGetNodes glass_emu_cudaGraphGetNodes
+#define cudaGraphInstantiate glass_emu_cudaGraphInstantiate
+#define cudaGraphLaunch glass_emu_cudaGraphLaunch
+#define cudaGraphExecDestroy glass_emu_cudaGraphExecDestroy
+#define cudaGraphDestroy glass_emu_cudaGraphDestroy

@@ -1,0 +1,68 @@
+// A CUDA graph of the cuda device: the work one piece of host code queues (a training step),
+// captured once on a stream of its own and replayed with one cudaGraphLaunch each time.
+//
+// Capture records, it does not run: between cudaStreamBeginCapture and cudaStreamEndCapture every
+// kernel, cuBLAS call, copy and memset queued on the stream becomes a node of the graph, with the
+// pointers and scalar arguments it had. A replay runs the same nodes with the same arguments, so
+// what changes from one replay to the next must live in device memory the graph reads (the
+// batch's tensors, the optimizer's step scalars), written before the replay on the same stream;
+// and the captured code may not make the host wait (read_to_host, synchronize), upload from host
+// memory, or allocate (cudaMalloc): each throws glass::Error naming the call and the op being
+// captured (engine/launch.h: refuse_in_graph_capture). Memory the graph uses is memory its
+// tensors had during the capture: tensors the caller keeps (the step's inputs and outputs) stay
+// where the graph reads and writes them; blocks freed during the capture go back to the caching
+// allocator and are handed out again only in stream order, so eager work between replays on the
+// graph's stream may use them, but a tensor kept across a replay must not be allocated after the
+// capture (it could share a block the graph writes).
+//
+// Instrumentation: the gateway (glass::launch) records each captured launch's LaunchInfo instead
+// of telling the observers; every replay() then reports each of them, in order, with
+// LaunchInfo.graph = id() and zero duration at the time of the replay (a graph's kernels are not
+// timed one by one). So a trace shows every kernel of every replayed step.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/cuda/stream.h"
+#include "engine/launch.h"
+
+namespace glass::cuda {
+
+class Graph {
+ public:
+  // A graph with its own non-blocking stream on the current GPU.
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // The stream the graph is captured on and replayed on: make it current (StreamGuard) for the
+  // work around the graph too (warm-up, the inputs' copies, reading the outputs), so that the
+  // caching allocator's blocks and the stream order are the graph's.
+  const Stream& stream() const { return stream_; }
+
+  // Captures what `body` queues (the stream is made current for it), then instantiates the graph.
+  // Nothing runs. If body throws (a refused call), the capture is ended and discarded and the
+  // error rethrown; the graph stays empty.
+  void capture(const std::function<void()>& body);
+  bool captured() const { return exec_ != nullptr; }
+
+  // Queues one run of the captured work on stream(), and reports its launches to the observers.
+  void replay();
+
+  uint64_t id() const { return id_; }
+  // The launches captured, in order (their LaunchInfo, graph = id()).
+  const std::vector<LaunchInfo>& launches() const { return launches_; }
+
+ private:
+  Stream stream_;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<LaunchInfo> launches_;
+  uint64_t id_;
+};
+
+}  // namespace glass::cuda
