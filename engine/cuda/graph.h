@@ -1,5 +1,5 @@
 // A CUDA graph of the cuda device: the work one piece of host code queues (a training step),
-// captured once on a stream of its own and replayed with one cudaGraphLaunch each time.
+// captured once on the GPU's graph stream and replayed with one cudaGraphLaunch each time.
 //
 // Capture records, it does not run: between cudaStreamBeginCapture and cudaStreamEndCapture every
 // kernel, cuBLAS call, copy and memset queued on the stream becomes a node of the graph, with the
@@ -34,7 +34,9 @@ namespace glass::cuda {
 
 class Graph {
  public:
-  // A graph with its own non-blocking stream on the current GPU.
+  // A graph on the current GPU, captured and replayed on that GPU's graph stream: one
+  // non-blocking stream per GPU for all graphs, made once and never destroyed (blocks the caching
+  // allocator tags with it stay usable after the graph is gone).
   Graph();
   ~Graph();
   Graph(const Graph&) = delete;
@@ -43,7 +45,7 @@ class Graph {
   // The stream the graph is captured on and replayed on: make it current (StreamGuard) for the
   // work around the graph too (warm-up, the inputs' copies, reading the outputs), so that the
   // caching allocator's blocks and the stream order are the graph's.
-  const Stream& stream() const { return stream_; }
+  const Stream& stream() const { return *stream_; }
 
   // Captures what `body` queues (the stream is made current for it), then instantiates the graph.
   // Nothing runs. If body throws (a refused call), the capture is ended and discarded and the
@@ -59,7 +61,7 @@ class Graph {
   const std::vector<LaunchInfo>& launches() const { return launches_; }
 
  private:
-  Stream stream_;
+  const Stream* stream_;
   cudaGraphExec_t exec_ = nullptr;
   std::vector<LaunchInfo> launches_;
   uint64_t id_;

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "engine/emu/builtins.h"
 #include "engine/emu/runtime/kernel_trampoline.h"
 #include "engine/emu/runtime/runtime.h"
 
@@ -23,8 +24,8 @@ struct GraphTest : ::testing::Test {
   void SetUp() override {
     emu::runtime::register_kernel(&twice_plus, "twice_plus");
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&x, n * sizeof(float)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&y, n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&y), n * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), n * sizeof(float), 0), cudaSuccess);
   }
   void TearDown() override {

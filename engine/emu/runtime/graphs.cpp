@@ -39,8 +39,8 @@ void invalidate_locked(Capture& c, const char* call) {
   if (!c.invalidated_by.empty()) return;
   c.invalidated_by = call;
   std::fprintf(stderr,
-               "glass emulated CUDA runtime: %s while a stream is capturing: "
-               "cudaErrorStreamCaptureUnsupported; the capture is invalidated\n",
+               "glass emulated CUDA runtime: %s is not permitted while a stream is capturing; "
+               "the capture is invalidated\n",
                call);
 }
 
