@@ -37,14 +37,14 @@ std::string join(const std::vector<double>& v) {
   return s;
 }
 
-struct Run {
+struct TrainedRun {
   std::vector<double> losses, norms;
   std::vector<int64_t> host_syncs;
   std::vector<std::vector<float>> weights;
   std::vector<LaunchInfo> step3;  // the launches of step 3
 };
 
-Run train(bool graph, double clip) {
+TrainedRun train(bool graph, double clip) {
   TrainOptions o = testing::tiny_options();
   o.device = "cuda";
   o.dtype = "f32";
@@ -53,7 +53,7 @@ Run train(bool graph, double clip) {
   o.steps = 5;
   o.cuda_graph = graph;
   Trainer trainer(o);
-  Run run;
+  TrainedRun run;
   for (int s = 1; s <= o.steps; ++s) {
     std::optional<testing::LaunchLog> log;
     if (s == 3) log.emplace();
@@ -77,8 +77,8 @@ TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
   for (const double clip : {0.0, 0.05}) {  // 0.05: every step clips (norms are ~1 here)
     SCOPED_TRACE(clip);
-    const Run eager = train(false, clip);
-    const Run replayed = train(true, clip);
+    const TrainedRun eager = train(false, clip);
+    const TrainedRun replayed = train(true, clip);
     EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
         << join(eager.losses) << " vs " << join(replayed.losses);
     EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
@@ -105,8 +105,8 @@ TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
 // stages before the graph (and plus the batch's two copies into the graph's inputs).
 TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
-  const Run eager = train(false, 1.0);
-  const Run replayed = train(true, 1.0);
+  const TrainedRun eager = train(false, 1.0);
+  const TrainedRun replayed = train(true, 1.0);
   std::vector<std::string> eager_kernels, graph_kernels, host_kernels;
   for (const LaunchInfo& i : eager.step3)
     if (!(std::string(i.op) == "adamw" && std::string(i.kernel) == "copy"))
