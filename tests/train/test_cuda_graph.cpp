@@ -92,8 +92,9 @@ TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
     // The losses move (the test would not see a stale batch or learning rate otherwise).
     EXPECT_NE(replayed.losses[1], replayed.losses[4]);
     // One host read per step for the loss, one more for the norm when clipping: with the graph as
-    // without it.
-    for (size_t s = 0; s < replayed.host_syncs.size(); ++s) {
+    // without it. From step 2 on: a run's first step may wait once more (the staging ring's
+    // buffers last used by an earlier run on another stream; eager and graph runs alike).
+    for (size_t s = 1; s < replayed.host_syncs.size(); ++s) {
       EXPECT_EQ(replayed.host_syncs[s], clip > 0 ? 2 : 1) << "step " << s + 1;
       EXPECT_EQ(eager.host_syncs[s], clip > 0 ? 2 : 1) << "step " << s + 1;
     }
