@@ -10,7 +10,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?=
 
-.PHONY: setup setup-test build train test test-release bench clean
+.PHONY: setup setup-test build train test test-release bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -26,19 +26,19 @@ train: build
 	$(BUILD)/samples/train_gpt --data data/tinyshakespeare.txt $(ARGS)
 
 # One build checks everything CI can: every test under AddressSanitizer and UndefinedBehaviorSanitizer
-# (-O1 -g: RelWithDebInfo, which also runs the gdb walkthrough of docs/debugging.md), and, where
-# nvcc is found, the cuda device compiled for sm_90 only (the same sources as sm_80;
-# CUDA_ARCHS="80;90" for both). nvcc's objects are not instrumented, and without a GPU they do not
-# run. One build rather than a Release and a sanitizer build keeps CI well within its time.
-# CUDA_RUNTIME=emu builds the cuda device's host code on the emulated CUDA runtime
-# (GLASS_CUDA_RUNTIME=emu, engine/emu/README.md): `--device cuda` and the cuda side of the
-# cross-device tests then run here on emulated GPUs with asynchronous streams, while nvcc still
-# compiles kernels/cuda for sm_90 (a compile check, not linked), so an nvcc error still fails CI.
-# The plan is to make it CI's default once the whole suite has passed in that build (it adds the
-# host-compiled cuda kernel table and the cuda runs of the device tests); until then `real`.
-# On a GPU, scripts/gpu_check.sh builds with the real runtime (CMake's default).
+# (-O1 -g: RelWithDebInfo, which also runs the gdb walkthrough of docs/debugging.md), with the cuda
+# device's host code on the emulated CUDA runtime (CUDA_RUNTIME=emu, GLASS_CUDA_RUNTIME=emu,
+# engine/emu/README.md): `--device cuda` runs here on emulated GPUs with asynchronous streams, so the
+# cross-device tests, the PyTorch oracle and the cuda runtime tests run on cuda too. Where nvcc is
+# found, the GPU's code is still compiled, as a check that fails CI but is not linked: nvcc compiles
+# kernels/cuda for sm_90 only (the same sources as sm_80; CUDA_ARCHS="80;90" for both), and the host
+# code that uses the CUDA runtime is compiled once more against the real runtime, NCCL and NVTX
+# headers (engine/cuda/real_runtime_check). Without a GPU none of that runs. One build rather than
+# a Release and a sanitizer build keeps CI well within its time.
+# CUDA_RUNTIME=real builds the cuda device on the real runtime, as scripts/gpu_check.sh does on a
+# GPU (CMake's default); without a GPU its cuda tests then skip.
 CUDA_ARCHS ?= 90
-CUDA_RUNTIME ?= real
+CUDA_RUNTIME ?= emu
 test: setup-test
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_BUILD_TESTS=ON -DGLASS_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" -DGLASS_CUDA_RUNTIME=$(CUDA_RUNTIME) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -50,8 +50,27 @@ test-release: setup-test
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && GLASS_REQUIRE_ORACLE=1 ctest --output-on-failure -j $(JOBS)
 
+# The benchmarks against PyTorch: eager op overhead (bench/op_overhead), then training throughput.
 bench: setup-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGLASS_BUILD_BENCH=ON >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target op_overhead
+	$(BUILD)/bench/op_overhead
 	bench/run.sh
 
+# libFuzzer on every file parser and the command line (tests/fuzz, docs/reliability.md): a clang
+# build with ASan+UBSan (cpu device only: no emu, no cuda, so that it builds in minutes), then each
+# target for FUZZ_SECONDS, starting from its committed corpus. New crashes land in
+# $(FUZZ_BUILD)/crashes/; commit them to tests/fuzz/corpus/<target>/ once fixed.
+# clang 15 or newer: clang 14 lacks the builtin behind libstdc++'s std::source_location
+# (Debian bookworm: apt install clang-16 libclang-rt-16-dev).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang-16
+FUZZ_CXX ?= clang++-16
+fuzz: setup-test
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_FUZZ=ON -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_EMU=OFF -DGLASS_CUDA=OFF -DGLASS_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -27,6 +27,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, CallS
   Tensor out = empty_like(qc);
   Tensor probs = Tensor::empty({q.size(0), q.size(1), T, T}, q.dtype(), q.device());
   kernels::backend(qc).attention_forward(qc, kc, vc, out, probs, scale);
+  // dV = P^T dO, dS = P (dO V^T - rowsum(dO V^T P)), dQ = dS K s, dK = dS^T Q s
   return op.finish(
       out, {qc, kc, vc, probs}, [scale](Node& n, const Tensor& dout) -> std::vector<Tensor> {
         const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2], &probs = n.saved[3];
@@ -57,12 +58,9 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
   fail("unknown attention kernel '{}' (naive, flash, cudnn or auto)", name);
 }
 
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim,
-                                         DType dtype) {
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
   if (kernel != AttentionKernel::automatic) return kernel;
-  // The flash kernels are f32 only so far: bf16 runs the naive kernel, which has a bf16 form.
-  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim) ||
-      dtype != DType::f32)
+  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim))
     return AttentionKernel::naive;
   return AttentionKernel::flash;
 }
@@ -105,6 +103,7 @@ Tensor naive_attention(const Tensor& qkv, int64_t H, double scale, OpScope& op) 
   be.attention_forward(parts[0], parts[1], parts[2], heads, probs, scale);
   Tensor out = Tensor::empty({B, T, C}, qkv.dtype(), qkv.device());
   be.copy(heads, heads_of_output(out, H));
+  // the probs rule above, the gradients copied back into dqkv's layout
   return op.finish(
       out, {parts[0], parts[1], parts[2], probs},
       [H, scale, qkv_shape = qkv.shape()](Node& n, const Tensor& dout) -> std::vector<Tensor> {
@@ -135,6 +134,7 @@ Tensor fused_attention(const Tensor& qkv, int64_t H, double scale, FusedForward 
   Tensor out = Tensor::empty({B, T, C}, qkv.dtype(), qkv.device());
   const Tensor lse = Tensor::empty({B, H, T}, DType::f32, qkv.device());
   forward(qkv, out, lse, H, scale);
+  // P recomputed from lse per tile: dS = P (dP - rowsum(dO out)), then dQ, dK, dV as above
   return op.finish(out, {qkv, out, lse},
                    [H, scale, backward](Node& n, const Tensor& dout) -> std::vector<Tensor> {
                      const Tensor &qkv = n.saved[0], &out = n.saved[1], &lse = n.saved[2];
@@ -158,7 +158,7 @@ Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kerne
   Tensor qkvc = contiguous(qkv);
   const kernels::Backend& be = kernels::backend(qkvc);
   OpScope op("attention", {qkvc});
-  switch (resolve_attention_kernel(kernel, qkvc.device(), D, qkvc.dtype())) {
+  switch (resolve_attention_kernel(kernel, qkvc.device(), D)) {
     case AttentionKernel::flash:
       return fused_attention(qkvc, n_head, scale, be.flash_attention_forward,
                              be.flash_attention_backward, op);

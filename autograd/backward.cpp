@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/anomaly.h"
 #include "autograd/node.h"
@@ -45,26 +46,16 @@ void check_gradients(const Node& n, const std::vector<Tensor>& grads) {
                  fmt::format("the gradient for input {}", i));
 }
 
-}  // namespace
-
-void backward(const Tensor& root, const Tensor& grad) {
-  GLASS_CHECK(root.requires_grad(), "backward: {} does not require grad", root.describe());
-  Tensor seed = grad;
-  if (!seed.defined()) {
-    GLASS_CHECK(root.numel() == 1, "backward: root {} is not a scalar; pass its gradient",
-                root.describe());
-    seed = full(root.shape(), 1.0, root.dtype(), root.device());
-  }
-  GLASS_CHECK(seed.shape() == root.shape(), "backward: gradient {} does not match root {}",
-              seed.describe(), root.describe());
-
-  // A leaf root (backward on a parameter itself) just receives the seed.
-  std::vector<Node*> order;
-  std::unordered_map<Node*, int> node_deps;
-  std::unordered_map<AutogradMeta*, int> leaf_deps;
-  if (root.grad_fn()) {
-    std::vector<Node*> stack{root.grad_fn().get()};
-    node_deps[stack.back()] = 0;
+// One run of backward(): the three steps as methods, with the bookkeeping they share.
+class BackwardPass {
+ public:
+  // Step 1, dependency counting: from the root, find every node it was computed from, and count
+  // for each leaf how many edges will deliver to it (so it knows when its gradient is complete).
+  // Returns the nodes in reverse tape order (descending id): each node comes before the nodes that
+  // produced its inputs, so a node runs only once every gradient flowing into it has been summed.
+  std::vector<Node*> count_dependencies(Node* root) {
+    std::vector<Node*> order, stack{root};
+    std::unordered_set<Node*> seen{root};
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -72,23 +63,55 @@ void backward(const Tensor& root, const Tensor& grad) {
       GLASS_CHECK(!n->has_run(),
                   "backward: node #{} {} already ran; the graph was run backward once already",
                   n->id, n->op);
-      for (auto& e : n->inputs) {
+      for (const Edge& e : n->inputs) {
         if (e.node) {
-          if (node_deps[e.node.get()]++ == 0) stack.push_back(e.node.get());
+          if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
         } else if (e.leaf) {
-          leaf_deps[e.leaf.get()]++;
+          leaf_deps_[e.leaf.get()]++;
         }
       }
     }
+    std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->id > b->id; });
+    return order;
   }
-  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->id > b->id; });
 
-  std::unordered_map<Node*, Tensor> grads;
-  std::unordered_map<AutogradMeta*, Tensor> leaf_grads;
-  auto deliver_leaf = [&](AutogradMeta* leaf, const Tensor& g) {
-    Tensor& sum = leaf_grads[leaf];
+  // Step 2, the reverse walk: each node turns the gradient of its output into gradients of its
+  // inputs (its backward function, made of visible launches) and hands them on; then it drops
+  // what it saved.
+  void walk(const std::vector<Node*>& order, const Tensor& root, const Tensor& seed) {
+    grads_.reserve(order.size());
+    // The seed is the gradient of the root: output 0 of its node, or one of a multi-output node's.
+    Node* root_node = root.grad_fn().get();
+    if (const int k = root_node->output_index(root); k > 0)
+      root_node->output_grads[k] = seed;
+    else
+      grads_[root_node] = seed;
+    NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
+    for (Node* n : order) {
+      Tensor g = std::move(grads_[n]);
+      grads_.erase(n);
+      // Everything launched for this node, its gradient sums included, carries its id.
+      LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
+      // A multi-output node runs when any of its outputs received a gradient.
+      const bool other_output_grads = std::any_of(n->output_grads.begin(), n->output_grads.end(),
+                                                  [](const Tensor& t) { return t.defined(); });
+      const std::vector<Tensor> input_grads =
+          g.defined() || other_output_grads ? run_node(*n, g) : std::vector<Tensor>{};
+      // Saved tensors and captured state go as soon as the node has run.
+      n->saved.clear();
+      n->output_grads.clear();
+      n->backward = nullptr;
+      for (size_t i = 0; i < n->inputs.size(); ++i)
+        hand_on(*n, i, i < input_grads.size() ? input_grads[i] : Tensor());
+    }
+  }
+
+  // Step 3, delivery to leaves: gradients for one leaf are summed over all its edges; when the last
+  // edge has delivered, the sum goes into .grad and the leaf's gradient-ready hooks fire.
+  void deliver_to_leaf(AutogradMeta* leaf, const Tensor& g) {
+    Tensor& sum = leaf_grads_[leaf];
     sum = sum.defined() ? accumulate(sum, g) : g;
-    if (--leaf_deps[leaf] > 0) return;
+    if (--leaf_deps_[leaf] > 0) return;
     // Last contribution: add this pass's sum into .grad, which the leaf owns (a private copy).
     LaunchScope scope("grad_accumulate", current_launch_context().node_id, Phase::backward);
     if (leaf->grad.defined()) {
@@ -97,62 +120,83 @@ void backward(const Tensor& root, const Tensor& grad) {
       leaf->grad = Tensor::empty(sum.shape(), sum.dtype(), sum.device());
       kernels::backend(sum).copy(sum, leaf->grad);
     }
-    leaf_grads.erase(leaf);
+    leaf_grads_.erase(leaf);
     for (auto& hook : leaf->grad_ready_hooks) hook(leaf->grad);
-  };
-
-  if (!root.grad_fn()) {
-    auto* leaf = root.unsafe_impl()->autograd.get();
-    leaf_deps[leaf] = 1;
-    deliver_leaf(leaf, seed);
-    return;
   }
-  grads[root.grad_fn().get()] = seed;
 
-  NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
-  for (Node* n : order) {
-    Tensor g = std::move(grads[n]);
-    grads.erase(n);
-    // Everything launched for this node, its gradient sums included, carries its id.
-    LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
+  // backward() on a leaf itself: it receives the seed.
+  void deliver_to_root_leaf(AutogradMeta* leaf, const Tensor& seed) {
+    leaf_deps_[leaf] = 1;
+    deliver_to_leaf(leaf, seed);
+  }
+
+ private:
+  // A node's backward function with its hooks around it; one gradient per input, checked.
+  static std::vector<Tensor> run_node(Node& n, const Tensor& g) {
+    for (auto& hook : n.pre_hooks) hook(n, g);
     std::vector<Tensor> input_grads;
-    if (g.defined()) {
-      for (auto& hook : n->pre_hooks) hook(*n, g);
-      {
-        RunningNode running(n, g);
-        input_grads = n->backward(*n, g);
-      }
-      GLASS_CHECK(input_grads.size() == n->inputs.size(),
-                  "backward of #{} {}: returned {} gradients for {} inputs", n->id, n->op,
-                  input_grads.size(), n->inputs.size());
-      if (check_nan_enabled()) check_gradients(*n, input_grads);
-      for (auto& hook : n->post_hooks) hook(*n, input_grads);
+    {
+      RunningNode running(&n, g);
+      input_grads = n.backward(n, g);
     }
-    // Saved tensors and captured state go as soon as the node has run.
-    n->saved.clear();
-    n->backward = nullptr;
-    for (size_t i = 0; i < n->inputs.size(); ++i) {
-      const Edge& e = n->inputs[i];
-      const bool has_grad = i < input_grads.size() && input_grads[i].defined();
-      if (has_grad && e.defined()) check_grad(*n, i, input_grads[i]);
-      if (e.node) {
-        if (has_grad) {
-          Tensor& acc = grads[e.node.get()];
-          acc = acc.defined() ? accumulate(acc, input_grads[i]) : input_grads[i];
-        }
-      } else if (e.leaf) {
-        if (has_grad) {
-          deliver_leaf(e.leaf.get(), input_grads[i]);
-        } else if (--leaf_deps[e.leaf.get()] == 0 && leaf_grads.count(e.leaf.get())) {
-          // The last edge carried nothing, but earlier ones did: finish the leaf with what came.
-          Tensor sum = leaf_grads[e.leaf.get()];
-          leaf_deps[e.leaf.get()] = 1;
-          leaf_grads.erase(e.leaf.get());
-          deliver_leaf(e.leaf.get(), sum);
-        }
+    GLASS_CHECK(input_grads.size() == n.inputs.size(),
+                "backward of #{} {}: returned {} gradients for {} inputs", n.id, n.op,
+                input_grads.size(), n.inputs.size());
+    if (check_nan_enabled()) check_gradients(n, input_grads);
+    for (auto& hook : n.post_hooks) hook(n, input_grads);
+    return input_grads;
+  }
+
+  // Input i's gradient g (undefined: none flows) to the node that produced the input, summed with
+  // what other consumers sent it, or to the leaf it is.
+  void hand_on(const Node& n, size_t i, const Tensor& g) {
+    const Edge& e = n.inputs[i];
+    if (g.defined() && e.defined()) check_grad(n, i, g);
+    if (e.node) {
+      if (!g.defined()) return;
+      // Output 0's gradient waits in grads_, a multi-output node's others in the node.
+      Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->output_grads[e.output];
+      acc = acc.defined() ? accumulate(acc, g) : g;
+    } else if (e.leaf) {
+      AutogradMeta* leaf = e.leaf.get();
+      if (g.defined()) return deliver_to_leaf(leaf, g);
+      if (--leaf_deps_[leaf] == 0 && leaf_grads_.count(leaf)) {
+        // The last edge carried nothing, but earlier ones did: finish the leaf with what came.
+        const Tensor sum = leaf_grads_[leaf];
+        leaf_deps_[leaf] = 1;
+        leaf_grads_.erase(leaf);
+        deliver_to_leaf(leaf, sum);
       }
     }
   }
+
+  std::unordered_map<Node*, Tensor> grads_;               // summed gradient of each node's output
+  std::unordered_map<AutogradMeta*, int> leaf_deps_;      // edges still to deliver to each leaf
+  std::unordered_map<AutogradMeta*, Tensor> leaf_grads_;  // each leaf's sum so far
+};
+
+// The gradient backward starts from: `grad`, or 1 for a one-element root.
+Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    GLASS_CHECK(root.numel() == 1, "backward: root {} is not a scalar; pass its gradient",
+                root.describe());
+    seed = full(root.shape(), 1.0, root.dtype(), root.device());
+  }
+  GLASS_CHECK(seed.shape() == root.shape(), "backward: gradient {} does not match root {}",
+              seed.describe(), root.describe());
+  return seed;
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad) {
+  GLASS_CHECK(root.requires_grad(), "backward: {} does not require grad", root.describe());
+  const Tensor seed = seed_gradient(root, grad);
+  BackwardPass pass;
+  if (!root.grad_fn()) return pass.deliver_to_root_leaf(root.unsafe_impl()->autograd.get(), seed);
+  const std::vector<Node*> order = pass.count_dependencies(root.grad_fn().get());
+  pass.walk(order, root, seed);
 }
 
 }  // namespace glass

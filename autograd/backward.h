@@ -1,14 +1,24 @@
 // backward(): runs the tape in reverse.
 //
-// 1. Walk the graph from `root` and count, for every node and every leaf, how many edges lead to
-//    it (its dependencies).
-// 2. Visit the reachable nodes in descending id (reverse tape order). Each consumer was created
-//    after its producers, so by the time a node runs, every gradient flowing into it has arrived
-//    and been summed.
-// 3. A node's gradients go to the nodes and leaves its edges name. Gradients meeting in one place
-//    are summed (a visible "grad_accumulate" launch). A leaf's sum is added to its .grad once its
-//    last dependency has delivered, and then the leaf's gradient-ready hooks fire.
-// 4. A node drops its saved tensors and backward function right after it runs.
+// The whole idea, as micrograd writes it:
+//
+//   order = every node the loss was computed from, each after the nodes that produced its inputs
+//   loss.grad = 1
+//   for node in reversed(order):
+//       for input, local in zip(node.inputs, node.backward(node.grad)):   # the chain rule
+//           input.grad += local
+//
+// glass does exactly this in three named steps (autograd/backward.cpp):
+// 1. dependency counting: walk the graph from `root`, collect its nodes, and count for every leaf
+//    how many edges lead to it. Node ids grow in tape order, so "each node after its producers" is
+//    "ascending id" and reversed(order) is "descending id": deterministic, and easy to follow in a
+//    debugger.
+// 2. the reverse walk: visit the nodes in descending id. By the time a node runs, every gradient
+//    flowing into it has arrived and been summed (a visible "grad_accumulate" launch: `+=`). A node
+//    drops its saved tensors and backward function right after it runs.
+// 3. delivery to leaves: a leaf's gradients are summed over its edges; when the last one has
+//    delivered, the sum is added to its .grad and its gradient-ready hooks fire (data parallelism
+//    starts a bucket's all-reduce there).
 #pragma once
 
 #include "engine/tensor.h"

@@ -5,7 +5,8 @@
 // Forward runs the fused kernel, which writes d(mean loss)/d(logits) over the logits when a
 // gradient will be needed: the logits tensor is consumed (read it before calling). Backward only
 // scales that gradient by the incoming one, in place: one multiply per element, no second
-// softmax.
+// softmax. For bf16 logits the losses, their count and the loss are f32 (accum_dtype) and the
+// gradient left in the logits is bf16.
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
@@ -29,9 +30,10 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   Tensor tg = contiguous(targets);
   OpScope op("fused_classifier", {copy ? logits : lg});
   const auto& k = kernels::backend(lg);
-  auto scalar = [&] { return Tensor::empty({}, lg.dtype(), lg.device()); };
+  const DType acc = accum_dtype(lg.dtype());
+  auto scalar = [&] { return Tensor::empty({}, acc, lg.device()); };
   // 1. per-row losses, the number of rows that count, and (when needed) dlogits over lg
-  Tensor losses = Tensor::empty({lg.size(0)}, lg.dtype(), lg.device());
+  Tensor losses = Tensor::empty({lg.size(0)}, acc, lg.device());
   Tensor valid = scalar();
   k.fused_classifier(lg, tg, losses, valid, vocab, ignore_index, op.needs_grad());
   // 2. their mean over the rows that count
@@ -39,12 +41,19 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   k.sum_dim(losses, total, 0);
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
+  // dlogits = (softmax - onehot) / valid, made in forward; backward scales it by dloss
   return op.finish(loss, {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
-    // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0)
+    // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0);
+    // an f32 dloss (bf16 logits) is first cast to the logits' dtype, one element
     const Tensor& dlogits = n.saved[0];
-    kernels::backend(dlogits).binary(kernels::BinaryOp::mul, dlogits,
-                                     dloss.as_strided(dlogits.shape(), {0, 0}, dloss.offset()),
-                                     dlogits);
+    const kernels::Backend& k = kernels::backend(dlogits);
+    Tensor scale = dloss;
+    if (dloss.dtype() != dlogits.dtype()) {
+      scale = Tensor::empty({}, dlogits.dtype(), dlogits.device());
+      k.cast(dloss, scale);
+    }
+    k.binary(kernels::BinaryOp::mul, dlogits,
+             scale.as_strided(dlogits.shape(), {0, 0}, scale.offset()), dlogits);
     return {dlogits};
   });
 }

@@ -31,15 +31,31 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 // The gradients of a binary op at the broadcast shape, from dy and the node's saved tensors.
 using BinaryGrads = std::vector<Tensor> (*)(Node& n, const Tensor& dy);
 
+Tensor finish_binary(OpScope& scope, const Tensor& out, const Tensor& a, const Tensor& b,
+                     bool save_inputs, BinaryGrads grads);
+
 // out = a op b over the broadcast shape; saves a and b when the gradients need them.
 Tensor broadcast_binary(BinaryOp op, const Tensor& a, const Tensor& b, bool save_inputs,
                         BinaryGrads grads) {
   const char* name = kernels::binary_op_name(op);
   check_pair(name, a, b);
-  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   OpScope scope(name, {a, b});
+  if (a.shape() == b.shape()) {  // nothing to broadcast: no views to make
+    Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+    kernels::backend(a).binary(op, a, b, out);
+    return finish_binary(scope, out, a, b, save_inputs, grads);
+  }
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   kernels::backend(a).binary(op, expand(a.detach(), shape), expand(b.detach(), shape), out);
+  return finish_binary(scope, out, a, b, save_inputs, grads);
+}
+
+// Records the node of a binary op (when the scope records one): its gradients at the broadcast
+// shape, summed back to each input's shape.
+Tensor finish_binary(OpScope& scope, const Tensor& out, const Tensor& a, const Tensor& b,
+                     bool save_inputs, BinaryGrads grads) {
+  if (!scope.needs_grad()) return scope.finish(out, {}, nullptr);
   std::vector<Tensor> saved;
   if (save_inputs) saved = {a, b};
   return scope.finish(out, std::move(saved), [grads](Node& n, const Tensor& dy) {
@@ -145,6 +161,7 @@ Tensor gelu(const Tensor& a, CallSite site) {
   OpScope scope("gelu", {x});
   Tensor y = empty_like(x);
   kernels::backend(x).gelu_forward(x, y);
+  // dx = dy gelu'(x)
   return scope.finish(y, {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     Tensor dx = empty_like(n.saved[0]);
     kernels::backend(dy).gelu_backward(n.saved[0], contiguous(dy), dx);
@@ -165,6 +182,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSit
   const uint64_t seed = gen.seed(), offset = gen.reserve(static_cast<uint64_t>(x.numel()));
   Tensor y = empty_like(x);
   kernels::backend(x).dropout_forward(x, y, p, seed, offset);
+  // dx = dy mask / (1 - p), the same Philox mask regenerated
   return scope.finish(y, {}, [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
     const Tensor dyc = contiguous(dy);
     Tensor dx = empty_like(dyc);

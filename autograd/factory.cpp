@@ -96,6 +96,7 @@ Tensor compute_copy(const Tensor& master, const Tensor& copy, CallSite site) {
               "compute_copy: copy {} must be a floating tensor of master {}'s shape and device",
               copy.describe(), master.describe());
   OpScope op("compute_copy", {master});
+  // dmaster = cast(dy) to the master's dtype
   return op.finish(copy.detach(), {}, [dtype = master.dtype()](Node&, const Tensor& dy) {
     return std::vector<Tensor>{dy.dtype() == dtype ? dy : cast(dy, dtype)};
   });

@@ -24,8 +24,38 @@ void OpScope::init(const char* op) {
   const Phase outer = current_launch_context().phase;
   if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
   id_ = Tape::current().next_id();
-  created_at_ = current_creation_site();
+  // The creation site is text made per op: only made when a node will hold it or a debug switch
+  // (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it, not on the no-grad fast path.
+  if (needs_grad_ || !detail::debug_switches_off.load(std::memory_order_relaxed))
+    created_at_ = current_creation_site();
   scope_.emplace(op, id_, Phase::forward, created_at_.c_str());
+}
+
+std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Tensor> saved,
+                                         BackwardFn backward) {
+  if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
+  auto node = std::make_shared<Node>();
+  node->id = id_;
+  node->op = op_;
+  node->created_at = created_at_;
+  node->out_shape = out_shape;
+  node->saved = std::move(saved);
+  node->backward = std::move(backward);
+  for (const auto& t : inputs_) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn()) {
+        e.node = t.grad_fn();
+        e.output = e.node->output_index(t);
+      } else {
+        e.leaf = t.unsafe_impl()->autograd;
+      }
+      e.shape = t.shape();
+      e.dtype = t.dtype();
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  return node;
 }
 
 Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward) {
@@ -34,31 +64,31 @@ Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backwar
   if (scope_ && check_nan_enabled())
     check_finite(out, node_label(id_, op_, created_at_) + " in forward", "its output");
   if (!needs_grad_) return out;
-  if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
-  auto node = std::make_shared<Node>();
-  node->id = id_;
-  node->op = op_;
-  node->created_at = created_at_;
-  node->out_shape = out.shape();
-  node->saved = std::move(saved);
-  node->backward = std::move(backward);
-  for (const auto& t : inputs_) {
-    Edge e;
-    if (t.defined() && t.requires_grad()) {
-      if (t.grad_fn())
-        e.node = t.grad_fn();
-      else
-        e.leaf = t.unsafe_impl()->autograd;
-      e.shape = t.shape();
-      e.dtype = t.dtype();
-    }
-    node->inputs.push_back(std::move(e));
-  }
+  auto node = make_node(out.shape(), std::move(saved), std::move(backward));
   // The output is a new handle whose history is this node (it may share storage with an input).
   Tensor result = out.detach();
   result.autograd_meta().grad_fn = node;
   Tape::current().record(node);
   return result;
+}
+
+std::vector<Tensor> OpScope::finish_outputs(std::vector<Tensor> outs, std::vector<Tensor> saved,
+                                            BackwardFn backward) {
+  if (scope_ && check_nan_enabled())
+    for (size_t i = 0; i < outs.size(); ++i)
+      check_finite(outs[i], node_label(id_, op_, created_at_) + " in forward",
+                   fmt::format("its output {}", i));
+  if (!needs_grad_) return outs;
+  auto node = make_node(outs[0].shape(), std::move(saved), std::move(backward));
+  // Each output a new handle whose history is this node; the node knows which is which.
+  for (Tensor& out : outs) {
+    out = out.detach();
+    out.autograd_meta().grad_fn = node;
+    node->outputs.push_back(out.unsafe_impl());
+  }
+  node->output_grads.resize(outs.size());
+  Tape::current().record(node);
+  return outs;
 }
 
 }  // namespace glass

@@ -38,9 +38,17 @@ class OpScope {
   int64_t node_id() const { return id_; }
   // Attaches the node to `out` (when recording) and returns `out`.
   Tensor finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward);
+  // The same for an op with several outputs, all made by one node: the backward function gets
+  // output 0's gradient as grad_out and the others' in node.output_grads[i] (i >= 1), each
+  // undefined when no gradient reached it.
+  std::vector<Tensor> finish_outputs(std::vector<Tensor> outs, std::vector<Tensor> saved,
+                                     BackwardFn backward);
 
  private:
   void init(const char* op);
+  // The node, with one edge per input (to its producer's output, or to the leaf it is).
+  std::shared_ptr<Node> make_node(const Shape& out_shape, std::vector<Tensor> saved,
+                                  BackwardFn backward);
   const char* op_;
   std::vector<Tensor> inputs_;
   bool needs_grad_ = false;

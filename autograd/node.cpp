@@ -29,6 +29,12 @@ std::string Node::str() const {
   return s;
 }
 
+int Node::output_index(const Tensor& t) const {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i] == t.unsafe_impl()) return static_cast<int>(i);
+  return 0;
+}
+
 Tape& Tape::current() {
   thread_local Tape tape;
   return tape;

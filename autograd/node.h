@@ -23,10 +23,12 @@ struct Edge {
   std::shared_ptr<AutogradMeta> leaf;
   Shape shape;  // the input's shape: its gradient must have it
   DType dtype = DType::f32;
+  int output = 0;  // which output of `node` the input is (0 unless the node has several)
   bool defined() const { return node || leaf; }
 };
 
-// Returns one gradient per input (an undefined Tensor where no gradient flows).
+// Returns one gradient per input (an undefined Tensor where no gradient flows). grad_out is the
+// gradient of the node's output (of output 0 for a node with several: Node::output_grads).
 using BackwardFn = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_out)>;
 using NodePreHook = std::function<void(Node& node, const Tensor& grad_out)>;
 using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& grad_inputs)>;
@@ -41,9 +43,16 @@ struct Node {
   std::string created_at;  // forward call site and module (autograd/creation_site.h)
   std::vector<NodePreHook> pre_hooks;
   std::vector<NodePostHook> post_hooks;
+  // A node with several outputs (OpScope::finish_outputs, e.g. residual_layer_norm): which tensor
+  // is output i (identity only), and the gradients of outputs 1.. as backward() sums them (an
+  // undefined Tensor where none arrived); output 0's gradient is the backward function's grad_out.
+  std::vector<const TensorImpl*> outputs;
+  std::vector<Tensor> output_grads;
 
   bool needs_input_grad(size_t i) const { return i < inputs.size() && inputs[i].defined(); }
   bool has_run() const { return !backward; }
+  // Which output of this node `t` is (0 for a single-output node).
+  int output_index(const Tensor& t) const;
   // "#12 layernorm out [4, 8] <- #11 add, leaf transformer.h.0.ln_1.weight, ..."
   std::string str() const;
 };

@@ -9,9 +9,41 @@
 //   matmul.cpp       matmul (batched, broadcast), linear, mlp (fused linear-GELU-linear)
 //   softmax.cpp      softmax, log_softmax, cross_entropy
 //   classifier.cpp   fused_classifier (cross-entropy with dlogits in forward, padded vocabulary)
-//   layernorm.cpp    layer_norm
+//   layernorm.cpp    layer_norm, residual_layer_norm (the residual add fused with it)
 //   attention.cpp    causal_attention
 //   embedding.cpp    embedding
+//
+// What each op's backward computes (dy = the gradient of the op's output) and the Backend kernels
+// (kernels/backend.h) that run it; a one-line comment beside each backward says the same:
+// clang-format off
+//   op                derivative rule                               kernels: forward / backward
+//   add, sub          da = dy, db = +-dy (summed over broadcast)    binary / affine, sum_dim
+//   mul               da = dy b, db = dy a                          binary / binary
+//   div               da = dy / b, db = -dy a / b^2                 binary / binary, affine
+//   add/mul scalar    dx = dy mul                                   affine / affine
+//   pow               dx = dy p x^(p-1)                             pow_scalar / pow_scalar,
+//                                                                   affine, binary
+//   gelu              dx = dy gelu'(x)                              gelu_forward / gelu_backward
+//   dropout           dx = dy mask / (1 - p)                        dropout_forward / _backward
+//   sum, mean         dx = dy broadcast back (/ count for mean)     sum_dim / copy, affine
+//   matmul            dA = dC B^T, dB = A^T dC                      gemm / gemm x2
+//   linear            dx = dy W, dW = dy^T x, db = sum_rows(dy)     gemm / gemm x2, sum_dim
+//   mlp               the chain rule through linear, GELU, linear   gemm_epilogue / the same
+//   softmax           dx = y (dy - sum(dy y))                       softmax_forward / _backward
+//   log_softmax       dx = dy - softmax(x) sum(dy)                  log_softmax_forward / _backward
+//   cross_entropy     dz = (softmax(z) - onehot) dloss / N          cross_entropy_forward / _bwd
+//   fused_classifier  dlogits made in forward, scaled by dloss      fused_classifier / binary
+//   layer_norm        dx = rstd (w dy - mean(w dy)                  layernorm_forward / _backward
+//                     - xhat mean(w dy xhat)),
+//                     dw = sum(dy xhat), db = sum(dy)
+//   causal_attention  dV = P^T dO, dS = P (dP - rowsum(dP P)),      attention_forward / _backward
+//                     dP = dO V^T, dQ = dS K s, dK = dS^T Q s       (naive); flash_attention_*
+//   embedding         dtable[id] += dy row                          embedding_forward / _backward
+//   views             dy mapped back to the input's geometry        none / copy, fill, sum_dim
+//   contiguous,concat dx = dy (its part of dy)                      copy / copy
+//   compute_copy      dmaster = cast(dy) to the master's dtype      none / cast
+// clang-format on
+//
 // Errors name the op and the offending tensors' dtype, shape and device.
 // Every op that records a node takes a defaulted last parameter `site`: where it was called from,
 // shown as the node's creation site (autograd/creation_site.h). Leave it to its default.
@@ -148,6 +180,15 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
 // --- normalisation ---
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                   CallSite site = CallSite::current());
+// The residual stream's add fused with the LayerNorm after it, as one node with two outputs:
+//   residual = x + delta,  normed = layer_norm(residual, weight, bias, eps)
+// (x, delta [..., C] of one shape). Backward: d(x) = d(delta) = d(residual) + layer_norm's dx.
+struct ResidualNorm {
+  Tensor residual, normed;
+};
+ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                 const Tensor& bias, double eps = 1e-5,
+                                 CallSite site = CallSite::current());
 
 // --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -159,15 +200,15 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 //   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu has its own loops): reads qkv
 //          in place, saves only out and the per-row log-sum-exp [B, H, T]
 //   cudnn  cuDNN's fused attention, `cuda` only, same layouts and saved tensors as flash
-//   automatic  flash on emu and cuda for f32 when the head dim suits it (flash_head_dim_ok),
-//          otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops there)
+//   automatic  flash on emu and cuda (f32 and bf16) when the head dim suits it
+//          (flash_head_dim_ok), otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops
+//          there)
 enum class AttentionKernel : uint8_t { automatic, naive, flash, cudnn };
 const char* attention_kernel_name(AttentionKernel kernel);
 // "naive" | "flash" | "cudnn" | "auto"; throws naming the valid names otherwise.
 AttentionKernel parse_attention_kernel(const std::string& name);
 // What `kernel` means on `device` for head dim D (automatic resolved; others returned as is).
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim,
-                                         DType dtype = DType::f32);
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim);
 // Throws one line when `kernel` cannot run on `device`: "cudnn attention runs on cuda only" on
 // cpu and emu, "cudnn attention is not built" on cuda without it.
 void check_attention_kernel(AttentionKernel kernel, Device device);

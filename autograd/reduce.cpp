@@ -72,6 +72,7 @@ Tensor reduce(const char* op, const Tensor& x_in, const std::vector<int>& dims, 
   Tensor out = sum_dims(x, reduced);
   if (average) kernels::backend(out).affine(out, out, scale, 0);
   out = out.as_strided(out_shape, contiguous_strides(out_shape), out.offset());
+  // dx = dy broadcast over the reduced dims (times 1/count for mean)
   return scope.finish(
       out, {}, [reduced, keepdim, keep_shape, scale, x_shape = x.shape()](Node&, const Tensor& dy) {
         // dx = dy (scaled) repeated over the reduced dimensions: dy seen with x's rank (size 1 and

@@ -23,6 +23,7 @@ Tensor rowwise_op(const char* name, const Tensor& x, RowKernel kernels::Backend:
   OpScope op(name, {xc});
   Tensor y = empty_like(xc);
   (kernels::backend(xc).*forward)(xc, y);
+  // softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy)
   return op.finish(y, {y}, [backward](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     const Tensor& y = n.saved[0];
     Tensor dx = empty_like(y);
@@ -79,6 +80,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   k.sum_dim(losses, total, 0);
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
+  // dlogits = (softmax(logits) - onehot(t)) dloss / valid
   return op.finish(loss, {lg, tg, lse, valid},
                    [ignore_index](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
                      const Tensor &lg = n.saved[0], &tg = n.saved[1], &lse = n.saved[2],

@@ -186,6 +186,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site) {
   for (size_t i = 0; i < xs.size(); ++i)
     kernels::backend(out).copy(
         xs[i], out.as_strided(xs[i].shape(), out.strides(), starts[i] * out.stride(d)));
+  // dx_i = the slice of dy where x_i was placed
   return scope.finish(out, {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     // Each input's gradient is its region of dy.
     std::vector<Tensor> dxs;
@@ -203,6 +204,7 @@ Tensor contiguous(const Tensor& x, CallSite site) {
   OpScope scope("contiguous", {x});
   Tensor out = empty_like(x);
   kernels::backend(x).copy(x, out);
+  // dx = dy
   return scope.finish(out, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
 }
 

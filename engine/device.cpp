@@ -73,8 +73,10 @@ Device Device::parse(const std::string& name) {
   fail("unknown device '{}' (devices: {})", name, kDevices);
 }
 
+// An emulated GPU (-DGLASS_CUDA_RUNTIME=emu) is not "a GPU": auto never picks one, so that a test
+// or a user run without --device behaves as on a machine without a GPU; --device cuda asks for it.
 Device Device::best_available() {
-#if defined(GLASS_HAS_CUDA)
+#if defined(GLASS_HAS_CUDA) && !defined(GLASS_CUDA_RUNTIME_EMU)
   if (cuda::device_count() > 0) return kCUDA;
 #endif
   return kCPU;

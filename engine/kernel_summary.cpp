@@ -81,6 +81,7 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const
   std::sort(s.rows.begin(), s.rows.end(), [](const KernelRow& a, const KernelRow& b) {
     return a.self_us != b.self_us ? a.self_us > b.self_us : a.kernel < b.kernel;
   });
+  s.occupancy = launch_occupancy(launches, kernel_resource_report());
   return s;
 }
 
@@ -89,6 +90,9 @@ std::string KernelSummary::table() const {
       "peaks ({}): {:.1f} GFLOP/s {}, {:.1f} GB/s, ridge {:.1f} FLOP/byte; source: {}\n",
       peaks.name, peaks.flops(dtype) / 1e9, dtype_name(dtype), peaks.bytes_per_s / 1e9,
       peaks.ridge(dtype), peaks.source);
+  if (peaks.attainable_f32_flops > 0 && dtype == DType::f32)
+    out += fmt::format("attainable (measured, a second roof, not the peak): {:.1f} GFLOP/s f32\n",
+                       peaks.attainable_f32_flops / 1e9);
   out += fmt::format("{:<28} {:>6} {:>10} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8}\n", "kernel",
                      "calls", "self ms", "total ms", "share", "GB/s", "GFLOP/s", "FLOP/B", "bound",
                      "x floor");
@@ -97,8 +101,17 @@ std::string KernelSummary::table() const {
         "{:<28} {:>6} {:>10.3f} {:>10.3f} {:>5.1f}% {:>9.2f} {:>9.2f} {:>8.2f} {:>8} {:>8.1f}\n",
         r.kernel, r.calls, r.self_us / 1e3, r.total_us / 1e3, 100 * r.share, r.gbps, r.gflops,
         r.roof.intensity, r.roof.bound(), r.over_floor);
+  std::string above;
+  for (const KernelRow& r : rows)
+    if (r.over_floor > 0 && r.over_floor < 1) above += (above.empty() ? "" : ", ") + r.kernel;
+  if (!above.empty())
+    out += fmt::format(
+        "above the roof (x floor < 1): {}; the peaks are wrong for them (their counted bytes did "
+        "not all move, or came from a cache faster than the bandwidth roof)\n",
+        above);
   out += fmt::format("window {:.3f} ms (first launch to last launch of each recorded step)\n",
                      window_us / 1e3);
+  if (!occupancy.empty()) out += occupancy_table(occupancy, kernel_resource_report());
   return out;
 }
 

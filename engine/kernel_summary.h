@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernel_resources.h"
 #include "engine/roofline.h"
 #include "engine/trace.h"
 
@@ -31,6 +32,9 @@ struct KernelSummary {
   double window_us = 0;
   DevicePeaks peaks;
   DType dtype = DType::f32;  // whose FLOP/s peak the bound is judged against
+  // Each launch configuration on emu/cuda with its theoretical occupancy on an H200 (empty for
+  // cpu launches); table() prints them after the kernels.
+  std::vector<LaunchOccupancy> occupancy;
 
   // A fixed-width text table with a header naming the peaks and their source.
   std::string table() const;

@@ -152,7 +152,8 @@ struct Backend {
   // same pass, by the gradient of the mean loss: (softmax(logits[r, :V]) - onehot(t_r)) / valid on
   // columns [0, V), 0 on the padded columns and on ignored rows. A target outside [0, V) that is
   // not ignore_index throws naming row and value: at once on cpu, at the next host read on
-  // emu/cuda (a device flag, engine/device_flags.h; the row's loss is NaN meanwhile).
+  // emu/cuda (a device flag, engine/device_flags.h; the row's loss is NaN meanwhile). losses and
+  // valid are accum_dtype(logits): f32 for bf16 logits, whose gradient is written in bf16.
   void (*fused_classifier)(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                            const Tensor& valid, int64_t vocab, int64_t ignore_index,
                            bool write_dlogits);
@@ -163,6 +164,18 @@ struct Backend {
   void (*layernorm_backward)(const Tensor& dy, const Tensor& x, const Tensor& weight,
                              const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                              const Tensor& dweight, const Tensor& dbias);
+  // The residual add of a transformer block fused with the LayerNorm that follows it (x, delta,
+  // residual, y, dy, dresidual, dx [N, C]): residual = x + delta (stored in x's dtype) and y, mean,
+  // rstd = layernorm_forward of the stored residual, in one pass over the rows.
+  void (*residual_layernorm_forward)(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                     const Tensor& bias, const Tensor& residual, const Tensor& y,
+                                     const Tensor& mean, const Tensor& rstd, double eps);
+  // dx = dresidual + the LayerNorm backward of dy at `residual` (the gradient of both x and
+  // delta), dweight and dbias as layernorm_backward; dx is written once, in the same pass.
+  void (*residual_layernorm_backward)(const Tensor& dy, const Tensor& dresidual,
+                                      const Tensor& residual, const Tensor& weight,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                      const Tensor& dweight, const Tensor& dbias);
 
   // --- causal scaled-dot-product attention: q, k, v, out [B, H, T, D]; probs [B, H, T, T] ---
   // probs = softmax(q k^T * scale, causal mask), out = probs v. probs is saved for backward.

@@ -3,8 +3,10 @@
 //   cuda      the datasheet row of a known GPU (engine/device_peaks.h: a100, h100, h200), found
 //             from the name the driver reports; any other GPU is measured once, on the GPU, with
 //             the engine's own kernels (measure_device_peaks)
-//   cpu, emu  the host, measured once on `cpu` (OpenBLAS sgemm 512^3, a 32 MiB copy); emu's
-//             kernels are emulated on the host, so they land far below its peaks
+//   cpu, emu  the host: FLOP/s from its hardware (cores x clock x FLOPs per cycle of the ISA the
+//             engine uses, kernels/cpu/hardware_peak.h), bandwidth measured once on `cpu` (a
+//             32 MiB copy), and OpenBLAS's sgemm 512^3 measured as the "attainable" roof beside
+//             the peak; emu's kernels are emulated on the host, so they land far below its peaks
 //
 // Every DevicePeaks says which of these it is in `source`, and every report prints that line.
 #pragma once

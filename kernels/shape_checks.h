@@ -19,7 +19,7 @@ inline double bytes_of(std::initializer_list<const Tensor*> ts) {
 
 // The fused classifier's operands: logits [rows, cols] contiguous with the classes in columns
 // [0, vocab), 0 < vocab <= cols (the rest is padding); targets i32 [rows]; losses [rows] and
-// valid [1] contiguous, of the logits' dtype.
+// valid [1] contiguous, of accum_dtype(logits) (f32 for bf16 logits).
 struct ClassifierShape {
   int64_t rows = 0, cols = 0;
 
@@ -36,9 +36,9 @@ struct ClassifierShape {
                 "{}: targets {} must be contiguous i32 with {} elements (logits {})", kernel,
                 targets.describe(), rows, logits.describe());
     for (const Tensor* t : {&losses, &valid})
-      GLASS_CHECK(t->is_contiguous() && t->dtype() == logits.dtype(),
+      GLASS_CHECK(t->is_contiguous() && t->dtype() == accum_dtype(logits.dtype()),
                   "{}: {} must be contiguous {} (logits {})", kernel, t->describe(),
-                  dtype_name(logits.dtype()), logits.describe());
+                  dtype_name(accum_dtype(logits.dtype())), logits.describe());
     GLASS_CHECK(losses.numel() == rows && valid.numel() == 1,
                 "{}: losses {} must hold {} values and valid {} one", kernel, losses.describe(),
                 rows, valid.describe());

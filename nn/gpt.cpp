@@ -107,10 +107,16 @@ Tensor GPT::forward(const Tensor& ids) const {
   // Token embeddings [B, T, C] plus position embeddings [T, C], broadcast over the batch.
   Tensor x = wte.forward(ids) + wpe.forward(position_ids(T, ids.device()));
   x = drop.forward(x);
-  for (const auto& block : h) x = block->forward(x);
-  x = ln_f.forward(x);
-  // Tied LM head: logits = x @ wte^T, no bias.
-  return linear(x, wte.param(wte.weight));
+  // The residual stream through the blocks. Each residual add runs fused with the LayerNorm that
+  // reads its sum (residual_layer_norm): block i's last add with block i+1's ln_1, the last
+  // block's with ln_f. Only the first ln_1 has no add before it.
+  ResidualNorm stream{x, h.front()->ln_1.forward(x)};
+  for (size_t i = 0; i < h.size(); ++i) {
+    const LayerNorm& next_ln = i + 1 < h.size() ? h[i + 1]->ln_1 : ln_f;
+    stream = h[i]->forward(stream.residual, stream.normed, next_ln);
+  }
+  // Tied LM head: logits = ln_f(x) @ wte^T, no bias.
+  return linear(stream.normed, wte.param(wte.weight));
 }
 
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
@@ -119,9 +125,8 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
               "GPT::loss: logits {} must hold one row of {} logits per target of {}",
               logits.describe(), columns, targets.describe());
   const Tensor flat = view(logits, {rows, columns}), flat_targets = view(targets, {rows});
-  // The fused classifier is f32 only so far: bf16 logits take the cross_entropy path, whose
-  // kernels have bf16 forms (losses and sums in f32).
-  if (logits.device().kind != DeviceKind::cpu && logits.dtype() == DType::f32)
+  // emu and cuda: the fused classifier, in f32 or bf16 (the loss in f32 either way).
+  if (logits.device().kind != DeviceKind::cpu)
     return fused_classifier(flat, flat_targets, config.vocab_size);
   // The reference path: softmax over the class columns only.
   const Tensor classes = columns == config.vocab_size ? flat : slice(flat, 1, 0, config.vocab_size);

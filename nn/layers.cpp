@@ -124,8 +124,15 @@ Block::Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen)
 
 Tensor Block::forward(const Tensor& x) const {
   ModulePathScope in(path());
-  Tensor h = x + attn.forward(ln_1.forward(x));
-  return h + mlp.forward(ln_2.forward(h));
+  const ResidualNorm h = ln_2.forward(x, attn.forward(ln_1.forward(x)));
+  return h.residual + mlp.forward(h.normed);
+}
+
+ResidualNorm Block::forward(const Tensor& x, const Tensor& x_ln1, const LayerNorm& next_ln) const {
+  ModulePathScope in(path());
+  const ResidualNorm h = ln_2.forward(x, attn.forward(x_ln1));  // x + attn(ln_1(x)), ln_2 of it
+  // h + mlp(ln_2(h)), and next_ln of it (next_ln names its own module path).
+  return next_ln.forward(h.residual, mlp.forward(h.normed));
 }
 
 }  // namespace glass

@@ -50,6 +50,11 @@ class LayerNorm : public Module {
     ModulePathScope in(path());
     return layer_norm(x, param(weight), param(bias), eps);
   }
+  // The residual add before this LayerNorm, fused with it: {x + delta, forward(x + delta)}.
+  ResidualNorm forward(const Tensor& x, const Tensor& delta) const {
+    ModulePathScope in(path());
+    return residual_layer_norm(x, delta, param(weight), param(bias), eps);
+  }
   void reset();  // weight = 1, bias = 0
 
   Tensor weight, bias;
@@ -108,10 +113,16 @@ class MLP : public Module {
 };
 
 // A pre-LayerNorm transformer block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+// Each residual add runs fused with the LayerNorm that reads its result (residual_layer_norm):
+// x + attn(...) with ln_2, and x + mlp(...) with the LayerNorm after the block (the next block's
+// ln_1, or the model's ln_f), which is why the second form takes that LayerNorm.
 class Block : public Module {
  public:
   Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen);
   Tensor forward(const Tensor& x) const;
+  // x: the residual stream, x_ln1 = ln_1(x) (computed by the caller, usually fused with the add
+  // before). Returns the block's output stream and next_ln of it.
+  ResidualNorm forward(const Tensor& x, const Tensor& x_ln1, const LayerNorm& next_ln) const;
 
   LayerNorm ln_1;
   CausalSelfAttention attn;

@@ -95,7 +95,8 @@ void Optimizer::load_state(const NamedTensors& tensors,
   auto step_it = scalars.find("step");
   if (step_it == scalars.end())
     problems.push_back("missing scalar 'step'");
-  else if (!(step_it->second >= 0) || step_it->second != std::floor(step_it->second))
+  else if (!(step_it->second >= 0 && step_it->second <= 0x1p53) ||  // exact in a double, fits int64
+           step_it->second != std::floor(step_it->second))
     problems.push_back(fmt::format("scalar 'step' = {} is not a count", step_it->second));
   auto lr_it = scalars.find("lr");
   if (lr_it != scalars.end() && !(std::isfinite(lr_it->second) && lr_it->second >= 0))

@@ -201,6 +201,26 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
                        {"intensity", k.roof.intensity},
                        {"bound", k.roof.bound()},
                        {"times_roofline_floor", k.over_floor}});
+  // Each launch configuration's theoretical occupancy on an H200 (emu and cuda launches; null
+  // where ptxas reported no function for the launch).
+  nlohmann::json occupancy = nlohmann::json::array();
+  for (const LaunchOccupancy& o : row.kernels.occupancy) {
+    nlohmann::json entry = {{"kernel", o.kernel},
+                            {"threads_per_block", o.threads},
+                            {"dynamic_shared_bytes", o.dynamic_shared_bytes},
+                            {"calls", o.calls}};
+    if (o.instantiations > 0) {
+      entry.update({{"registers", o.registers},
+                    {"static_shared_bytes", o.static_shared_bytes},
+                    {"spills", o.spills},
+                    {"blocks_per_sm", o.occupancy.blocks_per_sm},
+                    {"occupancy", o.occupancy.fraction},
+                    {"limited_by", o.occupancy.limiter}});
+    } else {
+      entry["occupancy"] = nullptr;
+    }
+    occupancy.push_back(entry);
+  }
   const DevicePeaks& p = row.kernels.peaks;
   return {{"device", row.op.device.str()},
           {"device_name", device_name(row.op.device)},
@@ -217,6 +237,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
           {"peak_allocated_bytes", row.memory.peak_allocated_bytes},
           {"peak_reserved_bytes", row.memory.peak_reserved_bytes},
           {"kernels", kernels},
+          {"occupancy", occupancy},
           {"peaks",
            {{"name", p.name},
             {"f32_flops", p.f32_flops},

@@ -12,7 +12,7 @@
 // through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt:
 // the memory budget of training (parameters, gradients, master weights, AdamW moments, activations,
 // temporaries) and the FLOPs of a step. Devices: the GPU table (engine/device_peaks.h) or `cpu`
-// (this machine, measured). Errors are one line on stderr
+// (this machine: its hardware FLOP/s peak and a measured bandwidth). Errors are one line on stderr
 // ("roofline: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
@@ -144,7 +144,7 @@ void gpt(const Flags& f) {
 }
 
 void add_common(CLI::App* cmd, Flags& f) {
-  cmd->add_option("--device", f.device, "h200 | h100 | a100 | cpu (measured here)");
+  cmd->add_option("--device", f.device, "h200 | h100 | a100 | cpu (this machine)");
   cmd->add_option("--dtype", f.dtype, "bf16 | f32");
 }
 

@@ -38,6 +38,7 @@ build_packages=(
   libopenblas-dev libopenblas0 libopenblas0-openmp libopenblas-openmp-dev
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
   libgtest-dev libgmock-dev
+  libpcre2-dev libpcre2-8-0
 )
 never=(libc6 libgcc-s1 libstdc++6 libgomp1)
 

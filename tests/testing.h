@@ -1,6 +1,6 @@
 // Helpers shared by the test suites: comparisons whose tolerance scales with the reference, error
 // capture, launch recording, seeded random inputs, gradcheck expectations, thread-count control
-// and scratch files.
+// scratch files, and running the PyTorch oracle.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
 #include <mutex>
@@ -199,6 +200,38 @@ inline std::string scratch_path(const std::string& name) {
   };
   static const ScratchDir dir;
   return (dir.path / name).string();
+}
+
+// The Python that has PyTorch (Debian's python3-torch), for the oracle scripts in tests/oracle.
+inline const char* const kTorchPython = "/usr/bin/python3";
+
+// Runs an oracle command line (kTorchPython tests/oracle/...). `ran` when it exited 0. Otherwise
+// only a missing PyTorch is a reason to skip, and only under a bare ctest: GLASS_REQUIRE_ORACLE=1
+// (set by `make test`, and so in CI) makes it a failure, so that a skipped oracle cannot leave CI
+// green. Torch is probed after the fact, because importing it twice would double a test's time.
+//   const OracleRun r = run_torch_oracle(cmd);
+//   if (r.skip) GTEST_SKIP() << r.message;
+//   ASSERT_TRUE(r.ran) << r.message;
+struct OracleRun {
+  bool ran = false, skip = false;
+  std::string message;
+};
+inline OracleRun run_torch_oracle(const std::string& cmd) {
+  if (std::system(cmd.c_str()) == 0) return {.ran = true, .skip = false, .message = ""};
+  const std::string probe = std::string(kTorchPython) + " -c 'import torch, numpy' 2>/dev/null";
+  if (std::system(probe.c_str()) == 0) return {.message = "the oracle failed: " + cmd};
+  const char* required = std::getenv("GLASS_REQUIRE_ORACLE");
+  const std::string missing = std::string(kTorchPython) +
+                              " cannot import torch and numpy (apt install python3-torch "
+                              "python3-numpy)";
+  if (required != nullptr && std::string(required) == "1")
+    return {.message =
+                "the PyTorch oracle is required (GLASS_REQUIRE_ORACLE=1, as under make "
+                "test), but " +
+                missing};
+  return {.skip = true,
+          .message = "PyTorch oracle skipped: " + missing +
+                     "; make test sets GLASS_REQUIRE_ORACLE=1, which makes this a failure"};
 }
 
 }  // namespace glass::testing

@@ -1,8 +1,15 @@
 #include "train/checkpoint.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include "engine/atomic_file.h"
 #include "nn/safetensors.h"
@@ -25,15 +32,25 @@ nlohmann::json config_json(const GPTConfig& c) {
           {"padded_vocab_size", c.padded_vocab_size}};
 }
 
+// An integer field: a float (1e300) or a string is refused rather than converted, which for a
+// float out of int64's range would be undefined behaviour.
+int64_t int_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer())
+    throw std::invalid_argument(fmt::format("config field '{}' is {}, not an integer", key, v.dump()));
+  return v.get<int64_t>();
+}
+
 GPTConfig config_from_json(const nlohmann::json& j) {
   GPTConfig c;
-  c.vocab_size = j.at("vocab_size");
-  c.block_size = j.at("block_size");
-  c.n_layer = j.at("n_layer");
-  c.n_head = j.at("n_head");
-  c.n_embd = j.at("n_embd");
-  c.dropout = j.at("dropout");
-  c.padded_vocab_size = j.value("padded_vocab_size", int64_t{0});  // older checkpoints: none
+  c.vocab_size = int_field(j, "vocab_size");
+  c.block_size = int_field(j, "block_size");
+  c.n_layer = int_field(j, "n_layer");
+  c.n_head = int_field(j, "n_head");
+  c.n_embd = int_field(j, "n_embd");
+  c.dropout = j.at("dropout").get<double>();
+  // Older checkpoints have no padded_vocab_size: 0, none.
+  c.padded_vocab_size = j.contains("padded_vocab_size") ? int_field(j, "padded_vocab_size") : 0;
   return c;
 }
 
@@ -43,10 +60,74 @@ void take_prefixed(const NamedTensors& all, const std::string& prefix, NamedTens
     if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
 }
 
+// The configuration decides what the trainer allocates before loading the weights: it must describe
+// the tensors the file holds (the embedding tables and the number of blocks bound the model's
+// size), so a corrupt or hostile configuration is refused before anything is allocated.
+void check_config_matches_weights(const std::string& path, const LoadedCheckpoint& ck) {
+  const GPTConfig& c = ck.state.config;
+  c.validate();
+  auto shape_of = [&](const std::string& name) -> Shape {
+    for (const auto& [n, t] : ck.model)
+      if (n == name) return t.shape();
+    fail("checkpoint '{}' has no tensor model.{}", path, name);
+  };
+  const Shape wte = shape_of("transformer.wte.weight"), wpe = shape_of("transformer.wpe.weight");
+  GLASS_CHECK(wte == Shape({c.table_rows(), c.n_embd}) && wpe == Shape({c.block_size, c.n_embd}),
+              "checkpoint '{}': its configuration ({}) does not match its embeddings (wte {}, wpe "
+              "{})",
+              path, config_json(c).dump(), shape_str(wte), shape_str(wpe));
+  std::set<std::string> blocks;
+  for (const auto& [n, t] : ck.model)
+    if (n.rfind("transformer.h.", 0) == 0) blocks.insert(n.substr(0, n.find('.', 14)));
+  GLASS_CHECK(static_cast<int64_t>(blocks.size()) == c.n_layer,
+              "checkpoint '{}': its configuration says n_layer {} but it holds {} blocks", path,
+              c.n_layer, blocks.size());
+}
+
 }  // namespace
 
+std::string latest_checkpoint_name(const std::string& dir) {
+  std::ifstream in((fs::path(dir) / "latest").string());
+  std::string file;
+  if (in.good()) std::getline(in, file);
+  return file;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep_last, const std::string& keep_file) {
+  const std::string own_tmp = ".tmp." + std::to_string(::getpid());
+  std::vector<std::pair<int64_t, fs::path>> ckpts;  // (step, path)
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // 1. A temp file of a writer that was killed: never published, so nobody reads it.
+    const auto tmp = name.find(".tmp.");
+    if (tmp != std::string::npos && (name.rfind("ckpt_", 0) == 0 || name.rfind("latest", 0) == 0)) {
+      if (name.compare(tmp, std::string::npos, own_tmp) != 0) fs::remove(entry.path(), ec);
+      continue;
+    }
+    // 2. A complete checkpoint: ckpt_<digits>.safetensors.
+    constexpr std::string_view kPrefix = "ckpt_", kSuffix = ".safetensors";
+    if (!entry.is_regular_file(ec) || name.size() <= kPrefix.size() + kSuffix.size() ||
+        name.rfind(kPrefix, 0) != 0 ||
+        name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+      continue;
+    const std::string digits =
+        name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        digits.size() > 18)
+      continue;
+    ckpts.emplace_back(std::stoll(digits), entry.path());
+  }
+  if (keep_last <= 0 || static_cast<int64_t>(ckpts.size()) <= keep_last) return;
+  // 3. The newest keep_last by step stay; so does keep_file, whatever its step.
+  std::sort(ckpts.begin(), ckpts.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = static_cast<size_t>(keep_last); i < ckpts.size(); ++i)
+    if (ckpts[i].second.filename() != keep_file) fs::remove(ckpts[i].second, ec);
+}
+
 std::string save_checkpoint(const std::string& dir, const CheckpointState& state, const GPT& model,
-                            const Optimizer& optimizer) {
+                            const Optimizer& optimizer, int64_t keep_last) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   GLASS_CHECK(!ec, "checkpoint: cannot create directory '{}': {}", dir, ec.message());
@@ -70,8 +151,19 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
   };
   const std::string file = fmt::format("ckpt_{:08d}.safetensors", state.step);
   const std::string path = (fs::path(dir) / file).string();
-  save_safetensors(path, tensors, meta);
-  write_file_atomic((fs::path(dir) / "latest").string(), file + "\n");
+  // 1. The checkpoint, then `latest` naming it: each step is atomic, so at every instant `latest`
+  //    names a complete file. A failure names what is still there to resume from.
+  try {
+    save_safetensors(path, tensors, meta);
+    write_file_atomic((fs::path(dir) / "latest").string(), file + "\n");
+  } catch (const Error& e) {
+    const std::string previous = latest_checkpoint_name(dir);
+    fail("checkpoint at step {} was not written: {}; {}", state.step, e.what(),
+         previous.empty() ? "there is no earlier checkpoint in " + dir
+                          : "'latest' still names " + previous + ", the last complete checkpoint");
+  }
+  // 2. Only now, with a newer complete checkpoint published, may older ones go.
+  prune_checkpoints(dir, keep_last, file);
   return path;
 }
 
@@ -84,7 +176,8 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
                 where);
     std::string file;
     std::getline(in, file);
-    GLASS_CHECK(!file.empty() && file.find('/') == std::string::npos,
+    GLASS_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "." &&
+                    file != ".." && file.find('\0') == std::string::npos,
                 "checkpoint: '{}' does not name a checkpoint file", latest);
     path = (fs::path(where) / file).string();
   }
@@ -114,9 +207,14 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
   } catch (const std::exception& e) {
     fail("checkpoint '{}': unreadable metadata ({})", path, e.what());
   }
+  // A resumed run indexes its data with these: they must be counts, not negative.
+  GLASS_CHECK(ck.state.step >= 0 && ck.state.data_position >= 0,
+              "checkpoint '{}': step {} and data position {} must not be negative", path,
+              ck.state.step, ck.state.data_position);
   take_prefixed(f.tensors, "model.", ck.model);
   take_prefixed(f.tensors, "optim.", ck.optimizer);
   GLASS_CHECK(!ck.model.empty(), "checkpoint '{}' holds no model weights", path);
+  check_config_matches_weights(path, ck);
   return ck;
 }
 

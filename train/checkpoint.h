@@ -7,7 +7,8 @@
 //
 // A checkpoint directory holds ckpt_<step>.safetensors files and `latest`, a one-line file naming
 // the newest. Both are written atomically (temp file, fsync, rename): a crash while saving leaves
-// the previous checkpoint intact and `latest` pointing at it.
+// the previous checkpoint intact and `latest` pointing at it. Older checkpoints are removed only
+// after the new one and `latest` are complete (docs/reliability.md).
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,20 @@ struct CheckpointState {
   std::string data_path;
 };
 
-// Writes DIR/ckpt_<step>.safetensors and then DIR/latest. Returns the checkpoint file's path.
+// Writes DIR/ckpt_<step>.safetensors and then DIR/latest, then keeps only the newest `keep_last`
+// checkpoints (0 = keep all). Returns the checkpoint file's path. A write that fails (a full disk,
+// a file-size limit) throws glass::Error naming the step, the reason, and what `latest` still
+// names; the failed file is removed and nothing older is touched.
 std::string save_checkpoint(const std::string& dir, const CheckpointState& state, const GPT& model,
-                            const Optimizer& optimizer);
+                            const Optimizer& optimizer, int64_t keep_last = 3);
+
+// Removes from `dir` every ckpt_<step>.safetensors but the `keep_last` with the highest steps (0 =
+// none removed) and never `keep_file`, plus the temp files that writers killed mid-write left
+// behind (another process's `*.tmp.<pid>`).
+void prune_checkpoints(const std::string& dir, int64_t keep_last, const std::string& keep_file);
+
+// The file name `latest` in `dir` holds, or "" when there is none.
+std::string latest_checkpoint_name(const std::string& dir);
 
 struct LoadedCheckpoint {
   std::string path;

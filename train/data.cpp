@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "engine/atomic_file.h"
 #include "engine/rng.h"
+#include "train/tokenizer/gpt2_tokenizer.h"
 
 namespace glass::train {
 
@@ -34,6 +37,17 @@ void split_val(Dataset& d, std::vector<int32_t> tokens, double val_fraction) {
   d.train = std::move(tokens);
 }
 
+// GPT-2's tokenizer for GPT-2 token shards: encoder.json + vocab.bpe where they are found (encode
+// and decode), else the llm.c decode table `table` when given (decode only), else none.
+std::shared_ptr<const Tokenizer> gpt2_tokenizer_for(int64_t vocab_size, const std::string& table) {
+  if (vocab_size != 50257) return nullptr;
+  const std::string dir = Gpt2Tokenizer::default_dir();
+  if (std::filesystem::exists(dir + "/encoder.json") && std::filesystem::exists(dir + "/vocab.bpe"))
+    return std::make_shared<Gpt2Tokenizer>(Gpt2Tokenizer::from_dir(dir));
+  if (!table.empty()) return std::make_shared<Gpt2Tokenizer>(Gpt2Tokenizer::from_llmc_file(table));
+  return nullptr;
+}
+
 }  // namespace
 
 CharVocab CharVocab::from_text(const std::string& text) {
@@ -49,7 +63,7 @@ CharVocab CharVocab::from_text(const std::string& text) {
   return v;
 }
 
-std::vector<int32_t> CharVocab::encode(const std::string& text) const {
+std::vector<int32_t> CharVocab::encode(std::string_view text) const {
   std::vector<int32_t> ids(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     const int32_t id = index_[static_cast<unsigned char>(text[i])];
@@ -68,6 +82,25 @@ std::string CharVocab::decode(const std::vector<int32_t>& ids) const {
   return s;
 }
 
+std::string char_vocab_metadata(const CharVocab& vocab) {
+  std::string hex;
+  for (unsigned char c : vocab.chars()) hex += fmt::format("{:02x}", c);
+  return hex;
+}
+
+CharVocab char_vocab_from_metadata(const std::string& hex) {
+  GLASS_CHECK(hex.size() % 2 == 0 && !hex.empty() &&
+                  hex.find_first_not_of("0123456789abcdef") == std::string::npos,
+              "char_vocab metadata {:?} is not hex digits in pairs", hex.substr(0, 40));
+  std::string chars;
+  for (size_t i = 0; i < hex.size(); i += 2)
+    chars.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  const CharVocab v = CharVocab::from_text(chars);
+  GLASS_CHECK(v.chars() == chars,
+              "char_vocab metadata: the characters are not sorted and distinct");
+  return v;
+}
+
 Dataset load_text(const std::string& path, double val_fraction) {
   const std::string text = read_file(path);
   GLASS_CHECK(text.size() >= 2, "data file '{}' holds {} bytes: too little text to train on", path,
@@ -76,6 +109,7 @@ Dataset load_text(const std::string& path, double val_fraction) {
   d.path = path;
   d.vocab = CharVocab::from_text(text);
   d.vocab_size = d.vocab->size();
+  d.tokenizer = std::make_shared<CharVocab>(*d.vocab);
   split_val(d, d.vocab->encode(text), val_fraction);
   return d;
 }
@@ -115,10 +149,62 @@ Dataset load_shard(const std::string& path, int64_t vocab_size, double val_fract
   d.path = path;
   d.vocab_size = vocab_size;
   split_val(d, read_shard(path, vocab_size), val_fraction);
+  d.tokenizer = gpt2_tokenizer_for(vocab_size, "");
+  return d;
+}
+
+void write_shard(const std::string& path, const std::vector<int32_t>& tokens) {
+  GLASS_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX),
+              "token shard '{}': {} tokens do not fit the int32 count of the header", path,
+              tokens.size());
+  std::string bytes(kShardHeaderInts * 4 + tokens.size() * 2, '\0');
+  const int32_t header[3] = {kShardMagic, kShardVersion, static_cast<int32_t>(tokens.size())};
+  std::memcpy(bytes.data(), header, sizeof(header));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    GLASS_CHECK(tokens[i] >= 0 && tokens[i] < 65536,
+                "token shard '{}': token {} at position {} does not fit uint16", path, tokens[i],
+                i);
+    const auto t = static_cast<uint16_t>(tokens[i]);
+    std::memcpy(bytes.data() + kShardHeaderInts * 4 + 2 * i, &t, 2);
+  }
+  write_file_atomic(path, bytes);
+}
+
+Dataset load_shard_dir(const std::string& dir, int64_t vocab_size) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> train, val;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".bin") continue;
+    if (name.rfind("train_", 0) == 0) train.push_back(e.path().string());
+    if (name.rfind("val_", 0) == 0) val.push_back(e.path().string());
+  }
+  GLASS_CHECK(!train.empty(),
+              "data directory '{}' holds no train_*.bin shards (samples/prepare_data "
+              "writes them)",
+              dir);
+  std::sort(train.begin(), train.end());
+  std::sort(val.begin(), val.end());
+  const std::string table = dir + "/gpt2_tokenizer.bin";
+  Dataset d;
+  d.path = dir;
+  if (vocab_size == 0 && fs::exists(table))
+    vocab_size = Gpt2Tokenizer::from_llmc_file(table).vocab_size();
+  d.vocab_size = vocab_size;
+  for (const auto& f : train) {
+    const auto t = read_shard(f, vocab_size);
+    d.train.insert(d.train.end(), t.begin(), t.end());
+  }
+  for (const auto& f : val) {
+    const auto t = read_shard(f, vocab_size);
+    d.val.insert(d.val.end(), t.begin(), t.end());
+  }
+  d.tokenizer = gpt2_tokenizer_for(vocab_size, fs::exists(table) ? table : "");
   return d;
 }
 
 Dataset load_dataset(const std::string& path, int64_t vocab_size, double val_fraction) {
+  if (std::filesystem::is_directory(path)) return load_shard_dir(path, vocab_size);
   // A .bin file is a shard whatever it holds, so that a corrupt one is reported, not read as text.
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0)
     return load_shard(path, vocab_size, val_fraction);

@@ -6,21 +6,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "train/tokenizer/tokenizer.h"
 
 namespace glass::train {
 
 // The sorted distinct bytes of a text; token id = position in that list.
-class CharVocab {
+class CharVocab : public Tokenizer {
  public:
   static CharVocab from_text(const std::string& text);
   int64_t size() const { return static_cast<int64_t>(chars_.size()); }
-  std::vector<int32_t> encode(const std::string& text) const;  // throws on an unknown character
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string name() const override { return "char"; }
+  int64_t vocab_size() const override { return size(); }
+  // Throws naming the first character that is not in the vocabulary.
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
   const std::string& chars() const { return chars_; }
 
  private:
@@ -28,11 +33,19 @@ class CharVocab {
   int32_t index_[256];
 };
 
+// A character vocabulary as text for a weights file's metadata (its characters in hex, so that any
+// bytes fit in JSON), and back.
+std::string char_vocab_metadata(const CharVocab& vocab);
+CharVocab char_vocab_from_metadata(const std::string& hex);
+
 struct Dataset {
   std::string path;
   std::vector<int32_t> train, val;  // token ids; val is the held-out tail
   int64_t vocab_size = 0;
   std::optional<CharVocab> vocab;  // set for text data
+  // What the tokens are: the character vocabulary of text data; GPT-2's BPE for GPT-2 token shards
+  // (vocab_size 50257) when its vocabulary or a gpt2_tokenizer.bin is found; else null.
+  std::shared_ptr<const Tokenizer> tokenizer;
 };
 
 // A text file: character vocabulary; the last `val_fraction` of the tokens is held out.
@@ -41,7 +54,14 @@ Dataset load_text(const std::string& path, double val_fraction = 0.1);
 // Every token must be < vocab_size. Throws naming the file and the problem.
 std::vector<int32_t> read_shard(const std::string& path, int64_t vocab_size);
 Dataset load_shard(const std::string& path, int64_t vocab_size, double val_fraction = 0.1);
-// A shard when the name ends in .bin or the file starts with the shard magic, else text.
+// The file of `tokens` (each < 65536) as an llm.c shard, written atomically.
+void write_shard(const std::string& path, const std::vector<int32_t>& tokens);
+// A directory of shards as samples/prepare_data writes it: DIR/train_*.bin (in name order) are the
+// training split, DIR/val_*.bin the held-out one (none: no validation). The vocabulary size is
+// that of DIR/gpt2_tokenizer.bin when vocab_size is 0.
+Dataset load_shard_dir(const std::string& dir, int64_t vocab_size);
+// A directory of shards, a shard (name ends in .bin or the file starts with the shard magic), or
+// text.
 Dataset load_dataset(const std::string& path, int64_t vocab_size, double val_fraction = 0.1);
 
 struct Batch {

@@ -28,24 +28,46 @@ std::string kernel_bars(const KernelSummary& s) {
                   "ms");
 }
 
-// Achieved FLOP/s against intensity on log-log axes, under the roof min(peak, bandwidth x I).
+// Achieved FLOP/s against intensity on log-log axes, under the roof min(peak, bandwidth x I): the
+// hardware's, and, where the device has one, the lower roof of its measured GEMM ("attainable").
+// Each point carries its row number in the per-kernel table; the key below the plot names them.
 std::string roofline_plot(const KernelSummary& s) {
   const double peak = s.peaks.flops(s.dtype) / 1e9, ridge = s.peaks.ridge(s.dtype);
+  const double bandwidth = s.peaks.bytes_per_s / 1e9;  // GB/s: GFLOP/s per FLOP/byte
+  const double attainable = s.dtype == DType::f32 && s.peaks.attainable_f32_flops > 0
+                                ? s.peaks.attainable_f32_flops / 1e9
+                                : 0;
   double lo = ridge / 10, hi = ridge * 10;
   Series points("kernels", "#d65f5f", {}, false);
-  for (const KernelRow& r : s.rows) {
+  std::string key;
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    const KernelRow& r = s.rows[i];
     if (r.flops <= 0 || r.bytes <= 0 || r.gflops <= 0) continue;
     lo = std::min(lo, r.roof.intensity / 2);
     hi = std::max(hi, r.roof.intensity * 2);
     points.points.emplace_back(r.roof.intensity, r.gflops);
-    points.labels.push_back(fmt::format("{}: {:.3g} FLOP/B, {:.3g} GFLOP/s, {} calls", r.kernel,
-                                        r.roof.intensity, r.gflops, r.calls));
+    const std::string text = fmt::format("{}: {:.3g} FLOP/B, {:.3g} GFLOP/s, {} calls", r.kernel,
+                                         r.roof.intensity, r.gflops, r.calls);
+    points.labels.push_back(text);
+    points.tags.push_back(std::to_string(i + 1));
+    key += fmt::format("<li value=\"{}\">{}</li>", i + 1, html_escape(text));
   }
-  const double bandwidth = s.peaks.bytes_per_s / 1e9;  // GB/s: GFLOP/s per FLOP/byte
-  const Series roof("roof (" + s.peaks.name + ")", "#333",
-                    {{lo, bandwidth * lo}, {ridge, peak}, {hi, peak}});
+  std::vector<Series> series;
+  Series roof("hardware roof", "#333", {{lo, bandwidth * lo}, {ridge, peak}, {hi, peak}});
+  roof.tags = {"", fmt::format("hardware peak {:.4g} GFLOP/s", peak), ""};
+  series.push_back(roof);
+  if (attainable > 0 && attainable < peak) {
+    const double knee = attainable / bandwidth;
+    Series measured("attainable", "#6acc64", {{knee, attainable}, {hi, attainable}});
+    measured.tags = {fmt::format("attainable {:.4g} GFLOP/s (measured GEMM)", attainable), ""};
+    series.push_back(measured);
+  }
+  series.push_back(points);
   return svg_plot("Roofline", {"arithmetic intensity (FLOP/byte)", true},
-                  {"achieved GFLOP/s", true}, {roof, points});
+                  {"achieved GFLOP/s", true}, series) +
+         "<p>Points are numbered by their row in the per-kernel table above:</p><ol "
+         "class=\"key\">" +
+         key + "</ol>\n";
 }
 
 std::string memory_plot(const std::vector<TracedLaunch>& ls) {

@@ -132,6 +132,10 @@ std::string svg_plot(const std::string& title, const Axis& x, const Axis& y,
     for (size_t i = 0; i < s.points.size(); ++i) {
       const auto [vx, vy] = s.points[i];
       if ((x.log && vx <= 0) || (y.log && vy <= 0)) continue;
+      if (i < s.tags.size() && !s.tags[i].empty())
+        out +=
+            fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" font-size=\"10\">{}</text>\n",
+                        sx.px(vx) + 5, sy.px(vy) - 5, s.color, html_escape(s.tags[i]));
       if (s.lines) {
         path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", sx.px(vx), sy.px(vy));
       } else {

@@ -20,6 +20,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (x, y)
   bool lines = true;                              // false: a marker per point (scatter)
   std::vector<std::string> labels;                // optional, one per point: shown on hover
+  std::vector<std::string> tags;                  // optional, one per point: written beside it
 };
 
 struct Axis {

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -7,16 +8,18 @@
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
+#include "engine/debug.h"
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
-#include "nn/safetensors.h"
+#include "nn/gpt_weights.h"
 #include "optim/clip.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/graph_step.h"
+#include "train/shutdown.h"
 
 namespace glass::train {
 
@@ -49,8 +52,45 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // Mean cross-entropy of the model's next-token predictions for one batch.
 Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
+// The model's shape for --init's weights: the file's, checked against the flags that fix a shape
+// (--model gpt2, or --n-layer/--n-head/--n-embd when given). With --model gpt2, wte grows to the
+// preset's padded rows (a Hugging Face file has 50257). `w.state` is adjusted in place.
+GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
+  GPTConfig c = w.config;
+  const std::string holds = fmt::format("--init {} ({} layout) holds a GPT with {}", w.path,
+                                        weight_layout_name(w.layout), c.str());
+  if (opt.model == "gpt2") {
+    const GPTConfig preset = GPTConfig::gpt2();
+    const std::string diff = shape_differences(c, preset);
+    GLASS_CHECK(diff.empty(), "{}, but --model gpt2 is {}: {} (file vs flags)", holds, preset.str(),
+                diff);
+    GLASS_CHECK(c.table_rows() <= preset.table_rows(),
+                "{}, but --model gpt2 has {} rows of wte (padded vocabulary), not {}", holds,
+                preset.table_rows(), c.table_rows());
+    w.state = pad_vocab_rows(w.state, preset.table_rows());
+    c = preset;
+  } else {
+    const GPTConfig flags{.n_layer = opt.n_layer, .n_head = opt.n_head, .n_embd = opt.n_embd};
+    for (const std::string& flag : opt.shape_flags_given) {
+      const int64_t have = flag == "--n-layer"  ? c.n_layer
+                           : flag == "--n-head" ? c.n_head
+                                                : c.n_embd;
+      const int64_t want = flag == "--n-layer"  ? flags.n_layer
+                           : flag == "--n-head" ? flags.n_head
+                                                : flags.n_embd;
+      GLASS_CHECK(have == 0 || have == want, "{}, but {} is {} (file: {})", holds, flag, want,
+                  have);
+    }
+    // Hugging Face's and nanoGPT's files do not say how many heads: --n-head does.
+    if (c.n_head == 0) c.n_head = opt.n_head;
+  }
+  c.dropout = opt.dropout;
+  return c;
+}
+
 }  // namespace
 
+// Construction in the order the pieces depend on each other; each step is a method below.
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
   // Before any device work: the graph's stream is current from here on (train/graph_step.h).
@@ -58,26 +98,51 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
-  if (!opt_.model.empty()) {
-    GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
-    const int64_t V = GPTConfig::gpt2().vocab_size;
-    GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
-                "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
-                opt_.vocab_size);
-    opt_.vocab_size = V;
-  }
+  apply_model_preset();
+  GLASS_CHECK(opt_.on_nonfinite == "stop" || opt_.on_nonfinite == "skip",
+              "--on-nonfinite '{}': expected stop or skip", opt_.on_nonfinite);
+  GLASS_CHECK(opt_.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", opt_.keep_last);
+  parse_weight_layout(opt_.save_format);  // a bad --save-format fails now, not after training
   data_ = load_dataset(opt_.data, opt_.vocab_size);
-
-  // The model's shape: from the checkpoint when resuming, from --init's weights, else the flags.
   std::optional<LoadedCheckpoint> ck;
-  std::optional<SafeTensorsFile> init;
+  std::optional<GPTWeights> init;
+  choose_config(ck, init);
+  const AttentionKernel attention = build_model(init);
+  build_optimizer_and_loaders();
+  if (ck) restore(*ck);
+  first_step_ = step_;  // --cuda-graph: this run's first step is its eager warm-up
+  profiler_ = std::make_unique<TrainProfiler>(
+      ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
+  join_data_parallel();
+  // Mixed precision: bf16 compute copies of the (now final) master weights.
+  if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
+  if (!opt_.metrics.empty() && comm_->rank() == 0) {
+    metrics_.open(opt_.metrics, std::ios::app);
+    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+  }
+  log_setup(threads, attention);
+}
+
+// --model gpt2 fixes the vocabulary (the GPT-2 tokenizer's).
+void Trainer::apply_model_preset() {
+  if (opt_.model.empty()) return;
+  GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
+  const int64_t V = GPTConfig::gpt2().vocab_size;
+  GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
+              "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
+              opt_.vocab_size);
+  opt_.vocab_size = V;
+}
+
+// The model's shape: from the checkpoint when resuming, from --init's weights, else the preset or
+// the flags; checked against the data.
+void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init) {
   if (!opt_.resume.empty()) {
     ck = load_checkpoint(opt_.resume);
     config_ = ck->state.config;
   } else if (!opt_.init.empty()) {
-    init = load_safetensors(opt_.init, device_);
-    config_ = GPT::config_from_state_dict(init->tensors, opt_.n_head);
-    config_.dropout = opt_.dropout;
+    init = load_gpt_weights(opt_.init);
+    config_ = config_for_init(*init, opt_);
   } else if (opt_.model == "gpt2") {
     GLASS_CHECK(!data_.vocab.has_value(),
                 "--model gpt2 trains on llm.c token shards of GPT-2 tokens; {} is a text file "
@@ -96,17 +161,24 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   GLASS_CHECK(opt_.seq_len <= config_.block_size,
               "--seq-len {} is longer than the model's block size {}", opt_.seq_len,
               config_.block_size);
+}
 
+// The model, initialised from --seed (or --init's weights), on the device, with its attention
+// kernel; returns the kernel asked for.
+AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
   dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
   model_ = std::make_unique<GPT>(config_, dropout_gen_);
   Generator init_gen(opt_.seed);
   model_->init(init_gen);  // on cpu: Philox gives every device the same numbers anyway
   model_->to(device_);
-  if (init) model_->load_state_dict(init->tensors);
+  if (init) model_->load_state_dict(init->state);
   const AttentionKernel attention = parse_attention_kernel(opt_.attention);
   check_attention_kernel(attention, device_);
   model_->set_attention(attention);
+  return attention;
+}
 
+void Trainer::build_optimizer_and_loaders() {
   optimizer_ = std::make_unique<AdamW>(
       model_->named_parameters(),
       AdamWOptions{opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay});
@@ -117,18 +189,19 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
                                           opt_.seed);
   if (static_cast<int64_t>(data_.val.size()) > opt_.seq_len)
     val_loader_ = std::make_unique<BatchLoader>(&data_.val, opt_.batch, opt_.seq_len, false, 0);
+}
 
-  if (ck) {
-    model_->load_state_dict(ck->model);
-    optimizer_->load_state(ck->optimizer, ck->optimizer_scalars);
-    dropout_gen_.set_state(ck->state.rng_seed, ck->state.rng_offset);
-    step_ = ck->state.step;
-    log().info("resumed from {} at step {}", ck->path, step_);
-  }
-  first_step_ = step_;  // --cuda-graph: this run's first step is its eager warm-up
-  profiler_ = std::make_unique<TrainProfiler>(
-      ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
-  // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+// Weights, optimizer state, dropout RNG and step from a checkpoint.
+void Trainer::restore(const LoadedCheckpoint& ck) {
+  model_->load_state_dict(ck.model);
+  optimizer_->load_state(ck.optimizer, ck.optimizer_scalars);
+  dropout_gen_.set_state(ck.state.rng_seed, ck.state.rng_offset);
+  step_ = ck.state.step;
+  log().info("resumed from {} at step {}", ck.path, step_);
+}
+
+// Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
+void Trainer::join_data_parallel() {
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
   if (graph_) {
@@ -142,21 +215,16 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   }
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
-  if (std::string(comm_->backend()) != "local") {
-    ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
-                                                opt_.comm_bucket_mb);
-    ddp_->broadcast_parameters();
-    if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
-    log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
-               comm_->backend(), ddp_->buckets().size());
-  }
-  // Mixed precision: bf16 compute copies of the (now final) master weights.
-  if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
-  if (!opt_.metrics.empty() && comm_->rank() == 0) {
-    metrics_.open(opt_.metrics, std::ios::app);
-    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
-  }
+  if (std::string(comm_->backend()) == "local") return;
+  ddp_ =
+      std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(), opt_.comm_bucket_mb);
+  ddp_->broadcast_parameters();
+  if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
+  log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
+             comm_->backend(), ddp_->buckets().size());
+}
 
+void Trainer::log_setup(int threads, AttentionKernel attention) const {
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info(
@@ -165,30 +233,22 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
       dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
       opt_.seq_len, opt_.batch * opt_.seq_len,
       attention_kernel_name(
-          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head, dtype_)));
+          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t syncs_before = host_sync_count();
+  const uint64_t rng_offset_before = dropout_gen_.offset();
   profiler_->begin_step(step_ + 1);
   model_->train(true);
   // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
   // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
   const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
-  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (the
-  // only host synchronisation of a step, with the gradient norm when clipping reads it).
+  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (with
+  // the gradient norm, the only host synchronisations of a step).
   Tensor loss_sum;
-  if (graph_ && step_ > first_step_) {
-    // --cuda-graph after the eager warm-up step: capture (once) and replay.
-    StepResult r;
-    r.lr = schedule_.at(step_);
-    const Batch b = loader_->rows(step_, rows.begin, rows.end, device_);
-    Tensor sum_sq;
-    graph_step(b, r.lr, loss_sum, sum_sq);
-    read_step_results(r, loss_sum, sum_sq);
-    return end_step(r, t0, syncs_before);
-  }
+  if (graph_ && step_ > first_step_) return graph_train_step(rows, t0, syncs_before);
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
     const Tensor loss = batch_loss(*model_, b);
@@ -198,47 +258,70 @@ StepResult Trainer::train_step() {
     loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
   }
   if (ddp_) ddp_->finish_gradient_sync();
+  if (opt_.test_inject_nan_step == step_ + 1) {
+    // Tests only: one element of the first gradient becomes NaN, as a faulty kernel would leave it.
+    const Tensor g = model_->parameters().front().grad();
+    std::vector<float> v = to_vector<float>(g);
+    v[v.size() / 2] = NAN;
+    kernels::backend(g).copy(Tensor::from_host(v.data(), g.shape(), g.dtype(), g.device()), g);
+  }
 
   StepResult r;
+  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
+  // The global gradient norm, read every step: clipping needs it, and a NaN or infinity anywhere
+  // in the loss or the gradients shows in it. A non-finite norm scales nothing.
+  r.grad_norm =
+      clip_grad_norm(model_->parameters(), opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
   r.lr = schedule_.at(step_);
-  const Tensor sum_sq = finish_step_on_device(r.lr);
-  read_step_results(r, loss_sum, sum_sq);
-  return end_step(r, t0, syncs_before);
-}
-
-Tensor Trainer::finish_step_on_device(double lr) {
-  const Tensor sum_sq = opt_.grad_clip > 0
-                            ? clip_grad_norm_on_device(model_->parameters(), opt_.grad_clip)
-                            : Tensor();
-  optimizer_->set_lr(lr);
-  optimizer_->step();
-  optimizer_->zero_grad();
-  {
+  if (std::isfinite(r.loss) && std::isfinite(r.grad_norm)) {
+    optimizer_->set_lr(r.lr);
+    optimizer_->step();
+    optimizer_->zero_grad();
     // The bf16 copies of the updated masters (no launch in f32).
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model_->refresh_compute_copies();
+  } else {
+    // No update: the weights and the optimizer's moments stay those of the step before.
+    optimizer_->zero_grad();
+    if (opt_.on_nonfinite == "stop") {
+      const std::string origin = locate_nonfinite(rng_offset_before);
+      fail("step {}: non-finite {} (loss {}, gradient norm {}); the weights were not updated. {}",
+           step_ + 1, std::isfinite(r.loss) ? "gradients" : "loss", r.loss, r.grad_norm, origin);
+    }
+    r.skipped = true;
+    skipped_steps_.push_back(step_ + 1);
   }
-  return sum_sq;
+  return end_step(r, t0, syncs_before);
 }
 
-void Trainer::graph_step(const Batch& b, double lr, Tensor& loss, Tensor& sum_sq) {
+// --cuda-graph after the eager warm-up step: capture (once) and replay.
+StepResult Trainer::graph_train_step(const RowRange& rows, std::chrono::steady_clock::time_point t0,
+                                     uint64_t syncs_before) {
+  StepResult r;
+  r.lr = schedule_.at(step_);
+  const Batch b = loader_->rows(step_, rows.begin, rows.end, device_);
   // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
   // an upload cannot be captured); a replay counts the optimizer's step on the host.
-  optimizer_->set_lr(lr);
-  optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
+  optimizer_->set_lr(r.lr);
+  optimizer_->stage_scalars(optimizer_->step_count() + 1, r.lr);
   if (graph_->captured()) optimizer_->count_replayed_step();
-  std::tie(loss, sum_sq) = graph_->step(b, [&](const Batch& in) {
+  const auto [loss, sum_sq] = graph_->step(b, [&](const Batch& in) {
     const Tensor l = batch_loss(*model_, in);
     backward(l);
-    const Tensor s = finish_step_on_device(lr);
+    const Tensor s = clip_grad_norm_on_device(model_->parameters(),
+                                              opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
+    optimizer_->step();
+    optimizer_->zero_grad();
+    LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
+    model_->refresh_compute_copies();
     return std::pair{l.detach(), s};
   });
-}
-
-// The step's host reads, after all its work is queued: the loss, then (with clipping) the norm.
-void Trainer::read_step_results(StepResult& r, const Tensor& loss_sum, const Tensor& sum_sq) {
-  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
-  if (sum_sq.defined()) r.grad_norm = std::sqrt(item(sum_sq));
+  r.loss = item(loss);
+  r.grad_norm = std::sqrt(item(sum_sq));
+  GLASS_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm),
+              "step {}: non-finite loss {} or gradient norm {} under --cuda-graph", step_ + 1,
+              r.loss, r.grad_norm);
+  return end_step(r, t0, syncs_before);
 }
 
 StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
@@ -255,6 +338,38 @@ StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_poin
 
 Trainer::~Trainer() = default;
 
+std::string Trainer::locate_nonfinite(uint64_t rng_offset) {
+  if (check_nan_enabled())
+    return "Anomaly mode was on and no op produced it: it arose outside autograd (after backward).";
+  if (ddp_)
+    return "Run again with GLASS_CHECK_NAN=1 to name the first node that produced it (the "
+           "re-run is not done under data parallelism).";
+  // 1. Anomaly mode on, the dropout generator back where the step started, the same batches.
+  const DebugSettings saved = debug_settings();
+  DebugSettings anomaly = saved;
+  anomaly.check_nan = true;
+  set_debug_settings(anomaly);
+  const uint64_t seed = dropout_gen_.seed(), offset_after = dropout_gen_.offset();
+  dropout_gen_.set_state(seed, rng_offset);
+  std::string origin =
+      "A re-run of the step in anomaly mode (GLASS_CHECK_NAN) found no op that produced it: it "
+      "arose outside autograd (after backward).";
+  try {
+    const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
+    for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
+      const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
+      backward(batch_loss(*model_, b));
+    }
+  } catch (const Error& e) {
+    // 2. The first check that fails names the node and where forward created it.
+    origin = fmt::format("First produced by: {}", e.what());
+  }
+  set_debug_settings(saved);
+  dropout_gen_.set_state(seed, offset_after);
+  optimizer_->zero_grad();
+  return origin;
+}
+
 double Trainer::evaluate(int64_t batches) {
   GLASS_CHECK(val_loader_ != nullptr,
               "evaluate: the held-out split of {} is shorter than one "
@@ -269,41 +384,26 @@ double Trainer::evaluate(int64_t batches) {
   return total / static_cast<double>(batches);
 }
 
-std::string Trainer::sample(int64_t n, uint64_t seed) {
-  GLASS_CHECK(data_.vocab.has_value(), "sample: token-shard data has no character vocabulary");
-  NoGradGuard no_grad;
-  model_->train(false);
-  const CharVocab& vocab = *data_.vocab;
-  const auto newline = vocab.chars().find('\n');
-  std::vector<int32_t> ids{static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    // The last block_size tokens are the context; sample the next from softmax(last logits).
-    const size_t ctx = std::min<size_t>(ids.size(), static_cast<size_t>(opt_.seq_len));
-    const std::vector<int32_t> window(ids.end() - static_cast<std::ptrdiff_t>(ctx), ids.end());
-    const Tensor x = from_vector(window, {1, static_cast<int64_t>(ctx)}, device_);
-    const Tensor logits = model_->forward(x);
-    const Tensor last = slice(slice(view(logits, {static_cast<int64_t>(ctx), -1}), 0,
-                                    static_cast<int64_t>(ctx) - 1, static_cast<int64_t>(ctx)),
-                              1, 0, config_.vocab_size);  // the classes, without the padded columns
-    const Tensor probs = softmax(last);                   // bf16 under --dtype bf16
-    const std::vector<float> p =
-        to_vector<float>(probs.dtype() == DType::f32 ? probs : cast(probs, DType::f32));
-    const double u = philox_uniform(seed, 0, static_cast<uint64_t>(i));
-    double acc = 0;
-    int32_t next = static_cast<int32_t>(data_.vocab_size - 1);
-    for (int32_t v = 0; v < data_.vocab_size; ++v) {
-      acc += p[static_cast<size_t>(v)];
-      if (u < acc) {
-        next = v;
-        break;
-      }
-    }
-    ids.push_back(next);
-    out.push_back(next);
+Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
+  GLASS_CHECK(
+      data_.tokenizer != nullptr,
+      "sampling: no tokenizer for the tokens of {} (vocabulary {}): GPT-2 tokens (50257) "
+      "need GPT-2's vocabulary (scripts/setup.sh) or a gpt2_tokenizer.bin beside the shards",
+      data_.path, data_.vocab_size);
+  std::vector<int32_t> context;
+  if (!opt_.prompt.empty()) {
+    context = data_.tokenizer->encode(opt_.prompt);
+  } else if (data_.vocab) {
+    // Character data starts after a newline (or the first character when there is none).
+    const auto newline = data_.vocab->chars().find('\n');
+    context = {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  } else {
+    context = {50256};  // GPT-2 tokens start a document after <|endoftext|>
   }
-  model_->train(true);
-  return vocab.decode(out);
+  Sample s;
+  s.generation = generate(*model_, context, n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
+  s.text = data_.tokenizer->decode(s.generation.tokens);
+  return s;
 }
 
 std::string Trainer::save_checkpoint_now() const {
@@ -314,7 +414,7 @@ std::string Trainer::save_checkpoint_now() const {
   s.data_position = step_;
   s.config = config_;
   s.data_path = data_.path;
-  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_);
+  return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_, opt_.keep_last);
 }
 
 void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
@@ -330,6 +430,7 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                           static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
                           static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
     if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
+    if (r.skipped) line += " | skipped (non-finite)";
     fmt::print("{}\n", line);
     std::fflush(stdout);
   }
@@ -343,7 +444,8 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"mfu", mfu},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
                         {"peak_reserved_bytes", mem.peak_reserved_bytes},
-                        {"host_syncs", r.host_syncs}};
+                        {"host_syncs", r.host_syncs},
+                        {"skipped", r.skipped}};
     if (val_loss) j["val_loss"] = *val_loss;
     metrics_ << j.dump() << "\n";
     metrics_.flush();
@@ -361,11 +463,11 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(device_);
   mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
   log().info("{}", mfu_->formula);
-  while (step_ < opt_.steps) {
-    const StepResult r = train_step();
-    GLASS_CHECK(std::isfinite(r.loss), "step {}: the loss is {}; training diverged", r.step,
-                r.loss);
-    last_loss = r.loss;
+  int64_t saved_step = -1;  // the step of the checkpoint written last by this loop
+  // A stop signal (train/shutdown.h) ends the loop between steps, never inside one.
+  while (step_ < opt_.steps && stop_signal() == 0) {
+    const StepResult r = train_step();  // throws on a non-finite step under --on-nonfinite stop
+    if (!r.skipped) last_loss = r.loss;
     tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
     train_ms += r.ms;
     if (!root) continue;
@@ -376,17 +478,40 @@ void Trainer::run() {
     if (v) profiler_->add_val_loss(r.step, *v);
     log_step(r, v);
     if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
-        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps)
+        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps) {
       log().info("checkpoint {}", save_checkpoint_now());
+      saved_step = step_;
+    }
   }
   if (!root) return;
+  // A signal that came during the last step stops nothing: the run is complete.
+  if (const int sig = stop_signal(); sig != 0 && step_ < opt_.steps) {
+    stopped_by_signal_ = sig;
+    if (opt_.checkpoint_dir.empty()) {
+      fmt::print("\nstopped by {} after step {}: no --checkpoint-dir, so nothing was saved\n",
+                 stop_signal_name(sig), step_);
+    } else {
+      const std::string path = saved_step == step_ ? opt_.checkpoint_dir + "/" +
+                                                         latest_checkpoint_name(opt_.checkpoint_dir)
+                                                   : save_checkpoint_now();
+      fmt::print(
+          "\nstopped by {} after step {}: checkpoint written to {} (continue with --resume {})\n",
+          stop_signal_name(sig), step_, path, opt_.checkpoint_dir);
+    }
+    std::fflush(stdout);
+    return;
+  }
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
   profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
                     {config_.str(), mfu_->formula});
   if (!opt_.save.empty()) {
-    save_safetensors(opt_.save, model_->named_parameters(),
-                     {{"format", "pt"}, {"config", config_.str()}});
-    log().info("saved weights to {}", opt_.save);
+    // The tokenizer goes with the weights, so that samples/generate can decode their tokens.
+    std::map<std::string, std::string> metadata;
+    if (data_.tokenizer) metadata["tokenizer"] = data_.tokenizer->name();
+    if (data_.vocab) metadata["char_vocab"] = char_vocab_metadata(*data_.vocab);
+    save_gpt_weights(opt_.save, parse_weight_layout(opt_.save_format), *model_, DType::f32,
+                     metadata);
+    log().info("saved weights to {} ({} layout)", opt_.save, opt_.save_format);
   }
   const AllocatorStats mem = Allocator::for_device(device_).stats();
   fmt::print(
@@ -397,9 +522,19 @@ void Trainer::run() {
       last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
       static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
       static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
-  if (opt_.sample > 0 && data_.vocab) {
-    fmt::print("\n--- sample ({} characters) ---\n{}\n---\n", opt_.sample,
-               sample(opt_.sample, opt_.seed));
+  if (!skipped_steps_.empty())
+    fmt::print("skipped {} non-finite step(s) (--on-nonfinite skip): {}\n", skipped_steps_.size(),
+               fmt::join(skipped_steps_, ", "));
+  if (opt_.sample > 0) {
+    if (data_.tokenizer == nullptr) {
+      log().warn("no sample: no tokenizer for the tokens of {} (vocabulary {})", data_.path,
+                 data_.vocab_size);
+      return;
+    }
+    const Sample s = sample(opt_.sample, opt_.seed);
+    fmt::print("\n--- sample: {} {} tokens, {:.1f} tokens/s (KV cache) ---\n{}{}\n---\n",
+               s.generation.tokens.size(), data_.tokenizer->name(), s.generation.tokens_per_s(),
+               opt_.prompt, s.text);
   }
 }
 

@@ -15,18 +15,23 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/data_parallel.h"
 #include "nn/gpt.h"
+#include "nn/gpt_weights.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/generate.h"
 #include "train/mfu.h"
 #include "train/profiler.h"
 
 namespace glass::train {
 
 class GraphStep;
+struct RowRange;
 
 struct TrainOptions {
   std::string device = "auto";
@@ -50,13 +55,31 @@ struct TrainOptions {
   // f32 GEMMs on TF32 tensor cores (cuda; emulated on emu): faster, 10-bit input mantissas. Off,
   // so that f32 stays the reference. Sets the process-wide kernels::set_tf32.
   bool tf32 = false;
-  std::string init, save;              // safetensors weights in / out
+  // Weights in (any layout: nn/gpt_weights.h) and out (in the layout save_format names: glass,
+  // hf or llmc).
+  std::string init, save, save_format = "glass";
+  // The shape flags set on the command line (of --n-layer, --n-head, --n-embd): --init's file
+  // must agree with them.
+  std::vector<std::string> shape_flags_given;
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
-  std::string metrics;                 // JSONL path
+  int64_t keep_last = 3;               // checkpoints kept in checkpoint_dir, the newest (0 = all)
+  // A step whose loss or gradient norm is NaN or infinite: "stop" ends the run naming the step
+  // and the first node that produced the value; "skip" drops the step (weights and optimizer
+  // moments untouched) and carries on. Either way the value never reaches the weights.
+  std::string on_nonfinite = "stop";
+  // Tests only: after backward of this (1-based) step, one gradient element becomes NaN. 0 = off.
+  int64_t test_inject_nan_step = 0;
+  std::string metrics;  // JSONL path
   int64_t eval_every = 100, eval_batches = 8;
-  int64_t sample = 400;  // characters generated after training (text data)
-  int threads = 0;       // 0 = all cores
+  // Generation after training (train/generate.h): `sample` tokens (characters of text data)
+  // after `prompt` ("": a newline, or <|endoftext|> for GPT-2 tokens), with a KV cache, decoded
+  // with the data's tokenizer; --seed makes it deterministic.
+  int64_t sample = 400;
+  std::string prompt;
+  double temperature = 1.0;  // 0 = the most likely token every time
+  int64_t top_k = 0;         // 0 = all tokens
+  int threads = 0;           // 0 = all cores
   // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
   // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
   std::string attention = "auto";
@@ -78,9 +101,11 @@ struct TrainOptions {
 struct StepResult {
   int64_t step = 0;  // 1-based number of the step just done
   double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
-  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 1
-  // (the loss), 2 when gradient clipping reads the norm; 0 on cpu, which never waits.
+  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 2,
+  // the loss and the global gradient norm (which clipping and the non-finite check read); 0 on
+  // cpu, which never waits.
   int64_t host_syncs = 0;
+  bool skipped = false;  // non-finite loss or gradients under --on-nonfinite skip: no update
 };
 
 class Trainer {
@@ -91,13 +116,23 @@ class Trainer {
   StepResult train_step();
   // Mean loss over `batches` consecutive batches of the held-out split (no dropout, no grad).
   double evaluate(int64_t batches);
-  // `n` characters sampled from the model, starting after a newline (text data only).
-  std::string sample(int64_t n, uint64_t seed);
-  // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample.
+  // `n` tokens sampled from the model after --prompt, with --temperature and --top-k, and the
+  // text they decode to (the data's tokenizer; throws when the data has none).
+  struct Sample {
+    Generation generation;
+    std::string text;
+  };
+  Sample sample(int64_t n, uint64_t seed, bool kv_cache = true);
+  // Runs the remaining steps with logging, evaluation, checkpoints, final save and sample. After
+  // SIGINT or SIGTERM (train/shutdown.h) it stops after the current step, writes a checkpoint when
+  // checkpoint_dir is set, says where, and returns; stopped_by_signal() then names the signal.
   void run();
+  int stopped_by_signal() const { return stopped_by_signal_; }
+  const std::vector<int64_t>& skipped_steps() const { return skipped_steps_; }
 
   int64_t step() const { return step_; }
   const GPT& model() const { return *model_; }
+  const AdamW& optimizer() const { return *optimizer_; }
   DType dtype() const { return dtype_; }
   const Dataset& data() const { return data_; }
   comm::Communicator& communicator() const { return *comm_; }
@@ -105,16 +140,24 @@ class Trainer {
   std::string save_checkpoint_now() const;
 
  private:
+  // The constructor's steps, in order.
+  void apply_model_preset();
+  void choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init);
+  AttentionKernel build_model(const std::optional<GPTWeights>& init);
+  void build_optimizer_and_loaders();
+  void restore(const LoadedCheckpoint& ck);
+  void join_data_parallel();
+  void log_setup(int threads, AttentionKernel attention) const;
+
   void log_step(const StepResult& r, std::optional<double> val_loss);
-  // The device work of a step after backward: clipping (its sum of squares is returned, undefined
-  // without --grad-clip), AdamW at `lr`, zero_grad, the bf16 copies. No host read: --cuda-graph
-  // captures it.
-  Tensor finish_step_on_device(double lr);
-  void read_step_results(StepResult& r, const Tensor& loss_sum, const Tensor& sum_sq);
   StepResult end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
                       uint64_t syncs_before);
-  // --cuda-graph: one step through the graph (captured on the first call), from batch `b`.
-  void graph_step(const Batch& b, double lr, Tensor& loss, Tensor& sum_sq);
+  // --cuda-graph: one step through the graph (captured on its first call).
+  StepResult graph_train_step(const RowRange& rows, std::chrono::steady_clock::time_point t0,
+                              uint64_t syncs_before);
+  // Runs the step's forward and backward again in anomaly mode (GLASS_CHECK_NAN) from the dropout
+  // state it started with, and returns the error naming the first node that made a NaN/Inf.
+  std::string locate_nonfinite(uint64_t rng_offset);
 
   TrainOptions opt_;
   Device device_;
@@ -128,6 +171,8 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
   int64_t first_step_ = 0;  // the step this run started at (0, or the resumed checkpoint's)
+  int stopped_by_signal_ = 0;
+  std::vector<int64_t> skipped_steps_;  // 1-based numbers of the steps --on-nonfinite skip dropped
   std::ofstream metrics_;
   std::unique_ptr<TrainProfiler> profiler_;
   std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment

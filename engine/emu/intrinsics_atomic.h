@@ -8,11 +8,14 @@
 
 #include <atomic>
 
+#include "engine/emu/atomic_targets.h"  // note_atomic: the race check leaves their bytes alone
+
 namespace glass::emu::detail {
 
 // Read-modify-write through a compare-exchange loop, for what std::atomic_ref cannot do itself.
 template <class T, class F>
 T atomic_update(T* p, F f) {
+  note_atomic(p, sizeof(T));
   std::atomic_ref<T> a(*p);
   T old = a.load(std::memory_order_relaxed);
   while (!a.compare_exchange_weak(old, f(old), std::memory_order_relaxed)) {
@@ -23,8 +26,11 @@ T atomic_update(T* p, F f) {
 }  // namespace glass::emu::detail
 
 // name(T* p, T v): std::atomic_ref<T>(*p).member(v), relaxed; returns the old value.
-#define GLASS_EMU_ATOMIC(name, member, T) \
-  inline T name(T* p, T v) { return std::atomic_ref<T>(*p).member(v, std::memory_order_relaxed); }
+#define GLASS_EMU_ATOMIC(name, member, T)                               \
+  inline T name(T* p, T v) {                                            \
+    ::glass::emu::detail::note_atomic(p, sizeof(T));                    \
+    return std::atomic_ref<T>(*p).member(v, std::memory_order_relaxed); \
+  }
 GLASS_EMU_ATOMIC(atomicAdd, fetch_add, int)
 GLASS_EMU_ATOMIC(atomicAdd, fetch_add, unsigned)
 GLASS_EMU_ATOMIC(atomicAdd, fetch_add, unsigned long long)
@@ -60,6 +66,7 @@ GLASS_EMU_ATOMIC_MAX_MIN(unsigned long long)
 // Returns the old value, whether or not it was swapped.
 #define GLASS_EMU_ATOMIC_CAS(T)                                                              \
   inline T atomicCAS(T* p, T compare, T val) {                                               \
+    ::glass::emu::detail::note_atomic(p, sizeof(T));                                         \
     std::atomic_ref<T>(*p).compare_exchange_strong(compare, val, std::memory_order_relaxed); \
     return compare;                                                                          \
   }

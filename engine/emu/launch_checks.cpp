@@ -4,14 +4,51 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
+#include "engine/emu/atomic_targets.h"
 #include "engine/emu/describe.h"
 #include "engine/emu/error.h"
 #include "engine/emu/memory.h"
 
 namespace glass::emu::detail {
+
+// The bytes atomics updated in the race check's runs of one launch (atomic_targets.h).
+class AtomicTargets {
+ public:
+  void add(const void* p, size_t bytes) {
+    const auto* b = static_cast<const std::byte*>(p);
+    for (size_t i = 0; i < bytes; ++i) bytes_.insert(b + i);
+  }
+  bool contains(const std::byte* p) const { return bytes_.count(p) != 0; }
+  bool empty() const { return bytes_.empty(); }
+
+ private:
+  std::unordered_set<const std::byte*> bytes_;
+};
+
+thread_local AtomicTargets* t_atomic_targets = nullptr;
+
+void note_atomic_target(AtomicTargets& targets, const void* p, size_t bytes) {
+  targets.add(p, bytes);
+}
+
 namespace {
+
+// Collects what atomics update on this thread while it lives.
+class CollectAtomicTargets {
+ public:
+  explicit CollectAtomicTargets(AtomicTargets& targets) : saved_(t_atomic_targets) {
+    t_atomic_targets = &targets;
+  }
+  ~CollectAtomicTargets() { t_atomic_targets = saved_; }
+  CollectAtomicTargets(const CollectAtomicTargets&) = delete;
+  CollectAtomicTargets& operator=(const CollectAtomicTargets&) = delete;
+
+ private:
+  AtomicTargets* saved_;
+};
 
 // The allocations a launch can reach, and whether it can be rerun at all.
 struct Reach {
@@ -102,6 +139,8 @@ void race_checked_run(const char* kernel, dim3 grid, const KernelArguments& argu
   const auto nothing = [](uint64_t) {};
   if (!reach.rerunnable) return run(seed, nothing);
   const std::vector<AllocationView>& mem = reach.allocations;
+  AtomicTargets atomics;
+  const CollectAtomicTargets collect(atomics);
   const Snapshot start = take(mem);
   run(seed, nothing);
   const Snapshot reference = take(mem);
@@ -113,15 +152,18 @@ void race_checked_run(const char* kernel, dim3 grid, const KernelArguments& argu
       other.shuffle_seed = mix(seed.shuffle_seed.value_or(0x5EEDull) + static_cast<uint64_t>(k));
     restore(mem, start);
     run(other, nothing);
-    // The first byte that differs from the reference.
+    // The first byte that differs from the reference, bytes that atomics updated aside.
     size_t alloc = 0, offset = 0;
     bool differs = false;
     for (; alloc < mem.size() && !differs; ++alloc) {
-      const auto m = std::mismatch(reference[alloc].begin(), reference[alloc].end(),
-                                   reinterpret_cast<const std::byte*>(mem[alloc].base));
-      if (m.first != reference[alloc].end()) {
-        offset = static_cast<size_t>(m.first - reference[alloc].begin());
+      const std::vector<std::byte>& ref = reference[alloc];
+      const std::byte* now = mem[alloc].base;
+      for (auto m = std::mismatch(ref.begin(), ref.end(), now); m.first != ref.end();
+           m = std::mismatch(m.first + 1, ref.end(), m.second + 1)) {
+        if (atomics.contains(m.second)) continue;
+        offset = static_cast<size_t>(m.first - ref.begin());
         differs = true;
+        break;
       }
     }
     if (!differs) continue;
@@ -149,6 +191,8 @@ void race_checked_run(const char* kernel, dim3 grid, const KernelArguments& argu
                "writing one address race whatever the barriers.";
     throw EmuError(message);
   }
+  // The other orders agreed, atomics' bytes aside: leave the configured order's results.
+  if (!atomics.empty()) restore(mem, reference);
 }
 
 namespace {

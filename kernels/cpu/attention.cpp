@@ -8,12 +8,11 @@
 //
 // The B*H (batch, head) slices are independent: they run in parallel, and inside a slice every
 // product is one OpenBLAS GEMM on the calling thread. OpenBLAS's own threads on top of ours
-// oversubscribe the cores (forward at B*H=64, T=128, D=64 on 2 cores: 143-209 ms instead of
-// 9-18 ms), so the kernels switch them off while they run and restore the setting after.
-// GEMM computes the full T x T square although above the diagonal P is zero and S unused; it is
-// still faster than causal-only loops at those sizes (6.4-12.5 ms against 8.1-15.8 ms for the
-// forward on one thread). The FLOPs reported count that full square, the work actually done; the
-// softmax FLOPs count the causal triangle it touches.
+// oversubscribe the cores (several times slower; bench/RESULTS.md has the timings), so the
+// kernels switch them off while they run and restore the setting after. GEMM computes the full
+// T x T square although above the diagonal P is zero and S unused; at the default model's sizes
+// that is still faster than causal-only loops (bench/RESULTS.md). The FLOPs reported count that
+// full square, the work actually done; the softmax FLOPs count the causal triangle it touches.
 #include <cblas.h>
 
 #include <vector>

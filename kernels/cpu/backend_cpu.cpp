@@ -49,6 +49,8 @@ const Backend cpu_backend{
     .fused_classifier = cpu::fused_classifier,
     .layernorm_forward = cpu::layernorm_forward,
     .layernorm_backward = cpu::layernorm_backward,
+    .residual_layernorm_forward = cpu::residual_layernorm_forward,
+    .residual_layernorm_backward = cpu::residual_layernorm_backward,
     .attention_forward = cpu::attention_forward,
     .attention_backward = cpu::attention_backward,
     .flash_attention_forward = cpu::flash_attention_forward,

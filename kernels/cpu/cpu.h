@@ -58,9 +58,14 @@ inline bool worth_threading(int64_t items, int64_t elements) {
 
 // fn(r) for every row r < rows, in parallel when worth_threading(rows, elements). A row is any
 // independent unit of a kernel's work: a tensor row, a fixed chunk of rows, an attention slice.
+// Small work takes a plain loop: a region with a false `if` clause still enters libgomp.
 template <class Fn>
 void for_each_row(int64_t rows, int64_t elements, Fn&& fn) {
-#pragma omp parallel for schedule(static) if (worth_threading(rows, elements))
+  if (!worth_threading(rows, elements)) {
+    for (int64_t r = 0; r < rows; ++r) fn(r);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) fn(r);
 }
 

@@ -47,17 +47,27 @@ inline float exp_vectorisable(float x) {
 
 inline double exp_vectorisable(double x) { return std::exp(x); }
 
-// out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large.
+// out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large. Small arrays take a plain
+// loop: an OpenMP region with a false `if` clause is still entered (a libgomp call and a team of
+// one), which costs more than a few hundred elements of arithmetic.
 template <class T, class F>
 void map2(const T* a, const T* b, T* out, int64_t n, F f) {
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  if (n < kParallelGrain) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
 }
 
-// out[i] = f(x[i]) for contiguous arrays, threaded when large.
+// out[i] = f(x[i]) for contiguous arrays, threaded when large (a plain loop when small, as map2).
 template <class T, class F>
 void map1(const T* x, T* out, int64_t n, F f) {
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  if (n < kParallelGrain) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
 }
 

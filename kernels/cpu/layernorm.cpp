@@ -1,15 +1,21 @@
-// cpu kernels for LayerNorm over the last dimension: x [N, C], weight and bias [C].
+// cpu kernels for LayerNorm over the last dimension: x [N, C], weight and bias [C], and the fused
+// residual add + LayerNorm of a transformer block (residual = x + delta, then LayerNorm of it).
 //
 //   forward:  mean = sum(x)/C, var = sum((x - mean)^2)/C, rstd = 1/sqrt(var + eps),
 //             xhat = (x - mean) * rstd, y = xhat * weight + bias     (mean and rstd saved)
 //   backward: dxhat = dy * weight,
 //             dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
 //             dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+//   fused residual: forward first stores residual = x + delta and normalises it; backward adds the
+//             gradient that reached the residual itself: dx = dresidual + (the dx above), the
+//             gradient of both x and delta.
 //
 // Rows are independent and run in parallel. The variance is taken around the mean in a second
 // pass (no cancellation from sum(x^2) - mean^2). dweight and dbias are sums over rows: each fixed
 // chunk of kRowsPerChunk rows writes its own partial sums, and the chunks are then added in chunk
-// order, so the result is bit-identical whatever the number of threads.
+// order, so the result is bit-identical whatever the number of threads. The plain and the fused
+// entries are one code path: the fused one passes delta/residual (forward) and dresidual
+// (backward), which the plain one leaves null.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -23,17 +29,21 @@ namespace {
 
 constexpr int64_t kRowsPerChunk = 32;
 
-}  // namespace
-
-void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
-                       const Tensor& mean, const Tensor& rstd, double eps) {
-  const char* kernel = "layernorm_forward";
+// residual = x + delta when delta is given (then the rows normalised are residual's), y =
+// LayerNorm(rows), mean and rstd saved.
+void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* delta,
+                            const Tensor* residual, const Tensor& weight, const Tensor& bias,
+                            const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps) {
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
-  const double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
-  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
-  const double flops = 8.0 * static_cast<double>(x.numel());
+  if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
+  double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
+  if (delta) bytes += bytes_of({delta, residual});
+  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
+  const double flops = (delta ? 9.0 : 8.0) * static_cast<double>(x.numel());
   visit_float(x.dtype(), kernel, [&]<class T>() {
     const T* xp = x.data<T>();
+    const T* dp = delta ? delta->data<T>() : nullptr;
+    T* sp = delta ? residual->data<T>() : nullptr;
     const T* w = weight.data<T>();
     const T* b = bias.data<T>();
     T* yp = y.data<T>();
@@ -44,6 +54,14 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
       for_each_row(g.rows, x.numel(), [&](int64_t r) {
         const T* xr = xp + r * C;
         T* yr = yp + r * C;
+        // 0. the residual add: the row to normalise is residual = x + delta
+        if (dp) {
+          const T* dr = dp + r * C;
+          T* sr = sp + r * C;
+#pragma omp simd
+          for (int64_t j = 0; j < C; ++j) sr[j] = xr[j] + dr[j];
+          xr = sr;
+        }
         // 1. mean, then the variance around it
         const T m = row_sum(xr, C) / static_cast<T>(C);
         T var = 0;
@@ -60,17 +78,22 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   });
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                        const Tensor& dbias) {
-  const char* kernel = "layernorm_backward";
+// dx = LayerNorm's backward (+ dresidual when given), dweight, dbias.
+void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* dresidual,
+                             const Tensor& x, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                             const Tensor& dbias) {
   const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
-  const double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &dweight, &dbias});
-  // per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
-  const double flops = 13.0 * static_cast<double>(x.numel());
+  if (dresidual) (void)LayerNormShape(kernel, x, {dresidual}, {}, {});
+  double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &dweight, &dbias});
+  if (dresidual) bytes += bytes_of({dresidual});
+  // per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias), + 1
+  // (adding dresidual)
+  const double flops = (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel());
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   visit_float(x.dtype(), kernel, [&]<class T>() {
     const T* dyp = dy.data<T>();
+    const T* drp = dresidual ? dresidual->data<T>() : nullptr;
     const T* xp = x.data<T>();
     const T* w = weight.data<T>();
     const T* mp = mean.data<T>();
@@ -102,11 +125,13 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
           }
           const T mean_dxhat = sum_dxhat / static_cast<T>(C);
           const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
-          // 2. dx, and this row's share of dweight and dbias
+          // 2. dx (plus the residual's own gradient), and this row's share of dweight and dbias
+          const T* drr = drp ? drp + r * C : nullptr;
 #pragma omp simd
           for (int64_t j = 0; j < C; ++j) {
             const T xhat = (xr[j] - m) * rs;
-            dxr[j] = rs * (dyr[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+            dxr[j] =
+                (drr ? drr[j] : T(0)) + rs * (dyr[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
             pw[j] += dyr[j] * xhat;
             pb[j] += dyr[j];
           }
@@ -125,6 +150,35 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
       }
     });
   });
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, double eps) {
+  layernorm_forward_rows("layernorm_forward", x, nullptr, nullptr, weight, bias, y, mean, rstd,
+                         eps);
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias) {
+  layernorm_backward_rows("layernorm_backward", dy, nullptr, x, weight, mean, rstd, dx, dweight,
+                          dbias);
+}
+
+void residual_layernorm_forward(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                const Tensor& bias, const Tensor& residual, const Tensor& y,
+                                const Tensor& mean, const Tensor& rstd, double eps) {
+  layernorm_forward_rows("residual_layernorm_forward", x, &delta, &residual, weight, bias, y, mean,
+                         rstd, eps);
+}
+
+void residual_layernorm_backward(const Tensor& dy, const Tensor& dresidual, const Tensor& residual,
+                                 const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  layernorm_backward_rows("residual_layernorm_backward", dy, &dresidual, residual, weight, mean,
+                          rstd, dx, dweight, dbias);
 }
 
 }  // namespace glass::kernels::cpu

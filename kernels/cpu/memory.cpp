@@ -63,7 +63,9 @@ void move(char* to, const char* from) {
 template <size_t E>
 void copy_tiled(const StridedLoop<2>& loop, const char* s, char* d) {
   const int nd = static_cast<int>(loop.shape.size());
-  const auto& [s_step, d_step] = loop.strides;
+  // References, not a structured binding: clang 14 cannot capture bindings in an OpenMP region.
+  const Shape& s_step = loop.strides[0];
+  const Shape& d_step = loop.strides[1];
   // the tile's steps as locals: the char stores below could alias the vectors holding them
   const int64_t R = loop.shape[nd - 2], C = loop.shape[nd - 1];
   const int64_t s_row = s_step[nd - 2], s_col = s_step[nd - 1];

@@ -40,6 +40,8 @@ Backend cuda_kernel_table(const char* name) {
       .fused_classifier = k::fused_classifier,
       .layernorm_forward = ladder::selected_layernorm_forward,
       .layernorm_backward = k::layernorm_backward,
+      .residual_layernorm_forward = k::residual_layernorm_forward,
+      .residual_layernorm_backward = k::residual_layernorm_backward,
       .attention_forward = k::attention_forward,
       .attention_backward = k::attention_backward,
       .flash_attention_forward = ladder::selected_attention_forward,

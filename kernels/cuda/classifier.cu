@@ -14,6 +14,10 @@
 // stay aligned for vectorised loads and GEMM tiles): columns from `vocab` on are never a target,
 // take no part in the max and the sum, and get gradient 0.
 //
+// Logits of type T: f32, or bf16 for mixed precision, where the losses and the count of valid rows
+// stay f32 (accum_dtype), the max, sums and exps are f32, and the gradient is rounded to bf16 once,
+// when it overwrites the row.
+//
 // Targets are checked on the device: a target outside [0, vocab) that is not ignore_index raises a
 // device error flag (kernels/cuda/common.h), read with the next host read; its row's loss is NaN
 // and its gradient 0, and nothing is read out of bounds.
@@ -56,11 +60,11 @@ __global__ void fused_classifier_kernel(T* logits, const int32_t* targets, float
   const int64_t t = targets[blockIdx.x];
   const bool counted = t != ignore_index, in_range = t >= 0 && t < vocab;
   // The target's logit, read by every thread before any thread overwrites the row.
-  const float x_target = in_range ? static_cast<float>(x[t]) : 0.0f;
+  const float x_target = in_range ? to_compute(x[t]) : 0.0f;
   // 1. each thread's running max m and sum s = sum exp(x - m) over its columns, in one read
   float m = -INFINITY, s = 0.0f;
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float v = static_cast<float>(x[j]);
+    const float v = to_compute(x[j]);
     if (v > m) {
       s = s * expf(m - v) + 1.0f;  // rescale the sum to the new max (exp(-inf) = 0 at first)
       m = v;
@@ -83,8 +87,8 @@ __global__ void fused_classifier_kernel(T* logits, const int32_t* targets, float
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float g = 0.0f;
     if (j < vocab)
-      g = (expf(static_cast<float>(x[j]) - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) * scale;
-    x[j] = static_cast<T>(g);
+      g = (expf(to_compute(x[j]) - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) * scale;
+    x[j] = from_compute<T>(g);
   }
 }
 
@@ -110,7 +114,9 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
                       bool write_dlogits) {
   const char* kernel = "fused_classifier";
   const ClassifierShape g(kernel, logits, targets, losses, valid, vocab);
-  require_f32(kernel, logits);
+  GLASS_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
+              "{}: logits {} are {}; the kernel takes f32 or bf16", kernel, logits.describe(),
+              dtype_name(logits.dtype()));
   // 1. check the targets and count the rows that count (the row kernel divides by it)
   check_targets(kernel, targets, vocab, ignore_index, valid.data<float>());
   if (g.rows == 0) return;
@@ -124,9 +130,11 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
                          (write_dlogits ? 6.0 : 3.0) * elements,
                          static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
                              static_cast<double>(targets.nbytes() + losses.nbytes()));
-  launch_cuda_kernel(info, fused_classifier_kernel<float>, logits.data<float>(),
-                     targets.data<int32_t>(), losses.data<float>(), valid.data<float>(), g.cols,
-                     vocab, ignore_index, write_dlogits);
+  visit_f32_bf16(logits, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, fused_classifier_kernel<T>, logits.data<T>(), targets.data<int32_t>(),
+                       losses.data<float>(), valid.data<float>(), g.cols, vocab, ignore_index,
+                       write_dlogits);
+  });
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -114,7 +114,7 @@ void visit_f32_bf16(const Tensor& t, const char* kernel, Fn&& fn) {
   }
 }
 
-// For kernels that exist in f32 only so far (the FlashAttention kernels and their ladder): returns
+// For kernels that exist in f32 only (the attention ladder's rungs, kernels/cuda/ladder): returns
 // t, or throws naming the kernel, the tensor and its dtype.
 inline const Tensor& require_f32(const char* kernel, const Tensor& t) {
   GLASS_CHECK(t.dtype() == DType::f32, "{}: {} is {}; the {} kernel is f32 only so far", kernel,

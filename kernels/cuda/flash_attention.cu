@@ -31,8 +31,15 @@
 // c owns columns c and c + kLanes) and its head dims (lane c owns d = c, c + kLanes, ...); row max
 // and sum are butterfly shuffles over those lanes. Shared memory stays within the 48 KB a block
 // gets without opting in, for every head dim up to kFlashMaxHeadDim (largest: backward kernel 2 at
-// D = 128, 35 KB; forward 34 KB). Tiles, shared memory and accumulation are f32 whatever the
-// element type E of qkv/out is.
+// D = 128, 35 KB; forward 34 KB).
+//
+// Element types E: f32, and bf16 for mixed precision (qkv, out, dout, dqkv bf16; lse and the D
+// scratch f32). Tiles, shared memory and every sum are f32 whatever E is: a bf16 element is
+// widened once when its tile is loaded (exact) and each result is rounded to E once when it is
+// stored. f32 tiles rather than bf16 ones because every tile element is read D or kTile times by
+// the dot products of a tile pair, so converting on load takes the conversions out of the inner
+// loops, and the same shared-memory layout (and the 48 KB budget above) serves both dtypes; bf16
+// tiles would halve shared memory, which nothing here needs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -54,10 +61,6 @@ constexpr int kForwardThreads = kForwardRows * kLanes;  // a forward block
 constexpr int kPerLane = kFlashMaxHeadDim / kLanes;     // head dims one lane owns, at most
 constexpr int kPad = kTile + 1;  // row pitch of the S/P/dS tiles (no bank clash)
 
-// The element type in and out of f32 (f32 only today; bf16 adds an overload pair here).
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline void store(float* p, float x) { *p = x; }
-
 // Rows row0..row0+rows-1 of one head (row stride `pitch` elements), as an f32 tile [rows][D];
 // rows at or past T read as 0. Consecutive threads read consecutive head dims (coalesced).
 template <class E>
@@ -65,7 +68,7 @@ __device__ void load_tile(float* tile, const E* head, int64_t pitch, int64_t row
                           int rows = kTile) {
   for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
     const int r = idx / D, d = idx % D;
-    tile[idx] = row0 + r < T ? to_f32(head[(row0 + r) * pitch + d]) : 0.0f;
+    tile[idx] = row0 + r < T ? to_compute(head[(row0 + r) * pitch + d]) : 0.0f;
   }
 }
 
@@ -145,7 +148,7 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
   // 6. O_i = acc / l, written once; lse_i = m + log l
   E* o = out + (b * T + i) * C + h * D;
   for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n)
-    store(o + lane + n * kLanes, acc[n] / l);
+    o[lane + n * kLanes] = from_compute<E>(acc[n] / l);
   if (lane == 0) lse[slice * T + i] = m + logf(l);
 }
 
@@ -178,7 +181,7 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
   float part = 0;
   if (row_valid) {
     const E* o = out + (b * T + i) * C + h * D;
-    for (int d = lane; d < D; d += kLanes) part += dOs[r * D + d] * to_f32(o[d]);
+    for (int d = lane; d < D; d += kLanes) part += dOs[r * D + d] * to_compute(o[d]);
   }
   const float delta_i = row_reduce(part, Sum{});
   if (row_valid && lane == 0) delta[slice * T + i] = delta_i;
@@ -216,7 +219,7 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
   // 6. dQ_i = acc * scale, written once into the q columns of dqkv
   E* dq = dqkv + (b * T + i) * 3 * C + h * D;
   for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n)
-    store(dq + lane + n * kLanes, acc[n] * scale);
+    dq[lane + n * kLanes] = from_compute<E>(acc[n] * scale);
 }
 
 // Backward kernel 2: dK and dV. Grid (key tiles, B*H). Thread (c, lane) owns key j = k0 + c.
@@ -289,8 +292,8 @@ __global__ void flash_attention_backward_key_kernel(const E* qkv, const float* l
   // 5. dK_j = dk * scale and dV_j = dv, written once into the k and v columns of dqkv
   E* dkv = dqkv + (b * T + j) * 3 * C + h * D;
   for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n) {
-    store(dkv + C + lane + n * kLanes, dk[n] * scale);
-    store(dkv + 2 * C + lane + n * kLanes, dv[n]);
+    dkv[C + lane + n * kLanes] = from_compute<E>(dk[n] * scale);
+    dkv[2 * C + lane + n * kLanes] = from_compute<E>(dv[n]);
   }
 }
 
@@ -302,7 +305,10 @@ struct FlashGeometry : FlashAttentionShape {
   FlashGeometry(const char* kernel, const Tensor& qkv, int64_t n_head,
                 std::initializer_list<const Tensor*> like_qkv,
                 std::initializer_list<const Tensor*> like_out, const Tensor& lse)
-      : FlashAttentionShape(kernel, require_f32(kernel, qkv), n_head, like_qkv, like_out, lse) {
+      : FlashAttentionShape(kernel, qkv, n_head, like_qkv, like_out, lse) {
+    GLASS_CHECK(qkv.dtype() == DType::f32 || qkv.dtype() == DType::bf16,
+                "{}: qkv {} is {}; the flash kernels take f32 or bf16", kernel, qkv.describe(),
+                dtype_name(qkv.dtype()));
     GLASS_CHECK(flash_head_dim_ok(D),
                 "{}: head dim D = C / n_head = {} / {} = {} is not supported: it must be a "
                 "multiple of 8 in {}..{}",
@@ -359,9 +365,11 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const LaunchInfo info =
       kernel_launch_info(kernel, qkv, g.grid(kForwardRows), dim3(kForwardThreads),
                          g.forward_shared_bytes(), flops, bytes);
-  launch_cuda_kernel(info, flash_attention_forward_kernel<float>, qkv.data<float>(),
-                     out.data<float>(), lse.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
-                     static_cast<float>(scale));
+  visit_f32_bf16(qkv, kernel, [&]<class E>() {
+    launch_cuda_kernel(info, flash_attention_forward_kernel<E>, qkv.data<E>(), out.data<E>(),
+                       lse.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
+                       static_cast<float>(scale));
+  });
 }
 
 void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -379,10 +387,12 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
       "flash_attention_backward_query", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 1, 0),
       g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
       g.head_bytes(4.0 * g.T + 2 * g.keys_loaded(kTile), e) + 2 * g.lse_bytes());
-  launch_cuda_kernel(query_info, flash_attention_backward_query_kernel<float>, qkv.data<float>(),
-                     out.data<float>(), lse.data<float>(), dout.data<float>(), delta.data<float>(),
-                     dqkv.data<float>(), g.T, g.C, g.H, static_cast<int>(g.D),
-                     static_cast<float>(scale));
+  visit_f32_bf16(qkv, kernel, [&]<class E>() {
+    launch_cuda_kernel(query_info, flash_attention_backward_query_kernel<E>, qkv.data<E>(),
+                       out.data<E>(), lse.data<float>(), dout.data<E>(), delta.data<float>(),
+                       dqkv.data<E>(), g.T, g.C, g.H, static_cast<int>(g.D),
+                       static_cast<float>(scale));
+  });
   // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
   //    dK, dV written once; Q, dO, lse and D once per key tile that sees them.
   const LaunchInfo key_info = kernel_launch_info(
@@ -390,9 +400,11 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
       g.entries() * (8.0 * g.D + 4),
       g.head_bytes(4.0 * g.T + 2 * g.queries_loaded(), e) +
           2 * static_cast<double>(g.slices()) * g.queries_loaded() * sizeof(float));
-  launch_cuda_kernel(key_info, flash_attention_backward_key_kernel<float>, qkv.data<float>(),
-                     lse.data<float>(), dout.data<float>(), delta.data<float>(), dqkv.data<float>(),
-                     g.T, g.C, g.H, static_cast<int>(g.D), static_cast<float>(scale));
+  visit_f32_bf16(qkv, kernel, [&]<class E>() {
+    launch_cuda_kernel(key_info, flash_attention_backward_key_kernel<E>, qkv.data<E>(),
+                       lse.data<float>(), dout.data<E>(), delta.data<float>(), dqkv.data<E>(), g.T,
+                       g.C, g.H, static_cast<int>(g.D), static_cast<float>(scale));
+  });
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

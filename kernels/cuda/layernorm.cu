@@ -1,22 +1,30 @@
 // CUDA kernels for LayerNorm over the last dimension: x [N, C], weight and bias [C], mean and
-// rstd [N] (contracts in kernels/backend.h; the cpu reference is kernels/cpu/layernorm.cpp).
+// rstd [N] (contracts in kernels/backend.h; the cpu reference is kernels/cpu/layernorm.cpp), and
+// the fused residual add + LayerNorm of a transformer block.
 //
 //   forward:  mean = sum(x)/C, var = sum((x - mean)^2)/C, rstd = 1/sqrt(var + eps),
 //             xhat = (x - mean) * rstd, y = xhat * weight + bias     (mean and rstd saved)
 //   backward: dxhat = dy * weight,
 //             dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
 //             dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+//   fused residual (residual_layernorm_*): forward reads x and delta once, stores
+//             residual = x + delta (rounded to T) and normalises the stored values, in the same
+//             block; backward adds the gradient that reached the residual itself while it writes
+//             dx = dresidual + (the dx above), the gradient of both x and delta. Each saves a
+//             full pass over [N, C] (the separate add, or the separate gradient sum) and a launch.
 //
 // Thread mapping. Forward: one block per row, its threads striding over the C columns (coalesced);
 // the row sums are block reductions (warp butterfly shuffles, then the warps in warp order). The
-// variance is taken around the mean in a second pass, as on cpu.
+// variance is taken around the mean in a second pass, as on cpu; the second and third passes read
+// back what the same thread wrote or read in the first (cache hits).
 // Backward: one block per chunk of kRowsPerChunk consecutive rows. The block walks its rows in
 // order: two block reductions give the row's means, then each thread writes dx for its columns and
 // adds dy * xhat and dy into the chunk's partial dweight/dbias sums, a scratch buffer
 // [chunks, 2, C] in device memory where each column belongs to one thread (no race, no atomics).
 // A second kernel adds the chunks' partials in chunk order, one thread per column. Every order is
 // fixed by the code, so the results are bit-identical run to run. Elements are f32 or bf16 (with
-// f32 statistics, sums and partial gradients either way).
+// f32 statistics, sums and partial gradients either way). The plain and the fused launchers run
+// the same kernels: the plain ones pass null for delta/residual and dresidual.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,13 +46,22 @@ constexpr int kThreadsPerColumnBlock = 256;
 // (float or bf16); loads convert to f32 (to_compute), the statistics, the sums and the chunks'
 // partial parameter gradients are f32, and each output element is rounded once when stored.
 
-// One block per row r.
+// One block per row r. With delta (and residual) given, the row normalised is residual = x + delta.
 template <class T>
-__global__ void layernorm_forward_kernel(const T* x, const T* weight, const T* bias, T* y,
-                                         float* mean, float* rstd, int64_t C, float eps) {
+__global__ void layernorm_forward_kernel(const T* x, const T* delta, T* residual, const T* weight,
+                                         const T* bias, T* y, float* mean, float* rstd, int64_t C,
+                                         float eps) {
   const int64_t r = blockIdx.x;
   const T* xr = x + r * C;
   T* yr = y + r * C;
+  // 0. the residual add, stored rounded to T: the values normalised below are the stored ones
+  if (delta != nullptr) {
+    const T* dr = delta + r * C;
+    T* sr = residual + r * C;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+      sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
+    xr = sr;  // each thread reads back only the columns it wrote: no barrier needed
+  }
   // 1. mean, then the variance around it
   float s = 0;
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += to_compute(xr[j]);
@@ -65,12 +82,12 @@ __global__ void layernorm_forward_kernel(const T* x, const T* weight, const T* b
   }
 }
 
-// One block per chunk of kRowsPerChunk rows: dx for its rows, and the chunk's partial sums
-// partial[chunk] = {dweight[C], dbias[C]} (f32).
+// One block per chunk of kRowsPerChunk rows: dx for its rows (plus dresidual when given), and the
+// chunk's partial sums partial[chunk] = {dweight[C], dbias[C]} (f32).
 template <class T>
-__global__ void layernorm_backward_kernel(const T* dy, const T* x, const T* weight,
-                                          const float* mean, const float* rstd, T* dx,
-                                          float* partial, int64_t rows, int64_t C) {
+__global__ void layernorm_backward_kernel(const T* dy, const T* dresidual, const T* x,
+                                          const T* weight, const float* mean, const float* rstd,
+                                          T* dx, float* partial, int64_t rows, int64_t C) {
   float* pw = partial + static_cast<int64_t>(blockIdx.x) * 2 * C;
   float* pb = pw + C;
   for (int64_t j = threadIdx.x; j < C; j += blockDim.x) pw[j] = pb[j] = 0;
@@ -90,12 +107,14 @@ __global__ void layernorm_backward_kernel(const T* dy, const T* x, const T* weig
     }
     const float mean_dxhat = block_reduce(sum_dxhat, Sum{}) / static_cast<float>(C);
     const float mean_dxhat_xhat = block_reduce(sum_dxhat_xhat, Sum{}) / static_cast<float>(C);
-    // 2. dx, and this row's share of the chunk's dweight and dbias (column j is this thread's)
+    // 2. dx (plus the residual's own gradient, rounded once), and this row's share of the chunk's
+    //    dweight and dbias (column j is this thread's)
+    const T* drr = dresidual != nullptr ? dresidual + r * C : nullptr;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       const float xhat = (to_compute(xr[j]) - m) * rs;
       const float dyj = to_compute(dyr[j]);
-      dxr[j] =
-          from_compute<T>(rs * (dyj * to_compute(weight[j]) - mean_dxhat - xhat * mean_dxhat_xhat));
+      const float dxj = rs * (dyj * to_compute(weight[j]) - mean_dxhat - xhat * mean_dxhat_xhat);
+      dxr[j] = from_compute<T>(drr != nullptr ? to_compute(drr[j]) + dxj : dxj);
       pw[j] += dyj * xhat;
       pb[j] += dyj;
     }
@@ -126,43 +145,51 @@ dim3 row_threads(int64_t C) {
   return dim3(32 * ceil_div(std::min<int64_t>(C, kMaxThreadsPerRow), 32));
 }
 
-}  // namespace
-
-void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
-                       const Tensor& mean, const Tensor& rstd, double eps) {
-  const char* kernel = "layernorm_forward";
+// residual = x + delta when delta is given, y = LayerNorm of the rows, mean and rstd saved.
+void launch_layernorm_forward(const char* kernel, const Tensor& x, const Tensor* delta,
+                              const Tensor* residual, const Tensor& weight, const Tensor& bias,
+                              const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps) {
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
+  if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
   if (g.rows == 0) return;
-  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
-  const LaunchInfo info = kernel_launch_info(
-      kernel, x, dim3(static_cast<unsigned>(g.rows)), row_threads(g.C), 0,
-      8.0 * static_cast<double>(x.numel()), bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
+  double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
+  if (delta) bytes += bytes_of({delta, residual});
+  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
+  const LaunchInfo info =
+      kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), row_threads(g.C), 0,
+                         (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
   visit_f32_bf16(x, kernel, [&]<class T>() {
-    launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(), weight.data<T>(),
-                       bias.data<T>(), y.data<T>(), mean.data<float>(), rstd.data<float>(), g.C,
-                       static_cast<float>(eps));
+    launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(),
+                       delta ? delta->data<T>() : nullptr, delta ? residual->data<T>() : nullptr,
+                       weight.data<T>(), bias.data<T>(), y.data<T>(), mean.data<float>(),
+                       rstd.data<float>(), g.C, static_cast<float>(eps));
   });
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
-                        const Tensor& dbias) {
-  const char* kernel = "layernorm_backward";
+// dx = LayerNorm's backward (+ dresidual when given), then dweight and dbias.
+void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tensor* dresidual,
+                               const Tensor& x, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                               const Tensor& dbias) {
   const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
+  if (dresidual) (void)LayerNormShape(kernel, x, {dresidual}, {}, {});
   visit_f32_bf16(x, kernel, [&]<class T>() {
     const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
     // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
     const Tensor partial =
         Tensor::empty({std::max<int64_t>(chunks, 1), 2, g.C}, DType::f32, x.device());
     // 1. dx, and per-chunk partial sums of dweight and dbias.
-    //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias)
+    //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias), + 1
+    //    (adding dresidual)
     if (chunks > 0) {
+      double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial});
+      if (dresidual) bytes += bytes_of({dresidual});
       const LaunchInfo info =
           kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)), row_threads(g.C), 0,
-                             13.0 * static_cast<double>(x.numel()),
-                             bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial}));
-      launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(), x.data<T>(),
-                         weight.data<T>(), mean.data<float>(), rstd.data<float>(), dx.data<T>(),
+                             (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel()), bytes);
+      launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(),
+                         dresidual ? dresidual->data<T>() : nullptr, x.data<T>(), weight.data<T>(),
+                         mean.data<float>(), rstd.data<float>(), dx.data<T>(),
                          partial.data<float>(), g.rows, g.C);
     }
     // 2. dweight and dbias: the chunks' partials added in chunk order
@@ -173,6 +200,35 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     launch_cuda_kernel(info, layernorm_param_grads_kernel<T>, partial.data<float>(),
                        dweight.data<T>(), dbias.data<T>(), chunks, g.C);
   });
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, double eps) {
+  launch_layernorm_forward("layernorm_forward", x, nullptr, nullptr, weight, bias, y, mean, rstd,
+                           eps);
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias) {
+  launch_layernorm_backward("layernorm_backward", dy, nullptr, x, weight, mean, rstd, dx, dweight,
+                            dbias);
+}
+
+void residual_layernorm_forward(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                const Tensor& bias, const Tensor& residual, const Tensor& y,
+                                const Tensor& mean, const Tensor& rstd, double eps) {
+  launch_layernorm_forward("residual_layernorm_forward", x, &delta, &residual, weight, bias, y,
+                           mean, rstd, eps);
+}
+
+void residual_layernorm_backward(const Tensor& dy, const Tensor& dresidual, const Tensor& residual,
+                                 const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  launch_layernorm_backward("residual_layernorm_backward", dy, &dresidual, residual, weight, mean,
+                            rstd, dx, dweight, dbias);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -2,6 +2,8 @@
 // (dx, dweight, dbias) on 37 rows (two row chunks, the second partial) of widths that leave partial
 // warps (1, 31, 33) and several columns per thread (1000); shape errors; determinism under
 // shuffled thread order.
+// The fused residual add + LayerNorm (residual_layernorm_*) likewise, in f32 and in bf16 (against
+// the cpu's f32 on the same bf16-rounded values, to tolerances counted in bf16 roundings).
 #include <algorithm>
 #include <cmath>
 
@@ -92,6 +94,126 @@ TEST(CudaLayerNorm, BitIdenticalAcrossRunsAndThreadOrders) {
     kernels::cuda::layernorm_forward(x, weight, bias, y, mean, rstd, kEps);
     kernels::cuda::layernorm_backward(dy, x, weight, mean, rstd, dx, dw, db);
   });
+}
+
+// Inputs of one fused residual add + LayerNorm, on cpu: the stream x, the branch's delta, and the
+// gradients arriving at both outputs.
+struct ResidualInputs : Inputs {
+  Tensor delta, dresidual;
+  ResidualInputs(int64_t rows, int64_t C, Generator& gen)
+      : Inputs(rows, C, gen),
+        delta(randn({rows, C}, gen, -0.25, 1)),
+        dresidual(randn({rows, C}, gen)) {}
+};
+
+// The cpu kernels' outputs and gradients: residual, y, mean, rstd, dx, dweight, dbias.
+std::vector<Tensor> cpu_residual_layernorm(const ResidualInputs& in) {
+  const int64_t rows = in.x.size(0);
+  std::vector<Tensor> out{empty_like(in.x),      empty_like(in.x), Tensor::empty({rows}),
+                          Tensor::empty({rows}), empty_like(in.x), empty_like(in.weight),
+                          empty_like(in.weight)};
+  kernels::cpu::residual_layernorm_forward(in.x, in.delta, in.weight, in.bias, out[0], out[1],
+                                           out[2], out[3], kEps);
+  kernels::cpu::residual_layernorm_backward(in.dy, in.dresidual, out[0], in.weight, out[2], out[3],
+                                            out[4], out[5], out[6]);
+  return out;
+}
+
+// The same on the kernel device, every tensor of `dtype` (statistics f32).
+std::vector<Tensor> device_residual_layernorm(const ResidualInputs& in, DType dtype) {
+  auto dev = [&](const Tensor& t) { return on_device(cast(t, dtype)); };
+  const int64_t rows = in.x.size(0), C = in.x.size(1);
+  std::vector<Tensor> out{device_empty({rows, C}, dtype), device_empty({rows, C}, dtype),
+                          device_empty({rows}),           device_empty({rows}),
+                          device_empty({rows, C}, dtype), device_empty({C}, dtype),
+                          device_empty({C}, dtype)};
+  const Tensor weight = dev(in.weight);
+  kernels::cuda::residual_layernorm_forward(dev(in.x), dev(in.delta), weight, dev(in.bias), out[0],
+                                            out[1], out[2], out[3], kEps);
+  kernels::cuda::residual_layernorm_backward(dev(in.dy), dev(in.dresidual), out[0], weight, out[2],
+                                             out[3], out[4], out[5], out[6]);
+  return out;
+}
+
+const char* const kResidualOutputs[] = {"residual", "y", "mean", "rstd", "dx", "dweight", "dbias"};
+
+TEST(CudaResidualLayerNorm, F32MatchesCpu) {
+  Generator gen(13);
+  for (int64_t C : {1, 31, 33, 1000}) {
+    SCOPED_TRACE("C " + std::to_string(C));
+    const ResidualInputs in(kRows, C, gen);
+    const std::vector<Tensor> ref = cpu_residual_layernorm(in);
+    const std::vector<Tensor> got = device_residual_layernorm(in, DType::f32);
+    // As for layer_norm: dx's cancellation error scales with rstd * |dy * w|.
+    const double terms = max_abs(ref[3]) * max_abs(in.dy) * max_abs(in.weight);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_TRUE(all_close(to_cpu(got[i]), ref[i], 1e-5, i == 4 ? 1e-6 * terms : 0))
+          << kResidualOutputs[i];
+  }
+}
+
+// bf16 on the device against f32 on cpu from the same bf16-rounded inputs. A bf16 store rounds to
+// 8 significant bits: at most 2^-8 relative (half of it, round to nearest). Per output, in units of
+// 2^-8 of the reference's largest magnitude:
+//   residual  1: one rounding of x + delta.
+//   y         4: y's own rounding, plus the residual's rounding error carried through the
+//               normalisation: |ds| <= 2^-9 |s| becomes |ds| rstd |w| in y, and |s| rstd stays
+//               within a few units here (mean 0.25, std ~2.2, so |s| rstd < 3), against max|y| of
+//               the same order.
+//   mean, rstd 1: f32 statistics of the rounded residual (the same argument, no store).
+//   dx        4: the rounding of dx itself, and the residual's rounding in xhat (as for y).
+//   dweight, dbias 4: f32 sums over the rows of products of rounded values, rounded once.
+constexpr double kBf16Unit = 1.0 / 256;
+constexpr double kBf16Units[] = {1, 4, 1, 1, 4, 4, 4};
+
+TEST(CudaResidualLayerNorm, Bf16MatchesCpuWithinBf16Rounding) {
+  Generator gen(14);
+  for (int64_t C : {31, 33, 1000}) {
+    SCOPED_TRACE("C " + std::to_string(C));
+    ResidualInputs in(kRows, C, gen);
+    for (Tensor* t : {&in.x, &in.delta, &in.weight, &in.bias, &in.dy, &in.dresidual})
+      *t = cast(cast(*t, DType::bf16), DType::f32);  // both sides start from the same values
+    const std::vector<Tensor> ref = cpu_residual_layernorm(in);
+    const std::vector<Tensor> got = device_residual_layernorm(in, DType::bf16);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(got[i].dtype(), i == 2 || i == 3 ? DType::f32 : DType::bf16);
+      EXPECT_TRUE(all_close(to_cpu(got[i]), ref[i], kBf16Units[i] * kBf16Unit))
+          << kResidualOutputs[i];
+    }
+  }
+}
+
+TEST(CudaResidualLayerNorm, BitIdenticalAcrossRunsAndThreadOrders) {
+  Generator gen(15);
+  const int64_t rows = 40, C = 333;  // two row chunks, the second partial
+  const ResidualInputs in(rows, C, gen);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    auto dev = [&](const Tensor& t) { return on_device(cast(t, dtype)); };
+    const Tensor x = dev(in.x), delta = dev(in.delta), weight = dev(in.weight), bias = dev(in.bias),
+                 dy = dev(in.dy), dres = dev(in.dresidual);
+    const Tensor s = device_empty({rows, C}, dtype), y = device_empty({rows, C}, dtype);
+    const Tensor dx = device_empty({rows, C}, dtype);
+    const Tensor mean = device_empty({rows}), rstd = device_empty({rows});
+    const Tensor dw = device_empty({C}, dtype), db = device_empty({C}, dtype);
+    expect_deterministic({s, y, mean, rstd, dx, dw, db}, [&] {
+      kernels::cuda::residual_layernorm_forward(x, delta, weight, bias, s, y, mean, rstd, kEps);
+      kernels::cuda::residual_layernorm_backward(dy, dres, s, weight, mean, rstd, dx, dw, db);
+    });
+  }
+}
+
+TEST(CudaResidualLayerNorm, RejectsMismatchedShapes) {
+  const Tensor x = device_empty({kRows, 8}), w = device_empty({8});
+  const Tensor mean = device_empty({kRows}), rstd = device_empty({kRows});
+  const Tensor short_delta = device_empty({kRows, 7});
+  const std::string msg = error_of([&] {
+    kernels::cuda::residual_layernorm_forward(x, short_delta, w, w, x, x, mean, rstd, kEps);
+  });
+  EXPECT_TRUE(contains_all(msg, {"residual_layernorm_forward", "f32[37, 7]"}));
+  const std::string bwd = error_of([&] {
+    kernels::cuda::residual_layernorm_backward(x, short_delta, x, w, mean, rstd, x, w, w);
+  });
+  EXPECT_TRUE(contains_all(bwd, {"residual_layernorm_backward", "f32[37, 7]"}));
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 // The cuda device's own stream code (engine/stream.cpp, engine/cuda, kernels/cuda/gemm.cu) on the
 // emulated CUDA runtime, whose streams really are asynchronous. Each test is a defect found in
-// review (issue 13) and failed against the code before its fix:
+// review (issue 13), checking the old behaviour; the cuBLAS one was run against the old code and
+// failed there, the four stream ones have not been rerun against the code before 96104aa yet:
 // - a Stream on cuda:1 was made on whatever GPU the thread had current;
 // - Stream::enqueue on cuda ran the task at once and released what it captured while the GPU work
 //   it issued (a collective) was still queued;
 // - Event::wait_for busy-polled cudaEventQuery and took a kernel fault for "not ready", so the
 //   fault surfaced as a time-out;
 // - glass::Event leaked a cudaEvent_t per record;
-// - the cuBLAS handle's stream was set under a mutex, but the GEMM issued after the unlock (its
-//   test is disabled, see below).
+// - the cuBLAS handle's stream was set under a mutex, but the GEMM issued after the unlock.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -87,19 +87,24 @@ TEST(CudaStreams, EventsLeaveNoCudaEventBehind) {
 }
 
 // While the first GEMM is inside the gateway (its handle already set to its stream), a second
-// thread issues a GEMM on another stream. The first GEMM must still go to the first stream.
+// thread issues a GEMM on another stream; the observer is the hook between cublasSetStream and the
+// GEMM. The first stream is held by a gate, so a GEMM queued there cannot run; one queued on the
+// second stream runs at once. With the handle unlocked before the GEMM is issued (the defect), the
+// second thread moves the handle to the second stream and the first GEMM runs there, while its own
+// stream is still held.
 class SecondGemmDuringFirst : public LaunchObserver {
  public:
   std::function<void()> second;
   std::future<void> second_done;
-  std::atomic<bool> started{false}, armed{false};
+  std::atomic<bool> armed{false}, started{false};
 
   void on_launch_begin(const LaunchInfo& info) override {
     if (!armed || std::string(info.kernel) != "cublasSgemmStridedBatched" || fired_.exchange(true))
       return;
-    auto done = std::async(std::launch::async, second);
-    done.wait_for(std::chrono::milliseconds(300));  // with the fix the second waits for the handle
-    second_done = std::move(done);
+    second_done = std::async(std::launch::async, second);
+    // Time for the second GEMM to be issued, unless it waits for the handle (with the fix it does,
+    // until the first GEMM has been issued).
+    second_done.wait_for(std::chrono::milliseconds(300));
     started = true;
   }
 
@@ -107,10 +112,7 @@ class SecondGemmDuringFirst : public LaunchObserver {
   std::atomic<bool> fired_{false};
 };
 
-// DISABLED: an observer makes the gateway time the launch with CUDA events and wait for the end
-// event, which is on the held stream, while the handle is locked: the test deadlocks by its own
-// construction. It needs a hook between cublasSetStream and the GEMM that is not an observer.
-TEST(CudaStreams, DISABLED_AGemmRunsOnTheStreamItWasIssuedOn) {
+TEST(CudaStreams, AGemmRunsOnTheStreamItWasIssuedOn) {
   Stream first(kCUDA), second(kCUDA);
   const std::vector<float> ones(4, 1.0f);
   const Tensor a = Tensor::from_host(ones.data(), {2, 2}, DType::f32, kCUDA);
@@ -124,6 +126,11 @@ TEST(CudaStreams, DISABLED_AGemmRunsOnTheStreamItWasIssuedOn) {
     g.m = g.n = g.k = 2;
     g.lda = g.ldb = g.ldc = 2;
     kernels::backend(kCUDA).gemm(g);
+  };
+  auto read = [](const Tensor& c) {  // a synchronous copy: waits for neither engine stream
+    std::vector<float> got(4);
+    EXPECT_EQ(cudaMemcpy(got.data(), c.raw_data(), 16, cudaMemcpyDeviceToHost), cudaSuccess);
+    return got;
   };
   SecondGemmDuringFirst observer;
   observer.second = [&] {
@@ -145,18 +152,22 @@ TEST(CudaStreams, DISABLED_AGemmRunsOnTheStreamItWasIssuedOn) {
   observer.armed = true;
   first.enqueue([&] { gemm_into(c1); });  // on first's worker, with first's CUDA stream current
   while (!observer.started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The first GEMM is issued right after the hook returns; on the held stream it cannot run. Half
+  // a second of watching: on the second stream it would have run long before.
+  bool ran_while_held = false;
+  for (int i = 0; i < 50 && !ran_while_held; ++i) {
+    ran_while_held = read(c1)[0] != -1.0f;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(ran_while_held) << "the first GEMM ran while its stream was held: it was queued on "
+                                  "the second stream";
+  gate.open();  // the first GEMM runs, its timing ends, and the handle is free for the second
   observer.second_done.wait();
-  unsubscribe(&observer);
-  std::vector<float> got(4);
-  c2.copy_to_host(got.data());
-  EXPECT_EQ(got, std::vector<float>(4, 2.0f));
-  c1.copy_to_host(got.data());  // the first stream is still held: its GEMM has not run
-  EXPECT_EQ(got[0], -1.0f) << "the first GEMM ran on the second stream";
-  gate.open();
   first.synchronize();
-  c1.copy_to_host(got.data());
-  EXPECT_EQ(got, std::vector<float>(4, 2.0f));
-  emu::runtime::take_stream_reports();  // the read of c1 above raced the held stream on purpose
+  unsubscribe(&observer);
+  EXPECT_EQ(read(c1), std::vector<float>(4, 2.0f));
+  EXPECT_EQ(read(c2), std::vector<float>(4, 2.0f));
+  emu::runtime::take_stream_reports();  // the reads of c1 above raced the held stream on purpose
 }
 
 }  // namespace

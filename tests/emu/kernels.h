@@ -59,6 +59,7 @@ void add_one(const float* x, float* y, int n);
 void copy_words(const unsigned* x, unsigned* y, int n);
 void dynamic_shared_c(float* out);
 void allow_dynamic_shared_c(size_t bytes);  // kernels/cuda/shared_memory.h's helper
+void atomic_sum(const float* x, float* sum, int n, int* last);
 
 // kernels/memory.cu
 void write_at(float* p, long offset, float v);

@@ -79,6 +79,29 @@ TEST_F(LaunchChecksTest, RacecheckFindsTheBlockSumMissingBarrier) {
   device_free(sums);
 }
 
+// Float atomics whose sum depends on the order of the adds are no race: the bytes atomics update
+// are not compared. x = {1e8, -1e8, 1, 1}: in index order the sum is 2; in reverse order the ones
+// are lost in -1e8 + 2 (floats near 1e8 are 8 apart) and it is 0. A plain write in the same launch
+// whose value depends on the order is still reported.
+TEST_F(LaunchChecksTest, RacecheckLeavesTheOrderOfAtomicsAloneButNotPlainWrites) {
+  configure([](Settings& s) { s.race_check = true; });
+  float* x = device_copy(std::vector<float>{1e8f, -1e8f, 1.0f, 1.0f});
+  float* sum = device_copy(std::vector<float>{0.0f});
+  int* last = device_copy(std::vector<int>{-1});
+  EXPECT_NO_THROW(launch_kernel("atomic_sum", atomic_sum, dim3(1), dim3(4), 0, x, sum, 4,
+                                static_cast<int*>(nullptr)));
+  EXPECT_EQ(*sum, 2.0f);  // the configured (natural) order's result, as if run once
+  *sum = 0.0f;
+  const std::string msg = emu_error_of([&] {
+    launch_kernel("atomic_sum_last", atomic_sum, dim3(1), dim3(4), 0, x, sum, 4, last);
+  });
+  EXPECT_TRUE(contains(msg, "kernel 'atomic_sum_last': data race")) << msg;
+  EXPECT_TRUE(contains(msg, "bytes at " + hex(last) + ")")) << msg;
+  device_free(x);
+  device_free(sum);
+  device_free(last);
+}
+
 TEST_F(LaunchChecksTest, InitcheckReportsAReadOfNeverWrittenMemory) {
   configure([](Settings& s) { s.init_check = true; });
   const int n = 100;

@@ -13,6 +13,7 @@
 #include "engine/kernel_summary.h"
 #include "engine/roofline.h"
 #include "engine/trace.h"
+#include "kernels/cpu/hardware_peak.h"
 #include "kernels/peaks.h"
 #include "tests/testing.h"
 
@@ -65,8 +66,39 @@ TEST(DevicePeaks, HostIsMeasuredAndSaysSo) {
   EXPECT_GT(p.f32_flops, 1e8);
   EXPECT_GT(p.bytes_per_s, 1e8);
   EXPECT_TRUE(testing::contains_all(
-      p.source, {"emu runs on the host", "measured", "GEMM 512^3", "threads", device_name(kCPU)}));
+      p.source, {"emu runs on the host", "hardware peak", "cores x", "GHz", "FLOP/cycle",
+                 "measured", "GEMM 512^3", "threads", "attainable", device_name(kCPU)}));
   EXPECT_EQ(p.name, "emu");
+}
+
+// The host's peak is the hardware's, cores x clock x FLOPs per cycle, with every factor printed,
+// and it is at least every GEMM rate the engine measures (a peak taken from a measurement, or a
+// clock or width too low, fails this: the 512^3 GEMM measured ~200 GFLOP/s on 2 cores here).
+TEST(DevicePeaks, HostPeakIsTheHardwaresAndAboveEveryGemmTheEngineMeasures) {
+  const kernels::cpu::HardwarePeak& hw = kernels::cpu::hardware_peak();
+  EXPECT_GE(hw.cores, 1);
+  EXPECT_TRUE(hw.f32_lanes == 4 || hw.f32_lanes == 8 || hw.f32_lanes == 16) << hw.f32_lanes;
+  EXPECT_DOUBLE_EQ(hw.flops(), hw.cores * hw.clock_hz * hw.f32_lanes * hw.fma_units * 2.0);
+  EXPECT_TRUE(testing::contains_all(
+      hw.derivation(), {"cores x", "GHz x", "FLOP/cycle", "FMA units", "clock:", "/proc/cpuinfo",
+                        "dependent adds", "OpenBLAS GEMM kernel"}));
+  // A dependent-add chain reads the clock low on a busy machine, never high: a reading above any
+  // real x86 clock means the chain was not one add per cycle (x += 1 read 6.95 GHz here: Golden
+  // Cove folds immediate adds).
+  const double chain = kernels::cpu::measure_clock_hz(3);
+  EXPECT_GT(chain, 1e7);
+  EXPECT_LT(chain, 6.5e9);
+  EXPECT_GT(hw.clock_hz, 3e8);
+  EXPECT_LT(hw.clock_hz, 6.5e9);
+
+  const DevicePeaks p = kernels::peaks_for(kCPU);
+  EXPECT_DOUBLE_EQ(p.f32_flops, hw.flops());
+  EXPECT_GT(p.attainable_f32_flops, 0);
+  EXPECT_GE(p.f32_flops, p.attainable_f32_flops);
+  for (int n : {128, 256, 384, 512}) {
+    const double gemm = kernels::measure_device_peaks(kCPU, n, size_t{1} << 20).f32_flops;
+    EXPECT_GE(p.f32_flops, gemm) << n << "^3 GEMM above the hardware peak: " << p.source;
+  }
 }
 
 // What peaks_for does for a GPU without a datasheet row, run on emu: the engine's own GEMM and

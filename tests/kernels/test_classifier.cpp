@@ -3,6 +3,7 @@
 // columns, and its backward. The fused kernels share no code with that path. Also a loop in double
 // for the loss. V = 65 (a character model, no padding, and padded to 128) and GPT-2's 50257 padded
 // to 50304; some rows ignored. cpu and emu both run the fused op; padded columns get exactly 0.
+// In bf16 on emu (logits and their gradient bf16, the loss f32) against the same f32 reference.
 #include <cmath>
 #include <vector>
 
@@ -80,6 +81,48 @@ TEST(FusedClassifier, EqualsLogSoftmaxCrossEntropyAndItsBackward) {
         for (int64_t j = c.vocab; j < c.padded; ++j) ASSERT_EQ(g[r * c.padded + j], 0.0);
     }
   }
+}
+
+// bf16 logits on emu against the f32 cpu reference on the same (bf16-rounded) logits. The loss is
+// f32 and nothing on its path is stored in bf16 (bf16 loads are exact, the max, sum and log are
+// f32), so it keeps the f32 bound, 2e-5. The gradient is rounded to bf16 once, when it overwrites
+// the row (at most 2^-8 of its magnitude), then scaled by the incoming 2 (exact in bf16): 2 units
+// of 2^-8 against the reference's largest magnitude. Padded columns: exactly 0.
+TEST(FusedClassifier, Bf16OnEmuMatchesTheF32ReferenceWithinBf16Rounding) {
+  constexpr double kUnit = 1.0 / 256;  // 2^-8
+  for (const Case c : {Case{7, 65, 65}, Case{6, 50257, 50304}}) {
+    SCOPED_TRACE(fmt::format("bf16 rows {} vocab {} padded {}", c.rows, c.vocab, c.padded));
+    Generator gen(43);
+    const Tensor x = cast(cast(randn({c.rows, c.padded}, gen, 0, 3), DType::bf16), DType::f32);
+    const std::vector<int32_t> tv = targets_for(c);
+    const Tensor t = from_vector(tv, {c.rows});
+    Tensor xr = (x * 1.0).detach();
+    xr.set_requires_grad(true);
+    const Tensor ref = cross_entropy(slice(xr, 1, 0, c.vocab), t);
+    backward(ref * 2.0);
+    const double naive = naive_loss(testing::values(x), tv, c);
+
+    Tensor leaf = to_device(cast(x, DType::bf16), kEmu);
+    leaf.set_requires_grad(true);
+    const Tensor logits = leaf * 1.0;  // a non-leaf, as the GPT's logits are
+    ASSERT_EQ(logits.dtype(), DType::bf16);
+    const Tensor loss = fused_classifier(logits, to_device(t, kEmu), c.vocab);
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    backward(loss * 2.0);
+    EXPECT_NEAR(item(loss), naive, 2e-5 * std::abs(naive));
+    const Tensor grad = to_device(leaf.grad(), kCPU);
+    EXPECT_EQ(grad.dtype(), DType::bf16);
+    EXPECT_TRUE(all_close(grad, xr.grad(), 2 * kUnit));
+    const std::vector<double> g = testing::values(grad);
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t j = c.vocab; j < c.padded; ++j) ASSERT_EQ(g[r * c.padded + j], 0.0);
+  }
+  // f32 and bf16 only
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             fused_classifier(zeros({2, 8}, DType::f64, kEmu),
+                                              from_vector<int32_t>({0, 1}, {2}, kEmu), 8);
+                           }),
+                           {"fused_classifier", "f64", "f32 or bf16"}));
 }
 
 TEST(FusedClassifier, WithoutGradTheLogitsAreKept) {

@@ -179,6 +179,18 @@ std::vector<Case> cases() {
          return Inputs{randn({3, 5, 1000}, g, 2, 3), randn({1000}, g), randn({1000}, g)};
        },
        [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }},
+      // The fused residual add + LayerNorm: both outputs side by side, so that each one's
+      // gradient is checked. bf16: the residual's rounding is carried into the normalised output
+      // and its gradient (one more unit than layer_norm's four).
+      {"residual_layer_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), randn({37, 33}, g), randn({33}, g), randn({33}, g)};
+       },
+       [](const Inputs& x) {
+         const ResidualNorm r = residual_layer_norm(x[0], x[1], x[2], x[3]);
+         return concat({r.residual, r.normed}, -1);
+       },
+       1e-5, 5},
       // --- causal attention: T and D that leave partial tiles ---
       {"causal_attention",
        [](Generator& g) {
@@ -191,6 +203,13 @@ std::vector<Case> cases() {
                        randn({1, 2, 67, 33}, g)};
        },
        [](const Inputs& x) { return causal_attention(x[0], x[1], x[2]); }},
+      // --- attention on the fused qkv layout with the flash kernels (the cpu's own flash loops as
+      // the reference): head dim 16, T = 13 leaves a partial tile ---
+      {"causal_attention_flash",
+       [](Generator& g) {
+         return Inputs{randn({2, 13, 3 * 32}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], 2, AttentionKernel::flash); }},
       // --- embedding: repeated ids accumulate into one row ---
       {"embedding",
        [](Generator& g) {

@@ -2,7 +2,10 @@
 // GEMMs (cuBLASLt epilogues): the trace of forward has no standalone gelu_forward and no bias
 // launch, backward no gelu_backward, and the fused GEMMs are there instead. Before the fusion,
 // forward launched gelu_forward and gemm_add_bias (one per linear), so this fails without it.
-// f32 for now; bf16 steps get the same check once --dtype bf16 exists.
+// The same in bf16 (--dtype bf16), whose step also shows the rest of the fast path: attention is
+// the flash kernels (no naive attention, no copies of q, k, v into heads), and the loss is the
+// fused classifier (no cross_entropy). Before flash and the classifier had bf16 forms, a bf16
+// step launched attention_forward/_backward and cross_entropy_forward/backward instead.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,10 +22,15 @@ int count(const std::vector<std::string>& names, const std::string& name) {
   return static_cast<int>(std::count(names.begin(), names.end(), name));
 }
 
-TEST(FusedEpilogues, TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
+// One step's forward and backward launches on emu, in `dtype`, default attention (auto), no
+// dropout.
+void expect_fused_step(const std::string& dtype) {
   train::TrainOptions o = testing::tiny_options();
   o.device = "emu";
+  o.dtype = dtype;
   o.steps = 1;
+  o.dropout = 0;  // with dropout, attention is built from plain ops
+  o.n_embd = 32;  // head dim 16: what flash takes
   train::Trainer trainer(o);
   testing::LaunchLog log;
   trainer.train_step();
@@ -43,6 +51,27 @@ TEST(FusedEpilogues, TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
   EXPECT_EQ(count(forward, "cublasLtMatmul_bias"), 3 * layers);  // c_attn, attn c_proj, mlp c_proj
   EXPECT_EQ(count(backward, "cublasLtMatmul_dgelu_bgrad"), layers);
   EXPECT_EQ(count(backward, "cublasLtMatmul_bgradb"), 3 * layers);
+  // Attention: flash forward and backward once per layer, reading qkv where c_attn wrote it, so
+  // no naive attention kernels.
+  // The loss: the fused classifier, once.
+  EXPECT_EQ(count(forward, "flash_attention_forward"), layers);
+  EXPECT_EQ(count(backward, "flash_attention_backward_query"), layers);
+  EXPECT_EQ(count(backward, "flash_attention_backward_key"), layers);
+  EXPECT_EQ(count(forward, "fused_classifier"), 1);
+  for (const auto* phase : {&forward, &backward})
+    for (const std::string& k : *phase) {
+      EXPECT_EQ(k.rfind("attention_", 0), std::string::npos) << "naive attention: " << k;
+      EXPECT_EQ(k.find("cross_entropy"), std::string::npos) << "unfused loss: " << k;
+    }
+}
+
+TEST(FusedEpilogues, TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
+  expect_fused_step("f32");
+}
+
+// Issue 12's trace check for a bf16 step.
+TEST(FusedEpilogues, Bf16TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
+  expect_fused_step("bf16");
 }
 
 }  // namespace

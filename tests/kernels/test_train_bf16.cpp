@@ -2,7 +2,9 @@
 // in bf16, with the f32 master weights in the optimizer).
 // - Against PyTorch in f32 (tests/oracle/torch_gpt.py) on the same weights and tokens: 3 AdamW
 //   steps give losses within 2e-2 relative and master weights close to PyTorch's (the tolerance is
-//   derived below).
+//   derived below), with the naive attention kernel and with FlashAttention.
+// - With FlashAttention in bf16 (the default attention on emu): 3 steps agree with the f32 run on
+//   cpu (probs-based attention) within the same bound.
 // - Two bf16 runs give the same bits; a resumed bf16 run equals the uninterrupted one, bit for bit.
 // - The plumbing: the masters stay f32 with f32 gradients, the step's GEMMs are bf16, and cpu
 //   refuses --dtype bf16 with one clear line.
@@ -53,13 +55,16 @@ void write_shard(const std::string& path, const std::vector<int32_t>& tokens) {
   }
 }
 
-TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) {
+// 3 AdamW steps of `train_gpt --device emu --dtype bf16 --attention <attention>` against PyTorch
+// f32, with n_head heads of 32 / n_head dims each.
+void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head) {
+  SCOPED_TRACE("--attention " + attention);
   const std::string script = std::string(GLASS_SOURCE_DIR) + "/tests/oracle/torch_gpt.py";
-  const std::string dir = testing::temp_dir("bf16_oracle");
+  const std::string dir = testing::temp_dir("bf16_oracle_" + attention);
   // 1. A tiny GPT's f32 weights, and a token shard whose training split is exactly one batch of
   //    B x T tokens, so that every step reads the same batch (the oracle's K steps on one batch):
   //    71 tokens, 10% (7) held out, 64 = 4 x 16 for training.
-  const int64_t V = 65, B = 4, T = 16, n_head = 4;
+  const int64_t V = 65, B = 4, T = 16;
   const GPTConfig cfg{
       .vocab_size = V, .block_size = T, .n_layer = 2, .n_head = n_head, .n_embd = 32};
   GPT model(cfg);
@@ -91,12 +96,15 @@ TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) {
   o.warmup = 0;
   o.grad_clip = 0;
   o.weight_decay = 0.1;
+  o.attention = attention;
   train::Trainer trainer(o);
   ASSERT_EQ(trainer.dtype(), DType::bf16);
+  testing::LaunchLog log;
   const train::Batch b = train::BatchLoader(&trainer.data().train, B, T, false, 0).batch(0, kCPU);
   save_safetensors(batch, {{"x", b.x}, {"y", b.y}});
   std::vector<double> losses;
   for (int s = 0; s < o.steps; ++s) losses.push_back(trainer.train_step().loss);
+  EXPECT_EQ(log.launches("flash_attention_forward").empty(), attention != "flash");
 
   // 3. PyTorch in f32 on the same weights and batch.
   const std::string cmd = fmt::format(
@@ -141,6 +149,48 @@ TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) {
   EXPECT_GT(ref2, 0);
   EXPECT_LE(std::sqrt(diff2), 0.25 * std::sqrt(ref2))
       << "relative update error " << std::sqrt(diff2 / ref2);
+}
+
+// The naive attention kernel (head dim 8, which flash does not take) and FlashAttention (head dim
+// 16) in bf16.
+TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) { expect_matches_pytorch_f32("naive", 4); }
+TEST(TrainBf16, ThreeAdamWStepsWithFlashAttentionMatchPyTorchF32) {
+  expect_matches_pytorch_f32("flash", 2);
+}
+
+// bf16 on emu with --attention flash against f32 on cpu (naive attention: kernels/cpu, OpenBLAS
+// with the T x T matrix; nothing shared with the flash kernels), 3 AdamW steps without dropout on
+// the same weights and batches. Losses within 2e-2 relative (as against PyTorch above: each bf16
+// store is at most 2^-8 relative and these average out over the B x T tokens of the mean), and
+// the gradient norms, which sum squares of bf16 gradients, within 5e-2. Both runs must also have
+// trained (loss falling), and the bf16 step must have launched the flash kernels, so a silent
+// fallback to naive attention fails here.
+TEST(TrainBf16, FlashAttentionThreeStepsMatchF32CpuWithinBf16Tolerance) {
+  train::TrainOptions o = tiny_bf16();
+  o.attention = "flash";
+  o.dropout = 0;
+  o.n_embd = 32;  // n_head 2: head dim 16, what flash takes
+  train::TrainOptions f = o;
+  f.device = "cpu";
+  f.dtype = "f32";
+  f.attention = "auto";
+  train::Trainer bf16_run(o), f32_run(f);
+  testing::LaunchLog log;
+  std::vector<train::StepResult> got, want;
+  for (int s = 0; s < o.steps; ++s) {
+    got.push_back(bf16_run.train_step());
+    want.push_back(f32_run.train_step());
+  }
+  EXPECT_EQ(log.launches("flash_attention_forward").size(),
+            static_cast<size_t>(o.steps * o.n_layer));
+  EXPECT_EQ(log.launches("flash_attention_backward_key").size(),
+            static_cast<size_t>(o.steps * o.n_layer));
+  for (int s = 0; s < o.steps; ++s) {
+    EXPECT_NEAR(got[s].loss, want[s].loss, 2e-2 * want[s].loss) << "step " << s + 1;
+    EXPECT_NEAR(got[s].grad_norm, want[s].grad_norm, 5e-2 * want[s].grad_norm) << "step " << s + 1;
+  }
+  EXPECT_LT(got.back().loss, got.front().loss);
+  EXPECT_LT(want.back().loss, want.front().loss);
 }
 
 TEST(TrainBf16, TwoRunsGiveTheSameBitsAndDifferFromF32) {

@@ -4,19 +4,19 @@
 // tensor's largest magnitude). Where /usr/bin/python3 cannot import torch, the test fails when
 // GLASS_REQUIRE_ORACLE=1 (set by `make test`, and so in CI: a skipped oracle must not leave CI
 // green) and is skipped, with a message saying so, under a bare `ctest`.
-#include <cstdlib>
 #include <filesystem>
 
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "tests/testing.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 namespace {
 
 using namespace testing;
-
-const char* kPython = "/usr/bin/python3";
 
 // The comparison for a model of `cfg` run on `device` with `attention` behind causal attention.
 void expect_matches_pytorch(const GPTConfig& cfg, Device device, AttentionKernel attention) {
@@ -44,24 +44,11 @@ void expect_matches_pytorch(const GPTConfig& cfg, Device device, AttentionKernel
   const std::string cmd = fmt::format(
       "{} {} --weights {} --batch {} --n-head {} --steps {} --lr {} --weight-decay {} --beta1 {} "
       "--beta2 {} --eps {} --threads 1 --out {}",
-      kPython, script, weights, batch, cfg.n_head, steps, opt.lr, opt.weight_decay, opt.beta1,
+      kTorchPython, script, weights, batch, cfg.n_head, steps, opt.lr, opt.weight_decay, opt.beta1,
       opt.beta2, opt.eps, out);
-  if (std::system(cmd.c_str()) != 0) {
-    // Only a missing PyTorch is a reason to skip. It is checked after the fact, because importing
-    // torch a second time would double the test's time; any other failure fails the test.
-    const std::string probe = fmt::format("{} -c 'import torch, numpy' 2>/dev/null", kPython);
-    if (std::system(probe.c_str()) != 0) {
-      const char* required = std::getenv("GLASS_REQUIRE_ORACLE");
-      if (required != nullptr && std::string(required) == "1")
-        FAIL() << "the PyTorch oracle is required (GLASS_REQUIRE_ORACLE=1, as under make test), "
-               << "but " << kPython
-               << " cannot import torch and numpy (apt install python3-torch python3-numpy)";
-      GTEST_SKIP() << "PyTorch oracle skipped: " << kPython
-                   << " cannot import torch and numpy (apt install python3-torch python3-numpy); "
-                   << "make test sets GLASS_REQUIRE_ORACLE=1, which makes this a failure";
-    }
-    FAIL() << "the oracle failed: " << cmd;
-  }
+  const OracleRun run = run_torch_oracle(cmd);
+  if (run.skip) GTEST_SKIP() << run.message;
+  ASSERT_TRUE(run.ran) << run.message;
   const SafeTensorsFile ref = load_safetensors(out);
   auto ref_values = [&](const std::string& name) { return values(ref.at(name)); };
 
@@ -115,6 +102,19 @@ TEST(TorchOracle, TinyGPTOnEmuWithFlashAttentionMatchesPyTorch) {
   expect_matches_pytorch(
       {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kEmu,
       AttentionKernel::flash);
+}
+
+// The same on cuda: on a GPU, or on the emulated CUDA runtime (-DGLASS_CUDA_RUNTIME=emu, CI's
+// build), where the cuda device's host code, streams and stream-ordered cuBLAS(Lt) run the model.
+TEST(TorchOracle, TinyGPTOnCudaWithFlashAttentionMatchesPyTorch) {
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU (and not the emulated runtime)";
+  expect_matches_pytorch(
+      {.vocab_size = 65, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 64}, kCUDA,
+      AttentionKernel::flash);
+#else
+  GTEST_SKIP() << "built without the cuda device";
+#endif
 }
 
 }  // namespace

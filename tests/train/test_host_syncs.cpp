@@ -1,7 +1,9 @@
 // No host synchronisation inside a training step (engine/launch.h: note_host_sync): on emu, which
 // counts the waits its engine code performs as a GPU would pay for them, a step reads the loss
-// once, plus the gradient norm when clipping needs it; no op reads anything back (an op that did,
-// e.g. to check ids or targets, fails the test with its name). The per-step metrics say the same.
+// once and the global gradient norm once (clipping and the non-finite check, --on-nonfinite, both
+// need it; without clipping it is read for the check alone); no op reads anything back (an op
+// that did, e.g. to check ids or targets, fails the test with its name). The per-step metrics say
+// the same.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -28,10 +30,10 @@ std::string describe(const std::vector<HostSync>& syncs) {
   return s;
 }
 
-TEST(HostSyncs, OneLossReadPerStepAndNoneInsideOps) {
+TEST(HostSyncs, LossAndNormReadPerStepAndNoneInsideOps) {
   TrainOptions o = testing::tiny_options();
   o.device = "emu";
-  o.grad_clip = 0;  // no norm to read
+  o.grad_clip = 0;  // no clipping: the norm is read for the non-finite check only
   o.steps = 3;
   Trainer trainer(o);
   for (int i = 0; i < 3; ++i) {
@@ -39,10 +41,11 @@ TEST(HostSyncs, OneLossReadPerStepAndNoneInsideOps) {
     subscribe(&rec);
     const StepResult r = trainer.train_step();
     unsubscribe(&rec);
-    EXPECT_EQ(r.host_syncs, 1) << describe(rec.syncs);
-    ASSERT_EQ(rec.syncs.size(), 1u) << describe(rec.syncs);
+    EXPECT_EQ(r.host_syncs, 2) << describe(rec.syncs);
+    ASSERT_EQ(rec.syncs.size(), 2u) << describe(rec.syncs);
     EXPECT_STREQ(rec.syncs[0].what, "copy_to_host");
     EXPECT_STREQ(rec.syncs[0].op, "") << "an op waited for the device: " << describe(rec.syncs);
+    EXPECT_STREQ(rec.syncs[1].op, "clip_grad_norm") << describe(rec.syncs);
   }
 }
 

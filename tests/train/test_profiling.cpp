@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/peaks.h"
 #include "tests/testing.h"
 #include "train/gpt_cost.h"
 #include "train/mfu.h"
@@ -95,6 +96,45 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
     EXPECT_EQ(html.find(ext), std::string::npos) << ext;
   // Both loss curves and the adamw kernel (a point of the roofline, a bar of the breakdown).
   EXPECT_TRUE(testing::contains_all(html, {">train<", ">validation<", "adamw_step", "MFU ="}));
+}
+
+// Every kernel of a real training step on cpu runs below the hardware's FLOP/s peak, the roof the
+// summary and report draw (the old measured-GEMM peak had the GEMMs at or above it: x floor 1.0).
+TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
+  Trainer trainer(testing::tiny_options());
+  trainer.train_step();  // the allocator's cache filled, as in a profiled step 2
+  TraceRecorder recorder;
+  recorder.start();
+  recorder.begin_step(2);
+  trainer.train_step();
+  recorder.end_step();
+  recorder.stop();
+  const DevicePeaks peaks = kernels::peaks_for(kCPU);
+  const KernelSummary s = summarize_kernels(recorder.launches(), peaks, DType::f32);
+  ASSERT_FALSE(s.rows.empty());
+  for (const KernelRow& r : s.rows) EXPECT_LE(r.gflops * 1e9, peaks.f32_flops) << r.kernel;
+  EXPECT_NE(s.table().find("attainable (measured"), std::string::npos) << s.table();
+}
+
+// The roofline plot marks both roofs, numbers its points by their row in the kernel table and
+// names them in a key (a row without FLOPs is no point and gets no number).
+TEST(TrainProfiler, RooflineMarksBothRoofsAndNamesEveryPoint) {
+  KernelSummary s;
+  s.peaks = {"test", 1e12, 0, 100e9, "made up for the test"};
+  s.peaks.attainable_f32_flops = 4e11;
+  KernelRow gemm, add, fill;
+  gemm.kernel = "gemm", gemm.flops = 2e9, gemm.bytes = 1e7, gemm.gflops = 300, gemm.calls = 2;
+  gemm.roof = roofline(OpCost{gemm.flops, gemm.bytes}, s.peaks, DType::f32);
+  fill.kernel = "fill";  // no FLOPs: a row of the table, not a point
+  add.kernel = "add", add.flops = 1e6, add.bytes = 1.2e7, add.gflops = 5, add.calls = 7;
+  add.roof = roofline(OpCost{add.flops, add.bytes}, s.peaks, DType::f32);
+  s.rows = {gemm, fill, add};
+  const std::string html = render_report({"t", {}, {}, {}, s, {}});
+  EXPECT_TRUE(testing::contains_all(
+      html, {"hardware roof", "hardware peak 1000 GFLOP/s", ">attainable<",
+             "attainable 400 GFLOP/s (measured GEMM)",
+             "<li value=\"1\">gemm: ", "<li value=\"3\">add: ", ">1</text>", ">3</text>"}));
+  EXPECT_EQ(html.find("<li value=\"2\">"), std::string::npos);
 }
 
 TEST(TrainProfiler, BadProfileStepsAreNamed) {

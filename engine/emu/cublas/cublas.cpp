@@ -241,40 +241,50 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   const size_t a_size = Atype == CUDA_R_16BF ? 2 : 4, c_size = Ctype == CUDA_R_16BF ? 2 : 4;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, a_cols = transa == CUBLAS_OP_N ? k : m;
   const int b_rows = transb == CUBLAS_OP_N ? k : n, b_cols = transb == CUBLAS_OP_N ? n : k;
-  for (int i = 0; i < batchCount; ++i) {
-    // 1. A and B as compact f32 matrices (exact), and C as f32 when it is bf16 (read only when
-    //    beta != 0, as cuBLAS reads it)
-    const auto* a_i = static_cast<const char*>(A) + i * strideA * static_cast<long long>(a_size);
-    const auto* b_i = static_cast<const char*>(B) + i * strideB * static_cast<long long>(a_size);
-    char* c_i = static_cast<char*>(C) + i * strideC * static_cast<long long>(c_size);
-    const bool product = a != 0.0f && k > 0;  // else A and B are not read
-    const std::vector<float> fa =
-        product ? to_f32(a_i, Atype, a_rows, a_cols, lda) : std::vector<float>();
-    const std::vector<float> fb =
-        product ? to_f32(b_i, Btype, b_rows, b_cols, ldb) : std::vector<float>();
-    std::vector<float> fc;
-    float* c = reinterpret_cast<float*>(c_i);
-    int c_ld = ldc;
-    if (Ctype == CUDA_R_16BF) {
-      fc = b == 0.0f ? std::vector<float>(static_cast<size_t>(m) * n)
-                     : to_f32(c_i, Ctype, m, n, ldc);
-      c = fc.data();
-      c_ld = m;
+  // Queued on the handle's stream like the SGEMM (run at the call only without the emulated
+  // runtime): the host must not read A, B or C before the work queued ahead of it has run.
+  auto gemm = [=] {
+    for (int i = 0; i < batchCount; ++i) {
+      // 1. A and B as compact f32 matrices (exact), and C as f32 when it is bf16 (read only when
+      //    beta != 0, as cuBLAS reads it)
+      const auto* a_i = static_cast<const char*>(A) + i * strideA * static_cast<long long>(a_size);
+      const auto* b_i = static_cast<const char*>(B) + i * strideB * static_cast<long long>(a_size);
+      char* c_i = static_cast<char*>(C) + i * strideC * static_cast<long long>(c_size);
+      const bool product = a != 0.0f && k > 0;  // else A and B are not read
+      const std::vector<float> fa =
+          product ? to_f32(a_i, Atype, a_rows, a_cols, lda) : std::vector<float>();
+      const std::vector<float> fb =
+          product ? to_f32(b_i, Btype, b_rows, b_cols, ldb) : std::vector<float>();
+      std::vector<float> fc;
+      float* c = reinterpret_cast<float*>(c_i);
+      int c_ld = ldc;
+      if (Ctype == CUDA_R_16BF) {
+        fc = b == 0.0f ? std::vector<float>(static_cast<size_t>(m) * n)
+                       : to_f32(c_i, Ctype, m, n, ldc);
+        c = fc.data();
+        c_ld = m;
+      }
+      // 2. C = alpha op(A) op(B) + beta C in f32
+      if (!product)
+        scale(m, n, b, c, c_ld);
+      else
+        cblas_sgemm(CblasColMajor, to_cblas(transa), to_cblas(transb), m, n, k, a, fa.data(),
+                    std::max(1, a_rows), fb.data(), std::max(1, b_rows), b, c, c_ld);
+      // 3. a bf16 C: each element rounded once
+      if (Ctype == CUDA_R_16BF)
+        for (int j = 0; j < n; ++j)
+          for (int r = 0; r < m; ++r)
+            reinterpret_cast<uint16_t*>(c_i)[static_cast<long long>(j) * ldc + r] =
+                glass::bf16::from_float(fc[static_cast<size_t>(j) * m + r]).bits;
     }
-    // 2. C = alpha op(A) op(B) + beta C in f32
-    if (!product)
-      scale(m, n, b, c, c_ld);
-    else
-      cblas_sgemm(CblasColMajor, to_cblas(transa), to_cblas(transb), m, n, k, a, fa.data(),
-                  std::max(1, a_rows), fb.data(), std::max(1, b_rows), b, c, c_ld);
-    // 3. a bf16 C: each element rounded once
-    if (Ctype == CUDA_R_16BF)
-      for (int j = 0; j < n; ++j)
-        for (int r = 0; r < m; ++r)
-          reinterpret_cast<uint16_t*>(c_i)[static_cast<long long>(j) * ldc + r] =
-              glass::bf16::from_float(fc[static_cast<size_t>(j) * m + r]).bits;
+  };
+  if (!handle->stream_ordered) {
+    gemm();
+    return CUBLAS_STATUS_SUCCESS;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  const cudaError_t queued = glass::emu::runtime::enqueue(
+      handle->stream, "cublasGemmStridedBatchedEx", {{A, false}, {B, false}, {C, true}}, gemm);
+  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // extern "C"

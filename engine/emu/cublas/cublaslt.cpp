@@ -12,9 +12,10 @@
 
 #include "engine/dtype.h"  // bf16: the storage type and its round-to-nearest-even conversion
 #include "engine/emu/cublas/cublasLt.h"
+#include "engine/emu/runtime/runtime.h"
 
 struct cublasLtContext {
-  int unused = 0;
+  bool stream_ordered = false;  // products queued on the stream of the emulated CUDA runtime
 };
 
 struct cublasLtMatmulDescOpaque {
@@ -291,6 +292,12 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   return *handle == nullptr ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t glass_emu_cublasLtCreateStreamOrdered(cublasLtHandle_t* handle) {
+  const cublasStatus_t status = cublasLtCreate(handle);
+  if (status == CUBLAS_STATUS_SUCCESS) (*handle)->stream_ordered = true;
+  return status;
+}
+
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   delete handle;
@@ -485,7 +492,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               size_t workspace_bytes, cudaStream_t stream) {
   (void)workspace;
   (void)workspace_bytes;
-  (void)stream;
   Problem p;
   const cublasStatus_t status = check_problem(handle, desc, a_desc, b_desc, c_desc, d_desc, &p);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
@@ -500,25 +506,38 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (be != 0.0f && C == nullptr) return kInvalid;
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
   const size_t out_size = type_size(p.out_type), in_size = type_size(p.in_type);
-  for (int32_t e = 0; e < p.batch; ++e) {
-    auto at = [&](const void* base, int64_t stride, size_t es) {
-      return static_cast<const char*>(base) + e * stride * static_cast<int64_t>(es);
-    };
-    void* d_e = static_cast<char*>(D) + e * d_desc->batch_stride * static_cast<int64_t>(out_size);
-    void* bias_e = desc->bias == nullptr
-                       ? nullptr
-                       : static_cast<char*>(desc->bias) +
-                             e * desc->bias_batch_stride * static_cast<int64_t>(out_size);
-    void* aux_e = desc->aux == nullptr
-                      ? nullptr
-                      : static_cast<char*>(desc->aux) +
-                            e * desc->aux_batch_stride * static_cast<int64_t>(out_size);
-    run_one(p, *desc, al, be, at(A, a_desc->batch_stride, in_size), *a_desc,
-            at(B, b_desc->batch_stride, in_size), *b_desc,
-            C == nullptr ? nullptr : at(C, c_desc->batch_stride, out_size), *c_desc, d_e, *d_desc,
-            bias_e, aux_e);
+  // The descriptors by value: the caller may change or destroy them once the call has returned.
+  auto matmul = [=, desc = *desc, a = *a_desc, b = *b_desc, c = *c_desc, d = *d_desc] {
+    for (int32_t e = 0; e < p.batch; ++e) {
+      auto at = [&](const void* base, int64_t stride, size_t es) {
+        return static_cast<const char*>(base) + e * stride * static_cast<int64_t>(es);
+      };
+      void* d_e = static_cast<char*>(D) + e * d.batch_stride * static_cast<int64_t>(out_size);
+      void* bias_e = desc.bias == nullptr
+                         ? nullptr
+                         : static_cast<char*>(desc.bias) +
+                               e * desc.bias_batch_stride * static_cast<int64_t>(out_size);
+      void* aux_e = desc.aux == nullptr
+                        ? nullptr
+                        : static_cast<char*>(desc.aux) +
+                              e * desc.aux_batch_stride * static_cast<int64_t>(out_size);
+      run_one(p, desc, al, be, at(A, a.batch_stride, in_size), a, at(B, b.batch_stride, in_size), b,
+              C == nullptr ? nullptr : at(C, c.batch_stride, out_size), c, d_e, d, bias_e, aux_e);
+    }
+  };
+  if (!handle->stream_ordered) {
+    matmul();
+    return CUBLAS_STATUS_SUCCESS;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  // A bias or aux the epilogue writes counts as written, one it reads as read.
+  const bool bias_out = p.ep.bgrad_d || p.ep.bgrad_a || p.ep.bgrad_b;
+  std::vector<glass::emu::runtime::Access> accesses = {{A, false}, {B, false}, {D, true}};
+  if (C != nullptr && C != D) accesses.push_back({C, false});
+  if (desc->bias != nullptr) accesses.push_back({desc->bias, bias_out});
+  if (desc->aux != nullptr) accesses.push_back({desc->aux, p.ep.aux_out});
+  const cudaError_t queued =
+      glass::emu::runtime::enqueue(stream, "cublasLtMatmul", std::move(accesses), matmul);
+  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // extern "C"

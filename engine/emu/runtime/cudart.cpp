@@ -14,6 +14,7 @@
 #include "engine/emu/runtime/capture.h"
 #include "engine/emu/runtime/runtime.h"
 #include "engine/emu/runtime/streams.h"
+#include "engine/emu/shared_memory_limits.h"
 
 struct CUevent_st {
   int device = 0;
@@ -44,7 +45,6 @@ struct KernelEntry {
   const char* name = nullptr;
   KernelBinder bind = nullptr;
   KernelAccessLister accesses = nullptr;
-  size_t max_dynamic_shared = kH200.shared_per_block;
 };
 // Under state_mutex(); never destroyed (stream workers may run while static destructors do).
 std::map<const void*, KernelEntry>& kernels = *new std::map<const void*, KernelEntry>;
@@ -145,7 +145,7 @@ cudaError_t queue_fill(void* dst, int value, size_t bytes, cudaStream_t stream) 
 }
 
 // The launch checks of a GPU, against device_limits.h, made when the launch is issued.
-cudaError_t check_configuration(const KernelEntry& k, dim3 grid, dim3 block, size_t shared) {
+cudaError_t check_configuration(const void* function, dim3 grid, dim3 block, size_t shared) {
   const DeviceLimits& l = kH200;
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (threads == 0 || threads > uint64_t(l.max_threads_per_block) ||
@@ -155,7 +155,8 @@ cudaError_t check_configuration(const KernelEntry& k, dim3 grid, dim3 block, siz
       grid.z > unsigned(l.max_grid_dim_z))
     return cudaErrorInvalidConfiguration;
   // Over the kernel's dynamic shared memory limit: the GPU refuses the launch ("invalid argument").
-  if (shared > k.max_dynamic_shared) return cudaErrorInvalidValue;
+  // The limit is the emulator's (shared_memory_limits.h), which its launch enforces too.
+  if (shared > glass::emu::max_dynamic_shared_bytes(function)) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
@@ -170,10 +171,9 @@ void register_kernel(const void* function, const char* name, KernelBinder bind,
   k.accesses = accesses;
 }
 
+// The emulator's registry (shared_memory_limits.h), which cudaFuncSetAttribute writes.
 size_t max_dynamic_shared_bytes(const void* function) {
-  std::lock_guard lock(state_mutex());
-  auto it = kernels.find(function);
-  return it == kernels.end() ? kH200.shared_per_block : it->second.max_dynamic_shared;
+  return glass::emu::max_dynamic_shared_bytes(function);
 }
 
 int live_events() { return events_alive; }
@@ -601,7 +601,7 @@ cudaError_t cudaLaunchKernel(const void* function, dim3 grid, dim3 block, void**
   const KernelEntry& k = it->second;
   CUstream_st* s = resolve_locked(stream);
   if (const cudaError_t e = sticky_locked(stream_device(s))) return result(e);
-  if (const cudaError_t e = check_configuration(k, grid, block, shared)) return result(e);
+  if (const cudaError_t e = check_configuration(function, grid, block, shared)) return result(e);
   std::vector<Access> accesses;
   k.accesses(args, accesses);
   Operation op;
@@ -618,7 +618,9 @@ cudaError_t cudaFuncSetAttribute(const void* function, cudaFuncAttribute attr, i
   if (value < 0 || size_t(value) > kH200.shared_per_block_optin)
     return result(cudaErrorInvalidValue);
   std::lock_guard lock(state_mutex());
-  kernels[function].max_dynamic_shared = size_t(value);  // the launch registers the rest
+  auto it = kernels.find(function);
+  const char* name = it == kernels.end() || it->second.name == nullptr ? "?" : it->second.name;
+  glass::emu::set_max_dynamic_shared_bytes(function, name, size_t(value));  // checked above
   return cudaSuccess;
 }
 

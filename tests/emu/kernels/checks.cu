@@ -79,3 +79,13 @@ __global__ void dynamic_shared_c(float* out) {
 void allow_dynamic_shared_c(size_t bytes) {
   glass::kernels::cuda::allow_dynamic_shared_memory(dynamic_shared_c, "dynamic_shared_c", bytes);
 }
+
+// *sum += x[i] for every i, by float atomics: the rounding depends on the order of the adds, by
+// design. With `last` non-null, PLANTED BUG: every thread also stores its index there, a plain
+// write whose final value is whichever thread ran last.
+__global__ void atomic_sum(const float* x, float* sum, int n, int* last) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  atomicAdd(sum, x[i]);
+  if (last != nullptr) *last = i;
+}

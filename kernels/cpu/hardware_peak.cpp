@@ -1,0 +1,188 @@
+#include "kernels/cpu/hardware_peak.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+extern "C" char* openblas_get_corename();
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+// The first line of a small sysfs file; "" when it is not there.
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Physical cores among the CPUs this process may run on: hyperthreads of one core count once.
+int physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  std::set<std::pair<std::string, std::string>> cores;
+  int logical = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    ++logical;
+    const std::string topo = fmt::format("/sys/devices/system/cpu/cpu{}/topology/", c);
+    const std::string package = read_line(topo + "physical_package_id");
+    const std::string core = read_line(topo + "core_id");
+    cores.emplace(package, core.empty() ? std::to_string(c) : core);
+  }
+  return std::max<int>(1, static_cast<int>(cores.empty() ? logical : cores.size()));
+}
+
+// /proc/cpuinfo's "cpu MHz" of the first CPU, in Hz; 0 when absent.
+double proc_cpuinfo_hz() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return std::atof(line.c_str() + colon + 1) * 1e6;
+    }
+  return 0;
+}
+
+// cpufreq's maximum for cpu0 (kHz in the file), in Hz; 0 when absent.
+double sysfs_max_hz() {
+  const std::string khz = read_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  return khz.empty() ? 0 : std::atof(khz.c_str()) * 1e3;
+}
+
+// cpuid leaf 0x16 (Intel): EBX is the maximum frequency in MHz; 0 when the leaf is absent or
+// zeroed.
+double cpuid_max_hz() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 0x16) return 0;
+  __cpuid(0x16, a, b, c, d);
+  return b * 1e6;
+#else
+  return 0;
+#endif
+}
+
+struct Isa {
+  std::string name;
+  int lanes = 0;
+};
+
+// The f32 vector width of the GEMM kernel OpenBLAS chose for this CPU (its DYNAMIC_ARCH core).
+Isa isa_of_gemm_core(std::string_view core) {
+  for (std::string_view avx512 : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (core.find(avx512) != std::string_view::npos) return {"AVX-512", 16};
+  for (std::string_view avx2 : {"Haswell", "Zen", "Excavator"})
+    if (core.find(avx2) != std::string_view::npos) return {"AVX2", 8};
+  if (core.find("Sandybridge") != std::string_view::npos) return {"AVX", 8};
+  return {"SSE", 4};
+}
+
+// The f32 vector width our own kernels were compiled for (-march=native in the default build).
+Isa isa_of_this_build() {
+#if defined(__AVX512F__)
+  return {"AVX-512", 16};
+#elif defined(__AVX2__) && defined(__FMA__)
+  return {"AVX2", 8};
+#elif defined(__AVX__)
+  return {"AVX", 8};
+#else
+  return {"SSE", 4};
+#endif
+}
+
+HardwarePeak work_out() {
+  HardwarePeak p;
+  p.cores = physical_cores();
+
+  const double measured = measure_clock_hz(), sysfs = sysfs_max_hz(), leaf = cpuid_max_hz(),
+               proc = proc_cpuinfo_hz();
+  const std::pair<const char*, double> sources[] = {{"cpufreq cpuinfo_max_freq", sysfs},
+                                                    {"cpuid leaf 0x16 max", leaf},
+                                                    {"/proc/cpuinfo cpu MHz", proc},
+                                                    {"measured (dependent adds)", measured}};
+  std::string all;
+  for (const auto& [name, hz] : sources) {
+    if (!all.empty()) all += ", ";
+    all += hz > 0 ? fmt::format("{} {:.2f} GHz", name, hz / 1e9) : fmt::format("{} n/a", name);
+    if (hz > p.clock_hz) {
+      p.clock_hz = hz;
+      p.clock_source = name;
+    }
+  }
+  if (p.clock_hz <= 0) p.clock_hz = 1e9, p.clock_source = "none found: 1 GHz assumed";
+  p.clock_source += " (the highest of: " + all + ")";
+
+  p.gemm_core = openblas_get_corename();
+  const Isa gemm = isa_of_gemm_core(p.gemm_core), ours = isa_of_this_build();
+  const Isa& wider = gemm.lanes >= ours.lanes ? gemm : ours;
+  p.isa = wider.name;
+  p.f32_lanes = wider.lanes;
+  // SSE-only and plain-AVX cores have no FMA: a multiply unit and an add unit, 2 FLOPs a cycle
+  // per lane as well, so the formula stays lanes x 2 x 2 (counting the pair as "2 units" of 1).
+  p.fma_units = 2;
+  if (const char* env = std::getenv("GLASS_CPU_FMA_UNITS"))
+    p.fma_units = std::max(1, std::atoi(env));
+  p.isa += fmt::format(" (OpenBLAS GEMM kernel {}: {}; this build: {})", p.gemm_core, gemm.name,
+                       ours.name);
+  return p;
+}
+
+}  // namespace
+
+double measure_clock_hz(int runs) {
+#if defined(__x86_64__)
+  constexpr long kAdds = 4'000'000;  // ~1-2 ms per run
+  double best = 0;
+  for (int r = 0; r < runs; ++r) {
+    long x = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    // Each add depends on the one before: one per cycle, whatever the core's width. Register +
+    // register, not + immediate: Golden Cove's renamer folds chains of immediate adds (measured
+    // here: 4x "faster" than the clock), but not x + x.
+    for (long i = 0; i < kAdds; i += 8)
+      asm volatile(
+          "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\t"
+          "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0"
+          : "+r"(x));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The loop's own counter and branch run beside the chain, on other ports.
+    if (s > 0) best = std::max(best, static_cast<double>(kAdds) / s);
+  }
+  return best;
+#else
+  (void)runs;
+  return 0;
+#endif
+}
+
+std::string HardwarePeak::derivation() const {
+  return fmt::format(
+      "{} cores x {:.2f} GHz x {:.0f} FLOP/cycle ({} f32 lanes x {} FMA units x 2) = {:.1f} "
+      "GFLOP/s; "
+      "clock: {}; ISA: {}",
+      cores, clock_hz / 1e9, flops_per_cycle(), f32_lanes, fma_units, flops() / 1e9, clock_source,
+      isa);
+}
+
+const HardwarePeak& hardware_peak() {
+  static const HardwarePeak peak = work_out();
+  return peak;
+}
+
+}  // namespace glass::kernels::cpu

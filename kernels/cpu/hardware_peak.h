@@ -1,0 +1,55 @@
+// The host's peak f32 FLOP/s from what its hardware can issue, not from a measurement of our code:
+//
+//   peak = cores x clock x FLOPs per cycle per core
+//   FLOPs per cycle = f32 lanes per vector x FMA units per core x 2 (an FMA is a multiply and an
+//   add)
+//
+// - cores: physical cores this process may run on (hyperthreads share their core's FMA units).
+// - clock: the highest of the sources below, because a peak must be an upper bound (a clock that
+//   is too low would put measured kernels above the roof):
+//     /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq  the most the core may run at, turbo
+//                                                            included (absent in most VMs)
+//     cpuid leaf 0x16, EBX                                   Intel's "max frequency" (0 in VMs)
+//     /proc/cpuinfo "cpu MHz"                                the kernel's idea of the clock now;
+//                                                            in a VM the nominal (TSC) clock
+//     a chain of dependent register adds (x += x)            one add per cycle on every x86 core,
+//                                                            so adds / second is the clock the
+//                                                            core runs at now, turbo included;
+//                                                            never above the true clock
+// - lanes: the widest f32 vector the engine's math uses: the ISA of the GEMM kernel OpenBLAS picked
+//   for this CPU (openblas_get_corename: SkylakeX, Cooperlake, SapphireRapids = AVX-512, 16 lanes;
+//   Haswell, Zen = AVX2, 8) or the one our own kernels were compiled for, whichever is wider.
+// - FMA units: 2 per core, the most any current x86 core has (Intel since Haswell, Xeon Gold 6000
+//   and Platinum for AVX-512, AMD Zen 2-5 for 256 bits). Some cores have fewer (Xeon Silver, Zen 4
+//   runs AVX-512 on its 256-bit units): there the peak is an upper bound that is 2x too high, which
+//   understates MFU but never shows a kernel above the roof. GLASS_CPU_FMA_UNITS overrides it.
+#pragma once
+
+#include <string>
+
+namespace glass::kernels::cpu {
+
+struct HardwarePeak {
+  int cores = 0;
+  double clock_hz = 0;
+  std::string clock_source;  // which source gave the clock, and what the others said
+  std::string isa;           // "AVX-512", "AVX2", "AVX", "SSE"
+  int f32_lanes = 0;
+  int fma_units = 0;
+  std::string gemm_core;  // OpenBLAS's kernel name ("Cooperlake")
+
+  double flops_per_cycle() const { return 2.0 * f32_lanes * fma_units; }
+  double flops() const { return cores * clock_hz * flops_per_cycle(); }
+  // "2 cores x 3.48 GHz x 64 FLOP/cycle (AVX-512: 16 f32 lanes x 2 FMA units x 2) = 445 GFLOP/s;
+  // clock: ...; ISA: ..."
+  std::string derivation() const;
+};
+
+// Works it out once per process (the add chain takes ~10 ms) and returns the same answer after.
+const HardwarePeak& hardware_peak();
+
+// The clock in Hz from the dependent-add chain, the best of `runs`; 0 where it cannot be measured
+// (not x86-64).
+double measure_clock_hz(int runs = 5);
+
+}  // namespace glass::kernels::cpu

@@ -1,0 +1,187 @@
+// GPT weights in glass's, Hugging Face's and llm.c's layouts; see gpt_weights.h.
+#include "nn/gpt_weights.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "engine/atomic_file.h"
+#include "nn/hf_weights.h"
+#include "nn/llmc_weights.h"
+
+namespace glass {
+
+namespace {
+
+constexpr std::pair<WeightLayout, const char*> kLayoutNames[] = {
+    {WeightLayout::glass, "glass"}, {WeightLayout::hf, "hf"}, {WeightLayout::llmc, "llmc"}};
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  GLASS_CHECK(in.good() || in.eof(), "{}: read failed", path);
+  return std::move(bytes).str();
+}
+
+// The first bytes of the file (fewer when it is shorter).
+std::string read_prefix(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::string bytes(n, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  return bytes;
+}
+
+// The metadata every glass-written safetensors file carries: PyTorch's format tag and the shape,
+// with the caller's entries.
+std::map<std::string, std::string> metadata_for(GPTConfig config,
+                                                std::map<std::string, std::string> extra) {
+  extra["format"] = "pt";
+  extra["config"] = config.str();
+  return extra;
+}
+
+}  // namespace
+
+WeightLayout parse_weight_layout(const std::string& name) {
+  for (const auto& [layout, n] : kLayoutNames)
+    if (name == n) return layout;
+  fail("weight layout '{}': expected glass, hf or llmc", name);
+}
+
+const char* weight_layout_name(WeightLayout layout) {
+  for (const auto& [l, n] : kLayoutNames)
+    if (l == layout) return n;
+  fail("weight layout {}: unknown", static_cast<int>(layout));
+}
+
+GPTConfig parse_config_string(const std::string& text, const std::string& what) {
+  GPTConfig c;
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const size_t eq = item.find('=');
+    GLASS_CHECK(eq != std::string::npos, "{}: config '{}': '{}' is not key=value", what, text,
+                item);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "dropout") continue;  // a training setting, not part of the shape
+    int64_t* field = key == "vocab_size"          ? &c.vocab_size
+                     : key == "block_size"        ? &c.block_size
+                     : key == "n_layer"           ? &c.n_layer
+                     : key == "n_head"            ? &c.n_head
+                     : key == "n_embd"            ? &c.n_embd
+                     : key == "padded_vocab_size" ? &c.padded_vocab_size
+                                                  : nullptr;
+    if (field == nullptr) continue;  // a field of a later version
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
+    GLASS_CHECK(ec == std::errc() && end == value.data() + value.size() && *field >= 0,
+                "{}: config '{}': {} = '{}' is not a non-negative integer", what, text, key, value);
+  }
+  return c;
+}
+
+GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared,
+                            const std::string& what) {
+  GPTConfig c;
+  try {
+    c = GPT::config_from_state_dict(state, declared.n_head > 0 ? declared.n_head : 1);
+  } catch (const Error& e) {
+    fail("{}: {}", what, e.what());
+  }
+  if (declared.n_head <= 0) c.n_head = 0;  // not known from this file
+  // The tensors give table rows; a declared vocabulary says which of them are classes.
+  if (declared.vocab_size > 0) {
+    const int64_t rows = c.vocab_size;
+    GLASS_CHECK(declared.table_rows() == rows || declared.vocab_size == rows,
+                "{}: the file declares vocab_size={} padded_vocab_size={}, but wte has {} rows",
+                what, declared.vocab_size, declared.padded_vocab_size, rows);
+    c.vocab_size = declared.vocab_size;
+    c.padded_vocab_size = rows == declared.vocab_size ? 0 : rows;
+  }
+  const std::string diff = shape_differences(c, {.vocab_size = c.vocab_size,
+                                                 .block_size = declared.block_size,
+                                                 .n_layer = declared.n_layer,
+                                                 .n_head = 0,
+                                                 .n_embd = declared.n_embd});
+  GLASS_CHECK(diff.empty(), "{}: the tensors disagree with the file's declared shape ({}): {}",
+              what, declared.str(), diff);
+  return c;
+}
+
+std::string shape_differences(const GPTConfig& file, const GPTConfig& wanted) {
+  std::vector<std::string> diffs;
+  auto compare = [&](const char* field, int64_t have, int64_t want) {
+    if (have > 0 && want > 0 && have != want)
+      diffs.push_back(fmt::format("{} {} vs {}", field, have, want));
+  };
+  compare("vocab_size", file.vocab_size, wanted.vocab_size);
+  compare("block_size", file.block_size, wanted.block_size);
+  compare("n_layer", file.n_layer, wanted.n_layer);
+  compare("n_head", file.n_head, wanted.n_head);
+  compare("n_embd", file.n_embd, wanted.n_embd);
+  return fmt::format("{}", fmt::join(diffs, ", "));
+}
+
+NamedTensors pad_vocab_rows(const NamedTensors& state, int64_t rows) {
+  NamedTensors out = state;
+  for (auto& [name, t] : out) {
+    if (name != "transformer.wte.weight") continue;
+    GLASS_CHECK(t.device() == kCPU && t.dim() == 2 && rows >= t.size(0),
+                "pad_vocab_rows: cannot grow wte {} to {} rows", t.describe(), rows);
+    if (rows == t.size(0)) return out;
+    const Tensor src = contiguous(t);
+    Tensor padded = zeros({rows, t.size(1)}, t.dtype(), kCPU);
+    std::memcpy(padded.raw_data(), src.raw_data(), src.nbytes());
+    t = padded;
+    return out;
+  }
+  fail("pad_vocab_rows: the state dict has no transformer.wte.weight");
+}
+
+GPTWeights load_gpt_weights(const std::string& path) {
+  // llm.c's files start with their magic number; safetensors files with a header length.
+  if (looks_like_llmc(read_prefix(path, 4))) return parse_llmc_weights(read_whole_file(path), path);
+  SafeTensorsFile file = load_safetensors(path, kCPU);
+  GPTWeights w;
+  w.path = path;
+  if (looks_like_hf(file.tensors)) {
+    w.layout = WeightLayout::hf;
+    w.state = hf_to_glass(file.tensors, path);
+  } else {
+    w.layout = WeightLayout::glass;
+    w.state = std::move(file.tensors);
+  }
+  const auto config = file.metadata.find("config");
+  const GPTConfig declared = config == file.metadata.end()
+                                 ? GPTConfig{}
+                                 : parse_config_string(config->second, path + " metadata");
+  w.config = config_of_weights(w.state, declared, path);
+  return w;
+}
+
+void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& model,
+                      DType llmc_dtype, const std::map<std::string, std::string>& extra_metadata) {
+  switch (layout) {
+    case WeightLayout::glass:
+      save_safetensors(path, model.named_parameters(), metadata_for(model.config, extra_metadata));
+      return;
+    case WeightLayout::hf: {
+      GPTConfig unpadded = model.config;  // Hugging Face's wte has vocab_size rows
+      unpadded.padded_vocab_size = 0;
+      save_safetensors(path, glass_to_hf(model), metadata_for(unpadded, extra_metadata));
+      return;
+    }
+    case WeightLayout::llmc:
+      write_file_atomic(path, llmc_weights_bytes(model, llmc_dtype));
+      return;
+  }
+  fail("save_gpt_weights {}: unknown layout", path);
+}
+
+}  // namespace glass

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]: runs each libFuzzer target of tests/fuzz for
+# SECONDS (make fuzz). Each starts from its committed corpus (tests/fuzz/corpus/<t>) and grows a
+# working corpus in BUILD_DIR/corpus/<t>; a crashing input is written to BUILD_DIR/crashes/ and
+# the script ends non-zero. The last line of each run (executions, coverage, corpus size) is
+# printed as a summary at the end.
+set -euo pipefail
+build=${1:?usage: scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]}
+seconds=${2:-60}
+shift 2 || true
+root=$(cd "$(dirname "$0")/.." && pwd)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors checkpoint latest shard text cli)
+mkdir -p "$build/crashes"
+summary=""
+status=0
+for t in "${targets[@]}"; do
+  work="$build/corpus/$t"
+  mkdir -p "$work"
+  log="$build/fuzz_$t.log"
+  echo "fuzz_$t: ${seconds}s"
+  # -rss_limit_mb: an input that makes a loader allocate gigabytes is a finding too.
+  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+      -print_final_stats=1 -artifact_prefix="$build/crashes/$t-" \
+      "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
+    echo "fuzz_$t FOUND A PROBLEM: see $log and $build/crashes/"
+    status=1
+  fi
+  summary+="fuzz_$t: $(grep -E '^#[0-9]+' "$log" | tail -1)"$'\n'
+  summary+="  $(grep -E 'stat::number_of_executed_units' "$log" || true)"$'\n'
+done
+printf '\n%s' "$summary"
+exit $status

@@ -1,0 +1,124 @@
+// Generation: the sampling rule on hand-made logits, and the KV cache against the full context.
+// The full-context path is the model's ordinary forward (GPT::forward over the window); the cache
+// path is a different computation (nn/gpt_decoder.cpp: one position at a time, attention over the
+// cached keys by plain matmul and softmax), so agreement is a real check of the cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "autograd/ops.h"
+#include "nn/gpt_decoder.h"
+#include "train/generate.h"
+#include "train_testing.h"
+
+namespace glass::train {
+namespace {
+
+TEST(SampleToken, InverseCdfTemperatureAndTopK) {
+  // p = (1/4, 3/4): u below 1/4 draws 0, above draws 1.
+  const std::vector<float> two = {0.0f, static_cast<float>(std::log(3.0))};
+  SamplingOptions o;
+  EXPECT_EQ(sample_token(two, o, 0.24), 0);
+  EXPECT_EQ(sample_token(two, o, 0.26), 1);
+  // Temperature 0.5 squares the odds: p = (1/10, 9/10).
+  o.temperature = 0.5;
+  EXPECT_EQ(sample_token(two, o, 0.09), 0);
+  EXPECT_EQ(sample_token(two, o, 0.11), 1);
+  // Temperature 0: the most likely, whatever u.
+  o.temperature = 0;
+  EXPECT_EQ(sample_token({1, 5, 3, 5}, o, 0.0), 1);  // ties: the lower id
+  // top-k 2 of (0, 3, 1, 2): only ids 1 and 3 are candidates, p = (e/(1+e), 1/(1+e)) in id order.
+  o = {};
+  o.top_k = 2;
+  const std::vector<float> four = {0, 3, 1, 2};
+  const double p1 = std::exp(1.0) / (1 + std::exp(1.0));
+  EXPECT_EQ(sample_token(four, o, p1 - 0.01), 1);
+  EXPECT_EQ(sample_token(four, o, p1 + 0.01), 3);
+  EXPECT_EQ(sample_token(four, o, 0.999999), 3);
+  o.top_k = 1;
+  EXPECT_EQ(sample_token(four, o, 0.999), 1);
+}
+
+// A tiny character GPT trained a few steps, so that its distributions are not flat.
+Trainer& trained(Device device) {
+  static std::map<std::string, std::unique_ptr<Trainer>> trainers;
+  auto& t = trainers[device.str()];
+  if (!t) {
+    TrainOptions o = testing::tiny_options();
+    o.device = device.str();
+    o.dropout = 0;
+    o.steps = device == kCPU ? 25 : 4;  // emu is slow; its model only needs to be the cpu's kind
+    o.lr = 1e-2;
+    t = std::make_unique<Trainer>(o);
+    while (t->step() < o.steps) t->train_step();
+  }
+  return *t;
+}
+
+// Every position's logits from the cache (prefill, then steps) equal those of the full forward.
+void expect_cache_logits_match(Device device) {
+  Trainer& t = trained(device);
+  GPT& model = const_cast<GPT&>(t.model());
+  model.train(false);
+  const std::vector<int32_t> ids = t.data().vocab->encode("First Citizen:");  // 14 > block_size 12
+  const int64_t T = model.config.block_size, V = model.config.vocab_size;
+  ASSERT_EQ(T, 12);
+  const std::vector<int32_t> window(ids.begin(), ids.begin() + T);
+  std::vector<float> full;
+  {
+    NoGradGuard no_grad;
+    full = to_vector<float>(model.forward(from_vector(window, {1, T}, device)));
+  }
+  GPTDecoder decoder(model);
+  for (int64_t n = 1; n <= T; ++n) {
+    const std::vector<float> got =
+        n <= 3 ? decoder.prefill(std::vector<int32_t>(window.begin(), window.begin() + n))
+               : decoder.step(window[static_cast<size_t>(n - 1)]);
+    ASSERT_EQ(decoder.pos(), n);
+    for (int64_t v = 0; v < V; ++v) {
+      const float want = full[static_cast<size_t>((n - 1) * model.config.table_rows() + v)];
+      ASSERT_NEAR(got[static_cast<size_t>(v)], want, 1e-5 * (1 + std::fabs(want)))
+          << "position " << n - 1 << " class " << v;
+    }
+  }
+  EXPECT_THROW(decoder.step(0), Error);  // past block_size
+  model.train(true);
+}
+
+TEST(KvCache, LogitsOfEveryPositionMatchTheFullForwardOnCpu) { expect_cache_logits_match(kCPU); }
+
+TEST(KvCache, LogitsOfEveryPositionMatchTheFullForwardOnEmu) {
+  expect_cache_logits_match(Device::parse("emu"));
+}
+
+TEST(KvCache, SamplesExactlyTheTokensOfFullContextSampling) {
+  Trainer& t = trained(kCPU);
+  GPT& model = const_cast<GPT&>(t.model());
+  const std::vector<int32_t> prompt = t.data().vocab->encode("ROMEO:");
+  for (const SamplingOptions& o :
+       {SamplingOptions{1.0, 0, 7}, SamplingOptions{0.8, 5, 8}, SamplingOptions{0.0, 0, 9}}) {
+    // 40 tokens with block_size 12: the window fills and then slides (re-prefilled each token).
+    const Generation kv = generate(model, prompt, 40, o, true);
+    const Generation full = generate(model, prompt, 40, o, false);
+    EXPECT_EQ(kv.tokens, full.tokens) << "temperature " << o.temperature << " top-k " << o.top_k;
+    EXPECT_EQ(kv.tokens.size(), 40u);
+    EXPECT_EQ(generate(model, prompt, 40, o, true).tokens, kv.tokens);  // deterministic
+  }
+  // Another seed draws other tokens.
+  EXPECT_NE(generate(model, prompt, 40, {1.0, 0, 7}, true).tokens,
+            generate(model, prompt, 40, {1.0, 0, 70}, true).tokens);
+  EXPECT_TRUE(model.is_training());  // generation restores the mode
+}
+
+TEST(KvCache, TrainerSampleDecodesWithTheDataTokenizer) {
+  Trainer& t = trained(kCPU);
+  const Trainer::Sample s = t.sample(30, 5);
+  EXPECT_EQ(s.generation.tokens.size(), 30u);
+  EXPECT_EQ(s.text, t.data().vocab->decode(s.generation.tokens));
+  EXPECT_EQ(s.text.size(), 30u);
+  EXPECT_GT(s.generation.tokens_per_s(), 0);
+}
+
+}  // namespace
+}  // namespace glass::train

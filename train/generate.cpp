@@ -1,0 +1,92 @@
+#include "train/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "engine/rng.h"
+#include "nn/gpt_decoder.h"
+
+namespace glass::train {
+
+namespace {
+
+// The logits of the last position of `window` by the ordinary forward (the whole window).
+std::vector<float> full_context_logits(const GPT& model, const std::vector<int32_t>& window) {
+  NoGradGuard no_grad;
+  const auto T = static_cast<int64_t>(window.size());
+  const Tensor logits = model.forward(from_vector(window, {1, T}, model.wte.weight.device()));
+  const Tensor last = slice(view(logits, {T, -1}), 0, T - 1, T);
+  return to_vector<float>(last.dtype() == DType::f32 ? last : cast(last, DType::f32));
+}
+
+}  // namespace
+
+int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options, double u) {
+  GLASS_CHECK(!logits.empty(), "sample_token: no logits");
+  GLASS_CHECK(options.temperature >= 0, "--temperature {} must be >= 0", options.temperature);
+  GLASS_CHECK(options.top_k >= 0, "--top-k {} must be >= 0", options.top_k);
+  const auto V = static_cast<int64_t>(logits.size());
+  std::vector<int32_t> order(logits.size());
+  for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) order[static_cast<size_t>(i)] = i;
+  // The candidates: all ids, or the top_k largest logits (stable: ties keep the lower id).
+  const int64_t k = options.top_k == 0 ? V : std::min(options.top_k, V);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  if (options.temperature == 0) return order[0];
+  order.resize(static_cast<size_t>(k));
+  std::sort(order.begin(), order.end());  // the CDF runs in id order
+  // p_i = exp((l_i - max) / temperature) / sum, in f64.
+  const double max = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> w(order.size());
+  double sum = 0;
+  for (size_t j = 0; j < order.size(); ++j)
+    sum += w[j] = std::exp((logits[static_cast<size_t>(order[j])] - max) / options.temperature);
+  double acc = 0;
+  for (size_t j = 0; j < order.size(); ++j) {
+    acc += w[j] / sum;
+    if (u < acc) return order[j];
+  }
+  return order.back();  // u just below 1 and the sum's rounding
+}
+
+Generation generate(GPT& model, const std::vector<int32_t>& context, int64_t n,
+                    const SamplingOptions& options, bool kv_cache) {
+  GLASS_CHECK(!context.empty(), "generate: the context needs at least one token");
+  GLASS_CHECK(n >= 0, "generate: {} tokens", n);
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool was_training = model.is_training();
+  model.train(false);
+  const auto T = static_cast<size_t>(model.config.block_size);
+  const auto V = static_cast<size_t>(model.config.vocab_size);
+  std::vector<int32_t> ids = context;
+  GPTDecoder decoder(model);
+  size_t cache_start = 0;  // the position in `ids` of the cache's first token
+  Generation g;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t start = ids.size() > T ? ids.size() - T : 0;  // the window: the last T tokens
+    const std::vector<int32_t> window(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
+    std::vector<float> logits;
+    if (!kv_cache) {
+      logits = full_context_logits(model, window);
+    } else if (i > 0 && start == cache_start &&
+               decoder.pos() + 1 == static_cast<int64_t>(window.size())) {
+      logits = decoder.step(ids.back());  // the window grew by the token just drawn
+    } else {
+      logits = decoder.prefill(window);  // the prompt, or a window that slid
+      cache_start = start;
+    }
+    logits.resize(V);  // the classes, without the padded columns
+    const int32_t next =
+        sample_token(logits, options, philox_uniform(options.seed, 0, static_cast<uint64_t>(i)));
+    ids.push_back(next);
+    g.tokens.push_back(next);
+  }
+  model.train(was_training);
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+}  // namespace glass::train
