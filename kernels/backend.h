@@ -35,6 +35,10 @@ struct AdamWHyper {
   // so that a CUDA graph that captured the launch reads each replay's values (optim/adamw.h);
   // undefined: the launcher uploads them itself. cpu reads the fields above.
   Tensor scalars;
+  // The finite gate (optim/step_status.h): f64 [1] on the params' device, read by the kernel;
+  // 0 there leaves every parameter and moment as it is (a step whose loss or gradient norm is
+  // not finite). Undefined: always update.
+  Tensor finite;
 };
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
@@ -122,6 +126,10 @@ struct Backend {
   // norm = sqrt(sum_sq[0]); sum_sq is f64 [1] (sum_squares' out) on x's device (kernels/
   // optim_math.h: clip_factor, formed in double).
   void (*clip_scale)(const Tensor& x, const Tensor& sum_sq, double max_norm);
+  // The step's status, what the host reads once per step and the finite gate AdamW reads on the
+  // device: status = {loss[0], sqrt(sum_sq[0]), 1 if both are finite else 0}, f64 [3]; loss is a
+  // one-element f32 or bf16 tensor, sum_sq f64 [1] (sum_squares' out), all on one device.
+  void (*step_status)(const Tensor& loss, const Tensor& sum_sq, const Tensor& status);
 
   // --- matrix multiply ---
   void (*gemm)(const GemmArgs& args);

@@ -46,6 +46,7 @@ void AdamW::update(const std::vector<size_t>& with_grad) {
         {p, p.grad(), buffer(0, i), buffer(1, i), decays(i) ? options_.weight_decay : 0.0});
   }
   kernels::AdamWHyper hyper = hyper_of(options_, lr(), step_count());
+  hyper.finite = finite_;
   // The staged table has an entry per parameter: it serves when every parameter has a gradient.
   if (with_grad.size() == params().size() && batch[0].param.device().kind != DeviceKind::cpu) {
     if (staged_step_ != step_count() || staged_lr_ != lr()) stage_scalars(step_count(), lr());

@@ -34,6 +34,9 @@ class AdamW : public Optimizer {
   // wait). step() stages its own step when it is not staged yet; a caller replaying a captured
   // step() stages each replay's step first. Nothing on cpu.
   void stage_scalars(int64_t step, double lr);
+  // The finite gate (optim/step_status.h) the next step() reads on the device: f64 [1], 0 there
+  // leaves the weights and moments untouched. Undefined (the default): every step updates.
+  void set_finite_gate(const Tensor& finite) { finite_ = finite; }
 
  protected:
   void update(const std::vector<size_t>& with_grad) override;
@@ -41,6 +44,7 @@ class AdamW : public Optimizer {
  private:
   AdamWOptions options_;  // .lr is only the initial value: lr() is the current one
   Tensor scalars_;        // the staged table (kernels/optim_math.h: adamw_scalar_table)
+  Tensor finite_;
   int64_t staged_step_ = 0;
   double staged_lr_ = -1;
 };

@@ -17,7 +17,7 @@ struct GraphStep::Impl {
   cuda::Graph graph;
   cuda::StreamGuard current{graph.stream()};
   Batch inputs;                    // the captured step's batch: the graph reads these tensors
-  Tensor loss, sum_sq;             // what the graph writes
+  Tensor output;                   // what the graph writes for the host
   std::vector<PendingFlag> flags;  // registered by the captured ops
 };
 
@@ -36,13 +36,13 @@ bool GraphStep::captured() const { return impl_->graph.captured(); }
 
 size_t GraphStep::launches_per_replay() const { return impl_->graph.launches().size(); }
 
-std::pair<Tensor, Tensor> GraphStep::step(const Batch& b, const Body& body) {
+Tensor GraphStep::step(const Batch& b, const Body& body) {
   Impl& g = *impl_;
   if (!g.graph.captured()) {
     GLASS_CHECK(pending_flags(g.device).empty(),
                 "--cuda-graph: device flags are pending before the capture; read them first");
     g.inputs = b;
-    g.graph.capture([&] { std::tie(g.loss, g.sum_sq) = body(g.inputs); });
+    g.graph.capture([&] { g.output = body(g.inputs); });
     g.flags = pending_flags(g.device);  // the capture's, read with this replay's loss
   } else {
     // The batch into the graph's input tensors, ordered before the replay on its stream.
@@ -51,7 +51,7 @@ std::pair<Tensor, Tensor> GraphStep::step(const Batch& b, const Body& body) {
     for (const PendingFlag& f : g.flags) defer_flag_check(f.flag, f.message);
   }
   g.graph.replay();
-  return {g.loss, g.sum_sq};
+  return g.output;
 }
 
 #else
@@ -66,7 +66,7 @@ GraphStep::GraphStep(Device) {
 GraphStep::~GraphStep() = default;
 bool GraphStep::captured() const { return false; }
 size_t GraphStep::launches_per_replay() const { return 0; }
-std::pair<Tensor, Tensor> GraphStep::step(const Batch&, const Body&) { return {}; }
+Tensor GraphStep::step(const Batch&, const Body&) { return {}; }
 
 #endif
 

@@ -101,9 +101,9 @@ struct TrainOptions {
 struct StepResult {
   int64_t step = 0;  // 1-based number of the step just done
   double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
-  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 2,
-  // the loss and the global gradient norm (which clipping and the non-finite check read); 0 on
-  // cpu, which never waits.
+  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 1,
+  // the step status (loss, gradient norm and the finite gate, optim/step_status.h) read in one
+  // copy at the end; 0 on cpu, which never waits.
   int64_t host_syncs = 0;
   bool skipped = false;  // non-finite loss or gradients under --on-nonfinite skip: no update
 };
@@ -150,11 +150,17 @@ class Trainer {
   void log_setup(int threads, AttentionKernel attention) const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
+  // The step's parts. forward_backward returns the micro-steps' loss sum; finish_step_on_device
+  // queues the norm (and clipping), the step status, the gated AdamW, zero_grad and the bf16
+  // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
+  // captures them (graph_step: the captured step, replayed from the second call on).
+  Tensor forward_backward(const RowRange& rows);
+  Tensor finish_step_on_device(const Tensor& loss_sum, double lr);
+  Tensor graph_step(const RowRange& rows, double lr);
   StepResult end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
                       uint64_t syncs_before);
-  // --cuda-graph: one step through the graph (captured on its first call).
-  StepResult graph_train_step(const RowRange& rows, std::chrono::steady_clock::time_point t0,
-                              uint64_t syncs_before);
+  void stage_test_nan();   // test_inject_nan_step: the value the step adds, into device memory
+  void inject_test_nan();  // ... added to one gradient element on the device
   // Runs the step's forward and backward again in anomaly mode (GLASS_CHECK_NAN) from the dropout
   // state it started with, and returns the error naming the first node that made a NaN/Inf.
   std::string locate_nonfinite(uint64_t rng_offset);
@@ -181,6 +187,7 @@ class Trainer {
   // --cuda-graph (train/graph_step.h): the graph, its stream made current for the whole run, and
   // what the captured step reads and writes.
   std::unique_ptr<GraphStep> graph_;
+  Tensor test_nan_;  // test_inject_nan_step: f32 [1], NaN at that step, else 0
 };
 
 }  // namespace glass::train

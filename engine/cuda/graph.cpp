@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/allocator.h"
 #include "engine/cuda/check.h"
 #include "engine/error.h"
 
@@ -27,10 +28,18 @@ const Stream& graph_stream() {
 
 }  // namespace
 
-Graph::Graph() : stream_(&graph_stream()), id_(next_graph_id++) {}
+Graph::Graph() : stream_(&graph_stream()), id_(next_graph_id++) {
+  GLASS_CUDA_CHECK(cudaGetDevice(&device_), "cuda::Graph");
+}
 
 Graph::~Graph() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);  // a destructor must not throw
+  // The pool's blocks join the shared cache, tagged with the graph's stream (so other streams
+  // take them only after the last replay's work).
+  if (pool_ != 0) {
+    const StreamGuard guard(*stream_);
+    Allocator::for_device({DeviceKind::cuda, device_}).release_pool(pool_);
+  }
 }
 
 void Graph::capture(const std::function<void()>& body) {
@@ -42,7 +51,10 @@ void Graph::capture(const std::function<void()>& body) {
   GLASS_CUDA_CHECK(cudaStreamBeginCapture(stream_->handle(), cudaStreamCaptureModeGlobal),
                    "cuda::Graph capture");
   cudaGraph_t graph = nullptr;
+  Allocator& allocator = Allocator::for_device({DeviceKind::cuda, device_});
+  if (pool_ == 0) pool_ = allocator.create_pool();
   try {
+    const Allocator::PoolScope in_pool(allocator, pool_);
     const CaptureScope scope(&launches_);
     body();
   } catch (...) {

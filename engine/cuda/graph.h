@@ -7,13 +7,18 @@
 // what changes from one replay to the next must live in device memory the graph reads (the
 // batch's tensors, the optimizer's step scalars), written before the replay on the same stream;
 // and the captured code may not make the host wait (read_to_host, synchronize), upload from host
-// memory, or allocate (cudaMalloc): each throws glass::Error naming the call and the op being
-// captured (engine/launch.h: refuse_in_graph_capture). Memory the graph uses is memory its
-// tensors had during the capture: tensors the caller keeps (the step's inputs and outputs) stay
-// where the graph reads and writes them; blocks freed during the capture go back to the caching
-// allocator and are handed out again only in stream order, so eager work between replays on the
-// graph's stream may use them, but a tensor kept across a replay must not be allocated after the
-// capture (it could share a block the graph writes).
+// memory: each throws glass::Error naming the call and the op being captured (engine/launch.h:
+// refuse_in_graph_capture).
+//
+// Memory: the graph owns a private pool of the caching allocator (engine/allocator.h) for its
+// life. During the capture every allocation of the capturing thread comes from that pool; a miss
+// takes fresh memory (cudaMalloc in relaxed capture mode, which CUDA permits during a capture:
+// the allocation is not a node), so a capture needs no warm cache. Every block freed during the
+// capture goes to the pool (also one allocated before it), reused only by later allocations of
+// the same capture, which is the order of every replay. Outside the capture no request gets a
+// pool block, so eager work between replays never shares memory the graph writes. Tensors made
+// before the capture that the graph reads or writes (its inputs, the weights) are the caller's
+// to keep alive as long as the graph.
 //
 // Instrumentation: the gateway (glass::launch) records each captured launch's LaunchInfo instead
 // of telling the observers; every replay() then reports each of them, in order, with
@@ -59,10 +64,14 @@ class Graph {
   uint64_t id() const { return id_; }
   // The launches captured, in order (their LaunchInfo, graph = id()).
   const std::vector<LaunchInfo>& launches() const { return launches_; }
+  // The graph's memory pool in the caching allocator of its device (0 before a capture).
+  uint64_t memory_pool() const { return pool_; }
 
  private:
   const Stream* stream_;
   cudaGraphExec_t exec_ = nullptr;
+  int device_ = 0;
+  uint64_t pool_ = 0;  // the caching allocator's private pool (0: none yet)
   std::vector<LaunchInfo> launches_;
   uint64_t id_;
 };

@@ -79,7 +79,13 @@ StagingRing& staging() {
 
 void* device_malloc(size_t bytes) {
   void* p = nullptr;
+  // During a graph capture (a miss in the graph's memory pool) cudaMalloc is permitted only in
+  // relaxed mode: the allocation is not part of the graph, the pool keeps it for every replay.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool relax = capturing_graph();
+  if (relax) GLASS_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode), "Allocator on cuda");
   const cudaError_t err = cudaMalloc(&p, bytes);
+  if (relax) GLASS_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode), "Allocator on cuda");
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     return nullptr;

@@ -44,7 +44,10 @@ struct AdamWTensorList {
 // `table`: the step's scalars in device memory (kernels/optim_math.h: adamw_scalar_table), read
 // at run time, so that a captured launch replays with each step's learning rate and bias
 // corrections; `decay` points to the decay factors (1 - lr wd) of this launch's parameters.
-__global__ void adamw_kernel(AdamWTensorList list, const float* table, const float* decays) {
+// `finite`: the finite gate (null: none); 0 there leaves the parameters and moments untouched.
+__global__ void adamw_kernel(AdamWTensorList list, const float* table, const float* decays,
+                             const double* finite) {
+  if (finite != nullptr && *finite == 0.0) return;
   const unsigned t = blockIdx.y;
   float* p = list.p[t];
   const float* g = list.g[t];
@@ -121,7 +124,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
         launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
                                               dim3(kThreads), 0, 16.0 * n, 7.0 * 4.0 * n),
                            adamw_kernel, list, table.data<float>(),
-                           table.data<float>() + kAdamWScalarFloats + first);
+                           table.data<float>() + kAdamWScalarFloats + first,
+                           hyper.finite.defined() ? hyper.finite.data<double>() : nullptr);
       });
 }
 
@@ -133,6 +137,23 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
     // Reads and writes x (when it scales); reads the one sum.
     launch_cuda_kernel(grid_stride_info("clip_scale", x, static_cast<double>(n), 2.0 * x.nbytes()),
                        clip_scale_kernel<T>, x.data<T>(), n, sum_sq.data<double>(), max_norm);
+  });
+}
+
+// One thread: the loss (widened to double) and the norm, and whether both are finite.
+template <class T>
+__global__ void step_status_kernel(const T* loss, const double* sum_sq, double* status) {
+  step_status_of(static_cast<double>(to_compute(loss[0])), sum_sq[0], status);
+}
+
+void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
+  check_step_status(loss, sum_sq, status);
+  visit_element(loss, "step_status", [&]<class T>() {
+    // Reads the loss and the sum, writes three doubles.
+    launch_cuda_kernel(kernel_launch_info("step_status", status, dim3(1), dim3(1), 0, 4.0,
+                                          sizeof(T) + 4.0 * sizeof(double)),
+                       step_status_kernel<T>, loss.data<T>(), sum_sq.data<double>(),
+                       status.data<double>());
   });
 }
 

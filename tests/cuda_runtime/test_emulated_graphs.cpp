@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "engine/emu/builtins.h"
@@ -169,6 +170,48 @@ TEST_F(GraphTest, CallsThatCannotBeCapturedFailAndInvalidateTheCapture) {
   cudaGraph_t graph = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+// cudaThreadExchangeStreamCaptureMode: a thread in relaxed mode may cudaMalloc while its own
+// global-mode capture runs (what the caching allocator does for a graph's pool), and the capture
+// stays valid; swapped back, the same call is refused again. A thread in thread-local mode is not
+// bothered by another thread's global capture; in global mode (the default) it is.
+TEST_F(GraphTest, RelaxedThreadModeMayAllocateDuringACapture) {
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(launch(1.0f), cudaSuccess);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(mode, cudaStreamCaptureModeGlobal);  // the default it replaced
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(mode, cudaStreamCaptureModeRelaxed);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  // Other threads: thread-local mode ignores this thread's global capture, global mode does not.
+  cudaError_t thread_local_malloc = cudaErrorUnknown, global_malloc = cudaErrorUnknown;
+  void *q = nullptr, *r = nullptr;
+  std::thread([&] {
+    cudaStreamCaptureMode m = cudaStreamCaptureModeThreadLocal;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    thread_local_malloc = cudaMalloc(&q, 256);
+  }).join();
+  EXPECT_EQ(thread_local_malloc, cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  std::thread([&] { global_malloc = cudaMalloc(&r, 256); }).join();
+  EXPECT_EQ(global_malloc, cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  // Back in global mode on this thread: the call is refused again.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* refused = nullptr;
+  EXPECT_EQ(cudaMalloc(&refused, 256), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(cudaThreadExchangeStreamCaptureMode(nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaFree(q), cudaSuccess);
 }
 
 TEST_F(GraphTest, CaptureRulesOnStreamsAndEvents) {

@@ -29,9 +29,11 @@ bool is_capturing_locked(const CUstream_st* stream);
 cudaError_t refuse_on_capturing_stream_locked(const CUstream_st* stream, const char* call);
 
 // A "potentially unsafe" call (cudaMalloc, cudaFree, cudaHostAlloc, cudaDeviceSynchronize, a
-// synchronous cudaMemcpy or cudaMemset): refused while the calling thread has a capture that is
-// not cudaStreamCaptureModeRelaxed, or another thread has one in cudaStreamCaptureModeGlobal
-// (CUDA's rule, cudaThreadExchangeStreamCaptureMode). Returns cudaErrorStreamCaptureUnsupported
+// synchronous cudaMemcpy or cudaMemset), judged by the calling thread's interaction mode
+// (cudaThreadExchangeStreamCaptureMode; global unless exchanged): refused while the thread has a
+// capture that was not begun in cudaStreamCaptureModeRelaxed (global and thread-local modes), or
+// another thread has one begun in cudaStreamCaptureModeGlobal (global mode); a thread in relaxed
+// mode may make any of them (CUDA's rule). Returns cudaErrorStreamCaptureUnsupported
 // and invalidates those captures, or cudaSuccess (takes state_mutex()).
 cudaError_t refuse_unsafe_call(const char* call);
 

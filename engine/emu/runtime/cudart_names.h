@@ -51,3 +51,4 @@
 #define cudaGraphLaunch glass_emu_cudaGraphLaunch
 #define cudaGraphExecDestroy glass_emu_cudaGraphExecDestroy
 #define cudaGraphDestroy glass_emu_cudaGraphDestroy
+#define cudaThreadExchangeStreamCaptureMode glass_emu_cudaThreadExchangeStreamCaptureMode

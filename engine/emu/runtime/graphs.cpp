@@ -1,11 +1,13 @@
 // Stream capture and CUDA graphs of the emulated runtime (capture.h): cudaStreamBeginCapture,
 // cudaStreamEndCapture, cudaStreamIsCapturing, cudaGraphInstantiate, cudaGraphLaunch,
-// cudaGraphGetNodes, cudaGraphExecDestroy and cudaGraphDestroy, under the names of cudart_names.h.
+// cudaGraphGetNodes, cudaGraphExecDestroy, cudaGraphDestroy and
+// cudaThreadExchangeStreamCaptureMode, under the names of cudart_names.h.
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/emu/runtime/capture.h"
@@ -34,6 +36,10 @@ struct Capture {
 // Under state_mutex(); never destroyed (stream workers may run while static destructors do).
 std::map<const CUstream_st*, Capture>& captures = *new std::map<const CUstream_st*, Capture>;
 unsigned long long next_capture_id = 1;
+
+// The calling thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode): global
+// until the thread exchanges it.
+thread_local cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
 
 void invalidate_locked(Capture& c, const char* call) {
   if (!c.invalidated_by.empty()) return;
@@ -67,9 +73,14 @@ cudaError_t refuse_unsafe_call(const char* call) {
   std::lock_guard lock(state_mutex());
   const std::thread::id self = std::this_thread::get_id();
   cudaError_t result = cudaSuccess;
+  // CUDA's rule, by the calling thread's interaction mode: relaxed may make any call; thread-local
+  // conflicts with this thread's own captures that were not begun relaxed; global also with
+  // another thread's capture begun in global mode.
+  if (thread_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
   for (auto& [stream, c] : captures) {
     const bool conflicts = c.thread == self ? c.mode != cudaStreamCaptureModeRelaxed
-                                            : c.mode == cudaStreamCaptureModeGlobal;
+                                            : thread_mode == cudaStreamCaptureModeGlobal &&
+                                                  c.mode == cudaStreamCaptureModeGlobal;
     if (!conflicts) continue;
     invalidate_locked(c, call);
     result = cudaErrorStreamCaptureUnsupported;
@@ -160,6 +171,15 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return cudaErrorInvalidValue;
+  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+      *mode != cudaStreamCaptureModeRelaxed)
+    return cudaErrorInvalidValue;
+  std::swap(*mode, thread_mode);
   return cudaSuccess;
 }
 
