@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "engine/error.h"
+#include "engine/launch.h"
 #include "engine/log.h"
 #if defined(GLASS_HAS_EMU)
 #include "engine/emu/memory.h"
@@ -139,19 +140,76 @@ bool Allocator::exact_sizes() const {
 #endif
 }
 
+namespace {
+// PoolScope: the allocator and pool this thread's requests go to (one scope per thread at a time).
+thread_local const Allocator* scope_allocator = nullptr;
+thread_local uint64_t scope_pool = 0;
+}  // namespace
+
+Allocator::PoolScope::PoolScope(Allocator& allocator, uint64_t pool)
+    : saved_allocator_(scope_allocator), saved_pool_(scope_pool) {
+  {
+    std::lock_guard lock(allocator.mu_);
+    GLASS_CHECK(allocator.pools_.count(pool) != 0, "Allocator on {}: no memory pool {}",
+                allocator.device_.str(), pool);
+  }
+  scope_allocator = &allocator;
+  scope_pool = pool;
+}
+
+Allocator::PoolScope::~PoolScope() {
+  scope_allocator = saved_allocator_;
+  scope_pool = saved_pool_;
+}
+
+uint64_t Allocator::scoped_pool() const { return scope_allocator == this ? scope_pool : 0; }
+
+uint64_t Allocator::create_pool() {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_pool_++;
+  pools_[id];
+  return id;
+}
+
+void Allocator::release_pool(uint64_t pool) {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  // Free blocks join the shared cache with their stream tags (the graph's stream: other streams
+  // take them only once its queued replays are done); live ones are the shared cache's from now.
+  it->second.free.drain([&](void* p, size_t cls) { free_.put(cls, p, current_stream()); });
+  stats_.pool_reserved_bytes -= it->second.reserved_bytes;
+  pools_.erase(it);
+  std::erase_if(pool_of_, [&](const auto& entry) { return entry.second == pool; });
+}
+
+std::vector<void*> Allocator::pool_blocks(uint64_t pool) const {
+  std::lock_guard lock(mu_);
+  std::vector<void*> blocks;
+  for (const auto& [p, owner] : pool_of_)
+    if (owner == pool) blocks.push_back(p);
+  return blocks;
+}
+
 void* Allocator::allocate(size_t bytes) {
   // With emu's red zones every tensor gets its own allocation of exactly its size, so that the
   // zone starts at its last byte: one element too far is caught, not lost in a size class.
   const bool exact = exact_sizes();
   const size_t size = exact ? bytes : size_class(bytes);
+  const uint64_t pool_id = exact ? 0 : scoped_pool();
   std::lock_guard lock(mu_);
+  Pool* pool = pool_id != 0 ? &pools_.at(pool_id) : nullptr;
   stats_.alloc_count++;
-  void* p = exact ? nullptr : free_.take(size, current_stream());
+  void* p = exact ? nullptr : (pool ? pool->free : free_).take(size, current_stream());
   if (p != nullptr) {
     stats_.cache_hits++;
   } else {
+    // On cuda during a capture: cudaMalloc in relaxed mode (engine/cuda/memory.cpp), which a
+    // capture permits; the block is the pool's, outside the graph's nodes.
     p = device_malloc(size);
-    if (p == nullptr) {  // out of memory: give the cached blocks back and try once more
+    if (p == nullptr && pool == nullptr) {
+      // Out of memory: give the cached blocks back and try once more (not during a capture:
+      // cudaFree is not permitted then).
       empty_cache_locked();
       p = device_malloc(size);
     }
@@ -162,6 +220,11 @@ void* Allocator::allocate(size_t bytes) {
     stats_.reserved_bytes += static_cast<int64_t>(size);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
     if (exact) uncached_.insert(p);
+    if (pool != nullptr) {
+      pool_of_[p] = pool_id;
+      pool->reserved_bytes += static_cast<int64_t>(size);
+      stats_.pool_reserved_bytes += static_cast<int64_t>(size);
+    }
   }
   stats_.allocated_bytes += static_cast<int64_t>(size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
@@ -187,7 +250,21 @@ void Allocator::release(void* ptr, size_t bytes) {
 #if defined(GLASS_HAS_CUDA)
   if (device_.kind == DeviceKind::cuda) cuda::check_block_release(ptr, cls, current_stream());
 #endif
-  free_.put(cls, ptr, current_stream());
+  // A block freed inside a pool's scope becomes that pool's, wherever it came from; a pool's
+  // block freed outside returns to its pool.
+  uint64_t pool_id = scoped_pool();
+  if (pool_id != 0) {
+    auto [it, fresh] = pool_of_.try_emplace(ptr, pool_id);
+    if (fresh || it->second != pool_id) {  // the shared cache's (or another pool's) until now
+      if (!fresh) pools_.at(it->second).reserved_bytes -= static_cast<int64_t>(cls);
+      if (fresh) stats_.pool_reserved_bytes += static_cast<int64_t>(cls);
+      it->second = pool_id;
+      pools_.at(pool_id).reserved_bytes += static_cast<int64_t>(cls);
+    }
+  } else if (auto it = pool_of_.find(ptr); it != pool_of_.end()) {
+    pool_id = it->second;
+  }
+  (pool_id != 0 ? pools_.at(pool_id).free : free_).put(cls, ptr, current_stream());
 }
 
 AllocatorStats Allocator::stats() const {
@@ -214,6 +291,7 @@ void Allocator::empty_cache_locked() {
 }
 
 Allocator::~Allocator() {
+  for (auto& [id, pool] : pools_) pool.free.drain([&](void* p, size_t) { device_free(p); });
   free_.drain([&](void* p, size_t) { device_free(p); });
 }
 

@@ -8,12 +8,24 @@
 // allocation of its exact size, so that writing one byte past its end is reported.
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
+//
+// Private pools (CUDA graphs, engine/cuda/graph.h): while a PoolScope is active on a thread, that
+// thread's requests to this allocator are served from the pool's own free lists, and a miss there
+// takes fresh device memory for the pool (never a block of the shared cache). Every block freed
+// while the scope is active goes to the pool, also one that was allocated before it: the captured
+// work may touch it again at every replay, in capture order, so only later captured requests may
+// reuse it. A pool's blocks never serve requests outside its scope while the pool lives; when it
+// is released (the graph is gone) its free blocks join the shared cache and its live blocks
+// return there when their tensors free them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/free_blocks.h"
@@ -28,6 +40,7 @@ struct AllocatorStats {
   int64_t device_malloc_count = 0;  // calls to the device's own malloc
   int64_t cache_hits = 0;           // requests served from a free list
   int64_t alloc_count = 0;          // all requests
+  int64_t pool_reserved_bytes = 0;  // of reserved_bytes, held by private pools (graphs)
 };
 
 // The events FreeBlocks asks for: CUDA events on `cuda`. On cpu and emu every block is freed and
@@ -52,6 +65,25 @@ class Allocator {
   // Returns every cached (free) block to the device.
   void empty_cache();
 
+  // Private pools. create_pool() returns a new empty pool's id (never 0); release_pool gives its
+  // blocks to the shared cache (the free ones now, the live ones when freed).
+  uint64_t create_pool();
+  void release_pool(uint64_t pool);
+  // The blocks `pool` owns now, free or live (for tests and reports).
+  std::vector<void*> pool_blocks(uint64_t pool) const;
+  // Routes this thread's requests to this allocator into `pool` for the scope's life.
+  class PoolScope {
+   public:
+    PoolScope(Allocator& allocator, uint64_t pool);
+    ~PoolScope();
+    PoolScope(const PoolScope&) = delete;
+    PoolScope& operator=(const PoolScope&) = delete;
+
+   private:
+    const Allocator* saved_allocator_;
+    uint64_t saved_pool_;
+  };
+
   int64_t allocated_bytes() const { return stats().allocated_bytes; }
   int64_t reserved_bytes() const { return stats().reserved_bytes; }
 
@@ -67,13 +99,21 @@ class Allocator {
   void device_free(void* p);
   DeviceEvents::Stream current_stream() const;
   void empty_cache_locked();
-  bool exact_sizes() const;  // emu with red zones: no size classes, no cache
+  uint64_t scoped_pool() const;  // this thread's PoolScope pool on this allocator, or 0
+  bool exact_sizes() const;      // emu with red zones: no size classes, no cache
 
   Device device_;
   mutable std::mutex mu_;
   FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
   AllocatorStats stats_;
   std::unordered_set<void*> uncached_;  // live exact-size blocks (exact_sizes() when allocated)
+  struct Pool {
+    FreeBlocks<DeviceEvents> free;
+    int64_t reserved_bytes = 0;
+  };
+  std::map<uint64_t, Pool> pools_;
+  std::unordered_map<void*, uint64_t> pool_of_;  // block -> the pool that owns it
+  uint64_t next_pool_ = 1;
 };
 
 }  // namespace glass

@@ -16,10 +16,6 @@ namespace {
 
 std::mutex pending_mu;
 // Per device (its str()), in the order the ops registered them.
-struct PendingFlag {
-  Tensor flag;
-  FlagMessage message;
-};
 // Never destroyed: flags still pending at exit must not outlive the allocators they came from.
 auto& pending = *new std::map<std::string, std::vector<PendingFlag>>;
 
@@ -54,6 +50,12 @@ void defer_flag_check(const Tensor& flag, FlagMessage message) {
   if (full) check_device_flags(device);
 }
 
+std::vector<PendingFlag> pending_flags(Device device) {
+  std::lock_guard lock(pending_mu);
+  auto it = pending.find(device.str());
+  return it == pending.end() ? std::vector<PendingFlag>{} : it->second;
+}
+
 void check_device_flags(Device device) { read_to_host(device, {}, "check_device_flags"); }
 
 void read_to_host(Device device, std::span<const HostRead> reads, const char* what) {
@@ -61,6 +63,9 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
     for (const HostRead& r : reads) std::memcpy(r.dst, r.src, r.bytes);
     return;
   }
+  refuse_in_graph_capture(device, what,
+                          "the host cannot wait for work that is only being recorded; read "
+                          "results after the graph's replay");
   // 1. the flags pending on this device go along with the reads
   std::vector<PendingFlag> flags;
   {

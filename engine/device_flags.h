@@ -41,6 +41,15 @@ constexpr size_t kMaxPendingFlags = 1024;
 // Reads the flags pending on `device` now and throws the first raised one's message.
 void check_device_flags(Device device);
 
+// The flags pending on `device` now, with their messages, left pending. A CUDA graph's capture
+// registers the flags of its ops once; whoever replays it registers them again after each
+// replay (defer_flag_check), since the graph's kernels raise them anew (train/trainer.cpp).
+struct PendingFlag {
+  Tensor flag;
+  FlagMessage message;
+};
+std::vector<PendingFlag> pending_flags(Device device);
+
 // One device -> host copy: `bytes` from device memory `src` to host memory `dst`.
 struct HostRead {
   void* dst;

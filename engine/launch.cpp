@@ -6,6 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/error.h"
+
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/launch_timer.h"
 #endif
@@ -91,6 +93,12 @@ struct InFlight {
 
 namespace detail {
 std::atomic<int> observer_count{0};
+thread_local std::vector<LaunchInfo>* captured_launches = nullptr;
+
+void run_captured(const LaunchInfo& info, const std::function<void()>& kernel) {
+  captured_launches->push_back(info);
+  kernel();  // on a capturing stream this records the launch; nothing runs
+}
 
 void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
   const InFlight in_flight;
@@ -122,6 +130,9 @@ void unsubscribe(LaunchObserver* obs) {
 
 void note_host_sync(Device device, const char* what) {
   if (device.kind == DeviceKind::cpu) return;
+  refuse_in_graph_capture(device, what,
+                          "the host cannot wait for work that is only being recorded; read "
+                          "results after the graph's replay");
   host_syncs.fetch_add(1, std::memory_order_relaxed);
   if (detail::observer_count.load(std::memory_order_relaxed) == 0) return;
   const LaunchContext& ctx = current_launch_context();
@@ -131,6 +142,36 @@ void note_host_sync(Device device, const char* what) {
 }
 
 uint64_t host_sync_count() { return host_syncs.load(std::memory_order_relaxed); }
+
+CaptureScope::CaptureScope(std::vector<LaunchInfo>* launches) : saved_(detail::captured_launches) {
+  detail::captured_launches = launches;
+}
+
+CaptureScope::~CaptureScope() { detail::captured_launches = saved_; }
+
+bool capturing_graph() { return detail::captured_launches != nullptr; }
+
+void refuse_in_graph_capture(Device device, const char* what, const char* why) {
+  if (detail::captured_launches == nullptr) return;
+  const LaunchContext& ctx = current_launch_context();
+  fail("{} on {} inside a CUDA graph capture (op '{}', node {}, phase {}): {}", what, device.str(),
+       *ctx.op ? ctx.op : "none", ctx.node_id, phase_name(ctx.phase), why);
+}
+
+void report_replayed_launches(const std::vector<LaunchInfo>& launches, double at_us) {
+  if (detail::observer_count.load(std::memory_order_relaxed) == 0) return;
+  const InFlight in_flight;
+  for (const LaunchInfo& info : launches) {
+    for (auto* o : in_flight.snapshot) o->on_launch_begin(info);
+    LaunchRecord rec;
+    rec.info = info;
+    rec.seq = launch_seq.fetch_add(1, std::memory_order_relaxed);
+    rec.start_us = rec.end_us = at_us;
+    for (auto* o : in_flight.snapshot) o->on_launch_end(rec);
+  }
+}
+
+double launch_clock_us() { return now_us(); }
 
 LaunchContext& current_launch_context() {
   thread_local LaunchContext ctx;

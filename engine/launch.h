@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/device.h"
 
@@ -38,6 +39,9 @@ struct LaunchInfo {
   const char* op = "";   // autograd op or optimizer ("layernorm", "adamw", ...)
   int64_t node_id = -1;  // autograd node id, -1 outside autograd
   Phase phase = Phase::other;
+  // Nonzero: this launch was captured into CUDA graph `graph` (engine/cuda/graph.h) and is
+  // reported at each replay of the graph, not issued from the host (trace args: "graph").
+  uint64_t graph = 0;
 };
 
 struct LaunchRecord {
@@ -82,6 +86,32 @@ void note_host_sync(Device device, const char* what);
 // Host synchronisations so far, over all devices and threads (train/ reports the per-step delta).
 uint64_t host_sync_count();
 
+// CUDA graph capture (engine/cuda/graph.h). While this thread captures, the gateway runs each
+// launch's kernel function, which only records the work into the graph, and appends its LaunchInfo
+// to `*launches` instead of telling the observers (nothing has run yet); each replay of the graph
+// tells them, through report_replayed_launches. A host synchronisation during a capture throws:
+// the host cannot wait for work that is only being recorded.
+class CaptureScope {
+ public:
+  explicit CaptureScope(std::vector<LaunchInfo>* launches);
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  std::vector<LaunchInfo>* saved_;
+};
+bool capturing_graph();
+// Throws when this thread is capturing a graph: `what` (on `device`) cannot be captured, `why`.
+// The message names the op and autograd node being captured.
+void refuse_in_graph_capture(Device device, const char* what, const char* why);
+// One replay of a captured graph: each captured launch reported to the observers, in order, as
+// begun and ended at `at_us` on the launch clock (when the replay was issued). A replay is one
+// cudaGraphLaunch: its kernels are not timed one by one, so they show with zero duration.
+void report_replayed_launches(const std::vector<LaunchInfo>& launches, double at_us);
+// The launch clock: microseconds since the process started (LaunchRecord's start_us, end_us).
+double launch_clock_us();
+
 // What the code on this thread is doing right now; launches inherit it.
 struct LaunchContext {
   const char* op = "";
@@ -108,6 +138,8 @@ class LaunchScope {
 
 namespace detail {
 extern std::atomic<int> observer_count;
+extern thread_local std::vector<LaunchInfo>* captured_launches;  // CaptureScope
+void run_captured(const LaunchInfo& info, const std::function<void()>& kernel);
 // engine/debug.h: false until the GLASS_* debug variables are read, and while any switch is on.
 extern std::atomic<bool> debug_switches_off;
 void run_observed(LaunchInfo& info, const std::function<void()>& kernel);
@@ -120,6 +152,10 @@ void launch(LaunchInfo info, Kernel&& kernel) {
   info.op = ctx.op;
   info.node_id = ctx.node_id;
   info.phase = ctx.phase;
+  if (detail::captured_launches != nullptr) {
+    detail::run_captured(info, std::function<void()>(std::forward<Kernel>(kernel)));
+    return;
+  }
   if (detail::observer_count.load(std::memory_order_relaxed) == 0 &&
       detail::debug_switches_off.load(std::memory_order_relaxed)) {
     kernel();  // fast path: nobody is watching, so no clock and no allocation

@@ -44,7 +44,9 @@ nlohmann::json launch_event(const TracedLaunch& l) {
             {"seq", l.record.seq},
             {"step", l.step},
             {"achieved_GBps", gbps},
-            {"achieved_GFLOPps", gflops}}}};
+            {"achieved_GFLOPps", gflops},
+            // a kernel replayed by CUDA graph N (engine/cuda/graph.h); 0: launched from the host
+            {"graph", info.graph}}}};
 }
 
 nlohmann::json span_event(const std::string& name, const char* cat, double start, double end,

@@ -30,6 +30,15 @@ struct AdamWParam {
 struct AdamWHyper {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
   int64_t step = 0;
+  // emu and cuda: the step's scalars in device memory, f32 [adamw_table_size(n)] on the params'
+  // device, filled with adamw_scalar_table(params, *this) (kernels/optim_math.h) by the caller,
+  // so that a CUDA graph that captured the launch reads each replay's values (optim/adamw.h);
+  // undefined: the launcher uploads them itself. cpu reads the fields above.
+  Tensor scalars;
+  // The finite gate (optim/step_status.h): f64 [1] on the params' device, read by the kernel;
+  // 0 there leaves every parameter and moment as it is (a step whose loss or gradient norm is
+  // not finite). Undefined: always update.
+  Tensor finite;
 };
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
@@ -112,6 +121,15 @@ struct Backend {
   // out[0] = sum over every x in xs of sum(x^2), for global-norm clipping: one value for many
   // tensors, in few launches (f32 or f64 out, accumulated in double in a fixed order).
   void (*sum_squares)(std::span<const Tensor> xs, const Tensor& out);
+  // Global-norm clipping's scaling, with the norm read from device memory (no host round trip,
+  // so a CUDA graph can capture it): x *= max_norm / (norm + 1e-6) in place when norm > max_norm,
+  // norm = sqrt(sum_sq[0]); sum_sq is f64 [1] (sum_squares' out) on x's device (kernels/
+  // optim_math.h: clip_factor, formed in double).
+  void (*clip_scale)(const Tensor& x, const Tensor& sum_sq, double max_norm);
+  // The step's status, what the host reads once per step and the finite gate AdamW reads on the
+  // device: status = {loss[0], sqrt(sum_sq[0]), 1 if both are finite else 0}, f64 [3]; loss is a
+  // one-element f32 or bf16 tensor, sum_sq f64 [1] (sum_squares' out), all on one device.
+  void (*step_status)(const Tensor& loss, const Tensor& sum_sq, const Tensor& status);
 
   // --- matrix multiply ---
   void (*gemm)(const GemmArgs& args);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <span>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/rng.h"  // GLASS_HD
@@ -41,6 +42,39 @@ inline AdamWScalars adamw_scalars(const AdamWHyper& h) {
 // The decoupled weight-decay factor of one parameter: 1 - lr wd.
 inline float adamw_decay(const AdamWHyper& h, double weight_decay) {
   return static_cast<float>(1.0 - h.lr * weight_decay);
+}
+
+// The step's scalars as the emu and cuda kernels read them from device memory (AdamWHyper::
+// scalars): the AdamWScalars' 7 floats, then each parameter's decay factor, in params' order.
+constexpr int64_t kAdamWScalarFloats = sizeof(AdamWScalars) / sizeof(float);
+static_assert(sizeof(AdamWScalars) == 7 * sizeof(float), "AdamWScalars: 7 floats, no padding");
+inline int64_t adamw_table_size(size_t params) {
+  return kAdamWScalarFloats + static_cast<int64_t>(params);
+}
+inline std::vector<float> adamw_scalar_table(std::span<const AdamWParam> params,
+                                             const AdamWHyper& h) {
+  const AdamWScalars s = adamw_scalars(h);
+  std::vector<float> table(reinterpret_cast<const float*>(&s),
+                           reinterpret_cast<const float*>(&s) + kAdamWScalarFloats);
+  for (const AdamWParam& a : params) table.push_back(adamw_decay(h, a.weight_decay));
+  return table;
+}
+
+// Global-norm clipping's factor from the sum of squares of every gradient, in double:
+// max_norm / (norm + 1e-6) when norm = sqrt(sum_squares) exceeds max_norm, else 1 (a NaN norm
+// scales nothing).
+GLASS_HD inline double clip_factor(double sum_squares, double max_norm) {
+  const double norm = sqrt(sum_squares);
+  return norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
+// The step's status (Backend::step_status) from the loss and the gradients' sum of squares:
+// {loss, norm, finite}. x - x is 0 exactly when x is finite (NaN and +-inf give NaN).
+GLASS_HD inline void step_status_of(double loss, double sum_squares, double* status) {
+  const double norm = sqrt(sum_squares);
+  status[0] = loss;
+  status[1] = norm;
+  status[2] = (loss - loss == 0.0 && norm - norm == 0.0) ? 1.0 : 0.0;
 }
 
 // One element of one AdamW step, in place.
@@ -84,12 +118,48 @@ inline void check_sgd_step(const Tensor& param, const Tensor& grad, const Tensor
 // Every parameter of a multi-tensor AdamW step checked before any is touched.
 inline void check_adamw_step(std::span<const AdamWParam> params, const AdamWHyper& h) {
   GLASS_CHECK(h.step >= 1, "adamw_step: step {} must count from 1", h.step);
+  GLASS_CHECK(!h.finite.defined() || (h.finite.dtype() == DType::f64 && h.finite.numel() == 1 &&
+                                      h.finite.device() == params[0].param.device()),
+              "adamw_step: the finite gate {} must be f64 [1] on {}", h.finite.describe(),
+              params[0].param.device().str());
   for (const AdamWParam& a : params) {
     check_optimizer_state("adamw_step", a.param, {a.grad, a.m, a.v});
     GLASS_CHECK(a.param.device() == params[0].param.device(),
                 "adamw_step: parameter {} is not on the device of {}", a.param.describe(),
                 params[0].param.describe());
   }
+}
+
+// AdamWHyper::scalars: f32, contiguous, one float per scalar and parameter, on the params' device.
+inline void check_adamw_scalars(std::span<const AdamWParam> params, const Tensor& table) {
+  GLASS_CHECK(table.dtype() == DType::f32 && table.is_contiguous() && table.dim() == 1 &&
+                  table.numel() == adamw_table_size(params.size()) &&
+                  table.device() == params[0].param.device(),
+              "adamw_step: the step's scalars {} must be contiguous f32 [{}] (7 + one per "
+              "parameter) on {}",
+              table.describe(), adamw_table_size(params.size()), params[0].param.device().str());
+}
+
+// step_status: a one-element loss (f32 or bf16), sum_sq f64 [1], status contiguous f64 [3], one
+// device.
+inline void check_step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
+  GLASS_CHECK(loss.numel() == 1 && (loss.dtype() == DType::f32 || loss.dtype() == DType::bf16),
+              "step_status: the loss {} must be one f32 or bf16 value", loss.describe());
+  GLASS_CHECK(sum_sq.dtype() == DType::f64 && sum_sq.numel() == 1,
+              "step_status: the sum of squares {} must be f64 [1]", sum_sq.describe());
+  GLASS_CHECK(status.dtype() == DType::f64 && status.numel() == 3 && status.is_contiguous(),
+              "step_status: the status {} must be contiguous f64 [3]", status.describe());
+  GLASS_CHECK(loss.device() == status.device() && sum_sq.device() == status.device(),
+              "step_status: {}, {} and {} must be on one device", loss.describe(),
+              sum_sq.describe(), status.describe());
+}
+
+// clip_scale: x contiguous, sum_sq f64 [1] on x's device.
+inline void check_clip_scale(const Tensor& x, const Tensor& sum_sq) {
+  GLASS_CHECK(x.is_contiguous(), "clip_scale: {} must be contiguous", x.describe());
+  GLASS_CHECK(sum_sq.dtype() == DType::f64 && sum_sq.numel() == 1 && sum_sq.device() == x.device(),
+              "clip_scale: the sum of squares {} must be f64 [1] on the device of {}",
+              sum_sq.describe(), x.describe());
 }
 
 }  // namespace glass::kernels

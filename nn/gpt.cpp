@@ -85,6 +85,17 @@ void GPT::set_attention(AttentionKernel kernel) {
   for (auto& block : h) block->attn.attention = kernel;
 }
 
+const Tensor& GPT::position_ids(int64_t T, Device device) const {
+  std::lock_guard lock(positions_mu_);
+  Tensor& ids = positions_[fmt::format("{}/{}", device.str(), T)];
+  if (!ids.defined()) {
+    std::vector<int32_t> positions(static_cast<size_t>(T));
+    std::iota(positions.begin(), positions.end(), 0);
+    ids = from_vector(positions, {T}, device);
+  }
+  return ids;
+}
+
 Tensor GPT::forward(const Tensor& ids) const {
   ModulePathScope in(path());
   GLASS_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.dim() == 2,
@@ -94,9 +105,7 @@ Tensor GPT::forward(const Tensor& ids) const {
               "GPT::forward: sequence length T={} must be in [1, block_size={}] (ids {})", T,
               config.block_size, ids.describe());
   // Token embeddings [B, T, C] plus position embeddings [T, C], broadcast over the batch.
-  std::vector<int32_t> positions(static_cast<size_t>(T));
-  std::iota(positions.begin(), positions.end(), 0);
-  Tensor x = wte.forward(ids) + wpe.forward(from_vector(positions, {T}, ids.device()));
+  Tensor x = wte.forward(ids) + wpe.forward(position_ids(T, ids.device()));
   x = drop.forward(x);
   // The residual stream through the blocks. Each residual add runs fused with the LayerNorm that
   // reads its sum (residual_layer_norm): block i's last add with block i+1's ln_1, the last

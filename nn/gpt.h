@@ -10,7 +10,10 @@
 // mlp.c_fc.bias, mlp.c_proj.weight [C, 4C], mlp.c_proj.bias}, transformer.ln_f.weight/bias.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "nn/layers.h"
@@ -72,6 +75,13 @@ class GPT : public Module {
   Dropout drop;
   std::vector<std::unique_ptr<Block>> h;
   LayerNorm ln_f;
+
+ private:
+  // The position ids 0..T-1 on a device, uploaded once per (device, T) and kept: no upload per
+  // forward, and a CUDA graph that captured a forward reads ids that are still there.
+  const Tensor& position_ids(int64_t T, Device device) const;
+  mutable std::mutex positions_mu_;
+  mutable std::map<std::string, Tensor> positions_;
 };
 
 // Parameter count of a GPT with this configuration. nanoGPT reports (and uses for MFU) the count

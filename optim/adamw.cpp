@@ -1,6 +1,7 @@
 #include "optim/adamw.h"
 
 #include "kernels/backend.h"
+#include "kernels/optim_math.h"
 
 namespace glass {
 
@@ -13,6 +14,30 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
               options.weight_decay);
 }
 
+namespace {
+
+kernels::AdamWHyper hyper_of(const AdamWOptions& o, double lr, int64_t step) {
+  return {lr, o.beta1, o.beta2, o.eps, step, Tensor()};
+}
+
+}  // namespace
+
+void AdamW::stage_scalars(int64_t step, double lr) {
+  const Device device = params()[0].second.device();
+  if (device.kind == DeviceKind::cpu) return;
+  std::vector<kernels::AdamWParam> all;
+  for (size_t i = 0; i < params().size(); ++i)
+    all.push_back({params()[i].second, {}, {}, {}, decays(i) ? options_.weight_decay : 0.0});
+  const std::vector<float> table = kernels::adamw_scalar_table(all, hyper_of(options_, lr, step));
+  const Tensor fresh =
+      Tensor::from_host(table.data(), {static_cast<int64_t>(table.size())}, DType::f32, device);
+  // Into the same device memory every time: a captured update reads it there.
+  if (!scalars_.defined()) scalars_ = Tensor::empty(fresh.shape(), DType::f32, device);
+  kernels::backend(scalars_).copy(fresh, scalars_);
+  staged_step_ = step;
+  staged_lr_ = lr;
+}
+
 void AdamW::update(const std::vector<size_t>& with_grad) {
   std::vector<kernels::AdamWParam> batch;
   for (size_t i : with_grad) {
@@ -20,7 +45,13 @@ void AdamW::update(const std::vector<size_t>& with_grad) {
     batch.push_back(
         {p, p.grad(), buffer(0, i), buffer(1, i), decays(i) ? options_.weight_decay : 0.0});
   }
-  const kernels::AdamWHyper hyper{lr(), options_.beta1, options_.beta2, options_.eps, step_count()};
+  kernels::AdamWHyper hyper = hyper_of(options_, lr(), step_count());
+  hyper.finite = finite_;
+  // The staged table has an entry per parameter: it serves when every parameter has a gradient.
+  if (with_grad.size() == params().size() && batch[0].param.device().kind != DeviceKind::cpu) {
+    if (staged_step_ != step_count() || staged_lr_ != lr()) stage_scalars(step_count(), lr());
+    hyper.scalars = scalars_;
+  }
   kernels::backend(batch[0].param).adamw_step(batch, hyper);
 }
 

@@ -5,6 +5,11 @@
 //   v  = beta2 v + (1 - beta2) g^2            (exp_avg_sq)
 //   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)     t = step_count()
 // State buffers for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>".
+//
+// On emu and cuda the step's scalars (lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr wd, formed in
+// double on the host as on cpu) reach the kernel through device memory that AdamW keeps, not as
+// launch arguments: a CUDA graph that captured step() replays it with the values staged for each
+// replay (stage_scalars) rather than those of the captured step.
 #pragma once
 
 #include "optim/optimizer.h"
@@ -24,12 +29,24 @@ class AdamW : public Optimizer {
   AdamW(NamedTensors params, const AdamWOptions& options);
   const char* name() const override { return "adamw"; }
   const AdamWOptions& options() const { return options_; }
+  // emu, cuda: writes the scalars of step `step` at learning rate `lr`, for every parameter, into
+  // the device memory the update kernels read (a copy queued on the current stream: no host
+  // wait). step() stages its own step when it is not staged yet; a caller replaying a captured
+  // step() stages each replay's step first. Nothing on cpu.
+  void stage_scalars(int64_t step, double lr);
+  // The finite gate (optim/step_status.h) the next step() reads on the device: f64 [1], 0 there
+  // leaves the weights and moments untouched. Undefined (the default): every step updates.
+  void set_finite_gate(const Tensor& finite) { finite_ = finite; }
 
  protected:
   void update(const std::vector<size_t>& with_grad) override;
 
  private:
   AdamWOptions options_;  // .lr is only the initial value: lr() is the current one
+  Tensor scalars_;        // the staged table (kernels/optim_math.h: adamw_scalar_table)
+  Tensor finite_;
+  int64_t staged_step_ = 0;
+  double staged_lr_ = -1;
 };
 
 }  // namespace glass

@@ -15,4 +15,10 @@ namespace glass {
 // Phase::optimizer.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
+// The same clipping without reading the norm back: the scaling runs on the device from the sum
+// of squares (kernels::Backend::clip_scale), so a CUDA graph can capture it. Returns that sum,
+// f64 [1] on the gradients' device (the norm is sqrt(item(sum))), or an undefined tensor when no
+// parameter has a gradient. clip_grad_norm is this plus the read.
+Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_norm);
+
 }  // namespace glass

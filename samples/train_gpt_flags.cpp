@@ -36,6 +36,9 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed for init, dropout, shuffling and sampling");
   app.add_flag("--shuffle", o.shuffle, "random batch windows instead of sequential ones");
   app.add_flag("--tf32", o.tf32, "f32 GEMMs on TF32 tensor cores (cuda, emu; default off)");
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "cuda: capture the training step into a CUDA graph after one eager step and "
+               "replay it (one process, --grad-accum 1, --dropout 0)");
   app.add_option("--init", o.init,
                  "start from these weights, shape from the file: glass/nanoGPT or Hugging Face "
                  "GPT-2 .safetensors, or an llm.c checkpoint (.bin)");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
@@ -15,8 +16,10 @@
 #include "kernels/peaks.h"
 #include "nn/gpt_weights.h"
 #include "optim/clip.h"
+#include "optim/step_status.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
+#include "train/graph_step.h"
 #include "train/shutdown.h"
 
 namespace glass::train {
@@ -91,6 +94,8 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
 // Construction in the order the pieces depend on each other; each step is a method below.
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
+  // Before any device work: the graph's stream is current from here on (train/graph_step.h).
+  if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_);
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
@@ -103,9 +108,18 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   std::optional<LoadedCheckpoint> ck;
   std::optional<GPTWeights> init;
   choose_config(ck, init);
+  if (graph_) {
+    // What a replay cannot change (checked before any device work): a graph is one batch's and
+    // one dropout mask's.
+    GLASS_CHECK(opt_.grad_accum == 1, "--cuda-graph captures one micro-step: use --grad-accum 1");
+    GLASS_CHECK(config_.dropout == 0,
+                "--cuda-graph: dropout's random offsets are launch arguments, so every replay "
+                "would reuse the captured step's masks; use --dropout 0");
+  }
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
   if (ck) restore(*ck);
+  first_step_ = step_;  // --cuda-graph: this run's first step is its eager warm-up
   profiler_ = std::make_unique<TrainProfiler>(
       ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
   join_data_parallel();
@@ -199,6 +213,8 @@ void Trainer::restore(const LoadedCheckpoint& ck) {
 void Trainer::join_data_parallel() {
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
+  GLASS_CHECK(!graph_ || comm_->size() == 1,
+              "--cuda-graph runs in one process: the data-parallel all-reduce is not captured");
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
   if (std::string(comm_->backend()) == "local") return;
@@ -231,8 +247,42 @@ StepResult Trainer::train_step() {
   // Each micro-step reads the next --batch rows of the stream, this rank its share of them; the
   // gradients of the micro-steps add up in .grad, each scaled by 1/k, and are all-reduced once.
   const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
-  // The micro-steps' losses add up on the device: the host reads the loss once, at the end (with
-  // the gradient norm, the only host synchronisations of a step).
+  StepResult r;
+  r.lr = schedule_.at(step_);
+  stage_test_nan();
+  // The whole step is queued without the host waiting: forward, backward, the norm, the status
+  // and the gated AdamW (--cuda-graph: as one graph replay after the eager warm-up step).
+  const Tensor status = graph_ && step_ > first_step_
+                            ? graph_step(rows, r.lr)
+                            : finish_step_on_device(forward_backward(rows), r.lr);
+  // The step's one host read, after the update was queued: loss, gradient norm and the gate.
+  const StepStatus st = read_step_status(status);
+  r.loss = mean_over_ranks(*comm_, st.loss / static_cast<double>(opt_.grad_accum));
+  r.grad_norm = st.grad_norm;
+  // The norm is of the all-reduced gradients, the same on every rank; a rank's own loss is not,
+  // so a loss that is finite here but not on another rank would let the replicas part.
+  GLASS_CHECK(
+      comm_->size() == 1 || st.finite == (std::isfinite(r.loss) && std::isfinite(r.grad_norm)),
+      "step {}: the ranks disagree on whether the step is finite (this rank's loss {}, "
+      "mean {}): the replicas would part",
+      step_ + 1, st.loss, r.loss);
+  if (!st.finite) {
+    // The gate kept the weights and the moments as the step before left them; the step did not
+    // count for AdamW's bias correction either.
+    optimizer_->uncount_skipped_step();
+    if (opt_.on_nonfinite == "stop") {
+      const std::string origin = locate_nonfinite(rng_offset_before);
+      fail("step {}: non-finite {} (loss {}, gradient norm {}); the weights were not updated. {}",
+           step_ + 1, std::isfinite(r.loss) ? "gradients" : "loss", r.loss, r.grad_norm, origin);
+    }
+    r.skipped = true;
+    skipped_steps_.push_back(step_ + 1);
+  }
+  return end_step(r, t0, syncs_before);
+}
+
+// Forward and backward of the step's micro-steps; returns the sum of their losses (on the device).
+Tensor Trainer::forward_backward(const RowRange& rows) {
   Tensor loss_sum;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
@@ -243,39 +293,68 @@ StepResult Trainer::train_step() {
     loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
   }
   if (ddp_) ddp_->finish_gradient_sync();
-  if (opt_.test_inject_nan_step == step_ + 1) {
-    // Tests only: one element of the first gradient becomes NaN, as a faulty kernel would leave it.
-    const Tensor g = model_->parameters().front().grad();
-    std::vector<float> v = to_vector<float>(g);
-    v[v.size() / 2] = NAN;
-    kernels::backend(g).copy(Tensor::from_host(v.data(), g.shape(), g.dtype(), g.device()), g);
-  }
+  return loss_sum;
+}
 
-  StepResult r;
-  r.loss = mean_over_ranks(*comm_, item(loss_sum) / static_cast<double>(opt_.grad_accum));
-  // The global gradient norm, read every step: clipping needs it, and a NaN or infinity anywhere
-  // in the loss or the gradients shows in it. A non-finite norm scales nothing.
-  r.grad_norm =
-      clip_grad_norm(model_->parameters(), opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
-  r.lr = schedule_.at(step_);
-  if (std::isfinite(r.loss) && std::isfinite(r.grad_norm)) {
-    optimizer_->set_lr(r.lr);
-    optimizer_->step();
-    optimizer_->zero_grad();
-    // The bf16 copies of the updated masters (no launch in f32).
+Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
+  inject_test_nan();
+  // 1. The global gradient norm's square, every step: clipping scales by it (on the device), and
+  //    a NaN or infinity anywhere in the gradients shows in it. A non-finite norm scales nothing.
+  const Tensor sum_sq = clip_grad_norm_on_device(model_->parameters(),
+                                                 opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
+  GLASS_CHECK(sum_sq.defined(), "step {}: no parameter has a gradient", step_ + 1);
+  // 2. The status the host reads at the end, and the finite gate AdamW reads on the device.
+  const Tensor status = step_status(loss_sum, sum_sq);
+  optimizer_->set_finite_gate(finite_gate(status));
+  optimizer_->set_lr(lr);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  {
+    // The bf16 copies of the masters (no launch in f32). Not gated: a skipped step left the
+    // masters as they were, and the copies are a pure function of them (round to nearest).
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model_->refresh_compute_copies();
-  } else {
-    // No update: the weights and the optimizer's moments stay those of the step before.
-    optimizer_->zero_grad();
-    if (opt_.on_nonfinite == "stop") {
-      const std::string origin = locate_nonfinite(rng_offset_before);
-      fail("step {}: non-finite {} (loss {}, gradient norm {}); the weights were not updated. {}",
-           step_ + 1, std::isfinite(r.loss) ? "gradients" : "loss", r.loss, r.grad_norm, origin);
-    }
-    r.skipped = true;
-    skipped_steps_.push_back(step_ + 1);
   }
+  return status;
+}
+
+// --cuda-graph after the eager warm-up step: capture (once) and replay.
+Tensor Trainer::graph_step(const RowRange& rows, double lr) {
+  const Batch b = loader_->rows(step_, rows.begin, rows.end, device_);
+  // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
+  // an upload cannot be captured); a replay counts the optimizer's step on the host.
+  optimizer_->set_lr(lr);
+  optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
+  if (graph_->captured()) optimizer_->count_replayed_step();
+  return graph_->step(b, [&](const Batch& in) {
+    const Tensor loss = batch_loss(*model_, in);
+    backward(loss);
+    return finish_step_on_device(loss.detach(), lr);
+  });
+}
+
+// Tests only (--test-inject-nan-step): one element of the first gradient gets a value added after
+// backward, staged into device memory before each step: NaN at the chosen step, else 0. A kernel,
+// so that a captured step injects it at the replay of that step too.
+void Trainer::stage_test_nan() {
+  if (opt_.test_inject_nan_step == 0) return;
+  const float v = opt_.test_inject_nan_step == step_ + 1 ? NAN : 0.0f;
+  if (!test_nan_.defined()) test_nan_ = Tensor::empty({1}, DType::f32, device_);
+  kernels::backend(test_nan_).copy(Tensor::from_host(&v, {1}, DType::f32, device_), test_nan_);
+}
+
+void Trainer::inject_test_nan() {
+  if (opt_.test_inject_nan_step == 0) return;
+  NoGradGuard no_grad;
+  const Tensor g = model_->parameters().front().grad();
+  GLASS_CHECK(g.dtype() == DType::f32 && g.is_contiguous(), "test NaN injection: gradient {}",
+              g.describe());
+  const Tensor one = slice(view(g, {-1}), 0, g.numel() / 2, g.numel() / 2 + 1);
+  kernels::backend(g).binary(kernels::BinaryOp::add, one, test_nan_, one);
+}
+
+StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
+                             uint64_t syncs_before) {
   ++step_;
   r.step = step_;
   r.host_syncs = static_cast<int64_t>(host_sync_count() - syncs_before);
@@ -285,6 +364,8 @@ StepResult Trainer::train_step() {
   profiler_->end_step(r.step, r.loss);
   return r;
 }
+
+Trainer::~Trainer() = default;
 
 std::string Trainer::locate_nonfinite(uint64_t rng_offset) {
   if (check_nan_enabled())

@@ -9,6 +9,7 @@
 // of the masters, so checkpoints (f32) resume bf16 runs bit-exactly too.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -28,6 +29,9 @@
 #include "train/profiler.h"
 
 namespace glass::train {
+
+class GraphStep;
+struct RowRange;
 
 struct TrainOptions {
   std::string device = "auto";
@@ -79,6 +83,10 @@ struct TrainOptions {
   // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
   // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
   std::string attention = "auto";
+  // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
+  // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
+  // graph.h). Needs one process, --grad-accum 1 and --dropout 0.
+  bool cuda_graph = false;
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
   // Profiling (docs/profiling.md): Chrome trace and HTML report of the steps in profile_steps.
@@ -93,9 +101,9 @@ struct TrainOptions {
 struct StepResult {
   int64_t step = 0;  // 1-based number of the step just done
   double loss = 0, lr = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
-  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 2,
-  // the loss and the global gradient norm (which clipping and the non-finite check read); 0 on
-  // cpu, which never waits.
+  // Times the host waited for the device during the step (engine/launch.h, note_host_sync): 1,
+  // the step status (loss, gradient norm and the finite gate, optim/step_status.h) read in one
+  // copy at the end; 0 on cpu, which never waits.
   int64_t host_syncs = 0;
   bool skipped = false;  // non-finite loss or gradients under --on-nonfinite skip: no update
 };
@@ -103,6 +111,7 @@ struct StepResult {
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
+  ~Trainer();
 
   StepResult train_step();
   // Mean loss over `batches` consecutive batches of the held-out split (no dropout, no grad).
@@ -141,6 +150,17 @@ class Trainer {
   void log_setup(int threads, AttentionKernel attention) const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
+  // The step's parts. forward_backward returns the micro-steps' loss sum; finish_step_on_device
+  // queues the norm (and clipping), the step status, the gated AdamW, zero_grad and the bf16
+  // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
+  // captures them (graph_step: the captured step, replayed from the second call on).
+  Tensor forward_backward(const RowRange& rows);
+  Tensor finish_step_on_device(const Tensor& loss_sum, double lr);
+  Tensor graph_step(const RowRange& rows, double lr);
+  StepResult end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
+                      uint64_t syncs_before);
+  void stage_test_nan();   // test_inject_nan_step: the value the step adds, into device memory
+  void inject_test_nan();  // ... added to one gradient element on the device
   // Runs the step's forward and backward again in anomaly mode (GLASS_CHECK_NAN) from the dropout
   // state it started with, and returns the error naming the first node that made a NaN/Inf.
   std::string locate_nonfinite(uint64_t rng_offset);
@@ -156,6 +176,7 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
+  int64_t first_step_ = 0;  // the step this run started at (0, or the resumed checkpoint's)
   int stopped_by_signal_ = 0;
   std::vector<int64_t> skipped_steps_;  // 1-based numbers of the steps --on-nonfinite skip dropped
   std::ofstream metrics_;
@@ -163,6 +184,10 @@ class Trainer {
   std::optional<Mfu> mfu_;  // set by run(): measuring the host's peak takes a moment
   std::unique_ptr<comm::Communicator> comm_;  // `local` unless started by mpirun
   std::unique_ptr<comm::DataParallel> ddp_;   // with every backend but local
+  // --cuda-graph (train/graph_step.h): the graph, its stream made current for the whole run, and
+  // what the captured step reads and writes.
+  std::unique_ptr<GraphStep> graph_;
+  Tensor test_nan_;  // test_inject_nan_step: f32 [1], NaN at that step, else 0
 };
 
 }  // namespace glass::train

@@ -22,7 +22,9 @@ namespace {
 // Transfers move in chunks of this size through a staging buffer: big enough that the copy engine
 // runs at full bandwidth, small enough that a thread's ring stays cheap.
 constexpr size_t kStagingBytes = size_t{8} << 20;
-constexpr int kRingBuffers = 2;
+// Four: a step's uploads (the batch's x and y, the optimizer's scalars) each get a buffer whose
+// last copy finished in the previous step, so none waits.
+constexpr int kRingBuffers = 4;
 
 // A thread's staging ring: each buffer with an event recorded after the last copy that used it,
 // so that a buffer is refilled only once the copy engine has read it.
@@ -39,9 +41,11 @@ class StagingRing {
   }
 
   // The next buffer, once its last copy is done (the host waits, and counts it, only if not).
-  char* acquire() {
+  // A download on the stream of that copy need not wait: stream order puts its copy into the
+  // buffer after the earlier one, and the host reads the buffer only after synchronising.
+  char* acquire(bool download, cudaStream_t stream) {
     Slot& slot = slots_[next_];
-    if (cudaEventQuery(slot.free) == cudaErrorNotReady) {
+    if (!(download && slot.stream == stream) && cudaEventQuery(slot.free) == cudaErrorNotReady) {
       int device = 0;
       cudaGetDevice(&device);
       note_host_sync({DeviceKind::cuda, device}, "staging ring full");
@@ -52,6 +56,7 @@ class StagingRing {
   // Marks the buffer just acquired as in use by the copies queued on `stream` so far.
   void release(cudaStream_t stream) {
     GLASS_CUDA_CHECK(cudaEventRecord(slots_[next_].free, stream), "staging");
+    slots_[next_].stream = stream;
     next_ = (next_ + 1) % kRingBuffers;
   }
 
@@ -59,6 +64,7 @@ class StagingRing {
   struct Slot {
     std::unique_ptr<PinnedBuffer> buffer;
     cudaEvent_t free = nullptr;
+    cudaStream_t stream = nullptr;  // of the last copy
   };
   Slot slots_[kRingBuffers];
   int next_ = 0;
@@ -73,7 +79,13 @@ StagingRing& staging() {
 
 void* device_malloc(size_t bytes) {
   void* p = nullptr;
+  // During a graph capture (a miss in the graph's memory pool) cudaMalloc is permitted only in
+  // relaxed mode: the allocation is not part of the graph, the pool keeps it for every replay.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool relax = capturing_graph();
+  if (relax) GLASS_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode), "Allocator on cuda");
   const cudaError_t err = cudaMalloc(&p, bytes);
+  if (relax) GLASS_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode), "Allocator on cuda");
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     return nullptr;
@@ -99,12 +111,17 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
 PinnedBuffer::~PinnedBuffer() { cudaFreeHost(data_); }
 
 void copy_host_to_device(void* device_dst, const void* host_src, size_t bytes) {
+  int device = 0;
+  if (capturing_graph()) cudaGetDevice(&device);
+  refuse_in_graph_capture({DeviceKind::cuda, device}, "an upload from host memory",
+                          "a replay would copy whatever the staging buffer holds then; copy the "
+                          "step's inputs into the graph's own tensors before each replay");
   StagingRing& ring = staging();
   const cudaStream_t stream = current_stream();
   for (size_t at = 0; at < bytes; at += kStagingBytes) {
     const size_t n = std::min(kStagingBytes, bytes - at);
     // 1. host bytes into a free staging buffer
-    char* const buf = ring.acquire();
+    char* const buf = ring.acquire(false, stream);
     std::memcpy(buf, static_cast<const char*>(host_src) + at, n);
     // 2. the copy engine moves them; the buffer is busy until it has
     GLASS_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_dst) + at, buf, n,
@@ -137,7 +154,7 @@ void copy_device_to_host(std::span<const HostRead> reads) {
   };
   for (const HostRead& r : reads) {
     for (size_t at = 0; at < r.bytes;) {
-      if (!buf) buf = ring.acquire();
+      if (!buf) buf = ring.acquire(true, stream);
       const size_t n = std::min(kStagingBytes - used, r.bytes - at);
       GLASS_CUDA_CHECK(cudaMemcpyAsync(buf + used, static_cast<const char*>(r.src) + at, n,
                                        cudaMemcpyDeviceToHost, stream),

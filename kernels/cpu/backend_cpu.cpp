@@ -37,6 +37,8 @@ const Backend cpu_backend{
     .dropout_backward = cpu::dropout_backward,
     .sum_dim = cpu::sum_dim,
     .sum_squares = cpu::sum_squares,
+    .clip_scale = cpu::clip_scale,
+    .step_status = cpu::step_status,
     .gemm = cpu::gemm,
     .gemm_epilogue = cpu::gemm_epilogue,
     .softmax_forward = cpu::softmax_forward,

@@ -20,6 +20,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
   // One launch for all parameters; each parameter's loop is split over the threads. Reads p, g,
   // m, v; writes p, m, v.
   launch(cpu_launch_info("adamw_step", n, 16.0 * n, 7.0 * 4.0 * n), [&] {
+    // The finite gate: a step with a non-finite loss or norm changes nothing.
+    if (hyper.finite.defined() && hyper.finite.data<double>()[0] == 0.0) return;
     const AdamWScalars s = adamw_scalars(hyper);
     for (const AdamWParam& a : params) {
       const float decay = adamw_decay(hyper, a.weight_decay);
@@ -31,6 +33,32 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
 #pragma omp parallel for simd schedule(static) if (count >= kParallelGrain)
       for (int64_t i = 0; i < count; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
     }
+  });
+}
+
+void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
+  check_clip_scale(x, sum_sq);
+  const int64_t n = x.numel();
+  // Reads and writes x (when it scales); reads the one sum.
+  launch(cpu_launch_info("clip_scale", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+    const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
+    if (factor == 1.0) return;  // the norm is within bounds: nothing changes
+    visit_float(x.dtype(), "clip_scale", [&]<class T>() {
+      const T f = static_cast<T>(factor);
+      T* p = x.data<T>();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) p[i] *= f;
+    });
+  });
+}
+
+void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
+  check_step_status(loss, sum_sq, status);
+  launch(cpu_launch_info("step_status", 1, 4.0, 2.0 * sizeof(double) + 3.0 * sizeof(double)), [&] {
+    visit_float(loss.dtype(), "step_status", [&]<class T>() {
+      step_status_of(static_cast<double>(loss.data<T>()[0]), sum_sq.data<double>()[0],
+                     status.data<double>());
+    });
   });
 }
 

@@ -28,6 +28,8 @@ Backend cuda_kernel_table(const char* name) {
       .dropout_backward = k::dropout_backward,
       .sum_dim = k::sum_dim,
       .sum_squares = k::sum_squares,
+      .clip_scale = k::clip_scale,
+      .step_status = k::step_status,
       .gemm = ladder::selected_gemm,  // GLASS_KERNEL_VARIANT's rung (kernels/ladder.h)
       .gemm_epilogue = k::gemm_epilogue,
       .softmax_forward = ladder::selected_softmax_forward,

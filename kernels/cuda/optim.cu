@@ -39,17 +39,23 @@ struct AdamWTensorList {
   float* m[kMaxTensorsPerLaunch];
   float* v[kMaxTensorsPerLaunch];
   int64_t n[kMaxTensorsPerLaunch];
-  float decay[kMaxTensorsPerLaunch];  // 1 - lr wd of that parameter
 };
 
-__global__ void adamw_kernel(AdamWTensorList list, AdamWScalars s) {
+// `table`: the step's scalars in device memory (kernels/optim_math.h: adamw_scalar_table), read
+// at run time, so that a captured launch replays with each step's learning rate and bias
+// corrections; `decay` points to the decay factors (1 - lr wd) of this launch's parameters.
+// `finite`: the finite gate (null: none); 0 there leaves the parameters and moments untouched.
+__global__ void adamw_kernel(AdamWTensorList list, const float* table, const float* decays,
+                             const double* finite) {
+  if (finite != nullptr && *finite == 0.0) return;
   const unsigned t = blockIdx.y;
   float* p = list.p[t];
   const float* g = list.g[t];
   float* m = list.m[t];
   float* v = list.v[t];
   const int64_t n = list.n[t];
-  const float decay = list.decay[t];
+  const AdamWScalars s = *reinterpret_cast<const AdamWScalars*>(table);
+  const float decay = decays[t];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     adamw_update(p[i], g[i], m[i], v[i], decay, s);
@@ -75,9 +81,27 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, floa
 
 }  // namespace
 
+// x *= clip_factor(sum_sq[0], max_norm), in the stored type's compute precision.
+template <class T>
+__global__ void clip_scale_kernel(T* x, int64_t n, const double* sum_sq, double max_norm) {
+  const double factor = clip_factor(*sum_sq, max_norm);
+  if (factor == 1.0) return;  // the norm is within bounds: nothing changes
+  const auto f = static_cast<compute_t<T>>(factor);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] = from_compute<T>(to_compute(x[i]) * f);
+}
+
 void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
   check_adamw_step(params, hyper);
-  const AdamWScalars s = adamw_scalars(hyper);
+  // The step's scalars in device memory: the caller's (staged before a graph replay), or uploaded
+  // now (not inside a graph capture: the upload refuses).
+  const Tensor table = hyper.scalars.defined() ? hyper.scalars : [&] {
+    const std::vector<float> host = adamw_scalar_table(params, hyper);
+    return Tensor::from_host(host.data(), {static_cast<int64_t>(host.size())}, DType::f32,
+                             params[0].param.device());
+  }();
+  check_adamw_scalars(params, table);
   for_each_launch(
       params.size(), [](size_t, size_t) { return true; },
       [&](size_t first, size_t count) {
@@ -90,7 +114,6 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
           list.m[k] = a.m.data<float>();
           list.v[k] = a.v.data<float>();
           list.n[k] = a.param.numel();
-          list.decay[k] = adamw_decay(hyper, a.weight_decay);
           largest = std::max(largest, list.n[k]);
           n += list.n[k];
         }
@@ -100,8 +123,38 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
                         static_cast<unsigned>(count));
         launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
                                               dim3(kThreads), 0, 16.0 * n, 7.0 * 4.0 * n),
-                           adamw_kernel, list, s);
+                           adamw_kernel, list, table.data<float>(),
+                           table.data<float>() + kAdamWScalarFloats + first,
+                           hyper.finite.defined() ? hyper.finite.data<double>() : nullptr);
       });
+}
+
+void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
+  check_clip_scale(x, sum_sq);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  visit_element(x, "clip_scale", [&]<class T>() {
+    // Reads and writes x (when it scales); reads the one sum.
+    launch_cuda_kernel(grid_stride_info("clip_scale", x, static_cast<double>(n), 2.0 * x.nbytes()),
+                       clip_scale_kernel<T>, x.data<T>(), n, sum_sq.data<double>(), max_norm);
+  });
+}
+
+// One thread: the loss (widened to double) and the norm, and whether both are finite.
+template <class T>
+__global__ void step_status_kernel(const T* loss, const double* sum_sq, double* status) {
+  step_status_of(static_cast<double>(to_compute(loss[0])), sum_sq[0], status);
+}
+
+void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
+  check_step_status(loss, sum_sq, status);
+  visit_element(loss, "step_status", [&]<class T>() {
+    // Reads the loss and the sum, writes three doubles.
+    launch_cuda_kernel(kernel_launch_info("step_status", status, dim3(1), dim3(1), 0, 4.0,
+                                          sizeof(T) + 4.0 * sizeof(double)),
+                       step_status_kernel<T>, loss.data<T>(), sum_sq.data<double>(),
+                       status.data<double>());
+  });
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr,

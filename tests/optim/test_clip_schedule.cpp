@@ -2,6 +2,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/ops.h"
+#include "engine/launch.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "tests/testing.h"
@@ -53,6 +55,36 @@ TEST(ClipGradNorm, LeavesSmallGradientsUntouched) {
   EXPECT_NEAR(norm, global_norm(params), 1e-6 * norm);
   EXPECT_EQ(to_vector<float>(params[1].grad()), before);
 }
+
+#if defined(GLASS_HAS_EMU)
+// On emu (the CUDA kernels) the scaling runs on the device from the sum of squares, with no host
+// read (what lets a CUDA graph capture it); the result is the host formula's.
+TEST(ClipGradNorm, OnTheDeviceWithoutAHostRead) {
+  for (const double scale : {3.0, 0.01}) {  // clipped, and left alone
+    Generator gen(4);
+    std::vector<Tensor> host = params_with_grads(gen, scale);
+    const double norm = global_norm(host);
+    const double max_norm = 1.0;
+    std::vector<Tensor> on_emu;
+    for (const Tensor& p : host) {
+      Tensor q = to_device(p, kEmu);
+      q.set_requires_grad(true);
+      q.set_grad(to_device(p.grad(), kEmu));
+      on_emu.push_back(q);
+    }
+    const uint64_t syncs = host_sync_count();
+    const Tensor sum_sq = clip_grad_norm_on_device(on_emu, max_norm);
+    EXPECT_EQ(host_sync_count(), syncs) << "clip_grad_norm_on_device waited for the device";
+    EXPECT_NEAR(std::sqrt(item(sum_sq)), norm, 1e-6 * norm);
+    const double factor = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+    for (size_t i = 0; i < host.size(); ++i) {
+      std::vector<double> expected = values(host[i].grad());
+      for (double& g : expected) g *= factor;
+      EXPECT_TRUE(all_close(values(to_device(on_emu[i].grad(), kCPU)), expected, 1e-6)) << i;
+    }
+  }
+}
+#endif
 
 TEST(ClipGradNorm, RejectsNonPositiveMaxNorm) {
   Generator gen(3);

@@ -11,6 +11,7 @@
 
 #include "engine/emu/device_limits.h"
 #include "engine/emu/memory.h"
+#include "engine/emu/runtime/capture.h"
 #include "engine/emu/runtime/runtime.h"
 #include "engine/emu/runtime/streams.h"
 #include "engine/emu/shared_memory_limits.h"
@@ -19,6 +20,8 @@ struct CUevent_st {
   int device = 0;
   bool timing = true;
   glass::emu::runtime::Dependency recorded{nullptr, 0};  // {nullptr, 0}: never recorded
+  // Last recorded into the capture of this stream (capture.h): a node of its graph, not work.
+  const CUstream_st* captured_on = nullptr;
   // When the marker ran, set by the stream's worker (read once the event has completed).
   std::shared_ptr<std::chrono::steady_clock::time_point> time;
 };
@@ -59,6 +62,8 @@ cudaError_t synchronize_stream(cudaStream_t stream) {
   {
     std::lock_guard lock(state_mutex());
     CUstream_st* s = resolve_locked(stream);
+    if (const cudaError_t e = refuse_on_capturing_stream_locked(s, "cudaStreamSynchronize"))
+      return e;
     Operation marker;
     marker.what = "a stream synchronisation";
     d = push_locked(s, std::move(marker));
@@ -101,7 +106,13 @@ cudaError_t queue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     const bool to_host = kind == cudaMemcpyDeviceToHost;
     const bool from_host = kind == cudaMemcpyHostToDevice;
     const void* host = to_host ? dst : from_host ? src : nullptr;
-    if (host != nullptr && !is_pinned_locked(host)) synchronous = true;
+    if (host != nullptr && !is_pinned_locked(host)) {
+      // With pageable memory the copy returns only once done: a capturing stream cannot.
+      if (const cudaError_t e =
+              refuse_on_capturing_stream_locked(s, "cudaMemcpyAsync with pageable host memory"))
+        return e;
+      synchronous = true;
+    }
     Operation op;
     op.what = to_host     ? "cudaMemcpy to the host"
               : from_host ? "cudaMemcpy to the device"
@@ -274,6 +285,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 
 cudaError_t cudaDeviceSynchronize() {
   if (gpu_count() == 0) return result(cudaErrorNoDevice);
+  if (const cudaError_t e = refuse_unsafe_call("cudaDeviceSynchronize")) return result(e);
   return result(synchronize_device(current_device()));
 }
 
@@ -313,6 +325,20 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorNotReady";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation:
+      return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit:
+      return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorNotSupported:
+      return "cudaErrorNotSupported";
     default:
       return "cudaErrorUnknown";
   }
@@ -340,6 +366,20 @@ const char* cudaGetErrorString(cudaError_t e) {
       return "device not ready";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState:
+      return "the operation cannot be performed in the present state";
+    case cudaErrorNotSupported:
+      return "operation not supported";
     default:
       return "unknown error";
   }
@@ -349,6 +389,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (p == nullptr) return result(cudaErrorInvalidValue);
   if (gpu_count() == 0) return result(cudaErrorNoDevice);
   if (bytes > kH200.global_memory_bytes) return result(cudaErrorMemoryAllocation);
+  if (const cudaError_t e = refuse_unsafe_call("cudaMalloc")) return result(e);
   try {
     *p = glass::emu::device_malloc(bytes);
   } catch (const std::exception&) {
@@ -361,6 +402,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 // cudaFree waits for the GPU first, as CUDA's does: no queued work can still use the memory.
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  if (const cudaError_t e = refuse_unsafe_call("cudaFree")) return result(e);
   if (const cudaError_t e = synchronize_device(current_device())) return result(e);
   remove_allocation(p);
   try {
@@ -374,6 +416,7 @@ cudaError_t cudaFree(void* p) {
 
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
   if (p == nullptr) return result(cudaErrorInvalidValue);
+  if (const cudaError_t e = refuse_unsafe_call("cudaHostAlloc")) return result(e);
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (*p == nullptr) return result(cudaErrorMemoryAllocation);
   std::lock_guard lock(state_mutex());
@@ -394,6 +437,7 @@ cudaError_t cudaFreeHost(void* p) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t e = refuse_unsafe_call("cudaMemcpy")) return result(e);
   return result(queue_copy(dst, src, bytes, kind, nullptr, true));
 }
 
@@ -403,6 +447,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  if (const cudaError_t e = refuse_unsafe_call("cudaMemset")) return result(e);
   return result(queue_fill(dst, value, bytes, nullptr));
 }
 
@@ -435,6 +480,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard lock(state_mutex());
   CUstream_st* s = resolve_locked(stream);
   if (const cudaError_t e = sticky_locked(stream_device(s))) return result(e);
+  if (const cudaError_t e = refuse_on_capturing_stream_locked(s, "cudaStreamQuery"))
+    return result(e);
   Operation marker;
   marker.what = "a stream query";
   // Whether everything before a marker pushed now has run, without waiting for the marker.
@@ -452,7 +499,18 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   if (event == nullptr) return result(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(state_mutex());
-  push_wait_locked(resolve_locked(stream), event->recorded);
+  CUstream_st* s = resolve_locked(stream);
+  if (event->captured_on != nullptr && is_capturing_locked(event->captured_on)) {
+    // An event of a capture orders nodes of that graph: on its own stream, stream order already
+    // does. Another stream waiting for it would join the capture (fork/join): not emulated.
+    return event->captured_on == s ? cudaSuccess : result(cudaErrorStreamCaptureUnsupported);
+  }
+  if (is_capturing_locked(s) && event->recorded.stream != nullptr) {
+    // A captured stream may not depend on work outside its capture.
+    refuse_on_capturing_stream_locked(s, "cudaStreamWaitEvent on an event recorded outside it");
+    return result(cudaErrorStreamCaptureIsolation);
+  }
+  push_wait_locked(s, event->recorded);
   return cudaSuccess;
 }
 
@@ -487,6 +545,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   Operation marker;
   marker.what = "an event record";
   marker.work = [time] { *time = std::chrono::steady_clock::now(); };
+  event->captured_on = is_capturing_locked(s) ? s : nullptr;
   event->recorded = push_locked(s, std::move(marker));
   event->time = time;
   return cudaSuccess;
@@ -495,6 +554,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return result(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(state_mutex());
+  if (event->captured_on != nullptr)  // recorded into a capture still going on: not work
+    if (const cudaError_t e =
+            refuse_on_capturing_stream_locked(event->captured_on, "cudaEventQuery"))
+      return result(e);
   if (event->recorded.stream != nullptr)
     if (const cudaError_t e = sticky_locked(stream_device(event->recorded.stream)))
       return result(e);
@@ -506,6 +569,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Dependency d;
   {
     std::lock_guard lock(state_mutex());
+    if (event->captured_on != nullptr)
+      if (const cudaError_t e =
+              refuse_on_capturing_stream_locked(event->captured_on, "cudaEventSynchronize"))
+        return result(e);
     d = event->recorded;
   }
   wait_until(d);

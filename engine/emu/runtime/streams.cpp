@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 
+#include "engine/emu/runtime/capture.h"
 #include "engine/emu/runtime/runtime.h"
 
 // cudaStream_t is a pointer to this (an incomplete type in the CUDA headers).
@@ -214,6 +215,9 @@ int stream_id(const CUstream_st* s) { return s->id; }
 bool has_run_locked(Dependency d) { return d.stream == nullptr || d.stream->completed >= d.seq; }
 
 Dependency push_locked(CUstream_st* s, Operation op) {
+  // A capturing stream records the operation into its graph instead (graphs.cpp): nothing runs,
+  // and nothing will wait for it.
+  if (capture_locked(s, op)) return {nullptr, 0};
   Gpu& gpu = gpu_locked(s->device);
   // The legacy default stream waits for what the blocking streams of its GPU have queued, and a
   // blocking stream for what the legacy stream has queued.

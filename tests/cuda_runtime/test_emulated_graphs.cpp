@@ -1,0 +1,243 @@
+// Stream capture and CUDA graphs of the emulated CUDA runtime (engine/emu/runtime/capture.h)
+// against CUDA's documented semantics: a capturing stream runs nothing, each cudaGraphLaunch runs
+// the captured work again in order with the arguments it was captured with, and calls that cannot
+// be captured fail with cudaErrorStreamCaptureUnsupported and invalidate the capture.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "engine/emu/builtins.h"
+#include "engine/emu/runtime/kernel_trampoline.h"
+#include "engine/emu/runtime/runtime.h"
+
+namespace glass {
+namespace {
+
+// A __global__ function as the emulator runs it: x[i] = x[i] * 2 + add, one thread per element.
+void twice_plus(float* x, float add, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) x[i] = x[i] * 2 + add;
+}
+
+struct GraphTest : ::testing::Test {
+  void SetUp() override {
+    emu::runtime::register_kernel(&twice_plus, "twice_plus");
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&y), n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), n * sizeof(float), 0), cudaSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFreeHost(pinned);
+    cudaStreamDestroy(stream);
+    emu::runtime::take_stream_reports();
+  }
+  cudaError_t launch(float add) {
+    int count = n;
+    void* args[] = {&x, &add, &count};
+    return cudaLaunchKernel(reinterpret_cast<const void*>(&twice_plus), dim3(1), dim3(32), args, 0,
+                            stream);
+  }
+  std::vector<float> read(const float* d) {
+    std::vector<float> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  static constexpr int n = 5;
+  cudaStream_t stream = nullptr;
+  float *x = nullptr, *y = nullptr, *pinned = nullptr;
+};
+
+TEST_F(GraphTest, ACapturedStreamRunsNothingAndEachLaunchReplaysTheWorkInOrder) {
+  // The graph: x = 0; x = 2x + 1; x = 2x + 3; y = x (5 nodes with an event record).
+  cudaEvent_t mark;
+  ASSERT_EQ(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(x, std::vector<float>(n, 7.0f).data(), n * sizeof(float), cudaMemcpyHostToDevice),
+      cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(cudaMemsetAsync(x, 0, n * sizeof(float), stream), cudaSuccess);
+  ASSERT_EQ(launch(1.0f), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(mark, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream, mark, 0), cudaSuccess);  // its own event: no-op
+  ASSERT_EQ(launch(3.0f), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+            cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 5u);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(x), std::vector<float>(n, 7.0f));  // the capture ran nothing
+
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);  // the executable graph is its own copy
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));  // (0*2+1)*2+3
+  // A replay starts from the memset again: the same result, not 2*5+..., and eager work between
+  // replays is ordered with them on the stream.
+  ASSERT_EQ(launch(100.0f), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
+  EXPECT_EQ(read(x), std::vector<float>(n, 5.0f));
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  cudaEventDestroy(mark);
+}
+
+TEST_F(GraphTest, AReplayReadsThePinnedHostBufferAsItIsWhenTheCopyRuns) {
+  // An upload from pinned memory is captured by address: each replay copies what the buffer holds
+  // then (the reason a graph's inputs are staged in fixed buffers before each launch).
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(x, pinned, n * sizeof(float), cudaMemcpyHostToDevice, stream),
+            cudaSuccess);
+  ASSERT_EQ(launch(0.5f), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (float v : {1.0f, 4.0f}) {
+    for (int i = 0; i < n; ++i) pinned[i] = v;
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(read(x), std::vector<float>(n, 2 * v + 0.5f));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST_F(GraphTest, CallsThatCannotBeCapturedFailAndInvalidateTheCapture) {
+  struct Case {
+    const char* name;
+    std::function<cudaError_t(GraphTest&)> call;
+  };
+  const std::vector<Case> cases = {
+      {"cudaStreamSynchronize", [](GraphTest& t) { return cudaStreamSynchronize(t.stream); }},
+      {"cudaStreamQuery", [](GraphTest& t) { return cudaStreamQuery(t.stream); }},
+      {"cudaDeviceSynchronize", [](GraphTest&) { return cudaDeviceSynchronize(); }},
+      {"cudaMalloc",
+       [](GraphTest&) {
+         void* p = nullptr;
+         return cudaMalloc(&p, 256);
+       }},
+      {"cudaFree", [](GraphTest& t) { return cudaFree(t.y); }},
+      {"cudaMemcpy (synchronous)",
+       [](GraphTest& t) {
+         float v = 0;
+         return cudaMemcpy(&v, t.x, sizeof v, cudaMemcpyDeviceToHost);
+       }},
+      {"cudaMemcpyAsync to pageable memory",
+       [](GraphTest& t) {
+         float v = 0;
+         return cudaMemcpyAsync(&v, t.x, sizeof v, cudaMemcpyDeviceToHost, t.stream);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ASSERT_EQ(launch(1.0f), cudaSuccess);
+    EXPECT_EQ(c.call(*this), cudaErrorStreamCaptureUnsupported);
+    cudaStreamCaptureStatus status;
+    ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(1);
+    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+  }
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorStreamCaptureUnsupported),
+               "operation not permitted when stream is capturing");
+  // In relaxed mode the unsafe calls are the caller's business; a synchronisation of the
+  // capturing stream itself is still refused.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+// cudaThreadExchangeStreamCaptureMode: a thread in relaxed mode may cudaMalloc while its own
+// global-mode capture runs (what the caching allocator does for a graph's pool), and the capture
+// stays valid; swapped back, the same call is refused again. A thread in thread-local mode is not
+// bothered by another thread's global capture; in global mode (the default) it is.
+TEST_F(GraphTest, RelaxedThreadModeMayAllocateDuringACapture) {
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(launch(1.0f), cudaSuccess);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(mode, cudaStreamCaptureModeGlobal);  // the default it replaced
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(mode, cudaStreamCaptureModeRelaxed);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  // Other threads: thread-local mode ignores this thread's global capture, global mode does not.
+  cudaError_t thread_local_malloc = cudaErrorUnknown, global_malloc = cudaErrorUnknown;
+  void *q = nullptr, *r = nullptr;
+  std::thread([&] {
+    cudaStreamCaptureMode m = cudaStreamCaptureModeThreadLocal;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    thread_local_malloc = cudaMalloc(&q, 256);
+  }).join();
+  EXPECT_EQ(thread_local_malloc, cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  std::thread([&] { global_malloc = cudaMalloc(&r, 256); }).join();
+  EXPECT_EQ(global_malloc, cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  // Back in global mode on this thread: the call is refused again.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* refused = nullptr;
+  EXPECT_EQ(cudaMalloc(&refused, 256), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(cudaThreadExchangeStreamCaptureMode(nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaFree(q), cudaSuccess);
+}
+
+TEST_F(GraphTest, CaptureRulesOnStreamsAndEvents) {
+  cudaGraph_t graph = nullptr;
+  // The legacy default stream cannot capture; a stream that is not capturing cannot end one.
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
+            cudaErrorStreamCaptureImplicit);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorIllegalState);
+  // A capture may not wait for work outside it.
+  cudaEvent_t outside;
+  ASSERT_EQ(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(outside, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
+  EXPECT_EQ(cudaStreamWaitEvent(stream, outside, 0), cudaErrorStreamCaptureIsolation);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  // An event recorded in a capture is a node, not work: querying it is refused.
+  cudaEvent_t inside;
+  ASSERT_EQ(cudaEventCreateWithFlags(&inside, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(inside, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(inside), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  cudaEventDestroy(outside);
+  cudaEventDestroy(inside);
+}
+
+}  // namespace
+}  // namespace glass

@@ -1,0 +1,296 @@
+// --cuda-graph (train/graph_step.h, engine/cuda/graph.h): the training step captured once and
+// replayed. Runs where the cuda device exists: a GPU, or the emulated CUDA runtime of a build with
+// -DGLASS_CUDA_RUNTIME=emu (`make test CUDA_RUNTIME=emu`), which emulates stream capture and graph
+// launch (engine/emu/runtime/capture.h). The reference for the replayed run is the eager run of
+// the same program: the graph path shares the step's code by design, and what the test catches is
+// what capture changes (a learning rate, bias correction, batch or flag baked into the graph at
+// capture, a buffer the replay reads at the wrong address, a launch the trace loses). The eager
+// step itself is checked against PyTorch by the oracle tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "engine/allocator.h"
+#include "engine/launch.h"
+#include "kernels/backend.h"
+#include "tests/testing.h"
+#include "train_testing.h"
+
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/graph.h"
+#include "engine/cuda/runtime.h"
+#endif
+
+namespace glass::train {
+namespace {
+
+#if defined(GLASS_HAS_CUDA)
+
+bool have_cuda() { return cuda::device_count() > 0; }
+
+std::string join(const std::vector<double>& v) {
+  std::string s;
+  for (double x : v) s += fmt::format("{:.17g} ", x);
+  return s;
+}
+
+struct TrainedRun {
+  std::vector<double> losses, norms;
+  std::vector<int64_t> host_syncs;
+  std::vector<bool> skipped;
+  int64_t adamw_steps = 0;
+  std::vector<std::vector<float>> weights;
+  std::vector<LaunchInfo> step3;  // the launches of step 3
+};
+
+std::vector<std::vector<float>> weights_of(const Trainer& t) {
+  std::vector<std::vector<float>> w;
+  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
+  return w;
+}
+
+TrainOptions graph_options(bool graph, double clip) {
+  TrainOptions o = testing::tiny_options();
+  o.device = "cuda";
+  o.dtype = "f32";
+  o.dropout = 0;
+  o.grad_clip = clip;
+  o.steps = 5;
+  o.cuda_graph = graph;
+  return o;
+}
+
+TrainedRun train(bool graph, double clip,
+                 const std::function<void(TrainOptions&)>& adjust = nullptr) {
+  TrainOptions o = graph_options(graph, clip);
+  if (adjust) adjust(o);
+  Trainer trainer(o);
+  TrainedRun run;
+  for (int s = 1; s <= o.steps; ++s) {
+    std::optional<testing::LaunchLog> log;
+    if (s == 3) log.emplace();
+    const StepResult r = trainer.train_step();
+    if (log)
+      for (const LaunchRecord& rec : log->records) run.step3.push_back(rec.info);
+    run.losses.push_back(r.loss);
+    run.norms.push_back(r.grad_norm);
+    run.host_syncs.push_back(r.host_syncs);
+    run.skipped.push_back(r.skipped);
+  }
+  run.adamw_steps = trainer.optimizer().step_count();
+  run.weights = weights_of(trainer);
+  return run;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  for (const double clip : {0.0, 0.05}) {  // 0.05: every step clips (norms are ~1 here)
+    SCOPED_TRACE(clip);
+    const TrainedRun eager = train(false, clip);
+    const TrainedRun replayed = train(true, clip);
+    EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
+        << join(eager.losses) << " vs " << join(replayed.losses);
+    EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
+        << join(eager.norms) << " vs " << join(replayed.norms);
+    ASSERT_EQ(eager.weights.size(), replayed.weights.size());
+    for (size_t i = 0; i < eager.weights.size(); ++i)
+      EXPECT_EQ(std::memcmp(eager.weights[i].data(), replayed.weights[i].data(),
+                            eager.weights[i].size() * sizeof(float)),
+                0)
+          << "parameter " << i;
+    // The losses move (the test would not see a stale batch or learning rate otherwise).
+    EXPECT_NE(replayed.losses[1], replayed.losses[4]);
+    // One host read per step, the step's status (loss, norm, finite gate), with or without
+    // clipping, with the graph as without it. From step 2 on: a run's first step may wait once
+    // more (the staging ring's buffers last used by an earlier run on another stream).
+    for (size_t s = 1; s < replayed.host_syncs.size(); ++s) {
+      EXPECT_EQ(replayed.host_syncs[s], 1) << "step " << s + 1;
+      EXPECT_EQ(eager.host_syncs[s], 1) << "step " << s + 1;
+    }
+  }
+}
+
+// Every kernel of a replayed step reaches the observers (a trace), marked with its graph: the
+// same kernels in the same order as the eager step, less the AdamW scalars' copy that a replay
+// stages before the graph (and plus the batch's two copies into the graph's inputs).
+TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  const TrainedRun eager = train(false, 1.0);
+  const TrainedRun replayed = train(true, 1.0);
+  std::vector<std::string> eager_kernels, graph_kernels, host_kernels;
+  for (const LaunchInfo& i : eager.step3)
+    if (!(std::string(i.op) == "adamw" && std::string(i.kernel) == "copy"))
+      eager_kernels.emplace_back(i.kernel);
+  for (const LaunchInfo& i : replayed.step3) {
+    EXPECT_EQ(i.device.kind, DeviceKind::cuda);
+    (i.graph != 0 ? graph_kernels : host_kernels).emplace_back(i.kernel);
+  }
+  EXPECT_GT(graph_kernels.size(), 20u);
+  EXPECT_EQ(graph_kernels, eager_kernels);
+  // From the host: the batch's x and y into the graph's inputs, and the AdamW scalars.
+  EXPECT_EQ(host_kernels, (std::vector<std::string>{"copy", "copy", "copy"}));
+}
+
+// What a capture cannot hold fails at once with the call and the op that made it; the failed
+// capture leaves nothing behind (the stream runs eagerly again).
+TEST(CudaGraph, CaptureRefusesHostSyncsAndUploads) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  cuda::Graph graph;
+  const cuda::StreamGuard on(graph.stream());
+  const Tensor x = from_vector<float>({1, 2, 3}, {3}, kCUDA);
+  // Run eagerly first: the allocator's cache then holds every block the captured body takes.
+  EXPECT_EQ(item(sum(x * 2.0)), 12.0);
+
+  const std::string sync = testing::error_of([&] {
+    graph.capture([&] {
+      const LaunchScope scope("cross_entropy", 12, Phase::forward);
+      const Tensor z = x * 2.0;
+      (void)item(sum(z));
+    });
+  });
+  EXPECT_TRUE(testing::contains_all(sync, {"copy_to_host on cuda:0 inside a CUDA graph capture",
+                                           "op 'cross_entropy'", "node 12", "cannot wait"}))
+      << sync;
+  EXPECT_FALSE(graph.captured());
+
+  const std::string upload = testing::error_of([&] {
+    graph.capture([&] { (void)from_vector<float>({4, 5}, {2}, kCUDA); });
+  });
+  EXPECT_TRUE(testing::contains_all(upload, {"an upload from host memory",
+                                             "inside a CUDA graph "
+                                             "capture"}))
+      << upload;
+
+  // After the refusals the stream is an ordinary one again, and a clean capture replays.
+  EXPECT_EQ(to_vector<float>(x * 3.0), (std::vector<float>{3, 6, 9}));
+  const Tensor out = Tensor::empty({3}, DType::f32, kCUDA);
+  graph.capture([&] { kernels::backend(out).affine(x, out, 10.0, 1.0); });
+  ASSERT_TRUE(graph.captured());
+  EXPECT_EQ(graph.launches().size(), 1u);
+  graph.replay();
+  EXPECT_EQ(to_vector<float>(out), (std::vector<float>{11, 21, 31}));
+}
+
+void* block_of(const Tensor& t) { return static_cast<void*>(t.data<float>()); }
+
+// The graph's private memory pool (engine/allocator.h): a capture with nothing cached takes fresh
+// memory (cudaMalloc in relaxed capture mode; the emulated runtime refuses it in the global mode
+// the capture runs in, so this fails if the allocator does not switch), blocks freed during the
+// capture become the pool's (also one made before it), and no eager allocation after the capture
+// gets a pool block, though the pool holds free blocks of the very size asked for.
+TEST(CudaGraph, ACaptureWithAColdCacheAllocatesFromTheGraphsOwnPool) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  Allocator& allocator = Allocator::for_device(kCUDA);
+  std::set<void*> pool;
+  {
+    cuda::Graph graph;
+    const cuda::StreamGuard on(graph.stream());
+    const Tensor x = from_vector<float>({1, 2, 3}, {3}, kCUDA);
+    Tensor made_before = Tensor::empty({3}, DType::f32, kCUDA);
+    void* const before_block = block_of(made_before);
+    allocator.empty_cache();  // cold: nothing cached that the capture could take
+    const AllocatorStats cold = allocator.stats();
+    Tensor out;
+    void* temp_block = nullptr;
+    graph.capture([&] {
+      const Tensor doubled = x * 2.0;  // a temporary: freed inside the capture
+      temp_block = block_of(doubled);
+      out = doubled + 1.0;
+      made_before = Tensor();  // freed inside the capture: the pool's from now on
+    });
+    ASSERT_TRUE(graph.captured());
+    const AllocatorStats captured = allocator.stats();
+    EXPECT_GT(captured.device_malloc_count, cold.device_malloc_count);
+    EXPECT_GT(captured.pool_reserved_bytes, cold.pool_reserved_bytes);
+    for (void* p : allocator.pool_blocks(graph.memory_pool())) pool.insert(p);
+    EXPECT_TRUE(pool.count(temp_block) && pool.count(block_of(out)) && pool.count(before_block));
+
+    // Eager work after the capture: blocks of the size the pool holds free, none of them the
+    // pool's; the replays still compute into the graph's own memory.
+    std::vector<Tensor> eager;
+    for (int i = 0; i < 6; ++i) {
+      eager.push_back(x * 5.0);
+      EXPECT_EQ(pool.count(block_of(eager.back())), 0u) << "eager tensor " << i;
+      graph.replay();
+    }
+    EXPECT_EQ(to_vector<float>(out), (std::vector<float>{3, 5, 7}));
+    EXPECT_EQ(to_vector<float>(eager.back()), (std::vector<float>{5, 10, 15}));
+  }
+  // The pool lived as long as its graph: its blocks are the shared cache's again.
+  EXPECT_EQ(allocator.stats().pool_reserved_bytes, 0);
+}
+
+// --on-nonfinite with the graph: a NaN put into a gradient at a replayed step is turned away by
+// the finite gate on the device, as in the eager run. `skip`: the runs stay bit-identical (so the
+// replayed gate kept the weights and moments, and the bias-correction count, as the eager one
+// did; test_nonfinite checks the eager gate against the step before), and the skipped step does
+// not count as an AdamW step. `stop`: the weights are those of the step before, the message names
+// the step, and the eager re-run in anomaly mode finds no op that made the NaN.
+TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  const auto skip_at_3 = [](TrainOptions& o) {
+    o.on_nonfinite = "skip";
+    o.test_inject_nan_step = 3;  // the second replay (step 1 is eager, step 2 captured)
+  };
+  const TrainedRun eager = train(false, 1.0, skip_at_3);
+  const TrainedRun replayed = train(true, 1.0, skip_at_3);
+  const std::vector<bool> expected{false, false, true, false, false};
+  EXPECT_EQ(eager.skipped, expected);
+  EXPECT_EQ(replayed.skipped, expected);
+  EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
+      << join(eager.losses) << " vs " << join(replayed.losses);
+  EXPECT_TRUE(std::isnan(replayed.norms[2]));
+  EXPECT_EQ(replayed.adamw_steps, 4);
+  EXPECT_EQ(eager.adamw_steps, 4);
+  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
+  for (size_t i = 0; i < eager.weights.size(); ++i)
+    EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
+  for (const auto& w : replayed.weights)
+    for (float v : w) ASSERT_TRUE(std::isfinite(v));
+
+  TrainOptions o = graph_options(true, 1.0);
+  o.test_inject_nan_step = 3;  // stop, the default
+  Trainer t(o);
+  t.train_step();
+  t.train_step();
+  const std::vector<std::vector<float>> after_step2 = weights_of(t);
+  const std::string e = testing::error_of([&] { t.train_step(); });
+  EXPECT_TRUE(testing::contains_all(e, {"step 3: non-finite gradients", "weights were not updated",
+                                        "found no op that produced it"}))
+      << e;
+  EXPECT_EQ(weights_of(t), after_step2);
+}
+
+TEST(CudaGraph, RefusesWhatAReplayCannotRepeat) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  TrainOptions o = testing::tiny_options();
+  o.device = "cuda";
+  o.dtype = "f32";
+  o.cuda_graph = true;  // tiny_options has dropout 0.1
+  const std::string e = testing::error_of([&] { Trainer t(o); });
+  EXPECT_TRUE(testing::contains_all(e, {"--cuda-graph", "--dropout 0"})) << e;
+}
+
+#endif
+
+TEST(CudaGraph, NeedsTheCudaDevice) {
+  TrainOptions o = testing::tiny_options();
+  o.device = "emu";
+  o.cuda_graph = true;
+  const std::string e = testing::error_of([&] { Trainer t(o); });
+  EXPECT_NE(e.find("--cuda-graph"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace glass::train
