@@ -74,7 +74,8 @@ struct Store {
 };
 
 Store& store() {
-  static Store s;
+  // Never destroyed: emulated-GPU stream workers may still run while static destructors do.
+  static Store& s = *new Store;
   return s;
 }
 

@@ -28,7 +28,8 @@ struct Registry {
 };
 
 Registry& registry() {
-  static Registry r;
+  // Never destroyed: emulated-GPU stream workers may still run while static destructors do.
+  static Registry& r = *new Registry;
   return r;
 }
 

@@ -103,7 +103,8 @@ int find_tls_segment(struct dl_phdr_info* info, size_t, void* data) {
 }
 
 const Program& program() {
-  static const Program p = [] {
+  // Never destroyed: emulated-GPU stream workers may still run while static destructors do.
+  static const Program& p = *new Program([] {
     Program q;
     q.layout = read_layout();
     dl_iterate_phdr(find_tls_segment, &q);
@@ -120,7 +121,7 @@ const Program& program() {
     std::sort(q.layout.variables.begin(), q.layout.variables.end(),
               [](const auto& a, const auto& b) { return a.offset < b.offset; });
     return q;
-  }();
+  }());
   return p;
 }
 
