@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -44,7 +45,13 @@ TEST(TrainGptCli, MissingDataFile) {
 }
 
 TEST(TrainGptCli, DeviceCudaWithoutGpu) {
-#if defined(GLASS_HAS_CUDA)
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+  // The emulated runtime's machine without a GPU: train_gpt runs with GLASS_EMU_GPUS=0.
+  ::setenv("GLASS_EMU_GPUS", "0", 1);
+  expect_one_line_error(kTiny + "--steps 1 --device cuda",
+                        "device cuda:0: no CUDA GPU found (cudaGetDeviceCount: ");
+  ::unsetenv("GLASS_EMU_GPUS");
+#elif defined(GLASS_HAS_CUDA)
   if (glass::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
   expect_one_line_error(kTiny + "--steps 1 --device cuda",
                         "device cuda:0: no CUDA GPU found (cudaGetDeviceCount: ");
