@@ -25,8 +25,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   kernels::backend(total).sum_squares(dense, total);
   const double norm = std::sqrt(to_vector<double>(total)[0]);
 
-  // 2. Scale in place so that the global norm becomes max_norm.
-  if (norm > max_norm) {
+  // 2. Scale in place so that the global norm becomes max_norm; a non-finite norm scales nothing.
+  if (std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
     for (const Tensor& g : grads) kernels::backend(g).affine(g, g, scale, 0.0);
   }
