@@ -10,13 +10,16 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?=
 
-.PHONY: setup setup-test build train test test-release bench fuzz clean
+.PHONY: setup setup-test setup-fuzz build train test test-release bench fuzz clean
 
 setup:
 	@scripts/setup.sh
 
 setup-test:
 	@scripts/setup.sh --test
+
+setup-fuzz:
+	@scripts/setup.sh --fuzz
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF >/dev/null
@@ -62,13 +65,16 @@ bench: setup-test
 # build with ASan+UBSan (cpu device only: no emu, no cuda, so that it builds in minutes), then each
 # target for FUZZ_SECONDS, starting from its committed corpus. New crashes land in
 # $(FUZZ_BUILD)/crashes/; commit them to tests/fuzz/corpus/<target>/ once fixed.
-# clang 15 or newer: clang 14 lacks the builtin behind libstdc++'s std::source_location
-# (Debian bookworm: apt install clang-16 libclang-rt-16-dev).
+# clang 15 or newer: clang 14 lacks the builtin behind libstdc++'s std::source_location.
+# `scripts/setup.sh --fuzz` installs Debian's clang-16 and libclang-rt-16-dev (libFuzzer and the
+# sanitizer runtimes) when they are missing; with another FUZZ_CXX, install its runtimes yourself.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang-16
 FUZZ_CXX ?= clang++-16
-fuzz: setup-test
+fuzz: setup-fuzz
+	@command -v $(FUZZ_CXX) >/dev/null || { echo "make fuzz: $(FUZZ_CXX) not found (apt install clang-16 libclang-rt-16-dev, or set FUZZ_CC/FUZZ_CXX)"; exit 1; }
+	@test -f "$$($(FUZZ_CXX) -print-file-name=libclang_rt.fuzzer-$$(uname -m).a)" || { echo "make fuzz: $(FUZZ_CXX) has no libFuzzer runtime (apt install libclang-rt-16-dev)"; exit 1; }
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_FUZZ=ON -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_EMU=OFF -DGLASS_CUDA=OFF -DGLASS_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
 	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

@@ -30,7 +30,11 @@ T as_float(T v) {
   return v;
 }
 
-// The index of the first element that is not finite, and its value; index -1 when all are.
+// True while a MaskValuesScope is alive on this thread: -inf is then a mask value.
+thread_local bool mask_values_allowed = false;
+
+// The index of the first element that is not finite (nor a -inf mask value, when those are
+// allowed), and its value; index -1 when there is none.
 struct NonFinite {
   int64_t index = -1;
   double value = 0;
@@ -39,12 +43,19 @@ struct NonFinite {
 template <class T>
 NonFinite first_non_finite(const Tensor& t) {
   const std::vector<T> v = host_values<T>(t);
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(as_float(v[i]))) return {static_cast<int64_t>(i), as_float(v[i])};
+  const bool allow_neg_inf = mask_values_allowed;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = as_float(v[i]);
+    if (std::isfinite(x) || (allow_neg_inf && std::isinf(x) && x < 0)) continue;
+    return {static_cast<int64_t>(i), x};
+  }
   return {};
 }
 
 }  // namespace
+
+MaskValuesScope::MaskValuesScope() : saved_(mask_values_allowed) { mask_values_allowed = true; }
+MaskValuesScope::~MaskValuesScope() { mask_values_allowed = saved_; }
 
 std::string node_label(int64_t id, const char* op, const std::string& created_at) {
   std::string s = fmt::format("node #{} {}", id, op);

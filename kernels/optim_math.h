@@ -61,11 +61,13 @@ inline std::vector<float> adamw_scalar_table(std::span<const AdamWParam> params,
 }
 
 // Global-norm clipping's factor from the sum of squares of every gradient, in double:
-// max_norm / (norm + 1e-6) when norm = sqrt(sum_squares) exceeds max_norm, else 1 (a NaN norm
-// scales nothing).
+// max_norm / (norm + 1e-6) when norm = sqrt(sum_squares) exceeds max_norm, else 1. A non-finite
+// norm scales nothing: an infinite one would give the factor 0, zeroing the finite gradients and
+// turning the infinity into a NaN, which hides where it came from (norm - norm is 0 exactly when
+// the norm is finite).
 GLASS_HD inline double clip_factor(double sum_squares, double max_norm) {
   const double norm = sqrt(sum_squares);
-  return norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+  return norm > max_norm && norm - norm == 0.0 ? max_norm / (norm + 1e-6) : 1.0;
 }
 
 // The step's status (Backend::step_status) from the loss and the gradients' sum of squares:

@@ -179,6 +179,25 @@ int64_t gpt_num_parameters(const GPTConfig& c, bool include_position_embedding) 
          2 * C;
 }
 
+void check_state_dict_holds_model(const NamedTensors& state, const GPTConfig& config,
+                                  const std::string& what) {
+  using u128 = unsigned __int128;
+  // The same count as gpt_num_parameters, without its int64 products.
+  const auto C = static_cast<u128>(config.n_embd);
+  const u128 per_block = 12 * C * C + 13 * C;
+  const u128 model = static_cast<u128>(config.table_rows()) * C +
+                     static_cast<u128>(config.block_size) * C +
+                     static_cast<u128>(config.n_layer) * per_block + 2 * C;
+  u128 held = 0;
+  for (const auto& [name, t] : state) held += static_cast<u128>(t.numel());
+  GLASS_CHECK(held >= model,
+              "{}: its shape ({}) is a GPT of {} parameters, but its tensors hold only {} "
+              "elements: the file does not hold that model",
+              what, config.str(),
+              model > static_cast<u128>(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(model),
+              static_cast<uint64_t>(held));
+}
+
 double gpt_flops_per_token(const GPTConfig& c, int64_t seq_len) {
   const double n = static_cast<double>(gpt_num_parameters(c, false));
   return 6.0 * n + 12.0 * static_cast<double>(c.n_layer * seq_len * c.n_embd);

@@ -88,6 +88,14 @@ class GPT : public Module {
 // without the position embedding; wte stays in, because it is also the LM head's matrix.
 int64_t gpt_num_parameters(const GPTConfig& config, bool include_position_embedding = true);
 
+// Refuses, before a GPT of `config` is allocated, a state dict whose tensors hold fewer elements
+// than that GPT has parameters. A file's embedding shapes and block names fix the configuration,
+// so without this a few kilobytes (wte and wpe [1, 16384], one tensor named transformer.h.0.x)
+// would make a loader allocate a model of 3.2e9 parameters before finding the tensors missing.
+// Counted in 128 bits: no configuration overflows it. `what` names the file in the error.
+void check_state_dict_holds_model(const NamedTensors& state, const GPTConfig& config,
+                                  const std::string& what);
+
 // Training FLOPs per token (forward + backward), as in nanoGPT's estimate_mfu (PaLM, appendix B):
 //   6 N + 12 L T C
 // N = gpt_num_parameters(config, false): each weight does a multiply-add (2 FLOPs) per token in

@@ -111,6 +111,7 @@ GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared
                                                  .n_embd = declared.n_embd});
   GLASS_CHECK(diff.empty(), "{}: the tensors disagree with the file's declared shape ({}): {}",
               what, declared.str(), diff);
+  check_state_dict_holds_model(state, c, what);
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/anomaly.h"
 #include "kernels/backend.h"
 
 namespace glass {
@@ -54,10 +55,16 @@ Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& 
   // scores = q k^T / sqrt(D)   [B, H, T, T]
   Tensor scores = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
   // Causal mask: position t attends to positions <= t; the rest get -inf, i.e. probability 0.
+  // Anomaly mode (GLASS_CHECK_NAN) takes these -inf for what they are: mask values.
   std::vector<double> mask(static_cast<size_t>(T * T), 0.0);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t s = t + 1; s < T; ++s) mask[t * T + s] = -std::numeric_limits<double>::infinity();
-  Tensor probs = softmax(scores + cast(from_vector(mask, {T, T}, q.device()), q.dtype()));
+  Tensor masked;
+  {
+    MaskValuesScope mask_values;
+    masked = scores + cast(from_vector(mask, {T, T}, q.device()), q.dtype());
+  }
+  Tensor probs = softmax(masked);
   // Inverted dropout on the probabilities (kept ones scaled by 1/(1-p), rows not renormalised, as
   // nanoGPT), then mix the values.
   return matmul(dropout(probs, p, true, gen), v);

@@ -10,8 +10,14 @@ seconds=${2:-60}
 shift 2 || true
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors checkpoint latest shard text cli)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors checkpoint latest shard text cli gpt_weights gpt2_vocab llmc_tokenizer)
 mkdir -p "$build/crashes"
+# Stack traces need llvm-symbolizer named by its real path: found through PATH, Debian's
+# /usr/bin/llvm-symbolizer symlink is refused ("invalid path to external symbolizer").
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && command -v llvm-symbolizer >/dev/null; then
+  ASAN_SYMBOLIZER_PATH=$(readlink -f "$(command -v llvm-symbolizer)")
+  export ASAN_SYMBOLIZER_PATH
+fi
 summary=""
 status=0
 for t in "${targets[@]}"; do
@@ -26,7 +32,7 @@ for t in "${targets[@]}"; do
     echo "fuzz_$t FOUND A PROBLEM: see $log and $build/crashes/"
     status=1
   fi
-  summary+="fuzz_$t: $(grep -E '^#[0-9]+' "$log" | tail -1)"$'\n'
+  summary+="fuzz_$t: $(grep -E '^#[0-9]+' "$log" | tail -1 || true)"$'\n'
   summary+="  $(grep -E 'stat::number_of_executed_units' "$log" || true)"$'\n'
 done
 printf '\n%s' "$summary"

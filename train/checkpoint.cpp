@@ -37,7 +37,8 @@ nlohmann::json config_json(const GPTConfig& c) {
 int64_t int_field(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer())
-    throw std::invalid_argument(fmt::format("config field '{}' is {}, not an integer", key, v.dump()));
+    throw std::invalid_argument(
+        fmt::format("config field '{}' is {}, not an integer", key, v.dump()));
   return v.get<int64_t>();
 }
 
@@ -61,8 +62,9 @@ void take_prefixed(const NamedTensors& all, const std::string& prefix, NamedTens
 }
 
 // The configuration decides what the trainer allocates before loading the weights: it must describe
-// the tensors the file holds (the embedding tables and the number of blocks bound the model's
-// size), so a corrupt or hostile configuration is refused before anything is allocated.
+// the tensors the file holds (the embedding tables, the number of blocks, and the parameter count
+// these imply against the elements the tensors hold), so a corrupt or hostile configuration is
+// refused before anything is allocated.
 void check_config_matches_weights(const std::string& path, const LoadedCheckpoint& ck) {
   const GPTConfig& c = ck.state.config;
   c.validate();
@@ -82,6 +84,7 @@ void check_config_matches_weights(const std::string& path, const LoadedCheckpoin
   GLASS_CHECK(static_cast<int64_t>(blocks.size()) == c.n_layer,
               "checkpoint '{}': its configuration says n_layer {} but it holds {} blocks", path,
               c.n_layer, blocks.size());
+  check_state_dict_holds_model(ck.model, c, fmt::format("checkpoint '{}'", path));
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
+#include "autograd/anomaly.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "engine/debug.h"
@@ -15,24 +17,13 @@
 #include "engine/emu/launch.h"
 #endif
 #include "kernels/backend.h"
+#include "tests/debug_switches.h"
 #include "tests/testing.h"
 
 namespace glass {
 namespace {
 
 using namespace testing;
-
-// Sets debug switches for one test and restores the previous ones.
-class DebugSwitches {
- public:
-  explicit DebugSwitches(const DebugSettings& s) : saved_(debug_settings()) {
-    set_debug_settings(s);
-  }
-  ~DebugSwitches() { set_debug_settings(saved_); }
-
- private:
-  DebugSettings saved_;
-};
 
 // "tests/autograd/test_debug.cpp:<line>": how a creation site in this file reads.
 std::string here(int line) { return fmt::format("tests/autograd/test_debug.cpp:{}", line); }
@@ -152,6 +143,21 @@ TEST(CheckNan, AnInfiniteGradientNamesTheBackwardNode) {
                                              "at {}) produced inf at element 1 of the gradient "
                                              "for input 0 f32[3] on cpu",
                                              r.grad_fn()->id, here(line))}));
+}
+
+// Attention's causal mask is -inf on purpose: inside a MaskValuesScope -inf passes, NaN and +inf
+// do not, and after the scope -inf is an anomaly again.
+TEST(CheckNan, MaskValuesScopeLetsOnlyMinusInfinityPass) {
+  DebugSwitches on({.check_nan = true});
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = leaf({1, 2, 3});
+  {
+    MaskValuesScope mask_values;
+    EXPECT_TRUE(std::isinf(to_vector<float>(x * -inf)[0]));
+    EXPECT_TRUE(contains_all(error_of([&] { x* inf; }), {"produced inf at element 0"}));
+    EXPECT_TRUE(contains_all(error_of([&] { pow(x * -1.0, 0.5); }), {"produced nan at element 0"}));
+  }
+  EXPECT_TRUE(contains_all(error_of([&] { x * -inf; }), {"produced -inf at element 0"}));
 }
 
 TEST(CheckNan, LeavesNodeIdsAndResultsAsTheyAre) {

@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     model.load_state_dict(ck.model);
     glass::AdamW optimizer(model.named_parameters(), glass::AdamWOptions{});
     optimizer.load_state(ck.optimizer, ck.optimizer_scalars);
-  } catch (const glass::Error&) {
+  } catch (const glass::Error& e) {
+    glass::fuzz::rejected(e);
   }
   return 0;
 }

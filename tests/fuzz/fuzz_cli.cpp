@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   glass::samples::add_train_gpt_flags(app, options);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError&) {
+  } catch (const CLI::ParseError& e) {
+    glass::fuzz::rejected(e);
   }
   return 0;
 }

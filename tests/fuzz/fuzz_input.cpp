@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -24,6 +26,14 @@ std::string write_input(const uint8_t* data, size_t size, const std::string& nam
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   return path;
+}
+
+void rejected(const std::exception& e) {
+  static const bool verbose = [] {
+    const char* v = std::getenv("GLASS_FUZZ_VERBOSE");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  if (verbose) std::fprintf(stderr, "rejected: %s\n", e.what());
 }
 
 }  // namespace glass::fuzz

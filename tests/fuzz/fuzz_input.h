@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -19,5 +20,9 @@ const std::string& scratch_dir();
 
 // Writes the bytes to scratch_dir()/name and returns that path.
 std::string write_input(const uint8_t* data, size_t size, const std::string& name);
+
+// An input the loader refused with its clear error: printed to stderr when GLASS_FUZZ_VERBOSE=1
+// (to see which check each committed input reaches: GLASS_FUZZ_VERBOSE=1 fuzz_replay_<t> DIR).
+void rejected(const std::exception& e);
 
 }  // namespace glass::fuzz

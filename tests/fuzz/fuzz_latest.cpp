@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   glass::fuzz::write_input(data, size, "ckpt_dir/latest");
   try {
     glass::train::load_checkpoint(dir);
-  } catch (const glass::Error&) {
+  } catch (const glass::Error& e) {
+    glass::fuzz::rejected(e);
   }
   return 0;
 }

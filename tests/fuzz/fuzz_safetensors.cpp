@@ -7,7 +7,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = glass::fuzz::write_input(data, size, "weights.safetensors");
   try {
     glass::load_safetensors(path);
-  } catch (const glass::Error&) {
+  } catch (const glass::Error& e) {
+    glass::fuzz::rejected(e);
   }
   return 0;
 }

@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (d.vocab) d.vocab->decode(d.train);
     const glass::train::BatchLoader loader(&d.train, 2, 3, true, 7);
     loader.batch(1, glass::kCPU);
-  } catch (const glass::Error&) {
+  } catch (const glass::Error& e) {
+    glass::fuzz::rejected(e);
   }
   return 0;
 }

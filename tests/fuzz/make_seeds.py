@@ -110,3 +110,161 @@ put("checkpoint", "float_n_layer", safetensors(emb, dict(meta, config=json.dumps
 put("checkpoint", "huge_optimizer_step",
     safetensors(emb, dict(meta, optimizer_scalars="{\"step\": 1e300}")))
 put("checkpoint", "negative_step", safetensors(emb, dict(meta, step="-5", data_position="-5")))
+# A configuration that matches its embeddings (C = 16384) and its one block name, in 64 KB: a GPT of
+# 3.2e9 parameters the trainer would have allocated before finding the block's tensors missing.
+put("checkpoint", "huge_model_small_file", safetensors(
+    [("model.transformer.wte.weight", "BF16", [1, 16384], b"\0" * 32768),
+     ("model.transformer.wpe.weight", "BF16", [1, 16384], b"\0" * 32768),
+     ("model.transformer.h.0.ln_1.weight", "F32", [1], f32(1))],
+    dict(meta, config=json.dumps({"vocab_size": 1, "block_size": 1, "n_layer": 1, "n_head": 1,
+                                  "n_embd": 16384, "dropout": 0.0}))))
+
+# --- gpt_weights: the tiny GPT (V=5, block 3, 1 layer, 1 head, C=2) in each layout --init reads ---
+V, T, L, H, C, VP = 5, 3, 1, 1, 2, 8
+# glass's names and [out, in] shapes of one block's parameters, in llm.c's group order.
+BLOCK = [("ln_1.weight", [C]), ("ln_1.bias", [C]), ("attn.c_attn.weight", [3 * C, C]),
+         ("attn.c_attn.bias", [3 * C]), ("attn.c_proj.weight", [C, C]), ("attn.c_proj.bias", [C]),
+         ("ln_2.weight", [C]), ("ln_2.bias", [C]), ("mlp.c_fc.weight", [4 * C, C]),
+         ("mlp.c_fc.bias", [4 * C]), ("mlp.c_proj.weight", [C, 4 * C]), ("mlp.c_proj.bias", [C])]
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def values(shape, salt):
+    return [((i * 7 + salt * 3) % 11 - 5) / 8 for i in range(numel(shape))]
+
+
+def transpose(vals, shape):
+    r, c = shape
+    return [vals[i * c + j] for j in range(c) for i in range(r)]
+
+
+def glass_params(rows=V):
+    """(glass name, shape, values) of every parameter, wte with `rows` rows."""
+    ps = [("transformer.wte.weight", [rows, C]), ("transformer.wpe.weight", [T, C])]
+    ps += [("transformer.h.%d.%s" % (l, n), s) for l in range(L) for n, s in BLOCK]
+    ps += [("transformer.ln_f.weight", [C]), ("transformer.ln_f.bias", [C])]
+    return [(n, s, values(s, k)) for k, (n, s) in enumerate(ps)]
+
+
+def hf_tensors(prefix, lm_head=True):
+    out = []
+    for name, shape, vals in glass_params():
+        short = name[len("transformer."):]
+        if short.endswith(CONV1D):
+            vals, shape = transpose(vals, shape), [shape[1], shape[0]]
+        out.append((prefix + short, "F32", shape, f32(*vals)))
+        if short == "wte.weight" and lm_head:
+            out.append(("lm_head.weight", "F32", shape, f32(*vals)))
+    out.append((prefix + "h.0.attn.bias", "F32", [1, 1, T, T], f32(*([1.0] * T * T))))
+    return out
+
+
+config = "vocab_size=%d block_size=%d n_layer=%d n_head=%d n_embd=%d padded_vocab_size=0" % (
+    V, T, L, H, C)
+put("gpt_weights", "glass", safetensors(
+    [(n, "F32", s, f32(*v)) for n, s, v in glass_params()], {"format": "pt", "config": config}))
+put("gpt_weights", "hf", safetensors(hf_tensors(""), {"format": "pt"}))
+put("gpt_weights", "hf_transformer_prefix", safetensors(hf_tensors("transformer.", False)))
+untied = hf_tensors("")
+untied[1] = ("lm_head.weight", "F32", [V, C], f32(*([0.5] * V * C)))
+put("gpt_weights", "hf_untied_lm_head", safetensors(untied))
+put("gpt_weights", "hf_conv1d_3d", safetensors(
+    [t if t[0] != "h.0.attn.c_attn.weight" else (t[0], "F32", [1, C, 3 * C], t[3])
+     for t in hf_tensors("")]))
+put("gpt_weights", "hf_unknown_tensor", safetensors(hf_tensors("") + [("h.0.x", "F32", [1], f32(1))]))
+put("gpt_weights", "glass_config_disagrees", safetensors(
+    [(n, "F32", s, f32(*v)) for n, s, v in glass_params()],
+    {"config": config.replace("n_layer=1", "n_layer=2")}))
+# A few kilobytes whose embeddings and one block name describe a GPT of 3.2e9 parameters: refused
+# before the model is allocated (check_state_dict_holds_model).
+put("gpt_weights", "huge_model_small_file", safetensors(
+    [("transformer.wte.weight", "BF16", [1, 16384], b"\0" * 32768),
+     ("transformer.wpe.weight", "BF16", [1, 16384], b"\0" * 32768),
+     ("transformer.h.0.ln_1.weight", "F32", [1], f32(1))]))
+
+
+def llmc(version=3, header=None, cut=0):
+    h = header or [20240326, version, T, V, L, H, C, VP]
+    ps = glass_params(VP)
+    # llm.c's order: wte, wpe, then each block parameter for all layers, then ln_f.
+    order = ps[:2] + [p for k in range(len(BLOCK)) for p in ps[2 + k::len(BLOCK)][:L]] + ps[-2:]
+    vals = [v for _, _, vs in order for v in vs]
+    if version == 5:  # bf16: the top half of each f32
+        body = b"".join(struct.pack("<f", v)[2:] for v in vals)
+    else:
+        body = f32(*vals)
+    data = struct.pack("<256i", *(h + [0] * (256 - len(h)))) + body
+    return data[:len(data) - cut]
+
+
+put("gpt_weights", "llmc_f32", llmc(3))
+put("gpt_weights", "llmc_bf16", llmc(5))
+put("gpt_weights", "llmc_truncated", llmc(3, cut=4))
+put("gpt_weights", "llmc_bad_version", llmc(4))
+put("gpt_weights", "llmc_padded_v_below_v", llmc(3, header=[20240326, 3, T, V, L, H, C, V - 1]))
+put("gpt_weights", "llmc_huge_header",
+    llmc(3, header=[20240326, 3, 1 << 30, 1 << 30, 1 << 30, 1, 1 << 20, 1 << 30]))
+
+
+# --- gpt2_vocab: encoder.json, a NUL byte, vocab.bpe ---
+def byte_to_unicode():
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(
+        range(0xAE, 0x100))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+B2U = byte_to_unicode()
+spell = lambda bs: "".join(B2U[b] for b in bs)
+
+
+def vocab(merges, extra_tokens=(), drop=None):
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+    tokens += [t for t in extra_tokens if t not in tokens]
+    enc = {spell(t): i for i, t in enumerate(t for t in tokens if t != drop)}
+    bpe = "#version: 0.2\n" + "".join("%s %s\n" % (spell(a), spell(b)) for a, b in merges)
+    return json.dumps(enc).encode() + b"\0" + bpe.encode()
+
+
+merges = [(b"l", b"l"), (b"H", b"e"), (b"He", b"ll"), (b" ", b"w"), (b"o", b"r"), (b" w", b"or"),
+          (b"'", b"s"), (b"\n", b"\n")]
+put("gpt2_vocab", "small", vocab(merges, [b"<|endoftext|>"]))
+put("gpt2_vocab", "bytes_only", vocab([]))
+put("gpt2_vocab", "missing_byte", vocab(merges, drop=b"z"))
+put("gpt2_vocab", "merge_of_unknown", vocab([]) + ("%s %s\n" % (spell(b"q"), spell(b"zz"))).encode())
+put("gpt2_vocab", "bad_bpe_line", vocab([]) + b"no_space_here\n")
+put("gpt2_vocab", "gap_in_ids", b'{"a": 0, "b": 2}\0')
+put("gpt2_vocab", "not_json", b'{"a": \0a b\n')
+
+
+# --- llmc_tokenizer: uint32[256] header (magic 20240328, version, n, eot), then length + bytes ---
+def llmc_tokenizer(tokens, version=2, eot=None, n=None, magic=20240328, tail=b""):
+    h = [magic, version, len(tokens) if n is None else n, len(tokens) - 1 if eot is None else eot]
+    body = b"".join(bytes([len(t)]) + t for t in tokens)
+    return struct.pack("<256I", *(h + [0] * 252)) + body + tail
+
+
+toks = [bytes([b]) for b in range(256)] + [b"He", b"ll", b" world", b"<|endoftext|>"]
+put("llmc_tokenizer", "v2", llmc_tokenizer(toks))
+put("llmc_tokenizer", "v1", llmc_tokenizer(toks[:40], version=1, eot=0))
+put("llmc_tokenizer", "eot_outside", llmc_tokenizer(toks[:3], eot=7))
+put("llmc_tokenizer", "count_too_large", llmc_tokenizer(toks[:3], n=1 << 30))
+put("llmc_tokenizer", "trailing_bytes", llmc_tokenizer(toks[:3], tail=b"xyz"))
+put("llmc_tokenizer", "zero_length_token", llmc_tokenizer(toks[:2]) + b"\0")
+put("llmc_tokenizer", "bad_magic", llmc_tokenizer(toks[:2], magic=20240326))

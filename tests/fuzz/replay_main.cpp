@@ -3,6 +3,7 @@
 // committed corpus (seeds and every crash found so far) this way under ASan+UBSan, so a regression
 // in a loader fails `make test` in seconds.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -27,7 +28,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "replay: no inputs (give files or corpus directories)\n");
     return 2;
   }
+  const char* verbose = std::getenv("GLASS_FUZZ_VERBOSE");  // names each input (fuzz_input.h)
   for (const fs::path& p : inputs) {
+    if (verbose != nullptr && std::string(verbose) == "1") std::fprintf(stderr, "%s\n", p.c_str());
     std::ifstream in(p, std::ios::binary);
     if (!in) {
       std::fprintf(stderr, "replay: cannot read %s\n", p.c_str());

@@ -1,5 +1,7 @@
 // Global-norm clipping and learning-rate schedules.
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numbers>
 
 #include "autograd/ops.h"
@@ -85,6 +87,27 @@ TEST(ClipGradNorm, OnTheDeviceWithoutAHostRead) {
   }
 }
 #endif
+// An infinite norm would give the scale max_norm / inf = 0: the finite gradients would become 0
+// and the infinity a NaN. The gradients must stay bit for bit as they were, for the caller to see.
+TEST(ClipGradNorm, ANonFiniteNormLeavesEveryGradientAsItWas) {
+  for (const float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    Generator gen(4);
+    std::vector<Tensor> params = params_with_grads(gen, 3.0);
+    std::vector<float> g1 = to_vector<float>(params[1].grad());
+    g1[5] = bad;
+    params[1].set_grad(from_vector(g1, params[1].shape()));
+    std::vector<std::vector<float>> before;
+    for (const Tensor& p : params) before.push_back(to_vector<float>(p.grad()));
+    const double norm = clip_grad_norm(params, 1.0);
+    EXPECT_FALSE(std::isfinite(norm)) << bad;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> after = to_vector<float>(params[i].grad());
+      ASSERT_EQ(after.size(), before[i].size());
+      EXPECT_EQ(std::memcmp(after.data(), before[i].data(), after.size() * sizeof(float)), 0)
+          << "gradient " << i << " changed (non-finite element " << bad << ")";
+    }
+  }
+}
 
 TEST(ClipGradNorm, RejectsNonPositiveMaxNorm) {
   Generator gen(3);

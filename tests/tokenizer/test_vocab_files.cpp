@@ -60,6 +60,15 @@ TEST(Gpt2Vocab, MergesByRankOnATinyVocabulary) {
   EXPECT_EQ(tok.decode({257, 258, 'x'}), "abcbcx");
 }
 
+// A vocabulary without merges is a valid byte-level tokenizer (found by the fuzz seed of the 256
+// bytes: encode refused it, saying it came from llm.c's gpt2_tokenizer.bin).
+TEST(Gpt2Vocab, AVocabularyWithoutMergesEncodesByteByByte) {
+  const Gpt2Tokenizer tok(parse_gpt2_vocab(byte_encoder_json({}), "#version: 0.2\n"));
+  EXPECT_TRUE(tok.can_encode());
+  EXPECT_EQ(tok.encode("ab a"), (std::vector<int32_t>{'a', 'b', ' ', 'a'}));
+  EXPECT_EQ(tok.decode(tok.encode("ab a")), "ab a");
+}
+
 TEST(Gpt2Vocab, MalformedFilesNameTheProblem) {
   const std::string enc = byte_encoder_json({"ab"});
   EXPECT_NE(error_of([] { parse_gpt2_vocab("{", ""); }).find("encoder.json: not JSON"),

@@ -29,7 +29,8 @@ uint64_t pair_key(int32_t left, int32_t right) {
 
 }  // namespace
 
-Gpt2Tokenizer::Gpt2Tokenizer(Gpt2Vocab vocab) : tokens_(std::move(vocab.tokens)) {
+Gpt2Tokenizer::Gpt2Tokenizer(Gpt2Vocab vocab)
+    : tokens_(std::move(vocab.tokens)), can_encode_(true) {
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (tokens_[i].size() == 1)
       byte_token_[static_cast<uint8_t>(tokens_[i][0])] = static_cast<int32_t>(i);

@@ -41,7 +41,8 @@ class Gpt2Tokenizer : public Tokenizer {
   // Not thread-safe: pieces seen before come from a cache.
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
-  bool can_encode() const { return !merge_.empty(); }
+  // False for llm.c's decode table; a vocabulary without merges encodes byte by byte.
+  bool can_encode() const { return can_encode_; }
   int32_t end_of_text() const { return eot_; }
   const std::vector<std::string>& tokens() const { return tokens_; }
 
@@ -52,6 +53,7 @@ class Gpt2Tokenizer : public Tokenizer {
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
+  bool can_encode_ = false;  // read from encoder.json + vocab.bpe
   int32_t eot_ = kEndOfText;
   int32_t byte_token_[256] = {};
   std::unordered_map<uint64_t, Merge> merge_;  // (left id << 32 | right id) -> rank, merged id
