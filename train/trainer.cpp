@@ -286,14 +286,21 @@ Tensor Trainer::forward_backward(const RowRange& rows) {
   Tensor loss_sum;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
-    const Tensor loss = batch_loss(*model_, b);
-    if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
-    if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
-    backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
-    loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
+    const Tensor loss = micro_step(b, micro);
+    loss_sum = micro == 0 ? loss : loss_sum + loss;
   }
   if (ddp_) ddp_->finish_gradient_sync();
   return loss_sum;
+}
+
+// One micro-step's forward and backward (its gradients scaled by 1/k into .grad); returns its
+// loss, detached.
+Tensor Trainer::micro_step(const Batch& b, int64_t micro) {
+  const Tensor loss = batch_loss(*model_, b);
+  if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
+  if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
+  backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
+  return loss.detach();
 }
 
 Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
@@ -326,11 +333,9 @@ Tensor Trainer::graph_step(const RowRange& rows, double lr) {
   optimizer_->set_lr(lr);
   optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
   if (graph_->captured()) optimizer_->count_replayed_step();
-  return graph_->step(b, [&](const Batch& in) {
-    const Tensor loss = batch_loss(*model_, in);
-    backward(loss);
-    return finish_step_on_device(loss.detach(), lr);
-  });
+  // The captured step is the eager one's (one micro-step, no data parallelism: checked at set-up).
+  return graph_->step(
+      b, [&](const Batch& in) { return finish_step_on_device(micro_step(in, 0), lr); });
 }
 
 // Tests only (--test-inject-nan-step): one element of the first gradient gets a value added after

@@ -150,11 +150,13 @@ class Trainer {
   void log_setup(int threads, AttentionKernel attention) const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
-  // The step's parts. forward_backward returns the micro-steps' loss sum; finish_step_on_device
+  // The step's parts. forward_backward returns the micro-steps' loss sum (micro_step: one
+  // micro-step's forward and backward, also the body --cuda-graph captures); finish_step_on_device
   // queues the norm (and clipping), the step status, the gated AdamW, zero_grad and the bf16
   // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
   // captures them (graph_step: the captured step, replayed from the second call on).
   Tensor forward_backward(const RowRange& rows);
+  Tensor micro_step(const Batch& b, int64_t micro);
   Tensor finish_step_on_device(const Tensor& loss_sum, double lr);
   Tensor graph_step(const RowRange& rows, double lr);
   StepResult end_step(StepResult& r, std::chrono::steady_clock::time_point t0,
