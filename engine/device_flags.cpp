@@ -63,9 +63,7 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
     for (const HostRead& r : reads) std::memcpy(r.dst, r.src, r.bytes);
     return;
   }
-  refuse_in_graph_capture(device, what,
-                          "the host cannot wait for work that is only being recorded; read "
-                          "results after the graph's replay");
+  refuse_host_wait_in_graph_capture(device, what);  // before the pending flags are taken
   // 1. the flags pending on this device go along with the reads
   std::vector<PendingFlag> flags;
   {

@@ -130,9 +130,7 @@ void unsubscribe(LaunchObserver* obs) {
 
 void note_host_sync(Device device, const char* what) {
   if (device.kind == DeviceKind::cpu) return;
-  refuse_in_graph_capture(device, what,
-                          "the host cannot wait for work that is only being recorded; read "
-                          "results after the graph's replay");
+  refuse_host_wait_in_graph_capture(device, what);
   host_syncs.fetch_add(1, std::memory_order_relaxed);
   if (detail::observer_count.load(std::memory_order_relaxed) == 0) return;
   const LaunchContext& ctx = current_launch_context();
@@ -156,6 +154,12 @@ void refuse_in_graph_capture(Device device, const char* what, const char* why) {
   const LaunchContext& ctx = current_launch_context();
   fail("{} on {} inside a CUDA graph capture (op '{}', node {}, phase {}): {}", what, device.str(),
        *ctx.op ? ctx.op : "none", ctx.node_id, phase_name(ctx.phase), why);
+}
+
+void refuse_host_wait_in_graph_capture(Device device, const char* what) {
+  refuse_in_graph_capture(device, what,
+                          "the host cannot wait for work that is only being recorded; read "
+                          "results after the graph's replay");
 }
 
 void report_replayed_launches(const std::vector<LaunchInfo>& launches, double at_us) {

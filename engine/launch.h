@@ -105,6 +105,9 @@ bool capturing_graph();
 // Throws when this thread is capturing a graph: `what` (on `device`) cannot be captured, `why`.
 // The message names the op and autograd node being captured.
 void refuse_in_graph_capture(Device device, const char* what, const char* why);
+// The same for a host wait (`what`: a read to the host, a synchronisation): the host cannot wait
+// for work that is only being recorded.
+void refuse_host_wait_in_graph_capture(Device device, const char* what);
 // One replay of a captured graph: each captured launch reported to the observers, in order, as
 // begun and ended at `at_us` on the launch clock (when the replay was issued). A replay is one
 // cudaGraphLaunch: its kernels are not timed one by one, so they show with zero duration.
