@@ -163,6 +163,7 @@ GPTWeights load_gpt_weights(const std::string& path) {
                                  ? GPTConfig{}
                                  : parse_config_string(config->second, path + " metadata");
   w.config = config_of_weights(w.state, declared, path);
+  w.metadata = std::move(file.metadata);
   return w;
 }
 

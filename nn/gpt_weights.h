@@ -35,6 +35,9 @@ struct GPTWeights {
   // of it; glass's metadata holds n_head and the padded vocabulary. n_head is 0 where the file does
   // not say (Hugging Face and nanoGPT files keep it in a separate config).
   GPTConfig config;
+  // The safetensors layouts' metadata (e.g. "tokenizer", which train_gpt --save writes); llm.c's
+  // file has none.
+  std::map<std::string, std::string> metadata;
 };
 
 // Reads `path` in whichever layout it is: llm.c's magic number first, else safetensors, told apart

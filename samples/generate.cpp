@@ -1,20 +1,22 @@
-// generate: text from a saved model (train_gpt --save), sampled with a KV cache.
+// generate: text from a saved model, sampled with a KV cache.
 //
-//   build/samples/generate --weights W.safetensors --prompt "ROMEO:" --sample 200
+//   build/samples/generate --weights W --prompt "ROMEO:" --sample 200
 //                          [--temperature 0.8] [--top-k 40] [--seed 1337] [--device cpu]
 //
-// The model's shape comes from the weights (n_head from the file's "config" metadata, or
-// --n-head); its tokenizer from the file's "tokenizer" metadata, which train_gpt writes: "char"
-// (the character vocabulary is stored beside it) or "gpt2". Prints the prompt and the sample, then
-// tokens/s. Errors: one line, "generate: error: ...".
-#include <cstdio>
+// W is any layout train_gpt --init reads (nn/gpt_weights.h): glass safetensors (train_gpt --save),
+// Hugging Face's GPT-2 safetensors, or llm.c's checkpoint file. The model's shape comes from the
+// weights; n_head from the file (glass's "config" metadata, llm.c's header) or --n-head (Hugging
+// Face files keep it in a separate config.json). The tokenizer comes from the file's "tokenizer"
+// metadata, which train_gpt writes: "char" (the character vocabulary is stored beside it) or
+// "gpt2"; a Hugging Face or llm.c file without it is a GPT-2 model, so gpt2. Prints the prompt and
+// the sample, then tokens/s. Errors: one line, "generate: error: ...".
 #include <CLI/CLI.hpp>
-#include <regex>
+#include <cstdio>
 
 #include "autograd/ops.h"
 #include "engine/error.h"
 #include "kernels/cpu/threads.h"
-#include "nn/safetensors.h"
+#include "nn/gpt_weights.h"
 #include "train/data.h"
 #include "train/generate.h"
 #include "train/tokenizer/gpt2_tokenizer.h"
@@ -23,23 +25,20 @@ namespace {
 
 using namespace glass;
 
-// The n_head=... of a "config" metadata string (GPTConfig::str), or 0.
-int64_t n_head_of(const std::map<std::string, std::string>& metadata) {
-  const auto c = metadata.find("config");
-  std::smatch m;
-  if (c == metadata.end() || !std::regex_search(c->second, m, std::regex("n_head=(\\d+)")))
-    return 0;
-  return std::stoll(m[1]);
-}
-
-std::unique_ptr<train::Tokenizer> tokenizer_of(const std::map<std::string, std::string>& metadata,
-                                               std::string kind, const std::string& data) {
+// The tokenizer asked for, else the file's "tokenizer" metadata, else GPT-2's for the layouts that
+// only GPT-2 models come in.
+std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::string kind,
+                                               const std::string& data) {
+  const auto& metadata = weights.metadata;
   if (kind.empty()) {
     const auto t = metadata.find("tokenizer");
-    GLASS_CHECK(t != metadata.end(),
+    if (t != metadata.end())
+      kind = t->second;
+    else if (weights.layout != WeightLayout::glass)
+      kind = "gpt2";
+    GLASS_CHECK(!kind.empty(),
                 "the weights do not say their tokenizer (no \"tokenizer\" metadata): pass "
                 "--tokenizer char --data TEXT or --tokenizer gpt2");
-    kind = t->second;
   }
   if (kind == "gpt2")
     return std::make_unique<train::Gpt2Tokenizer>(
@@ -62,10 +61,12 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool full_context = false;
   train::SamplingOptions s;
-  app.add_option("--weights", weights, "model weights (.safetensors, train_gpt --save)")
+  app.add_option("--weights", weights,
+                 "model weights: glass or Hugging Face safetensors, or llm.c's .bin")
       ->required();
   app.add_option("--device", device_name, "cpu | emu | cuda[:N]");
-  app.add_option("--n-head", n_head, "attention heads (default: the file's config metadata)");
+  app.add_option("--n-head", n_head,
+                 "attention heads (default: what the file says; Hugging Face files need it)");
   app.add_option("--tokenizer", tokenizer, "char | gpt2 (default: the file's metadata)");
   app.add_option("--data", data, "the text a character model was trained on (its vocabulary)");
   app.add_option("--prompt", prompt, "text to continue (default: a new line/document)");
@@ -87,18 +88,24 @@ int main(int argc, char** argv) {
   try {
     kernels::cpu::set_threads(threads);
     const Device device = Device::parse(device_name);
-    SafeTensorsFile file = load_safetensors(weights, device);
-    if (n_head == 0) n_head = n_head_of(file.metadata);
-    GLASS_CHECK(n_head > 0, "{}: no n_head in its \"config\" metadata: pass --n-head", weights);
-    const auto tok = tokenizer_of(file.metadata, tokenizer, data);
-    const GPTConfig config = GPT::config_from_state_dict(file.tensors, n_head);
+    const GPTWeights file = load_gpt_weights(weights);
+    GPTConfig config = file.config;
+    if (n_head > 0) {
+      GLASS_CHECK(config.n_head == 0 || config.n_head == n_head,
+                  "--n-head {} disagrees with {}, which says n_head={}", n_head, weights,
+                  config.n_head);
+      config.n_head = n_head;
+    }
+    GLASS_CHECK(config.n_head > 0, "{} ({} layout) does not say its n_head: pass --n-head", weights,
+                weight_layout_name(file.layout));
     config.validate();
+    const auto tok = tokenizer_of(file, tokenizer, data);
     GLASS_CHECK(tok->vocab_size() <= config.vocab_size,
                 "the {} tokenizer has {} tokens, more than the model's {} classes", tok->name(),
                 tok->vocab_size(), config.vocab_size);
     GPT model(config);
     model.to(device);
-    model.load_state_dict(file.tensors);
+    model.load_state_dict(file.state);
     std::vector<int32_t> context = tok->encode(prompt);
     if (context.empty()) {
       // A new document (GPT-2) or a new line (characters; the first one when there is none).
