@@ -4,7 +4,8 @@
 Each target gets a few valid inputs (so the fuzzer starts deep in the parser) and a few near-misses
 (so the error paths are covered from the start). Crashing inputs found by the fuzzer are committed
 beside them as crash_* files and are not touched here. The checkpoint target's valid seed is a real
-checkpoint of a tiny model (see corpus/checkpoint/README)."""
+checkpoint of a tiny model, written by train_gpt (seed_real_tiny_checkpoint, not touched here); the
+near-misses that need a whole model are copies of it with one metadata entry changed."""
 import json
 import os
 import struct
@@ -35,6 +36,17 @@ def safetensors(tensors, metadata=None, header_override=None):
 
 
 f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+
+
+def with_metadata(file, **changes):
+    """A safetensors file with some metadata entries replaced (data offsets are relative to the
+    data, so the tensors stay as they are)."""
+    n = struct.unpack("<Q", file[:8])[0]
+    header = json.loads(file[8:8 + n])
+    header["__metadata__"].update(changes)
+    text = json.dumps(header)
+    text += " " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text.encode() + file[8 + n:]
 
 # --- safetensors ---
 put("safetensors", "two_tensors", safetensors(
@@ -107,8 +119,11 @@ put("checkpoint", "foreign_format", safetensors(emb, dict(meta, format="pt")))
 put("checkpoint", "float_n_layer", safetensors(emb, dict(meta, config=json.dumps(
     {"vocab_size": 4, "block_size": 2, "n_layer": 1e300, "n_head": 1, "n_embd": 2,
      "dropout": 0.0}))))
-put("checkpoint", "huge_optimizer_step",
-    safetensors(emb, dict(meta, optimizer_scalars="{\"step\": 1e300}")))
+# The whole tiny model, so that the step count is what the loader refuses, not missing tensors.
+with open(os.path.join(ROOT, "checkpoint", "seed_real_tiny_checkpoint"), "rb") as f:
+    real_checkpoint = f.read()
+put("checkpoint", "huge_optimizer_step", with_metadata(
+    real_checkpoint, optimizer_scalars="{\"lr\": 0.001, \"step\": 1e300}"))
 put("checkpoint", "negative_step", safetensors(emb, dict(meta, step="-5", data_position="-5")))
 # A configuration that matches its embeddings (C = 16384) and its one block name, in 64 KB: a GPT of
 # 3.2e9 parameters the trainer would have allocated before finding the block's tensors missing.
