@@ -1,7 +1,8 @@
 // The cuda device's own stream code (engine/stream.cpp, engine/cuda, kernels/cuda/gemm.cu) on the
 // emulated CUDA runtime, whose streams really are asynchronous. Each test is a defect found in
-// review (issue 13), checking the old behaviour; the cuBLAS one was run against the old code and
-// failed there, the four stream ones have not been rerun against the code before 96104aa yet:
+// review (issue 13), checking the old behaviour. Each failed against the code before its fix (the
+// four stream ones against 68b3569, the commit before 96104aa; the cuBLAS one against the old lock
+// placement):
 // - a Stream on cuda:1 was made on whatever GPU the thread had current;
 // - Stream::enqueue on cuda ran the task at once and released what it captured while the GPU work
 //   it issued (a collective) was still queued;
