@@ -82,6 +82,12 @@ std::vector<const KernelResources*> kernels_for_launch(const KernelResourceRepor
   return out;
 }
 
+const char* library_of(std::string_view kernel) {
+  if (kernel.starts_with("cublas")) return "cuBLAS";
+  if (kernel.starts_with("cudnn")) return "cuDNN";
+  return "";
+}
+
 Occupancy theoretical_occupancy(int threads, int registers, int64_t shared_bytes,
                                 const emu::DeviceLimits& limits) {
   Occupancy o;
@@ -140,7 +146,9 @@ std::vector<LaunchOccupancy> launch_occupancy(const std::vector<TracedLaunch>& l
     row.threads = threads;
     row.dynamic_shared_bytes = static_cast<int64_t>(info.shared_bytes);
     row.calls = 1;
-    for (const KernelResources* k : kernels_for_launch(report, info.kernel)) {
+    row.library = library_of(info.kernel);
+    for (const KernelResources* k :
+         kernels_for_launch(report, info.function ? info.function : info.kernel)) {
       row.instantiations++;
       row.registers = std::max(row.registers, k->registers);
       row.static_shared_bytes = std::max(row.static_shared_bytes, k->static_shared_bytes);
@@ -164,6 +172,11 @@ std::string occupancy_table(const std::vector<LaunchOccupancy>& rows,
       fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", "kernel", "threads",
                   "dyn smem", "regs", "smem", "spills", "blocks/SM", "occupancy", "limited by");
   for (const LaunchOccupancy& r : rows) {
+    if (!r.library.empty()) {  // the block shape is the library's own choice, unknown here
+      out += fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", r.kernel,
+                         "-", "-", "-", "-", "-", "-", "-", "(" + r.library + ")");
+      continue;
+    }
     if (r.instantiations == 0) {
       out +=
           fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", r.kernel,

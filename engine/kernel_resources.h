@@ -17,7 +17,10 @@
 //
 // A launch is matched with its __global__ function by the naming convention of kernels/cuda: a
 // launch named N runs N_kernel (layernorm_forward -> layernorm_forward_kernel<T>), or a function
-// named after the launch itself. Launches whose kernel is named otherwise show no occupancy.
+// named after the launch itself; a launch of a generic kernel names it in LaunchInfo::function
+// (gelu_forward runs map1_kernel<T, GeluForward>: every instantiation of map1_kernel is counted).
+// cuBLAS and cuDNN calls run NVIDIA's kernels, which this build does not compile: they are marked
+// as library calls, without occupancy.
 #pragma once
 
 #include <cstdint>
@@ -82,11 +85,17 @@ struct LaunchOccupancy {
   int64_t dynamic_shared_bytes = 0;
   int64_t calls = 0;
   int instantiations = 0;  // 0: no ptxas entry for this launch
+  // "cuBLAS" or "cuDNN" for a library call (its kernels are NVIDIA's, compiled outside this
+  // build, so ptxas reported nothing for them); "" for a kernel of kernels/cuda.
+  std::string library;
   int registers = 0;
   int64_t static_shared_bytes = 0;
   bool spills = false;
   Occupancy occupancy;
 };
+
+// The library a launch named `kernel` calls ("cuBLAS" for cublas*, "cuDNN" for cudnn*), or "".
+const char* library_of(std::string_view kernel);
 
 // The launch configurations of the launches on emu or cuda (cpu launches have none), in order of
 // first appearance.

@@ -26,6 +26,10 @@ struct Dim3 {
 
 struct LaunchInfo {
   const char* kernel = "?";  // a string literal: the kernel's name
+  // emu and cuda: the __global__ function that runs, when it is not `kernel` + "_kernel" (a generic
+  // kernel serving several launches: "map1" for gelu_forward's map1_kernel); matches the launch
+  // with ptxas's report (engine/kernel_resources.h). nullptr: the naming convention holds.
+  const char* function = nullptr;
   Device device = kCPU;
   Dim3 grid, block;  // on `cpu`: grid.x = work items split over threads, block.x = 1
   size_t shared_bytes = 0;

@@ -104,9 +104,11 @@ int find_rung(Op op, std::string_view text) {
 // again at the next use), replaced by set_active_selection. Atomics: a cheap read per launch.
 struct ActiveRungs {
   std::array<std::atomic<int>, kOps.size()> rung;
+  std::atomic<bool> not_production{false};  // some op runs a rung other than its production one
   ActiveRungs() { store(selection_from_env()); }
   void store(const Selection& s) {
     for (size_t i = 0; i < rung.size(); ++i) rung[i].store(s.rung[i], std::memory_order_relaxed);
+    not_production.store(!(s == default_selection()), std::memory_order_relaxed);
   }
 };
 
@@ -281,6 +283,8 @@ std::string selection_string(const Selection& s) {
                        s.rung[static_cast<size_t>(op)]);
   return out;
 }
+
+bool rungs_selected() { return active().not_production.load(std::memory_order_relaxed); }
 
 void selected_softmax_forward(const Tensor& x, const Tensor& y) {
   ladder_table(x.device()).softmax_forward[active_rung(Op::softmax)](x, y);

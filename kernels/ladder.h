@@ -3,8 +3,8 @@
 // kernel that changes one thing. This registry lists the rungs, runs rung N on given tensors
 // (device emu, or cuda where built), and selects the rung that training runs: the emu/cuda
 // backend's softmax_forward, layernorm_forward, gemm and flash_attention_forward entries are
-// selected_*() below, which run the rung GLASS_KERNEL_VARIANT names (the production kernel by
-// default).
+// selected_*() below, which run the rung GLASS_KERNEL_VARIANT names, while it names one other than
+// the production kernel (otherwise the tables point at the production kernels themselves).
 //
 //   GLASS_KERNEL_VARIANT=softmax:1,layernorm:float4,matmul:0
 //
@@ -71,7 +71,12 @@ Selection active_selection();
 void set_active_selection(const Selection& s);
 std::string selection_string(const Selection& s);  // e.g. "softmax:2,layernorm:2,matmul:3"
 
-// The backend entries (kernel table of emu, and of cuda): the active rung of the op.
+// Whether the active selection runs a rung other than the production kernel for some op. The emu
+// and cuda kernel tables point at the production kernels; only while this holds do they route
+// their four ladder entries through selected_*() (kernels/cuda/backend_table.cu).
+bool rungs_selected();
+
+// The ladder's entries of the emu and cuda kernel tables: the active rung of the op.
 void selected_softmax_forward(const Tensor& x, const Tensor& y);
 void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,

@@ -1,14 +1,34 @@
-// Argument checks of the row kernels (attention, layernorm), shared by the cpu kernels and the
-// CUDA host launchers, so that every device rejects the same bad input with the same message; and
-// bytes_of, the ideal traffic every launcher reports.
+// Argument checks of the row kernels (softmax family, attention, layernorm), shared by the cpu
+// kernels and the CUDA host launchers, so that every device rejects the same bad input with the
+// same message; and bytes_of, the ideal traffic every launcher reports.
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 
 #include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace glass::kernels {
+
+// A contiguous tensor seen as [rows, cols] over its last dimension (a 0-d tensor is one 1-wide
+// row): how the softmax family's kernels see their operands on every device.
+struct Rows {
+  int64_t cols, rows;
+  explicit Rows(const Tensor& t)
+      : cols(t.dim() ? t.size(-1) : 1), rows(cols ? t.numel() / cols : 0) {}
+};
+
+// Checks that every tensor is contiguous with `numel` elements, and of `dtype` where one is given:
+// what the row kernels index by.
+inline void check_row_layout(const char* kernel, int64_t numel,
+                             std::initializer_list<const Tensor*> ts,
+                             std::optional<DType> dtype = std::nullopt) {
+  for (const Tensor* t : ts)
+    GLASS_CHECK(t->is_contiguous() && t->numel() == numel && (!dtype || t->dtype() == *dtype),
+                "{}: {} must be contiguous{}{} with {} elements", kernel, t->describe(),
+                dtype ? " " : "", dtype ? dtype_name(*dtype) : "", numel);
+}
 
 // Bytes a kernel moves when it touches each of these tensors once.
 inline double bytes_of(std::initializer_list<const Tensor*> ts) {

@@ -22,12 +22,15 @@ kernels::AdamWHyper hyper_of(const AdamWOptions& o, double lr, int64_t step) {
 
 }  // namespace
 
+kernels::AdamWParam AdamW::param_entry(size_t i) const {
+  return {params()[i].second, {}, {}, {}, decays(i) ? options_.weight_decay : 0.0};
+}
+
 void AdamW::stage_scalars(int64_t step, double lr) {
   const Device device = params()[0].second.device();
   if (device.kind == DeviceKind::cpu) return;
   std::vector<kernels::AdamWParam> all;
-  for (size_t i = 0; i < params().size(); ++i)
-    all.push_back({params()[i].second, {}, {}, {}, decays(i) ? options_.weight_decay : 0.0});
+  for (size_t i = 0; i < params().size(); ++i) all.push_back(param_entry(i));
   const std::vector<float> table = kernels::adamw_scalar_table(all, hyper_of(options_, lr, step));
   const Tensor fresh =
       Tensor::from_host(table.data(), {static_cast<int64_t>(table.size())}, DType::f32, device);
@@ -41,9 +44,11 @@ void AdamW::stage_scalars(int64_t step, double lr) {
 void AdamW::update(const std::vector<size_t>& with_grad) {
   std::vector<kernels::AdamWParam> batch;
   for (size_t i : with_grad) {
-    const Tensor& p = params()[i].second;
-    batch.push_back(
-        {p, p.grad(), buffer(0, i), buffer(1, i), decays(i) ? options_.weight_decay : 0.0});
+    kernels::AdamWParam entry = param_entry(i);
+    entry.grad = entry.param.grad();
+    entry.m = buffer(0, i);
+    entry.v = buffer(1, i);
+    batch.push_back(entry);
   }
   kernels::AdamWHyper hyper = hyper_of(options_, lr(), step_count());
   hyper.finite = finite_;

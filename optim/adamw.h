@@ -12,6 +12,7 @@
 // replay (stage_scalars) rather than those of the captured step.
 #pragma once
 
+#include "kernels/backend.h"
 #include "optim/optimizer.h"
 
 namespace glass {
@@ -42,6 +43,10 @@ class AdamW : public Optimizer {
   void update(const std::vector<size_t>& with_grad) override;
 
  private:
+  // Parameter i's update with its decoupled weight decay (matrices decay, vectors do not); grad,
+  // m and v are filled in only where the update needs them.
+  kernels::AdamWParam param_entry(size_t i) const;
+
   AdamWOptions options_;  // .lr is only the initial value: lr() is the current one
   Tensor scalars_;        // the staged table (kernels/optim_math.h: adamw_scalar_table)
   Tensor finite_;

@@ -202,7 +202,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
                        {"bound", k.roof.bound()},
                        {"times_roofline_floor", k.over_floor}});
   // Each launch configuration's theoretical occupancy on an H200 (emu and cuda launches; null
-  // where ptxas reported no function for the launch).
+  // where ptxas reported no function for the launch, with "library" for a cuBLAS or cuDNN call).
   nlohmann::json occupancy = nlohmann::json::array();
   for (const LaunchOccupancy& o : row.kernels.occupancy) {
     nlohmann::json entry = {{"kernel", o.kernel},
@@ -218,6 +218,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
                     {"limited_by", o.occupancy.limiter}});
     } else {
       entry["occupancy"] = nullptr;
+      if (!o.library.empty()) entry["library"] = o.library;
     }
     occupancy.push_back(entry);
   }

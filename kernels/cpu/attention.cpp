@@ -56,7 +56,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const AttentionWork g(kernel, q, {&k, &v, &out}, probs);
   const double bytes = bytes_of({&q, &k, &v, &out, &probs});
   if (q.numel() == 0) return;
-  visit_float(q.dtype(), kernel, [&]<class T>() {
+  visit_float(q, kernel, [&]<class T>() {
     const T* qp = q.data<T>();
     const T* kp = k.data<T>();
     const T* vp = v.data<T>();
@@ -88,7 +88,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttentionWork g(kernel, q, {&k, &v, &dout, &dq, &dk, &dv}, probs);
   const double bytes = bytes_of({&q, &k, &v, &probs, &dout, &dq, &dk, &dv});
   if (q.numel() == 0) return;
-  visit_float(q.dtype(), kernel, [&]<class T>() {
+  visit_float(q, kernel, [&]<class T>() {
     const T* qp = q.data<T>();
     const T* kp = k.data<T>();
     const T* vp = v.data<T>();

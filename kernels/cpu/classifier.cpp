@@ -20,7 +20,7 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   const double elements = static_cast<double>(logits.numel());
   const double bytes = static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
                        bytes_of({&targets, &losses, &valid});
-  visit_float(logits.dtype(), kernel, [&]<class T>() {
+  visit_float(logits, kernel, [&]<class T>() {
     T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     T* loss = losses.data<T>();

@@ -16,24 +16,11 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/dtype_dispatch.h"
+#include "kernels/merge_dims.h"
 #include "kernels/shape_checks.h"
 
 namespace glass::kernels::cpu {
-
-// Calls fn.template operator()<T>() with T = float or double, as the dtype says.
-template <class Fn>
-void visit_float(DType t, const char* kernel, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      fail("{}: dtype {} is not supported on cpu (f32, f64)", kernel, dtype_name(t));
-  }
-}
 
 // LaunchInfo for a cpu kernel: grid.x = independent work items, block.x = threads used.
 inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double flops,
@@ -76,11 +63,10 @@ void for_each_row(int64_t rows, int64_t elements, Fn&& fn) {
 // when there is enough work; each thread finds its first piece once and steps through the rest
 // like an odometer, so no index is divided per row.
 template <size_t N>
-struct StridedLoop {
+struct StridedLoop : MergedDims<N> {
   static constexpr int64_t kRunPiece = 1 << 13;
-
-  Shape shape;
-  std::array<Shape, N> strides;
+  using MergedDims<N>::shape;
+  using MergedDims<N>::strides;
 
   template <class Fn>
   void run(Fn&& fn) const {
@@ -128,26 +114,10 @@ struct StridedLoop {
   }
 };
 
-// The loop over `shape` for N operands with size-1 dimensions dropped and neighbouring dimensions
-// merged wherever every operand steps through them as one (stride[d-1] == stride[d] * size[d]):
-// operands contiguous alike become one run, and a transposed pair keeps its contiguous inner run.
+// The loop over `shape` for N operands, its dimensions merged (kernels/merge_dims.h).
 template <size_t N>
 StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides) {
-  StridedLoop<N> loop;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !loop.shape.empty();
-    for (size_t i = 0; i < N && merge; ++i)
-      merge = loop.strides[i].back() == strides[i][d] * shape[d];
-    if (merge) {
-      loop.shape.back() *= shape[d];
-      for (size_t i = 0; i < N; ++i) loop.strides[i].back() = strides[i][d];
-    } else {
-      loop.shape.push_back(shape[d]);
-      for (size_t i = 0; i < N; ++i) loop.strides[i].push_back(strides[i][d]);
-    }
-  }
-  return loop;
+  return {merge_dims<N>(shape, strides)};
 }
 
 // C = alpha op(A) op(B) + beta C through OpenBLAS, row-major: op(A) is m x k, op(B) k x n, C m x n

@@ -133,7 +133,7 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uin
               x.describe());
   const int64_t n = x.numel();
   launch(cpu_launch_info(kernel, n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
-    visit_float(x.dtype(), kernel,
+    visit_float(x, kernel,
                 [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, seed, off); });
   });
 }
@@ -150,7 +150,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const double bytes = static_cast<double>(distinct_elements(a) + distinct_elements(b) + n) *
                        dtype_size(out.dtype());
   launch(cpu_launch_info(name, n, static_cast<double>(n), bytes), [&] {
-    visit_float(out.dtype(), name, [&]<class T>() {
+    visit_float(out, name, [&]<class T>() {
       switch (op) {
         case BinaryOp::add:
           return binary_strided<T>(a, b, out, [](T x, T y) { return x + y; });
@@ -169,7 +169,7 @@ void affine(const Tensor& x, const Tensor& out, double mul, double add) {
   check_unary("affine", x, out);
   const int64_t n = x.numel();
   launch(cpu_launch_info("affine", n, 2.0 * n, 2.0 * x.nbytes()), [&] {
-    visit_float(x.dtype(), "affine", [&]<class T>() {
+    visit_float(x, "affine", [&]<class T>() {
       const T m = static_cast<T>(mul), a = static_cast<T>(add);
       map1(x.data<T>(), out.data<T>(), n, [=](T v) { return v * m + a; });
     });
@@ -180,7 +180,7 @@ void pow_scalar(const Tensor& x, const Tensor& out, double p) {
   check_unary("pow_scalar", x, out);
   const int64_t n = x.numel();
   launch(cpu_launch_info("pow_scalar", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
-    visit_float(x.dtype(), "pow_scalar", [&]<class T>() {
+    visit_float(x, "pow_scalar", [&]<class T>() {
       // Squares are common (variances, norms) and need no pow call.
       if (p == 2) return map1(x.data<T>(), out.data<T>(), n, [](T v) { return v * v; });
       const T e = static_cast<T>(p);
@@ -204,7 +204,7 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   check_unary("gelu_forward", x, y);
   const int64_t n = x.numel();
   launch(cpu_launch_info("gelu_forward", n, kGeluForwardFlops * n, 2.0 * x.nbytes()), [&] {
-    visit_float(x.dtype(), "gelu_forward", [&]<class T>() {
+    visit_float(x, "gelu_forward", [&]<class T>() {
       const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
       map1(x.data<T>(), y.data<T>(), n,
            [=](T v) { return v * sigmoid_2u(s * (v + c * v * v * v)); });
@@ -217,7 +217,7 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   check_unary("gelu_backward", dy, dx);
   const int64_t n = x.numel();
   launch(cpu_launch_info("gelu_backward", n, kGeluBackwardFlops * n, 3.0 * x.nbytes()), [&] {
-    visit_float(x.dtype(), "gelu_backward", [&]<class T>() {
+    visit_float(x, "gelu_backward", [&]<class T>() {
       const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
       map2(x.data<T>(), dy.data<T>(), dx.data<T>(), n, [=](T v, T g) {
         // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so

@@ -63,7 +63,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
            std::vector<int64_t> positions(static_cast<size_t>(n));
            std::vector<int64_t> fill = first;
            for (int64_t i = 0; i < n; ++i) positions[fill[id[i]]++] = i;
-           visit_float(dtable.dtype(), "embedding_backward", [&]<class T>() {
+           visit_float(dtable, "embedding_backward", [&]<class T>() {
              const T* g = dout.data<T>();
              T* dt = dtable.data<T>();
       // dtable[v] = sum of dout rows at the positions of v, in ascending position order.

@@ -37,7 +37,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const FlashAttentionShape g(kernel, qkv, n_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
   const double entries = static_cast<double>(g.slices()) * static_cast<double>(g.T * (g.T + 1) / 2);
-  visit_float(qkv.dtype(), kernel, [&]<class T>() {
+  visit_float(qkv, kernel, [&]<class T>() {
     const int64_t Tn = g.T, C = g.C, D = g.D;
     launch(
         cpu_launch_info(kernel, g.slices(), entries * (4.0 * D + 5), bytes_of({&qkv, &out, &lse})),
@@ -86,7 +86,7 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const FlashAttentionShape g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
   const double entries = static_cast<double>(g.slices()) * static_cast<double>(g.T * (g.T + 1) / 2);
-  visit_float(qkv.dtype(), kernel, [&]<class T>() {
+  visit_float(qkv, kernel, [&]<class T>() {
     const int64_t Tn = g.T, C = g.C, D = g.D;
     launch(cpu_launch_info(kernel, g.slices(), entries * (10.0 * D + 4),
                            bytes_of({&qkv, &out, &lse, &dout, &dqkv})),

@@ -104,7 +104,7 @@ void gemm(const GemmArgs& g) {
   const double bias_elems = g.bias.defined() ? static_cast<double>(g.n) : 0;
   const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
   launch(cpu_launch_info("gemm", g.batch, flops, es * (a_elems + b_elems + c_elems + bias_elems)),
-         [&] { visit_float(g.c.dtype(), "gemm", [&]<class T>() { gemm_typed<T>(g); }); });
+         [&] { visit_float(g.c, "gemm", [&]<class T>() { gemm_typed<T>(g); }); });
 }
 
 }  // namespace glass::kernels::cpu

@@ -40,7 +40,7 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
   if (delta) bytes += bytes_of({delta, residual});
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
   const double flops = (delta ? 9.0 : 8.0) * static_cast<double>(x.numel());
-  visit_float(x.dtype(), kernel, [&]<class T>() {
+  visit_float(x, kernel, [&]<class T>() {
     const T* xp = x.data<T>();
     const T* dp = delta ? delta->data<T>() : nullptr;
     T* sp = delta ? residual->data<T>() : nullptr;
@@ -91,7 +91,7 @@ void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor*
   // (adding dresidual)
   const double flops = (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel());
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  visit_float(x.dtype(), kernel, [&]<class T>() {
+  visit_float(x, kernel, [&]<class T>() {
     const T* dyp = dy.data<T>();
     const T* drp = dresidual ? dresidual->data<T>() : nullptr;
     const T* xp = x.data<T>();

@@ -43,7 +43,7 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   launch(cpu_launch_info("clip_scale", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
     const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
     if (factor == 1.0) return;  // the norm is within bounds: nothing changes
-    visit_float(x.dtype(), "clip_scale", [&]<class T>() {
+    visit_float(x, "clip_scale", [&]<class T>() {
       const T f = static_cast<T>(factor);
       T* p = x.data<T>();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
@@ -55,7 +55,7 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
 void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
   check_step_status(loss, sum_sq, status);
   launch(cpu_launch_info("step_status", 1, 4.0, 2.0 * sizeof(double) + 3.0 * sizeof(double)), [&] {
-    visit_float(loss.dtype(), "step_status", [&]<class T>() {
+    visit_float(loss, "step_status", [&]<class T>() {
       step_status_of(static_cast<double>(loss.data<T>()[0]), sum_sq.data<double>()[0],
                      status.data<double>());
     });

@@ -82,7 +82,7 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
   launch(cpu_launch_info("sum_dim", outer * inner, static_cast<double>(x.numel()),
                          static_cast<double>(x.nbytes() + out.nbytes())),
          [&] {
-           visit_float(x.dtype(), "sum_dim", [&]<class T>() {
+           visit_float(x, "sum_dim", [&]<class T>() {
              sum_dim_typed(x.data<T>(), out.data<T>(), outer, n, inner);
            });
          });
@@ -110,14 +110,13 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
     for (int64_t c = 0; c < count; ++c) {
       const Chunk& k = chunks[c];
-      visit_float(k.x->dtype(), "sum_squares", [&]<class T>() {
+      visit_float(*k.x, "sum_squares", [&]<class T>() {
         partial[c] = lane_sum(k.x->data<T>() + k.begin, k.size, [](double v) { return v * v; });
       });
     }
     double total = 0;
     for (double s : partial) total += s;
-    visit_float(out.dtype(), "sum_squares",
-                [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });
+    visit_float(out, "sum_squares", [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });
   });
 }
 

@@ -15,31 +15,16 @@ namespace glass::kernels::cpu {
 
 namespace {
 
-// A contiguous tensor seen as [rows, cols] over its last dimension (a 0-d tensor is one 1-wide
-// row).
-struct Rows {
-  int64_t cols, rows;
-  explicit Rows(const Tensor& t)
-      : cols(t.dim() ? t.size(-1) : 1), rows(cols ? t.numel() / cols : 0) {}
-};
-
-// Checks that every tensor is contiguous and holds `numel` elements: what the loops rely on.
-void check_layout(const char* kernel, int64_t numel, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    GLASS_CHECK(t->is_contiguous() && t->numel() == numel,
-                "{}: {} must be contiguous with {} elements", kernel, t->describe(), numel);
-}
-
 // The shared shape of the four row-wise kernels: check, pick the type, launch, run the rows.
 // make_row<T>() fetches the typed pointers (checking dtypes, outside any parallel region) and
 // returns row(offset, cols), which transforms one row.
 template <class MakeRow>
 void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> ts,
                     double flops_per_element, MakeRow&& make_row) {
-  check_layout(kernel, x.numel(), ts);
+  check_row_layout(kernel, x.numel(), ts);
   const Rows g(x);
   const double bytes = bytes_of(ts);
-  visit_float(x.dtype(), kernel, [&]<class T>() {
+  visit_float(x, kernel, [&]<class T>() {
     const auto row = make_row.template operator()<T>();
     launch(
         cpu_launch_info(kernel, g.rows, flops_per_element * static_cast<double>(x.numel()), bytes),
@@ -101,12 +86,12 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
                            const Tensor& lse, const Tensor& valid, int64_t ignore_index) {
   const char* kernel = "cross_entropy_forward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), {&logits});
-  check_layout(kernel, g.rows, {&targets, &losses, &lse});
-  check_layout(kernel, 1, {&valid});
+  check_row_layout(kernel, logits.numel(), {&logits});
+  check_row_layout(kernel, g.rows, {&targets, &losses, &lse});
+  check_row_layout(kernel, 1, {&valid});
   const int64_t n_valid = count_valid_targets(kernel, targets, g.cols, ignore_index);
   const double bytes = bytes_of({&logits, &targets, &losses, &lse, &valid});
-  visit_float(logits.dtype(), kernel, [&]<class T>() {
+  visit_float(logits, kernel, [&]<class T>() {
     const T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     T* loss = losses.data<T>();
@@ -129,11 +114,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                             const Tensor& dlosses, const Tensor& dlogits, int64_t ignore_index) {
   const char* kernel = "cross_entropy_backward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), {&logits, &dlogits});
-  check_layout(kernel, g.rows, {&targets, &lse, &dlosses});
+  check_row_layout(kernel, logits.numel(), {&logits, &dlogits});
+  check_row_layout(kernel, g.rows, {&targets, &lse, &dlosses});
   count_valid_targets(kernel, targets, g.cols, ignore_index);
   const double bytes = bytes_of({&logits, &targets, &lse, &dlosses, &dlogits});
-  visit_float(logits.dtype(), kernel, [&]<class T>() {
+  visit_float(logits, kernel, [&]<class T>() {
     const T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     const T* l = lse.data<T>();

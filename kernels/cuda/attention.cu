@@ -169,9 +169,7 @@ struct AttentionGeometry : AttentionShape {
     return entries * (products * 2.0 * static_cast<double>(D) + per_entry);
   }
   // One block per row; threads: whole warps covering max(T, D), at most kMaxThreads.
-  dim3 block() const {
-    return dim3(32 * ceil_div(std::min<int64_t>(std::max(T, D), kMaxThreads), 32));
-  }
+  dim3 block() const { return dim3(whole_warps(std::max(T, D), kMaxThreads)); }
   // Shared memory of the row kernels: a D-vector and a T-row.
   size_t shared_bytes() const { return static_cast<size_t>(D + T) * sizeof(float); }
 };
@@ -211,8 +209,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   });
   // 2. per key row: dV and dK (the other two products)
   const LaunchInfo key_info =
-      kernel_launch_info("attention_backward_key", q, grid,
-                         dim3(32 * ceil_div(std::min<int64_t>(g.D, kMaxThreads), 32)), 0,
+      kernel_launch_info("attention_backward_key", q, grid, dim3(whole_warps(g.D, kMaxThreads)), 0,
                          g.flops(2, 0), bytes_of({&q, &probs, &dout, &ds, &dk, &dv}));
   visit_f32_bf16(q, kernel, [&]<class E>() {
     launch_cuda_kernel(key_info, attention_backward_key_kernel<E>, q.data<E>(), probs.data<E>(),

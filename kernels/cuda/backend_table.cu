@@ -1,7 +1,10 @@
 // The kernel tables of kernels/cuda: one source, compiled in both builds (build.h). Compiled for
 // the emulator it defines emu_backend(), the `emu` table; compiled by nvcc it defines
 // cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
-// them out. The entries are the host launchers of this build.
+// them out. The entries are the host launchers of this build's production kernels: what you read
+// in softmax.cu is what runs. Only while GLASS_KERNEL_VARIANT (or a test) selects a kernel-ladder
+// rung other than production (kernels/ladder.h) does the table hand out a copy whose four ladder
+// entries run the selected rungs.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/ladder.h"
@@ -30,22 +33,22 @@ Backend cuda_kernel_table(const char* name) {
       .sum_squares = k::sum_squares,
       .clip_scale = k::clip_scale,
       .step_status = k::step_status,
-      .gemm = ladder::selected_gemm,  // GLASS_KERNEL_VARIANT's rung (kernels/ladder.h)
+      .gemm = k::gemm,
       .gemm_epilogue = k::gemm_epilogue,
-      .softmax_forward = ladder::selected_softmax_forward,
+      .softmax_forward = k::softmax_forward,
       .softmax_backward = k::softmax_backward,
       .log_softmax_forward = k::log_softmax_forward,
       .log_softmax_backward = k::log_softmax_backward,
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
       .fused_classifier = k::fused_classifier,
-      .layernorm_forward = ladder::selected_layernorm_forward,
+      .layernorm_forward = k::layernorm_forward,
       .layernorm_backward = k::layernorm_backward,
       .residual_layernorm_forward = k::residual_layernorm_forward,
       .residual_layernorm_backward = k::residual_layernorm_backward,
       .attention_forward = k::attention_forward,
       .attention_backward = k::attention_backward,
-      .flash_attention_forward = ladder::selected_attention_forward,
+      .flash_attention_forward = k::flash_attention_forward,
       .flash_attention_backward = k::flash_attention_backward,
   // cuDNN's fused attention (kernels/cuda/cudnn_attention.cu): in the nvcc build where cuDNN 9
   // was found; never on emu.
@@ -63,18 +66,29 @@ Backend cuda_kernel_table(const char* name) {
   };
 }
 
+// `table` with its softmax forward, LayerNorm forward, GEMM and attention forward entries running
+// the selected kernel-ladder rungs instead.
+Backend with_selected_rungs(Backend table) {
+  table.softmax_forward = ladder::selected_softmax_forward;
+  table.layernorm_forward = ladder::selected_layernorm_forward;
+  table.gemm = ladder::selected_gemm;
+  table.flash_attention_forward = ladder::selected_attention_forward;
+  return table;
+}
+
+// The production table, or its ladder copy while a rung other than production is selected.
+const Backend& table_for(const char* name) {
+  static const Backend production = cuda_kernel_table(name);
+  static const Backend selected = with_selected_rungs(production);
+  return ladder::rungs_selected() ? selected : production;
+}
+
 }  // namespace
 
 #if defined(GLASS_EMU)
-const Backend& emu_backend() {
-  static const Backend table = cuda_kernel_table("emu");
-  return table;
-}
+const Backend& emu_backend() { return table_for("emu"); }
 #else
-const Backend& cuda_backend() {
-  static const Backend table = cuda_kernel_table("cuda");
-  return table;
-}
+const Backend& cuda_backend() { return table_for("cuda"); }
 #endif
 
 }  // namespace glass::kernels

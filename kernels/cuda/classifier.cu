@@ -102,8 +102,7 @@ void check_targets(const char* kernel, const Tensor& targets, int64_t vocab, int
                        kernel, read_i32_at(targets, row), row, vocab, ignore_index);
   });
   const LaunchInfo info =
-      kernel_launch_info("check_targets", targets, dim3(1),
-                         dim3(32 * ceil_div(std::clamp<int64_t>(rows, 1, 1024), 32)), 0, 0,
+      kernel_launch_info("check_targets", targets, dim3(1), dim3(whole_warps(rows, 1024)), 0, 0,
                          static_cast<double>(targets.nbytes()) + (valid ? 4.0 : 0.0));
   launch_cuda_kernel(info, check_targets_kernel, targets.data<int32_t>(), rows, vocab, ignore_index,
                      bad.data<int32_t>(), valid);
@@ -121,7 +120,7 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   check_targets(kernel, targets, vocab, ignore_index, valid.data<float>());
   if (g.rows == 0) return;
   // 2. one block per row: max, sum, loss and (in place) the gradient
-  const dim3 block(32 * ceil_div(std::min<int64_t>(g.cols, kMaxThreadsPerRow), 32));
+  const dim3 block(whole_warps(g.cols, kMaxThreadsPerRow));
   const double elements = static_cast<double>(logits.numel());
   // exp + max/add per class in pass 1, exp + mul + sub per column in pass 2; the row is read
   // twice (the second time typically from L2) and written once

@@ -8,6 +8,7 @@
 // as one. A contiguous tensor so becomes a single dimension of stride 1.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -15,26 +16,19 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/dtype_dispatch.h"
+#include "kernels/merge_dims.h"
 #include "kernels/shape_checks.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 constexpr int kMaxDims = 8;  // rank limit of strided kernels (after merging dimensions)
 
-// Calls fn.template operator()<T>() with T = float or double, as t's dtype says.
-template <class Fn>
-void visit_float(const Tensor& t, const char* kernel, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      fail("{}: dtype {} is not supported on {} (f32, f64): {}", kernel, dtype_name(t.dtype()),
-           t.device().str(), t.describe());
-  }
+// Threads for a block that strides over `width` items of a row: whole warps (a warp is what an SM
+// schedules, so a partial one would idle its lanes anyway), enough to cover the width, at most
+// max_threads (a multiple of 32); the threads of a wider row stride over the rest.
+inline unsigned whole_warps(int64_t width, int64_t max_threads) {
+  return 32 * ceil_div(std::clamp<int64_t>(width, 1, max_threads), 32);
 }
 
 // --- element types: what a kernel reads and writes (float, double, or bf16) and what its math
@@ -227,23 +221,15 @@ struct StridedIndex {
 template <int N>
 StridedIndex<N> make_strided_index(const char* kernel, const Tensor& t, const Shape& shape,
                                    const std::array<Shape, N>& strides) {
+  const MergedDims<N> m = merge_dims<N>(shape, strides);
+  GLASS_CHECK(m.shape.size() <= static_cast<size_t>(kMaxDims),
+              "{}: {} has more than {} dimensions that cannot be merged", kernel, t.describe(),
+              kMaxDims);
   StridedIndex<N> idx;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    // Merge into the previous dimension when every operand steps through both as one.
-    bool merge = idx.ndim > 0;
-    for (int k = 0; k < N && merge; ++k)
-      merge = idx.stride[k][idx.ndim - 1] == strides[k][d] * shape[d];
-    if (merge) {
-      idx.size[idx.ndim - 1] *= shape[d];
-      for (int k = 0; k < N; ++k) idx.stride[k][idx.ndim - 1] = strides[k][d];
-      continue;
-    }
-    GLASS_CHECK(idx.ndim < kMaxDims, "{}: {} has more than {} dimensions that cannot be merged",
-                kernel, t.describe(), kMaxDims);
-    idx.size[idx.ndim] = shape[d];
-    for (int k = 0; k < N; ++k) idx.stride[k][idx.ndim] = strides[k][d];
-    idx.ndim++;
+  idx.ndim = static_cast<int>(m.shape.size());
+  for (int d = 0; d < idx.ndim; ++d) {
+    idx.size[d] = m.shape[d];
+    for (int k = 0; k < N; ++k) idx.stride[k][d] = m.strides[k][d];
   }
   return idx;
 }

@@ -147,13 +147,15 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, 
   }
 }
 
-// Launches kernel over `items` work items, one thread each.
+// Launches kernel over `items` work items, one thread each. `function` names a generic kernel
+// that the launch `name` runs ("map1" for map1_kernel), nullptr when it is name + "_kernel".
 template <class... Params, class... Args>
-void launch_items(const char* name, const Tensor& on, int64_t items, double flops, double bytes,
-                  void (*kernel)(Params...), Args&&... args) {
+void launch_items(const char* name, const char* function, const Tensor& on, int64_t items,
+                  double flops, double bytes, void (*kernel)(Params...), Args&&... args) {
   const dim3 grid(ceil_div(items, kThreads)), block(kThreads);
-  launch_cuda_kernel(kernel_launch_info(name, on, grid, block, 0, flops, bytes), kernel,
-                     std::forward<Args>(args)...);
+  LaunchInfo info = kernel_launch_info(name, on, grid, block, 0, flops, bytes);
+  info.function = function;
+  launch_cuda_kernel(info, kernel, std::forward<Args>(args)...);
 }
 
 // Checks that x and y are contiguous and alike: the shape every unary kernel needs.
@@ -174,7 +176,7 @@ void launch_map1(const char* name, const Tensor& x, const Tensor& y, double flop
   if (n == 0) return;
   visit_element(x, name, [&]<class T>() {
     using C = compute_t<T>;
-    launch_items(name, y, n, flops_per_element * n, 2.0 * x.nbytes(), map1_kernel<T, F<C>>,
+    launch_items(name, "map1", y, n, flops_per_element * n, 2.0 * x.nbytes(), map1_kernel<T, F<C>>,
                  x.data<T>(), y.data<T>(), n, F<C>{static_cast<C>(scalars)...});
   });
 }
@@ -193,8 +195,8 @@ void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Ten
   const int64_t n = out.numel();
   const StridedIndex<3> idx =
       make_strided_index<3>(name, out, out.shape(), {a.strides(), b.strides(), out.strides()});
-  launch_items(name, out, n, static_cast<double>(n), bytes, binary_kernel<T, Op>, a.data<T>(),
-               b.data<T>(), out.data<T>(), idx, n, op);
+  launch_items(name, "binary", out, n, static_cast<double>(n), bytes, binary_kernel<T, Op>,
+               a.data<T>(), b.data<T>(), out.data<T>(), idx, n, op);
 }
 
 void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uint64_t seed,
@@ -208,7 +210,7 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uin
   visit_element(x, kernel, [&]<class T>() {
     using C = compute_t<T>;
     const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
-    launch_items(kernel, y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
+    launch_items(kernel, "dropout", y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
                  dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, seed, off);
   });
 }
@@ -259,7 +261,7 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   if (n == 0) return;
   visit_element(x, "gelu_backward", [&]<class T>() {
     using C = compute_t<T>;
-    launch_items("gelu_backward", dx, n, kGeluBackwardFlops * n, 3.0 * x.nbytes(),
+    launch_items("gelu_backward", "map2", dx, n, kGeluBackwardFlops * n, 3.0 * x.nbytes(),
                  map2_kernel<T, GeluBackward<C>>, x.data<T>(), dy.data<T>(), dx.data<T>(), n,
                  GeluBackward<C>{});
   });

@@ -38,11 +38,6 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int kRankThreads = 256;  // positions ranked per block, and ids per shared tile
 constexpr int kWarpsPerBlock = 8;  // runs of the rows pass per block
 
-// A block of whole warps wide enough for a row of `channels`, at most kMaxThreads.
-unsigned threads_for(int64_t channels) {
-  return static_cast<unsigned>(std::min<int64_t>(kMaxThreads, 32 * ceil_div(channels, 32)));
-}
-
 // The operands' geometry; ids themselves are checked on the device.
 void check_embedding(const char* kernel, const Tensor& ids, const Tensor& table,
                      const Tensor& rows) {
@@ -126,8 +121,9 @@ __global__ void embedding_rank_kernel(const int* ids, int64_t n, int64_t vocab, 
 // equal (valid) ids, the warp sums dout rows sorted_pos[k], sorted_pos[k + 1], ... of the run, in
 // that (ascending position) order, lane l over channels l, l + 32, ..., and writes the table row.
 template <class T>
-__global__ void embedding_rows_kernel(const int* sorted_ids, const int* sorted_pos, const T* dout,
-                                      T* dtable, int64_t n, int64_t vocab, int64_t channels) {
+__global__ void embedding_backward_kernel(const int* sorted_ids, const int* sorted_pos,
+                                          const T* dout, T* dtable, int64_t n, int64_t vocab,
+                                          int64_t channels) {
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (k >= n) return;
@@ -151,14 +147,14 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int64_t n = ids.numel(), vocab = table.size(0), channels = table.size(1);
   if (n == 0 || channels == 0) return;  // nothing to gather (nor any id to check)
   const Tensor bad_id = bad_id_flag("embedding_forward", ids, table);
-  const dim3 block(threads_for(channels));
+  const dim3 block(whole_warps(channels, kMaxThreads));
   const dim3 grid(ceil_div(channels, block.x), static_cast<unsigned>(std::min(n, kMaxGridY)));
   // Reads the ids and n table rows, writes n rows.
   visit_f32_bf16(table, "embedding_forward", [&]<class T>() {
-    const LaunchInfo info = kernel_launch_info(
-        "embedding_forward", table, grid, block, 0, 0,
-        static_cast<double>(ids.nbytes()) +
-            2.0 * static_cast<double>(n * channels * dtype_size(table.dtype())));
+    const LaunchInfo info =
+        kernel_launch_info("embedding_forward", table, grid, block, 0, 0,
+                           static_cast<double>(ids.nbytes()) +
+                               2.0 * static_cast<double>(n * channels * dtype_size(table.dtype())));
     launch_cuda_kernel(info, embedding_forward_kernel<T>, ids.data<int32_t>(), table.data<T>(),
                        out.data<T>(), n, vocab, channels, bad_id.data<int32_t>());
   });
@@ -189,7 +185,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
         kernel_launch_info("embedding_backward", dtable, dim3(ceil_div(n, kWarpsPerBlock)),
                            dim3(32 * kWarpsPerBlock), 0, dn * static_cast<double>(channels),
                            8.0 * dn + 2.0 * es * dn * static_cast<double>(channels)),
-        embedding_rows_kernel<T>, sorted_ids.data<int32_t>(), sorted_pos.data<int32_t>(),
+        embedding_backward_kernel<T>, sorted_ids.data<int32_t>(), sorted_pos.data<int32_t>(),
         dout.data<T>(), dtable.data<T>(), n, vocab, channels);
   });
 }

@@ -140,11 +140,6 @@ __global__ void layernorm_param_grads_kernel(const float* partial, T* dweight, T
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// Threads for a block that strides over a row of C: whole warps, at most kMaxThreadsPerRow.
-dim3 row_threads(int64_t C) {
-  return dim3(32 * ceil_div(std::min<int64_t>(C, kMaxThreadsPerRow), 32));
-}
-
 // residual = x + delta when delta is given, y = LayerNorm of the rows, mean and rstd saved.
 void launch_layernorm_forward(const char* kernel, const Tensor& x, const Tensor* delta,
                               const Tensor* residual, const Tensor& weight, const Tensor& bias,
@@ -155,9 +150,10 @@ void launch_layernorm_forward(const char* kernel, const Tensor& x, const Tensor*
   double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
   if (delta) bytes += bytes_of({delta, residual});
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
-  const LaunchInfo info =
-      kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), row_threads(g.C), 0,
-                         (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
+  LaunchInfo info = kernel_launch_info(
+      kernel, x, dim3(static_cast<unsigned>(g.rows)), dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0,
+      (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
+  info.function = "layernorm_forward";  // also for residual_layernorm_forward
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(),
                        delta ? delta->data<T>() : nullptr, delta ? residual->data<T>() : nullptr,
@@ -184,9 +180,10 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
     if (chunks > 0) {
       double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial});
       if (dresidual) bytes += bytes_of({dresidual});
-      const LaunchInfo info =
-          kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)), row_threads(g.C), 0,
-                             (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel()), bytes);
+      LaunchInfo info = kernel_launch_info(
+          kernel, x, dim3(static_cast<unsigned>(chunks)), dim3(whole_warps(g.C, kMaxThreadsPerRow)),
+          0, (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel()), bytes);
+      info.function = "layernorm_backward";  // also for residual_layernorm_backward
       launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(),
                          dresidual ? dresidual->data<T>() : nullptr, x.data<T>(), weight.data<T>(),
                          mean.data<float>(), rstd.data<float>(), dx.data<T>(),

@@ -45,8 +45,8 @@ struct AdamWTensorList {
 // at run time, so that a captured launch replays with each step's learning rate and bias
 // corrections; `decay` points to the decay factors (1 - lr wd) of this launch's parameters.
 // `finite`: the finite gate (null: none); 0 there leaves the parameters and moments untouched.
-__global__ void adamw_kernel(AdamWTensorList list, const float* table, const float* decays,
-                             const double* finite) {
+__global__ void adamw_step_kernel(AdamWTensorList list, const float* table, const float* decays,
+                                  const double* finite) {
   if (finite != nullptr && *finite == 0.0) return;
   const unsigned t = blockIdx.y;
   float* p = list.p[t];
@@ -62,8 +62,8 @@ __global__ void adamw_kernel(AdamWTensorList list, const float* table, const flo
 }
 
 // buf == nullptr: plain SGD (no momentum, no buffer).
-__global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, float lr,
-                           float momentum, float weight_decay, bool first_step) {
+__global__ void sgd_step_kernel(float* p, const float* g, float* buf, int64_t n, float lr,
+                                float momentum, float weight_decay, bool first_step) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -123,7 +123,7 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
                         static_cast<unsigned>(count));
         launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
                                               dim3(kThreads), 0, 16.0 * n, 7.0 * 4.0 * n),
-                           adamw_kernel, list, table.data<float>(),
+                           adamw_step_kernel, list, table.data<float>(),
                            table.data<float>() + kAdamWScalarFloats + first,
                            hyper.finite.defined() ? hyper.finite.data<double>() : nullptr);
       });
@@ -166,9 +166,9 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
   // Reads p, g (and buf); writes p (and buf).
   launch_cuda_kernel(
       grid_stride_info("sgd_step", param, 5.0 * n, (use_buf ? 5.0 : 3.0) * param.nbytes()),
-      sgd_kernel, param.data<float>(), grad.data<float>(), use_buf ? buf.data<float>() : nullptr, n,
-      static_cast<float>(lr), static_cast<float>(momentum), static_cast<float>(weight_decay),
-      first_step);
+      sgd_step_kernel, param.data<float>(), grad.data<float>(),
+      use_buf ? buf.data<float>() : nullptr, n, static_cast<float>(lr),
+      static_cast<float>(momentum), static_cast<float>(weight_decay), first_step);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

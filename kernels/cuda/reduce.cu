@@ -92,7 +92,7 @@ struct SquaresTensorList {
 };
 
 template <class T>
-__global__ void sum_squares_partials_kernel(SquaresTensorList<T> list, double* partials) {
+__global__ void sum_squares_kernel(SquaresTensorList<T> list, double* partials) {
   const T* x = list.x[blockIdx.y];
   const int64_t n = list.n[blockIdx.y];
   double acc = 0;
@@ -197,8 +197,7 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
       const dim3 grid(batch.blocks, static_cast<unsigned>(batch.count));
       launch_cuda_kernel(kernel_launch_info("sum_squares", head, grid, dim3(kThreads), 0, 2.0 * n,
                                             bytes + 8.0 * batch.blocks * batch.count),
-                         sum_squares_partials_kernel<T>, list,
-                         partials.data<double>() + batch.offset);
+                         sum_squares_kernel<T>, list, partials.data<double>() + batch.offset);
     });
   }
   // Pass 2: one block adds all partials in a fixed order.

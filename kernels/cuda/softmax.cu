@@ -128,9 +128,7 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
     const int32_t t = targets[r];
     lse[r] = l.max + l.log_sum;
     const bool in_range = t >= 0 && t < cols;
-    losses[r] = t == ignore_index ? 0.0f
-                : in_range        ? l.log_sum - (to_compute(xr[t]) - l.max)
-                                  : NAN;
+    losses[r] = t == ignore_index ? 0.0f : in_range ? l.log_sum - (to_compute(xr[t]) - l.max) : NAN;
   }
 }
 
@@ -154,27 +152,10 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* ta
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-// A contiguous tensor seen as [rows, cols] over its last dimension (a 0-d tensor is one 1-wide
-// row).
-struct Rows {
-  int64_t cols, rows;
-  explicit Rows(const Tensor& t)
-      : cols(t.dim() ? t.size(-1) : 1), rows(cols ? t.numel() / cols : 0) {}
-};
-
-// Every tensor must be contiguous with `numel` elements of `dtype`: what the kernels index by.
-void check_layout(const char* kernel, int64_t numel, DType dtype,
-                  std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == dtype,
-                "{}: {} must be contiguous {} with {} elements", kernel, t->describe(),
-                dtype_name(dtype), numel);
-}
-
 // One block per row; threads: the row's width rounded up to whole warps, at most 512.
 LaunchInfo row_launch_info(const char* kernel, const Tensor& x, const Rows& g, double flops,
                            double bytes) {
-  const dim3 block(32 * ceil_div(std::min<int64_t>(g.cols, kMaxThreadsPerRow), 32));
+  const dim3 block(whole_warps(g.cols, kMaxThreadsPerRow));
   return kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), block, 0, flops, bytes);
 }
 
@@ -187,7 +168,7 @@ void launch_rowwise(const char* kernel, KernelOf kernel_of, double flops_per_ele
                     const Tensor& out, const In&... in) {
   const Tensor* inputs[] = {&in...};
   const Tensor& x = *inputs[0];  // x, or y for the backward kernels: sets the size and dtype
-  check_layout(kernel, x.numel(), x.dtype(), {&in..., &out});
+  check_row_layout(kernel, x.numel(), {&in..., &out}, x.dtype());
   const Rows g(x);
   if (g.rows == 0) return;
   const LaunchInfo info =
@@ -226,10 +207,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
                            const Tensor& lse, const Tensor& valid, int64_t ignore_index) {
   const char* kernel = "cross_entropy_forward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), logits.dtype(), {&logits});
-  check_layout(kernel, g.rows, DType::i32, {&targets});
-  check_layout(kernel, g.rows, DType::f32, {&losses, &lse});  // f32 whatever the logits are
-  check_layout(kernel, 1, DType::f32, {&valid});
+  check_row_layout(kernel, logits.numel(), {&logits}, logits.dtype());
+  check_row_layout(kernel, g.rows, {&targets}, DType::i32);
+  check_row_layout(kernel, g.rows, {&losses, &lse}, DType::f32);  // f32 whatever the logits are
+  check_row_layout(kernel, 1, {&valid}, DType::f32);
   // 1. check the targets and count the valid rows
   check_targets(kernel, targets, g.cols, ignore_index, valid.data<float>());
   if (g.rows == 0) return;
@@ -248,9 +229,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                             const Tensor& dlosses, const Tensor& dlogits, int64_t ignore_index) {
   const char* kernel = "cross_entropy_backward";
   const Rows g(logits);
-  check_layout(kernel, logits.numel(), logits.dtype(), {&logits, &dlogits});
-  check_layout(kernel, g.rows, DType::i32, {&targets});
-  check_layout(kernel, g.rows, DType::f32, {&lse, &dlosses});
+  check_row_layout(kernel, logits.numel(), {&logits, &dlogits}, logits.dtype());
+  check_row_layout(kernel, g.rows, {&targets}, DType::i32);
+  check_row_layout(kernel, g.rows, {&lse, &dlosses}, DType::f32);
   check_targets(kernel, targets, g.cols, ignore_index, nullptr);
   if (g.rows == 0) return;
   const LaunchInfo info =

@@ -18,8 +18,8 @@
 #include "engine/emu/dynamic_shared.h"
 #include "engine/error.h"
 #include "kernels/cuda/common.h"
-#include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/cuda/ladder/ladder_kernels.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -121,8 +121,8 @@ __global__ void attention_row_fused_kernel(const float* qkv, float* P, float* ls
 // shared memory (each element read from memory once per query tile, not once per query row), then
 // every thread runs the online softmax over the tile's keys: m_new = max(m, S_ij), and what was
 // summed so far is rescaled by exp(m - m_new). Nothing T x T is stored anywhere.
-__global__ void attention_tiled_kernel(const float* qkv, float* out, float* lse, Heads h,
-                                       float scale) {
+__global__ void attention_forward_tiled_kernel(const float* qkv, float* out, float* lse, Heads h,
+                                               float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Ks = shared;
   float* Vs = shared + kTiledRows * h.D;
@@ -250,7 +250,7 @@ void attention_forward_tiled(const Tensor& qkv, const Tensor& out, const Tensor&
       kernel, qkv, dim3(ceil_div(g.T, kTiledRows), static_cast<unsigned>(g.slices())),
       dim3(kTiledRows), 2 * static_cast<size_t>(kTiledRows * g.D) * sizeof(float),
       g.entries() * (4.0 * g.D + 5), g.head_bytes(2.0 * g.T + 2 * keys) + g.lse_bytes());
-  launch_cuda_kernel(info, attention_tiled_kernel, qkv.data<float>(), out.data<float>(),
+  launch_cuda_kernel(info, attention_forward_tiled_kernel, qkv.data<float>(), out.data<float>(),
                      lse.data<float>(), g.heads(), static_cast<float>(scale));
 }
 

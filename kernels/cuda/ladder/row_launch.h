@@ -58,7 +58,7 @@ inline LaunchInfo row_launch_info(const char* kernel, RowMapping mapping, const 
     return kernel_launch_info(kernel, x, dim3(ceil_div(g.rows, kThreadsPerRowBlock)),
                               dim3(kThreadsPerRowBlock), 0, flops, bytes);
   const int64_t items = mapping == RowMapping::block_per_row ? g.cols : (g.cols + 3) / 4;
-  const dim3 block(32 * ceil_div(std::clamp<int64_t>(items, 1, kMaxBlock), 32));
+  const dim3 block(whole_warps(items, kMaxBlock));
   return kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)), block, 0, flops, bytes);
 }
 
