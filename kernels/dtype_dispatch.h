@@ -1,28 +1,37 @@
-// visit_float: the dtype dispatch of the kernels that run in f32 or f64 only, shared by the cpu
-// kernels and the CUDA host launchers (kernels/cuda/common.h adds the bf16 dispatches of the GPU
-// kernels), so that both devices refuse another dtype with the same message.
+// The dtype dispatch of the kernels, shared by the cpu kernels and the CUDA host launchers, so that
+// both devices refuse a dtype a kernel lacks with the same message:
+//
+//   visit_dtype<float, bf16>(t, "softmax_forward", [&]<class T>() { ...T... });
+//
+// calls the lambda with the element type T that stores t's dtype, among those listed; any other
+// dtype is an error naming the kernel, the dtypes it has, the device and the tensor. The usual
+// lists have names: visit_float (f32, f64), and in kernels/cuda/common.h visit_element (f32, f64,
+// bf16) and visit_f32_bf16.
 #pragma once
+
+#include <string>
 
 #include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace glass::kernels {
 
-// Calls fn.template operator()<T>() with T = float or double, as t's dtype says; any other dtype
-// is an error naming the kernel, the device and the tensor.
+template <class... Types, class Fn>
+void visit_dtype(const Tensor& t, const char* kernel, Fn&& fn) {
+  // The first listed type whose dtype is t's runs; the fold stops there.
+  const bool ran =
+      ((t.dtype() == dtype_of<Types>() && (fn.template operator()<Types>(), true)) || ...);
+  if (ran) return;
+  std::string names;
+  ((names += (names.empty() ? "" : ", ") + std::string(dtype_name(dtype_of<Types>()))), ...);
+  fail("{}: dtype {} is not supported on {} ({}): {}", kernel, dtype_name(t.dtype()),
+       t.device().str(), names, t.describe());
+}
+
+// The kernels whose math runs in f32 or f64 only.
 template <class Fn>
 void visit_float(const Tensor& t, const char* kernel, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      fail("{}: dtype {} is not supported on {} (f32, f64): {}", kernel, dtype_name(t.dtype()),
-           t.device().str(), t.describe());
-  }
+  visit_dtype<float, double>(t, kernel, std::forward<Fn>(fn));
 }
 
 }  // namespace glass::kernels

@@ -71,41 +71,18 @@ __device__ inline bf16 from_compute<bf16>(float v) {
   return b;
 }
 
-// Calls fn.template operator()<T>() with T = float, double or bf16, as t's dtype says: the
-// dispatch of the kernels that have a bf16 form (bf16 mixed precision, README).
+// The dispatch of the kernels that have a bf16 form (bf16 mixed precision, README): T = float,
+// double or bf16, as t's dtype says (kernels/dtype_dispatch.h).
 template <class Fn>
 void visit_element(const Tensor& t, const char* kernel, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    case DType::bf16:
-      fn.template operator()<bf16>();
-      return;
-    default:
-      fail("{}: dtype {} is not supported on {} (f32, bf16, f64): {}", kernel,
-           dtype_name(t.dtype()), t.device().str(), t.describe());
-  }
+  visit_dtype<float, bf16, double>(t, kernel, std::forward<Fn>(fn));
 }
 
 // The same for the kernels whose math is f32 only (softmax, layernorm, attention, embedding, gemm):
 // T = float or bf16; f64 (for gradcheck on cpu) is refused.
 template <class Fn>
 void visit_f32_bf16(const Tensor& t, const char* kernel, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::bf16:
-      fn.template operator()<bf16>();
-      return;
-    default:
-      fail("{}: dtype {} is not supported on {} (f32, bf16): {}", kernel, dtype_name(t.dtype()),
-           t.device().str(), t.describe());
-  }
+  visit_dtype<float, bf16>(t, kernel, std::forward<Fn>(fn));
 }
 
 // For kernels that exist in f32 only (the attention ladder's rungs, kernels/cuda/ladder): returns
