@@ -1,6 +1,8 @@
 #include "autograd/creation_site.h"
 
+#include <mutex>
 #include <string_view>
+#include <unordered_set>
 
 namespace glass {
 
@@ -8,7 +10,16 @@ namespace {
 
 thread_local bool has_site = false;
 thread_local CallSite call_site;
-thread_local const std::string* module_path = nullptr;
+thread_local const std::string* module_path = nullptr;  // interned
+
+// The one copy of each module path ever entered: nodes point at it, and it never moves or goes
+// (a set's elements keep their address; there are as many as there are distinct module paths).
+const std::string* intern_module_path(const std::string& path) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> paths;
+  const std::lock_guard lock(mu);
+  return &*paths.insert(path).first;
+}
 
 // The glass source root, from where this very file was compiled: file paths under it are shown
 // relative to it ("nn/layers.cpp"), others (a user's program outside the tree) in full.
@@ -34,20 +45,30 @@ CallSiteScope::~CallSiteScope() {
 }
 
 ModulePathScope::ModulePathScope(const std::string& path) : saved_(module_path) {
-  module_path = &path;
+  module_path = path.empty() ? nullptr : intern_module_path(path);
 }
 
 ModulePathScope::~ModulePathScope() { module_path = saved_; }
 
-std::string current_creation_site() {
-  std::string s;
+CreationSite current_creation_site() {
+  CreationSite site;
   if (has_site) {
-    std::string_view file = call_site.file_name();
-    const std::string_view root = source_root();
-    if (!root.empty() && file.starts_with(root)) file.remove_prefix(root.size());
-    s = fmt::format("{}:{}", file, call_site.line());
+    site.file = call_site.file_name();
+    site.line = call_site.line();
   }
-  if (module_path && !module_path->empty()) s += (s.empty() ? "in " : " in ") + *module_path;
+  site.module = module_path;
+  return site;
+}
+
+std::string CreationSite::str() const {
+  std::string s;
+  if (file) {
+    std::string_view f = file;
+    const std::string_view root = source_root();
+    if (!root.empty() && f.starts_with(root)) f.remove_prefix(root.size());
+    s = fmt::format("{}:{}", f, line);
+  }
+  if (module && !module->empty()) s += (s.empty() ? "in " : " in ") + *module;
   return s;
 }
 

@@ -24,11 +24,11 @@ void OpScope::init(const char* op) {
   const Phase outer = current_launch_context().phase;
   if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
   id_ = Tape::current().next_id();
-  // The creation site is text made per op: only made when a node will hold it or a debug switch
-  // (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it, not on the no-grad fast path.
-  if (needs_grad_ || !detail::debug_switches_off.load(std::memory_order_relaxed))
-    created_at_ = current_creation_site();
-  scope_.emplace(op, id_, Phase::forward, created_at_.c_str());
+  // The creation site is kept as its parts (three words); it becomes text only while a debug
+  // switch (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it with a launch.
+  site_ = current_creation_site();
+  if (!detail::debug_switches_off.load(std::memory_order_relaxed)) site_text_ = site_.str();
+  scope_.emplace(op, id_, Phase::forward, site_text_.c_str());
 }
 
 std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Tensor> saved,
@@ -37,7 +37,7 @@ std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Ten
   auto node = std::make_shared<Node>();
   node->id = id_;
   node->op = op_;
-  node->created_at = created_at_;
+  node->site = site_;
   node->out_shape = out_shape;
   node->saved = std::move(saved);
   node->backward = std::move(backward);
@@ -62,28 +62,26 @@ Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backwar
   // Only a forward op of its own is checked: an op inside a backward function is part of that
   // node, whose gradients backward() checks.
   if (scope_ && check_nan_enabled())
-    check_finite(out, node_label(id_, op_, created_at_) + " in forward", "its output");
+    check_finite(out, node_label(id_, op_, site_.str()) + " in forward", "its output");
   if (!needs_grad_) return out;
   auto node = make_node(out.shape(), std::move(saved), std::move(backward));
-  // The output is a new handle whose history is this node (it may share storage with an input).
-  Tensor result = out.detach();
-  result.autograd_meta().grad_fn = node;
+  // The output's history is this node: its own handle, or a new one when an input shares it.
+  out.set_grad_fn(node);
   Tape::current().record(node);
-  return result;
+  return out;
 }
 
 std::vector<Tensor> OpScope::finish_outputs(std::vector<Tensor> outs, std::vector<Tensor> saved,
                                             BackwardFn backward) {
   if (scope_ && check_nan_enabled())
     for (size_t i = 0; i < outs.size(); ++i)
-      check_finite(outs[i], node_label(id_, op_, created_at_) + " in forward",
+      check_finite(outs[i], node_label(id_, op_, site_.str()) + " in forward",
                    fmt::format("its output {}", i));
   if (!needs_grad_) return outs;
   auto node = make_node(outs[0].shape(), std::move(saved), std::move(backward));
   // Each output a new handle whose history is this node; the node knows which is which.
   for (Tensor& out : outs) {
-    out = out.detach();
-    out.autograd_meta().grad_fn = node;
+    out.set_grad_fn(node);
     node->outputs.push_back(out.unsafe_impl());
   }
   node->output_grads.resize(outs.size());

@@ -53,7 +53,8 @@ class OpScope {
   std::vector<Tensor> inputs_;
   bool needs_grad_ = false;
   int64_t id_ = -1;
-  std::string created_at_;  // the launch scope points at it
+  CreationSite site_;
+  std::string site_text_;  // site_ as text while a debug switch may print it; the scope points at it
   std::optional<LaunchScope> scope_;
 };
 

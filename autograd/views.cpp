@@ -187,7 +187,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site) {
     kernels::backend(out).copy(
         xs[i], out.as_strided(xs[i].shape(), out.strides(), starts[i] * out.stride(d)));
   // dx_i = the slice of dy where x_i was placed
-  return scope.finish(out, {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(out), {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     // Each input's gradient is its region of dy.
     std::vector<Tensor> dxs;
     for (size_t i = 0; i < starts.size(); ++i)
@@ -205,7 +205,7 @@ Tensor contiguous(const Tensor& x, CallSite site) {
   Tensor out = empty_like(x);
   kernels::backend(x).copy(x, out);
   // dx = dy
-  return scope.finish(out, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
+  return scope.finish(std::move(out), {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
 }
 
 Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {

@@ -132,8 +132,7 @@ void Tensor::set_data(const Tensor& src) {
 }
 
 bool Tensor::requires_grad() const {
-  return defined() && impl_->autograd &&
-         (impl_->autograd->requires_grad || impl_->autograd->grad_fn);
+  return defined() && (impl_->grad_fn || (impl_->autograd && impl_->autograd->requires_grad));
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
@@ -146,8 +145,11 @@ Tensor& Tensor::set_requires_grad(bool on) {
 
 Tensor Tensor::grad() const { return has_autograd_meta() ? impl_->autograd->grad : Tensor(); }
 void Tensor::set_grad(const Tensor& g) { autograd_meta().grad = g; }
-std::shared_ptr<Node> Tensor::grad_fn() const {
-  return has_autograd_meta() ? impl_->autograd->grad_fn : nullptr;
+std::shared_ptr<Node> Tensor::grad_fn() const { return defined() ? impl_->grad_fn : nullptr; }
+
+void Tensor::set_grad_fn(std::shared_ptr<Node> node) {
+  if (impl_.use_count() != 1 || impl_->autograd) *this = detach();
+  impl_->grad_fn = std::move(node);
 }
 
 AutogradMeta& Tensor::autograd_meta() const {

@@ -47,7 +47,8 @@ struct TensorImpl {
   int64_t offset = 0;
   Shape shape, strides;
   DType dtype = DType::f32;
-  std::shared_ptr<AutogradMeta> autograd;
+  std::shared_ptr<AutogradMeta> autograd;  // leaves: requires_grad, .grad, hooks, name
+  std::shared_ptr<Node> grad_fn;           // non-leaves: the node that produced this tensor
 };
 
 class Tensor {
@@ -103,7 +104,12 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& g);
   std::shared_ptr<Node> grad_fn() const;
-  bool is_leaf() const { return grad_fn() == nullptr; }
+  bool is_leaf() const { return !defined() || impl_->grad_fn == nullptr; }
+  // Gives the tensor the history `node` (an op's output, autograd/function.h). This handle is
+  // reused when nothing else shares its TensorImpl and it has no autograd meta (a fresh output);
+  // otherwise it becomes a new handle to the same storage and geometry (as detach() makes), so
+  // that the tensor's other holders (an op's input returned as it is) keep their own history.
+  void set_grad_fn(std::shared_ptr<Node> node);
   AutogradMeta& autograd_meta() const;  // created on first use
   bool has_autograd_meta() const { return defined() && impl_->autograd != nullptr; }
 
@@ -128,8 +134,7 @@ using GradReadyHook = std::function<void(const Tensor& grad)>;
 
 struct AutogradMeta {
   bool requires_grad = false;
-  Tensor grad;                    // leaves: accumulated over backward passes
-  std::shared_ptr<Node> grad_fn;  // non-leaves: the node that produced this tensor
+  Tensor grad;  // leaves: accumulated over backward passes
   std::vector<GradReadyHook> grad_ready_hooks;
   std::string name;  // parameter name, shown by the tape printer
 };
