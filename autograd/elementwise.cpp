@@ -183,12 +183,13 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSit
   Tensor y = empty_like(x);
   kernels::backend(x).dropout_forward(x, y, p, seed, offset);
   // dx = dy mask / (1 - p), the same Philox mask regenerated
-  return scope.finish(std::move(y), {}, [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
-    const Tensor dyc = contiguous(dy);
-    Tensor dx = empty_like(dyc);
-    kernels::backend(dyc).dropout_backward(dyc, dx, p, seed, offset);
-    return {dx};
-  });
+  return scope.finish(std::move(y), {},
+                      [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
+                        const Tensor dyc = contiguous(dy);
+                        Tensor dx = empty_like(dyc);
+                        kernels::backend(dyc).dropout_backward(dyc, dx, p, seed, offset);
+                        return {dx};
+                      });
 }
 
 }  // namespace glass

@@ -6,18 +6,21 @@
 
 namespace glass {
 
-OpScope::OpScope(const char* op, std::initializer_list<Tensor> inputs) : op_(op), inputs_(inputs) {
+OpScope::OpScope(const char* op, std::initializer_list<std::reference_wrapper<const Tensor>> inputs)
+    : op_(op) {
+  for (const Tensor& t : inputs) inputs_.push_back(&t);
   init(op);
 }
 
-OpScope::OpScope(const char* op, const std::vector<Tensor>& inputs) : op_(op), inputs_(inputs) {
+OpScope::OpScope(const char* op, const std::vector<Tensor>& inputs) : op_(op) {
+  for (const Tensor& t : inputs) inputs_.push_back(&t);
   init(op);
 }
 
 void OpScope::init(const char* op) {
   if (GradMode::enabled())
-    for (const auto& t : inputs_)
-      if (t.requires_grad()) needs_grad_ = true;
+    for (const Tensor* t : inputs_)
+      if (t->requires_grad()) needs_grad_ = true;
   // An op used inside a backward function or an optimizer step is part of that node or step:
   // its launches keep the caller's op, node id and phase. Anywhere else it is a forward op of its
   // own, with a fresh node id.
@@ -34,26 +37,28 @@ void OpScope::init(const char* op) {
 std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Tensor> saved,
                                          BackwardFn backward) {
   if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
-  auto node = std::make_shared<Node>();
+  // Default-initialised (every member has its initialiser): value-initialising would first zero
+  // all of the node, inline edges included, which costs more than the rest of make_node.
+  auto node = std::make_shared_for_overwrite<Node>();
   node->id = id_;
   node->op = op_;
   node->site = site_;
   node->out_shape = out_shape;
   node->saved = std::move(saved);
   node->backward = std::move(backward);
-  for (const auto& t : inputs_) {
-    Edge e;
-    if (t.defined() && t.requires_grad()) {
-      if (t.grad_fn()) {
-        e.node = t.grad_fn();
-        e.output = e.node->output_index(t);
+  for (const Tensor* t : inputs_) {
+    Edge& e = node->inputs.emplace_back();
+    if (t->requires_grad()) {
+      const TensorImpl& impl = *t->unsafe_impl();
+      if (impl.grad_fn) {
+        e.node = impl.grad_fn;
+        e.output = e.node->output_index(*t);
       } else {
-        e.leaf = t.unsafe_impl()->autograd;
+        e.leaf = impl.autograd;
       }
-      e.shape = t.shape();
-      e.dtype = t.dtype();
+      e.shape = impl.shape;
+      e.dtype = impl.dtype;
     }
-    node->inputs.push_back(std::move(e));
   }
   return node;
 }
@@ -65,9 +70,9 @@ Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backwar
     check_finite(out, node_label(id_, op_, site_.str()) + " in forward", "its output");
   if (!needs_grad_) return out;
   auto node = make_node(out.shape(), std::move(saved), std::move(backward));
-  // The output's history is this node: its own handle, or a new one when an input shares it.
-  out.set_grad_fn(node);
   Tape::current().record(node);
+  // The output's history is this node: its own handle, or a new one when an input shares it.
+  out.set_grad_fn(std::move(node));
   return out;
 }
 

@@ -37,8 +37,8 @@ using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& g
 struct Node {
   int64_t id = 0;
   const char* op = "";
-  std::vector<Edge> inputs;
-  std::vector<Tensor> saved;  // released as soon as the node has run
+  SmallVector<Edge, 3> inputs;  // most ops have at most 3 inputs: no heap allocation for them
+  std::vector<Tensor> saved;    // released as soon as the node has run
   BackwardFn backward;
   Shape out_shape;
   CreationSite site;  // forward's call site and module (autograd/creation_site.h)

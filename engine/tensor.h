@@ -17,10 +17,12 @@
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/small_vector.h"
 
 namespace glass {
 
-using Shape = std::vector<int64_t>;
+// Sizes or strides, one per dimension; up to 6 dimensions without a heap allocation.
+using Shape = SmallVector<int64_t, 6>;
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);

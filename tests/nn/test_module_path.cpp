@@ -1,6 +1,7 @@
 // Nodes created inside a module's forward carry its dotted path ("transformer.h.1.ln_2") in their
 // creation site, next to the source line; the tape printer shows both.
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "autograd/node.h"
@@ -55,6 +56,19 @@ TEST(ModulePath, GptNodesNameTheModuleThatCreatedThem) {
   EXPECT_TRUE(contains_all(tape_string(logits),
                            {"(created at nn/layers.h:", " in transformer.h.1.attn.c_attn)",
                             "(created at nn/layers.cpp:", " in transformer.h.1.mlp)"}));
+}
+
+TEST(ModulePath, ANodeStillNamesItsModuleAfterTheModuleIsGone) {
+  Tensor logits;
+  {
+    auto model = std::make_unique<GPT>(GPTConfig{/*vocab*/ 11, /*block*/ 8, /*layers*/ 1,
+                                                 /*heads*/ 2, /*width*/ 8});
+    Generator gen(2);
+    model->init(gen);
+    logits = model->forward(random_ids(1, 3, 11, gen));
+  }
+  // The creation sites are formatted now, from the module paths the nodes kept.
+  EXPECT_TRUE(contains_all(tape_string(logits), {" in transformer.h.0.attn.c_attn)"}));
 }
 
 TEST(ModulePath, AModuleWithoutAParentHasNoPath) {
