@@ -32,6 +32,20 @@ std::string_view source_root() {
   return root;
 }
 
+// `file` without the source root when it lies under it (a pointer into the same static text). The
+// last answer is kept: an op's file is almost always the previous op's.
+const char* relative_to_source_root(const char* file) {
+  thread_local const char* last_file = nullptr;
+  thread_local const char* last_relative = nullptr;
+  if (file != last_file) {
+    const std::string_view root = source_root();
+    last_file = file;
+    last_relative =
+        !root.empty() && std::string_view(file).starts_with(root) ? file + root.size() : file;
+  }
+  return last_relative;
+}
+
 }  // namespace
 
 CallSiteScope::CallSiteScope(const CallSite& site) : outermost_(!has_site) {
@@ -53,7 +67,7 @@ ModulePathScope::~ModulePathScope() { module_path = saved_; }
 CreationSite current_creation_site() {
   CreationSite site;
   if (has_site) {
-    site.file = call_site.file_name();
+    site.file = relative_to_source_root(call_site.file_name());
     site.line = call_site.line();
   }
   site.module = module_path;
@@ -62,12 +76,7 @@ CreationSite current_creation_site() {
 
 std::string CreationSite::str() const {
   std::string s;
-  if (file) {
-    std::string_view f = file;
-    const std::string_view root = source_root();
-    if (!root.empty() && f.starts_with(root)) f.remove_prefix(root.size());
-    s = fmt::format("{}:{}", f, line);
-  }
+  if (file) s = fmt::format("{}:{}", file, line);
   if (module && !module->empty()) s += (s.empty() ? "in " : " in ") + *module;
   return s;
 }

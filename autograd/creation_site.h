@@ -1,7 +1,8 @@
 // Where forward created a node: the line of code that called the op, and the nn module whose
-// forward was running. Node::site holds it as its parts (file, line, module) and Node::created_at()
-// turns them into text ("nn/layers.cpp:118 in transformer.h.0") when tape printing, GLASS_SYNC
-// errors or GLASS_CHECK_NAN errors show it: recording a node formats nothing.
+// forward was running. Node::created_at holds it as its parts (file, line, module), turned into
+// text ("nn/layers.cpp:118 in transformer.h.0") only when tape printing, GLASS_SYNC errors or
+// GLASS_CHECK_NAN errors show it: recording a node formats nothing. (tools/gdb/glass.py prints it
+// as that text too.)
 //
 // The call site comes from std::source_location: every differentiable op in autograd/ops.h takes a
 // defaulted last parameter `site` and opens a CallSiteScope with it. Only the outermost op sets
@@ -49,13 +50,14 @@ class ModulePathScope {
 
 // A creation site as its parts, copied in three words; nothing is formatted until str().
 struct CreationSite {
-  const char* file = nullptr;           // std::source_location's file name (static); null: no site
+  // std::source_location's file name (static text), without the glass source root when it lies
+  // under it ("nn/layers.cpp"; a user's program outside the tree in full); null: no op scope open
+  const char* file = nullptr;
   uint32_t line = 0;                    // its line
   const std::string* module = nullptr;  // the interned module path; null outside any module
 
   // "nn/layers.cpp:118 in transformer.h.0", "tests/autograd/test_anomaly.cpp:40", "in
-  // transformer.h.0" (a module but no op scope) or "". Paths inside the glass source tree are
-  // shown relative to it.
+  // transformer.h.0" (a module but no op scope) or "".
   std::string str() const;
 };
 

@@ -42,7 +42,7 @@ std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Ten
   auto node = std::make_shared_for_overwrite<Node>();
   node->id = id_;
   node->op = op_;
-  node->site = site_;
+  node->created_at = site_;
   node->out_shape = out_shape;
   node->saved = std::move(saved);
   node->backward = std::move(backward);

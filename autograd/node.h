@@ -41,7 +41,7 @@ struct Node {
   std::vector<Tensor> saved;    // released as soon as the node has run
   BackwardFn backward;
   Shape out_shape;
-  CreationSite site;  // forward's call site and module (autograd/creation_site.h)
+  CreationSite created_at;  // forward's call site and module; .str() is the text
   std::vector<NodePreHook> pre_hooks;
   std::vector<NodePostHook> post_hooks;
   // A node with several outputs (OpScope::finish_outputs, e.g. residual_layer_norm): which tensor
@@ -54,8 +54,6 @@ struct Node {
   bool has_run() const { return !backward; }
   // Which output of this node `t` is (0 for a single-output node).
   int output_index(const Tensor& t) const;
-  // Where forward created the node, as text: "nn/layers.cpp:118 in transformer.h.0" ("": unknown).
-  std::string created_at() const { return site.str(); }
   // "#12 layernorm out [4, 8] <- #11 add, leaf transformer.h.0.ln_1.weight, ..."
   std::string str() const;
 };

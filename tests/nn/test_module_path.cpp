@@ -23,7 +23,7 @@ std::vector<std::string> sites_of(const Tensor& root, std::set<std::string_view>
     Node* n = stack.back();
     stack.pop_back();
     if (!n || !seen.insert(n).second) continue;
-    if (ops.count(n->op)) found.emplace_back(n->id, n->created_at());
+    if (ops.count(n->op)) found.emplace_back(n->id, n->created_at.str());
     for (const Edge& e : n->inputs) stack.push_back(e.node.get());
   }
   std::sort(found.begin(), found.end());
@@ -75,7 +75,7 @@ TEST(ModulePath, AModuleWithoutAParentHasNoPath) {
   LayerNorm ln(4);
   Tensor y = ln.forward(from_vector<float>({1, 2, 3, 4}, {1, 4}));
   EXPECT_TRUE(ln.path().empty());
-  const std::string site = y.grad_fn()->created_at();
+  const std::string site = y.grad_fn()->created_at.str();
   EXPECT_TRUE(site.starts_with("nn/layers.h:")) << site;
   EXPECT_EQ(site.find(" in "), std::string::npos) << site;
 }
