@@ -72,11 +72,13 @@ TEST(SmallVector, RandomOperationsMatchStdVector) {
             ref.pop_back();
           }
           break;
-        case 9:
-          v.insert(v.begin() + at, ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(at));
-          ref.insert(ref.begin() + static_cast<std::ptrdiff_t>(at), ref.begin(),
-                     ref.begin() + static_cast<std::ptrdiff_t>(at));
+        case 9: {  // a range from elsewhere (inserting a vector's own range is undefined)
+          const std::vector<std::string> head(ref.begin(),
+                                              ref.begin() + static_cast<std::ptrdiff_t>(at));
+          v.insert(v.begin() + at, head.begin(), head.end());
+          ref.insert(ref.begin() + static_cast<std::ptrdiff_t>(at), head.begin(), head.end());
           break;
+        }
       }
       ASSERT_EQ(as_vector(v), ref) << "round " << round << " step " << step << " op " << pick;
     }
