@@ -42,7 +42,7 @@ void check_grad(const Node& n, size_t i, const Tensor& g) {
 // Anomaly mode: the gradients a node returned, each checked for NaN/Inf.
 void check_gradients(const Node& n, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i)
-    check_finite(grads[i], "backward of " + node_label(n.id, n.op, n.created_at),
+    check_finite(grads[i], "backward of " + node_label(n.id, n.op, n.created_at.str()),
                  fmt::format("the gradient for input {}", i));
 }
 
@@ -91,7 +91,10 @@ class BackwardPass {
       Tensor g = std::move(grads_[n]);
       grads_.erase(n);
       // Everything launched for this node, its gradient sums included, carries its id.
-      LaunchScope scope(n->op, n->id, Phase::backward, n->created_at.c_str());
+      // The creation site as text only while a debug switch may print it with a launch.
+      const std::string site =
+          detail::debug_switches_off.load(std::memory_order_relaxed) ? "" : n->created_at.str();
+      LaunchScope scope(n->op, n->id, Phase::backward, site.c_str());
       // A multi-output node runs when any of its outputs received a gradient.
       const bool other_output_grads = std::any_of(n->output_grads.begin(), n->output_grads.end(),
                                                   [](const Tensor& t) { return t.defined(); });

@@ -42,7 +42,7 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
   // dlogits = (softmax - onehot) / valid, made in forward; backward scales it by dloss
-  return op.finish(loss, {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
+  return op.finish(std::move(loss), {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
     // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0);
     // an f32 dloss (bf16 logits) is first cast to the logits' dtype, one element
     const Tensor& dlogits = n.saved[0];

@@ -1,6 +1,8 @@
 #include "autograd/creation_site.h"
 
+#include <mutex>
 #include <string_view>
+#include <unordered_set>
 
 namespace glass {
 
@@ -8,7 +10,16 @@ namespace {
 
 thread_local bool has_site = false;
 thread_local CallSite call_site;
-thread_local const std::string* module_path = nullptr;
+thread_local const std::string* module_path = nullptr;  // interned
+
+// The one copy of each module path ever entered: nodes point at it, and it never moves or goes
+// (a set's elements keep their address; there are as many as there are distinct module paths).
+const std::string* intern_module_path(const std::string& path) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> paths;
+  const std::lock_guard lock(mu);
+  return &*paths.insert(path).first;
+}
 
 // The glass source root, from where this very file was compiled: file paths under it are shown
 // relative to it ("nn/layers.cpp"), others (a user's program outside the tree) in full.
@@ -19,6 +30,20 @@ std::string_view source_root() {
     return file.ends_with(self) ? file.substr(0, file.size() - self.size()) : std::string_view();
   }();
   return root;
+}
+
+// `file` without the source root when it lies under it (a pointer into the same static text). The
+// last answer is kept: an op's file is almost always the previous op's.
+const char* relative_to_source_root(const char* file) {
+  thread_local const char* last_file = nullptr;
+  thread_local const char* last_relative = nullptr;
+  if (file != last_file) {
+    const std::string_view root = source_root();
+    last_file = file;
+    last_relative =
+        !root.empty() && std::string_view(file).starts_with(root) ? file + root.size() : file;
+  }
+  return last_relative;
 }
 
 }  // namespace
@@ -34,20 +59,25 @@ CallSiteScope::~CallSiteScope() {
 }
 
 ModulePathScope::ModulePathScope(const std::string& path) : saved_(module_path) {
-  module_path = &path;
+  module_path = path.empty() ? nullptr : intern_module_path(path);
 }
 
 ModulePathScope::~ModulePathScope() { module_path = saved_; }
 
-std::string current_creation_site() {
-  std::string s;
+CreationSite current_creation_site() {
+  CreationSite site;
   if (has_site) {
-    std::string_view file = call_site.file_name();
-    const std::string_view root = source_root();
-    if (!root.empty() && file.starts_with(root)) file.remove_prefix(root.size());
-    s = fmt::format("{}:{}", file, call_site.line());
+    site.file = relative_to_source_root(call_site.file_name());
+    site.line = call_site.line();
   }
-  if (module_path && !module_path->empty()) s += (s.empty() ? "in " : " in ") + *module_path;
+  site.module = module_path;
+  return site;
+}
+
+std::string CreationSite::str() const {
+  std::string s;
+  if (file) s = fmt::format("{}:{}", file, line);
+  if (module && !module->empty()) s += (s.empty() ? "in " : " in ") + *module;
   return s;
 }
 

@@ -31,8 +31,8 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 // The gradients of a binary op at the broadcast shape, from dy and the node's saved tensors.
 using BinaryGrads = std::vector<Tensor> (*)(Node& n, const Tensor& dy);
 
-Tensor finish_binary(OpScope& scope, const Tensor& out, const Tensor& a, const Tensor& b,
-                     bool save_inputs, BinaryGrads grads);
+Tensor finish_binary(OpScope& scope, Tensor out, const Tensor& a, const Tensor& b, bool save_inputs,
+                     BinaryGrads grads);
 
 // out = a op b over the broadcast shape; saves a and b when the gradients need them.
 Tensor broadcast_binary(BinaryOp op, const Tensor& a, const Tensor& b, bool save_inputs,
@@ -43,22 +43,22 @@ Tensor broadcast_binary(BinaryOp op, const Tensor& a, const Tensor& b, bool save
   if (a.shape() == b.shape()) {  // nothing to broadcast: no views to make
     Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
     kernels::backend(a).binary(op, a, b, out);
-    return finish_binary(scope, out, a, b, save_inputs, grads);
+    return finish_binary(scope, std::move(out), a, b, save_inputs, grads);
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   kernels::backend(a).binary(op, expand(a.detach(), shape), expand(b.detach(), shape), out);
-  return finish_binary(scope, out, a, b, save_inputs, grads);
+  return finish_binary(scope, std::move(out), a, b, save_inputs, grads);
 }
 
 // Records the node of a binary op (when the scope records one): its gradients at the broadcast
 // shape, summed back to each input's shape.
-Tensor finish_binary(OpScope& scope, const Tensor& out, const Tensor& a, const Tensor& b,
-                     bool save_inputs, BinaryGrads grads) {
-  if (!scope.needs_grad()) return scope.finish(out, {}, nullptr);
+Tensor finish_binary(OpScope& scope, Tensor out, const Tensor& a, const Tensor& b, bool save_inputs,
+                     BinaryGrads grads) {
+  if (!scope.needs_grad()) return scope.finish(std::move(out), {}, nullptr);
   std::vector<Tensor> saved;
   if (save_inputs) saved = {a, b};
-  return scope.finish(out, std::move(saved), [grads](Node& n, const Tensor& dy) {
+  return scope.finish(std::move(out), std::move(saved), [grads](Node& n, const Tensor& dy) {
     // Gradients at the broadcast shape, then summed over what broadcasting repeated.
     std::vector<Tensor> g = grads(n, dy);
     for (size_t i = 0; i < 2; ++i)
@@ -74,7 +74,7 @@ Tensor affine_op(const char* op, const Tensor& x, double mul, double add) {
   OpScope scope(op, {xc});
   Tensor out = empty_like(xc);
   kernels::backend(xc).affine(xc, out, mul, add);
-  return scope.finish(out, {}, [mul](Node&, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(out), {}, [mul](Node&, const Tensor& dy) -> std::vector<Tensor> {
     if (mul == 1) return {dy};
     const Tensor dyc = contiguous(dy);
     Tensor dx = empty_like(dyc);
@@ -143,7 +143,7 @@ Tensor pow(const Tensor& a, double p, CallSite site) {
   OpScope scope("pow", {x});
   Tensor y = empty_like(x);
   kernels::backend(x).pow_scalar(x, y, p);
-  return scope.finish(y, {x}, [p](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(y), {x}, [p](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     const Tensor& x = n.saved[0];
     const kernels::Backend& k = kernels::backend(x);
     Tensor dx = empty_like(x);
@@ -162,7 +162,7 @@ Tensor gelu(const Tensor& a, CallSite site) {
   Tensor y = empty_like(x);
   kernels::backend(x).gelu_forward(x, y);
   // dx = dy gelu'(x)
-  return scope.finish(y, {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(y), {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
     Tensor dx = empty_like(n.saved[0]);
     kernels::backend(dy).gelu_backward(n.saved[0], contiguous(dy), dx);
     return {dx};
@@ -183,12 +183,13 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSit
   Tensor y = empty_like(x);
   kernels::backend(x).dropout_forward(x, y, p, seed, offset);
   // dx = dy mask / (1 - p), the same Philox mask regenerated
-  return scope.finish(y, {}, [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
-    const Tensor dyc = contiguous(dy);
-    Tensor dx = empty_like(dyc);
-    kernels::backend(dyc).dropout_backward(dyc, dx, p, seed, offset);
-    return {dx};
-  });
+  return scope.finish(std::move(y), {},
+                      [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
+                        const Tensor dyc = contiguous(dy);
+                        Tensor dx = empty_like(dyc);
+                        kernels::backend(dyc).dropout_backward(dyc, dx, p, seed, offset);
+                        return {dx};
+                      });
 }
 
 }  // namespace glass

@@ -23,12 +23,13 @@ Tensor embedding(const Tensor& ids_in, const Tensor& table_in, CallSite site) {
   Tensor out = Tensor::empty(out_shape, table.dtype(), table.device());
   kernels::backend(table).embedding_forward(ids, table, out);
   // dtable[ids[i]] += dy[i]
-  return scope.finish(out, {ids}, [table_shape = table.shape()](Node& n, const Tensor& dy) {
-    // dtable[v] = sum of dy rows at the positions holding id v.
-    Tensor dtable = Tensor::empty(table_shape, dy.dtype(), dy.device());
-    kernels::backend(dy).embedding_backward(n.saved[0], contiguous(dy), dtable);
-    return std::vector<Tensor>{Tensor(), dtable};
-  });
+  return scope.finish(std::move(out), {ids},
+                      [table_shape = table.shape()](Node& n, const Tensor& dy) {
+                        // dtable[v] = sum of dy rows at the positions holding id v.
+                        Tensor dtable = Tensor::empty(table_shape, dy.dtype(), dy.device());
+                        kernels::backend(dy).embedding_backward(n.saved[0], contiguous(dy), dtable);
+                        return std::vector<Tensor>{Tensor(), dtable};
+                      });
 }
 
 }  // namespace glass

@@ -17,6 +17,7 @@
 // (GLASS_CHECK_NAN=1), finish() checks the output for NaN/Inf.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -29,8 +30,12 @@ namespace glass {
 
 class OpScope {
  public:
-  OpScope(const char* op, std::initializer_list<Tensor> inputs);
+  // The scope refers to its inputs, which must outlive it: they are the op's own arguments or
+  // locals. `{a, b}` binds to lvalues only, so a temporary cannot be passed by mistake, and no
+  // input is copied (a copy is two atomic reference-count updates per input).
+  OpScope(const char* op, std::initializer_list<std::reference_wrapper<const Tensor>> inputs);
   OpScope(const char* op, const std::vector<Tensor>& inputs);
+  OpScope(const char* op, std::vector<Tensor>&& inputs) = delete;
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
@@ -50,10 +55,12 @@ class OpScope {
   std::shared_ptr<Node> make_node(const Shape& out_shape, std::vector<Tensor> saved,
                                   BackwardFn backward);
   const char* op_;
-  std::vector<Tensor> inputs_;
+  SmallVector<const Tensor*, 6> inputs_;
   bool needs_grad_ = false;
   int64_t id_ = -1;
-  std::string created_at_;  // the launch scope points at it
+  CreationSite site_;
+  std::string
+      site_text_;  // site_ as text while a debug switch may print it; the scope points at it
   std::optional<LaunchScope> scope_;
 };
 

@@ -121,7 +121,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   OpScope scope("matmul", {a, b});
   Tensor c = gemm_product(a, b, Tensor(), batch);
   // dA = dC B^T, dB = A^T dC (summed over broadcast batch dims)
-  return scope.finish(c, {a, b}, [](Node& n, const Tensor& dc) -> std::vector<Tensor> {
+  return scope.finish(std::move(c), {a, b}, [](Node& n, const Tensor& dc) -> std::vector<Tensor> {
     const Tensor &a = n.saved[0], &b = n.saved[1];
     const Shape batch = batch_of(dc);
     Tensor da, db;
@@ -157,9 +157,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite sit
   const Tensor y2 = gemm_product(x2, transpose(w.detach(), 0, 1), b, {});
   Shape y_shape = x.shape();
   y_shape.back() = out;
-  const Tensor y = y2.as_strided(y_shape, contiguous_strides(y_shape), y2.offset());
+  Tensor y = y2.as_strided(y_shape, contiguous_strides(y_shape), y2.offset());
   // dx = dy W, dW = dy^T x, db = sum over rows of dy
-  return scope.finish(y, {x2, w}, [x_shape = x.shape()](Node& n, const Tensor& dy) {
+  return scope.finish(std::move(y), {x2, w}, [x_shape = x.shape()](Node& n, const Tensor& dy) {
     const Tensor &x2 = n.saved[0], &w = n.saved[1];
     const Tensor dy2 = contiguous(reshape(dy, {-1, w.size(0)}));
     std::vector<Tensor> grads(3);

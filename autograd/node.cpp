@@ -25,7 +25,7 @@ std::string Node::str() const {
   for (const auto& e : inputs) ins.push_back(edge_str(e));
   std::string s =
       fmt::format("#{} {} out {} <- {}", id, op, shape_str(out_shape), fmt::join(ins, ", "));
-  if (!created_at.empty()) s += "  (created at " + created_at + ")";
+  if (const std::string at = created_at.str(); !at.empty()) s += "  (created at " + at + ")";
   return s;
 }
 

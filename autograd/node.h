@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/creation_site.h"
 #include "engine/tensor.h"
 
 namespace glass {
@@ -36,11 +37,11 @@ using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& g
 struct Node {
   int64_t id = 0;
   const char* op = "";
-  std::vector<Edge> inputs;
-  std::vector<Tensor> saved;  // released as soon as the node has run
+  SmallVector<Edge, 3> inputs;  // most ops have at most 3 inputs: no heap allocation for them
+  std::vector<Tensor> saved;    // released as soon as the node has run
   BackwardFn backward;
   Shape out_shape;
-  std::string created_at;  // forward call site and module (autograd/creation_site.h)
+  CreationSite created_at;  // forward's call site and module; .str() is the text
   std::vector<NodePreHook> pre_hooks;
   std::vector<NodePostHook> post_hooks;
   // A node with several outputs (OpScope::finish_outputs, e.g. residual_layer_norm): which tensor

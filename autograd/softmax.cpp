@@ -81,7 +81,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
   // dlogits = (softmax(logits) - onehot(t)) dloss / valid
-  return op.finish(loss, {lg, tg, lse, valid},
+  return op.finish(std::move(loss), {lg, tg, lse, valid},
                    [ignore_index](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
                      const Tensor &lg = n.saved[0], &tg = n.saved[1], &lse = n.saved[2],
                                   &valid = n.saved[3];

@@ -187,15 +187,16 @@ Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site) {
     kernels::backend(out).copy(
         xs[i], out.as_strided(xs[i].shape(), out.strides(), starts[i] * out.stride(d)));
   // dx_i = the slice of dy where x_i was placed
-  return scope.finish(out, {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
-    // Each input's gradient is its region of dy.
-    std::vector<Tensor> dxs;
-    for (size_t i = 0; i < starts.size(); ++i)
-      dxs.push_back(n.needs_input_grad(i)
-                        ? slice(dy, d, starts[i], starts[i] + n.inputs[i].shape[d])
-                        : Tensor());
-    return dxs;
-  });
+  return scope.finish(
+      std::move(out), {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+        // Each input's gradient is its region of dy.
+        std::vector<Tensor> dxs;
+        for (size_t i = 0; i < starts.size(); ++i)
+          dxs.push_back(n.needs_input_grad(i)
+                            ? slice(dy, d, starts[i], starts[i] + n.inputs[i].shape[d])
+                            : Tensor());
+        return dxs;
+      });
 }
 
 Tensor contiguous(const Tensor& x, CallSite site) {
@@ -205,7 +206,8 @@ Tensor contiguous(const Tensor& x, CallSite site) {
   Tensor out = empty_like(x);
   kernels::backend(x).copy(x, out);
   // dx = dy
-  return scope.finish(out, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
+  return scope.finish(std::move(out), {},
+                      [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
 }
 
 Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {

@@ -34,11 +34,13 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
 
 Storage::~Storage() { Allocator::for_device(device).release(data, nbytes); }
 
+// TensorImpls are made default-initialised (every member has its initialiser), without zeroing
+// their inline shape and strides first.
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     GLASS_CHECK(d >= 0, "Tensor::empty: negative dimension in shape {}", shape_str(shape));
   Tensor t;
-  t.impl_ = std::make_shared<TensorImpl>();
+  t.impl_ = std::make_shared_for_overwrite<TensorImpl>();
   t.impl_->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
   t.impl_->shape = shape;
   t.impl_->strides = contiguous_strides(shape);
@@ -111,7 +113,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
               "as_strided: view shape {} strides {} offset {} exceeds storage of {} elements of {}",
               shape_str(shape), shape_str(strides), offset, capacity, describe());
   Tensor t;
-  t.impl_ = std::make_shared<TensorImpl>();
+  t.impl_ = std::make_shared_for_overwrite<TensorImpl>();
   t.impl_->storage = impl().storage;
   t.impl_->offset = offset;
   t.impl_->shape = shape;
@@ -132,8 +134,7 @@ void Tensor::set_data(const Tensor& src) {
 }
 
 bool Tensor::requires_grad() const {
-  return defined() && impl_->autograd &&
-         (impl_->autograd->requires_grad || impl_->autograd->grad_fn);
+  return defined() && (impl_->grad_fn || (impl_->autograd && impl_->autograd->requires_grad));
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
@@ -146,8 +147,11 @@ Tensor& Tensor::set_requires_grad(bool on) {
 
 Tensor Tensor::grad() const { return has_autograd_meta() ? impl_->autograd->grad : Tensor(); }
 void Tensor::set_grad(const Tensor& g) { autograd_meta().grad = g; }
-std::shared_ptr<Node> Tensor::grad_fn() const {
-  return has_autograd_meta() ? impl_->autograd->grad_fn : nullptr;
+std::shared_ptr<Node> Tensor::grad_fn() const { return defined() ? impl_->grad_fn : nullptr; }
+
+void Tensor::set_grad_fn(std::shared_ptr<Node> node) {
+  if (impl_.use_count() != 1 || impl_->autograd) *this = detach();
+  impl_->grad_fn = std::move(node);
 }
 
 AutogradMeta& Tensor::autograd_meta() const {

@@ -17,10 +17,12 @@
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/small_vector.h"
 
 namespace glass {
 
-using Shape = std::vector<int64_t>;
+// Sizes or strides, one per dimension; up to 6 dimensions without a heap allocation.
+using Shape = SmallVector<int64_t, 6>;
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);
@@ -47,7 +49,8 @@ struct TensorImpl {
   int64_t offset = 0;
   Shape shape, strides;
   DType dtype = DType::f32;
-  std::shared_ptr<AutogradMeta> autograd;
+  std::shared_ptr<AutogradMeta> autograd;  // leaves: requires_grad, .grad, hooks, name
+  std::shared_ptr<Node> grad_fn;           // non-leaves: the node that produced this tensor
 };
 
 class Tensor {
@@ -103,7 +106,12 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& g);
   std::shared_ptr<Node> grad_fn() const;
-  bool is_leaf() const { return grad_fn() == nullptr; }
+  bool is_leaf() const { return !defined() || impl_->grad_fn == nullptr; }
+  // Gives the tensor the history `node` (an op's output, autograd/function.h). This handle is
+  // reused when nothing else shares its TensorImpl and it has no autograd meta (a fresh output);
+  // otherwise it becomes a new handle to the same storage and geometry (as detach() makes), so
+  // that the tensor's other holders (an op's input returned as it is) keep their own history.
+  void set_grad_fn(std::shared_ptr<Node> node);
   AutogradMeta& autograd_meta() const;  // created on first use
   bool has_autograd_meta() const { return defined() && impl_->autograd != nullptr; }
 
@@ -128,8 +136,7 @@ using GradReadyHook = std::function<void(const Tensor& grad)>;
 
 struct AutogradMeta {
   bool requires_grad = false;
-  Tensor grad;                    // leaves: accumulated over backward passes
-  std::shared_ptr<Node> grad_fn;  // non-leaves: the node that produced this tensor
+  Tensor grad;  // leaves: accumulated over backward passes
   std::vector<GradReadyHook> grad_ready_hooks;
   std::string name;  // parameter name, shown by the tape printer
 };

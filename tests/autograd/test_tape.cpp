@@ -2,6 +2,7 @@
 // early release of saved tensors, NoGradGuard, detach and the tape printer.
 #include <gtest/gtest.h>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "tests/testing.h"
 
@@ -49,6 +50,25 @@ TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {
   EXPECT_GT(order[0], order[1]);
   EXPECT_GT(order[1], order[2]);
   EXPECT_EQ(post_calls, 1);
+}
+
+// An op whose output is its input's own handle (y = x, returned as is).
+Tensor pass_through(const Tensor& x) {
+  OpScope op("pass_through", {x});
+  return op.finish(x, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
+}
+
+TEST(Tape, AnOutputSharingItsInputsHandleLeavesTheInputsHistoryAlone) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = pass_through(x);
+  // The output got a handle of its own (same storage) with the new node; x is still the leaf.
+  EXPECT_FALSE(y.is_same(x));
+  EXPECT_EQ(y.storage(), x.storage());
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_STREQ(y.grad_fn()->op, "pass_through");
+  EXPECT_TRUE(x.is_leaf());
+  backward(sum(y * 3.0));
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{3, 3}));
 }
 
 TEST(Tape, GradReadyHookFiresOnceWithTheFinishedGradient) {

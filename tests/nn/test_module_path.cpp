@@ -1,6 +1,7 @@
 // Nodes created inside a module's forward carry its dotted path ("transformer.h.1.ln_2") in their
 // creation site, next to the source line; the tape printer shows both.
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "autograd/node.h"
@@ -22,7 +23,7 @@ std::vector<std::string> sites_of(const Tensor& root, std::set<std::string_view>
     Node* n = stack.back();
     stack.pop_back();
     if (!n || !seen.insert(n).second) continue;
-    if (ops.count(n->op)) found.emplace_back(n->id, n->created_at);
+    if (ops.count(n->op)) found.emplace_back(n->id, n->created_at.str());
     for (const Edge& e : n->inputs) stack.push_back(e.node.get());
   }
   std::sort(found.begin(), found.end());
@@ -57,11 +58,24 @@ TEST(ModulePath, GptNodesNameTheModuleThatCreatedThem) {
                             "(created at nn/layers.cpp:", " in transformer.h.1.mlp)"}));
 }
 
+TEST(ModulePath, ANodeStillNamesItsModuleAfterTheModuleIsGone) {
+  Tensor logits;
+  {
+    auto model = std::make_unique<GPT>(GPTConfig{/*vocab*/ 11, /*block*/ 8, /*layers*/ 1,
+                                                 /*heads*/ 2, /*width*/ 8});
+    Generator gen(2);
+    model->init(gen);
+    logits = model->forward(random_ids(1, 3, 11, gen));
+  }
+  // The creation sites are formatted now, from the module paths the nodes kept.
+  EXPECT_TRUE(contains_all(tape_string(logits), {" in transformer.h.0.attn.c_attn)"}));
+}
+
 TEST(ModulePath, AModuleWithoutAParentHasNoPath) {
   LayerNorm ln(4);
   Tensor y = ln.forward(from_vector<float>({1, 2, 3, 4}, {1, 4}));
   EXPECT_TRUE(ln.path().empty());
-  const std::string& site = y.grad_fn()->created_at;
+  const std::string site = y.grad_fn()->created_at.str();
   EXPECT_TRUE(site.starts_with("nn/layers.h:")) << site;
   EXPECT_EQ(site.find(" in "), std::string::npos) << site;
 }

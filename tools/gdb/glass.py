@@ -1,4 +1,5 @@
-# gdb support for glass: a pretty-printer for glass::Tensor and two stepping commands.
+# gdb support for glass: pretty-printers for glass::Tensor and glass::CreationSite (a node's
+# created_at, shown as "nn/layers.h:48 in net.ln") and two stepping commands.
 #
 #   (gdb) source tools/gdb/glass.py          # or put that line into ~/.gdbinit
 #   (gdb) print x
@@ -42,10 +43,10 @@ def shared_ptr_target(ptr):
     return None if int(raw) == 0 else raw.dereference()
 
 
-def vector_items(vec):
-    """The elements of a libstdc++ std::vector, as gdb values."""
-    start, finish = vec["_M_impl"]["_M_start"], vec["_M_impl"]["_M_finish"]
-    return [(start + i).dereference() for i in range(int(finish - start))]
+def small_vector_items(vec):
+    """The elements of a glass::SmallVector (engine/small_vector.h; glass::Shape is one)."""
+    data = vec["data_"]
+    return [(data + i).dereference() for i in range(int(vec["size_"]))]
 
 
 def std_string(value):
@@ -95,15 +96,15 @@ class TensorPrinter:
         impl = shared_ptr_target(self.val["impl_"])
         if impl is None:
             return "glass::Tensor (undefined)"
-        shape = [int(d) for d in vector_items(impl["shape"])]
-        strides = [int(s) for s in vector_items(impl["strides"])]
+        shape = [int(d) for d in small_vector_items(impl["shape"])]
+        strides = [int(s) for s in small_vector_items(impl["strides"])]
         dtype = enum_name(impl["dtype"])
         storage = shared_ptr_target(impl["storage"])
         device = enum_name(storage["device"]["kind"])
         text = f"glass::Tensor {dtype}[{', '.join(map(str, shape))}] on {device}"
         if strides != contiguous_strides(shape):
             text += f" strides [{', '.join(map(str, strides))}]"
-        text += autograd_state(impl["autograd"])
+        text += autograd_state(impl)
         numel = 1
         for d in shape:
             numel *= d
@@ -124,21 +125,40 @@ def contiguous_strides(shape):
     return strides
 
 
-def autograd_state(meta_ptr):
+def autograd_state(impl):
     """' requires_grad', ' grad_fn=#12 layernorm', ' name=net.ln.weight', or ''."""
-    meta = shared_ptr_target(meta_ptr)
-    if meta is None:
-        return ""
+    meta = shared_ptr_target(impl["autograd"])
+    node = shared_ptr_target(impl["grad_fn"])
     text = ""
-    node = shared_ptr_target(meta["grad_fn"])
     if node is not None:
         text += f" grad_fn=#{int(node['id'])} {node['op'].string()}"
-    elif bool(meta["requires_grad"]):
+    elif meta is not None and bool(meta["requires_grad"]):
         text += " requires_grad"
-    name = std_string(meta["name"])
+    name = std_string(meta["name"]) if meta is not None else ""
     if name:
         text += f" name={name}"
     return text
+
+
+class CreationSitePrinter:
+    """glass::CreationSite as the text CreationSite::str() makes: "nn/layers.h:48 in net.ln"."""
+
+    def __init__(self, val):
+        self.val = val
+
+    def to_string(self):
+        text = ""
+        if int(self.val["file"]) != 0:
+            text = f"{self.val['file'].string()}:{int(self.val['line'])}"
+        module = self.val["module"]
+        if int(module) != 0:
+            path = std_string(module.dereference())
+            if path:
+                text += (" in " if text else "in ") + path
+        return text
+
+    def display_hint(self):
+        return "string"
 
 
 class StepIntoCommand(gdb.Command):
@@ -190,6 +210,7 @@ def frame_file(frame):
 def build_printer():
     pp = gdb.printing.RegexpCollectionPrettyPrinter("glass")
     pp.add_printer("Tensor", "^glass::Tensor$", TensorPrinter)
+    pp.add_printer("CreationSite", "^glass::CreationSite$", CreationSitePrinter)
     return pp
 
 
