@@ -29,6 +29,27 @@ std::string Node::str() const {
   return s;
 }
 
+// Destroying a node releases its inputs' nodes, which release theirs: left to the shared_ptrs, a
+// chain of N ops would be freed N destructor calls deep, and a long enough chain (a long RNN-like
+// loop, an unrolled optimisation) would overflow the stack. Instead the node takes its inputs'
+// nodes out of its edges and frees them here, one at a time: a node this loop holds the last
+// reference to gives up its own inputs to the loop first, so that it dies with no input left and
+// nothing recurses. (A saved tensor of a node refers to its producer too, but that producer is
+// then still held by the loop, so releasing the tensor only drops a count.)
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto take_inputs = [&orphans](Node& n) {
+    for (Edge& e : n.inputs)
+      if (e.node) orphans.push_back(std::move(e.node));
+  };
+  take_inputs(*this);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    if (n.use_count() == 1) take_inputs(*n);
+  }  // n is released here, with no input left to free
+}
+
 int Node::output_index(const Tensor& t) const {
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i] == t.unsafe_impl()) return static_cast<int>(i);

@@ -50,6 +50,9 @@ struct Node {
   std::vector<const TensorImpl*> outputs;
   std::vector<Tensor> output_grads;
 
+  // Frees the graph behind the node without recursion (node.cpp).
+  ~Node();
+
   bool needs_input_grad(size_t i) const { return i < inputs.size() && inputs[i].defined(); }
   bool has_run() const { return !backward; }
   // Which output of this node `t` is (0 for a single-output node).
