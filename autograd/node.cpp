@@ -34,20 +34,21 @@ std::string Node::str() const {
 // loop, an unrolled optimisation) would overflow the stack. Instead the node takes its inputs'
 // nodes out of its edges and frees them here, one at a time: a node this loop holds the last
 // reference to gives up its own inputs to the loop first, so that it dies with no input left and
-// nothing recurses. (A saved tensor of a node refers to its producer too, but that producer is
-// then still held by the loop, so releasing the tensor only drops a count.)
+// nothing recurses. A node first lets go of its saved tensors, which hold their producers too, so
+// that "the last reference" is seen where it is.
 Node::~Node() {
-  std::vector<std::shared_ptr<Node>> orphans;
-  auto take_inputs = [&orphans](Node& n) {
+  std::vector<std::shared_ptr<Node>> orphans;  // allocated only when some input dies with us
+  auto take_dying_inputs = [&orphans](Node& n) {
+    n.saved.clear();  // a saved input holds its producer too: let go of that first
     for (Edge& e : n.inputs)
-      if (e.node) orphans.push_back(std::move(e.node));
+      if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
   };
-  take_inputs(*this);
+  take_dying_inputs(*this);
   while (!orphans.empty()) {
     std::shared_ptr<Node> n = std::move(orphans.back());
     orphans.pop_back();
-    if (n.use_count() == 1) take_inputs(*n);
-  }  // n is released here, with no input left to free
+    take_dying_inputs(*n);
+  }  // n is released here, with no dying input left to free
 }
 
 int Node::output_index(const Tensor& t) const {

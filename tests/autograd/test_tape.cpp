@@ -123,13 +123,15 @@ TEST(Tape, PrinterListsNodesInTapeOrderWithLeafNames) {
 }
 
 // A graph is freed without recursion (Node::~Node): dropping a chain of 200,000 recorded ops,
-// each holding the previous one through its edge (and mul through its saved input), must neither
-// overflow the stack (with one destructor frame per op it did, under ASan) nor leave a node alive.
+// each holding the previous one through its edge (and mul also through its saved input), must
+// neither overflow the stack (with one destructor frame per op it did, under ASan) nor leave a
+// node alive.
 TEST(Tape, ALongChainIsFreedWithoutRecursion) {
   const size_t alive_before = Tape::current().live_nodes().size();
   {
     Tensor y = leaf({1, 2}, {2});
-    for (int i = 0; i < 100000; ++i) y = (y + 1.0) * 0.5;
+    const Tensor w = leaf({0.5, 0.25}, {2});
+    for (int i = 0; i < 100000; ++i) y = y * w + 1.0;
     EXPECT_EQ(Tape::current().live_nodes().size(), alive_before + 200000);
   }
   EXPECT_EQ(Tape::current().live_nodes().size(), alive_before);
