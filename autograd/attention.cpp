@@ -60,9 +60,10 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
 
 AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
   if (kernel != AttentionKernel::automatic) return kernel;
-  if (device.kind == DeviceKind::cpu || !kernels::flash_head_dim_ok(head_dim))
-    return AttentionKernel::naive;
-  return AttentionKernel::flash;
+  // cpu's flash kernel takes any head dim; the CUDA one needs flash_head_dim_ok
+  if (device.kind == DeviceKind::cpu || kernels::flash_head_dim_ok(head_dim))
+    return AttentionKernel::flash;
+  return AttentionKernel::naive;
 }
 
 void check_attention_kernel(AttentionKernel kernel, Device device) {

@@ -197,12 +197,12 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // The kernel behind causal self-attention on the fused qkv layout (below):
 //   naive  the probs-based kernels: q, k, v copied out to [B, H, T, D], probs [B, H, T, T] saved
 //          for backward, the output copied back to [B, T, C]
-//   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu has its own loops): reads qkv
-//          in place, saves only out and the per-row log-sum-exp [B, H, T]
+//   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu's is query blocks of GEMMs,
+//          kernels/cpu/flash_attention.cpp): reads qkv in place, saves only out and the per-row
+//          log-sum-exp [B, H, T]
 //   cudnn  cuDNN's fused attention, `cuda` only, same layouts and saved tensors as flash
-//   automatic  flash on emu and cuda (f32 and bf16) when the head dim suits it
-//          (flash_head_dim_ok), otherwise naive; naive on cpu (OpenBLAS GEMMs beat the row loops
-//          there)
+//   automatic  flash on cpu; on emu and cuda (f32 and bf16) flash when the head dim suits it
+//          (flash_head_dim_ok), otherwise naive
 enum class AttentionKernel : uint8_t { automatic, naive, flash, cudnn };
 const char* attention_kernel_name(AttentionKernel kernel);
 // "naive" | "flash" | "cudnn" | "auto"; throws naming the valid names otherwise.

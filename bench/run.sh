@@ -41,7 +41,12 @@ torch=$(/usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "
 /usr/bin/python3 - "$glass" "$torch" "$threads" "$steps" <<'PY'
 import json, sys
 g, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+import os
 print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {sys.argv[3]} threads, {sys.argv[4]} timed steps")
+# PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
+# SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
+print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +
+      " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)"))
 print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
 print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
 print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")

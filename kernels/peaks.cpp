@@ -87,7 +87,7 @@ DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
 }
 
 // The host: FLOP/s from the hardware (cores x clock x FLOPs per cycle), the bandwidth and the
-// attainable GEMM rate measured once (OpenBLAS's sgemm, the fastest f32 math the engine has, and
+// attainable GEMM rate measured once (glass's own sgemm, the fastest f32 math the engine has, and
 // the cpu copy kernel). The measured GEMM is the second roof, never the peak.
 // The bandwidth roof is the faster of a 32 MiB copy (main memory or a large last-level cache) and
 // a 256 KiB copy (the per-core L2): the kernels' activations at the default model's sizes stay in
@@ -99,7 +99,7 @@ DevicePeaks host_peaks() {
   const double small_copy = measure_device_peaks(kCPU, 16, size_t{256} << 10).bytes_per_s;
   p.bytes_per_s = std::max(large_copy, small_copy);
   p.attainable_f32_flops = p.f32_flops;
-  p.attainable_source = "OpenBLAS sgemm 512^3, " + p.source;
+  p.attainable_source = "glass sgemm 512^3 (kernels/cpu/sgemm.cpp), " + p.source;
   p.f32_flops = hw.flops();
   p.source = fmt::format(
       "hardware peak {}; bandwidth: the faster copy of 32 MiB ({:.1f} GB/s) and 256 KiB ({:.1f} "

@@ -5,7 +5,7 @@
 //             the engine's own kernels (measure_device_peaks)
 //   cpu, emu  the host: FLOP/s from its hardware (cores x clock x FLOPs per cycle of the ISA the
 //             engine uses, kernels/cpu/hardware_peak.h), bandwidth measured once on `cpu` (a
-//             32 MiB copy), and OpenBLAS's sgemm 512^3 measured as the "attainable" roof beside
+//             32 MiB copy), and glass's sgemm 512^3 measured as the "attainable" roof beside
 //             the peak; emu's kernels are emulated on the host, so they land far below its peaks
 //
 // Every DevicePeaks says which of these it is in `source`, and every report prints that line.

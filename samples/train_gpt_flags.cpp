@@ -67,8 +67,8 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
   app.add_option("--attention", o.attention,
-                 "attention kernel: naive | flash | cudnn (default: flash on emu and cuda, "
-                 "naive on cpu)")
+                 "attention kernel: naive | flash | cudnn (default: flash; naive on emu and "
+                 "cuda where the head dim does not suit flash)")
       ->check(CLI::IsMember({"auto", "naive", "flash", "cudnn"}));
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");

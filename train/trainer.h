@@ -80,8 +80,8 @@ struct TrainOptions {
   double temperature = 1.0;  // 0 = the most likely token every time
   int64_t top_k = 0;         // 0 = all tokens
   int threads = 0;           // 0 = all cores
-  // The kernel behind causal attention: auto (flash on emu and cuda where the head dim suits it,
-  // naive on cpu) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
+  // The kernel behind causal attention: auto (flash; on emu and cuda naive where the head dim does
+  // not suit it) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
   std::string attention = "auto";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/

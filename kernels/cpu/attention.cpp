@@ -7,9 +7,9 @@
 //             dQ = dS K * scale; dK = dS^T Q * scale.
 //
 // The B*H (batch, head) slices are independent: they run in parallel, and inside a slice every
-// product is one OpenBLAS GEMM on the calling thread. OpenBLAS's own threads on top of ours
-// oversubscribe the cores (several times slower; bench/RESULTS.md has the timings), so the
-// kernels switch them off while they run and restore the setting after. GEMM computes the full
+// product is one GEMM on the calling thread (glass's sgemm sees it is inside a parallel region;
+// OpenBLAS, which f64 uses, has its own threads switched off while the kernels run: on top of
+// ours they oversubscribe the cores, several times slower). GEMM computes the full
 // T x T square although above the diagonal P is zero and S unused; at the default model's sizes
 // that is still faster than causal-only loops (bench/RESULTS.md). The FLOPs reported count that
 // full square, the work actually done; the softmax FLOPs count the causal triangle it touches.

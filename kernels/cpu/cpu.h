@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -16,6 +17,7 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/dtype_dispatch.h"
 #include "kernels/merge_dims.h"
 #include "kernels/shape_checks.h"
@@ -120,13 +122,14 @@ StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides)
   return {merge_dims<N>(shape, strides)};
 }
 
-// C = alpha op(A) op(B) + beta C through OpenBLAS, row-major: op(A) is m x k, op(B) k x n, C m x n
-// (sizes and leading dimensions checked to fit an int by the caller).
+// C = alpha op(A) op(B) + beta C, row-major: op(A) is m x k, op(B) k x n, C m x n (sizes and
+// leading dimensions checked to fit an int by the caller). f32 runs glass's own GEMM
+// (kernels/cpu/sgemm.cpp: it follows the ISA glass is built for, where OpenBLAS picks its kernel
+// from a table of CPU models); f64, used by gradcheck, runs OpenBLAS's dgemm.
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                       const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
@@ -134,6 +137,24 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
               int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
+
+// e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
+// with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
+// r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to
+// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp.
+inline float exp_vectorisable(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in float arithmetic (no libm).
+  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+  const float p =
+      1 +
+      r * (1 + r * (1.f / 2 +
+                    r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r / 5040))))));
+  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
+}
+
+inline double exp_vectorisable(double x) { return std::exp(x); }
 
 // --- row primitives: contiguous rows of n elements, sums in the row's own type, vectorised ---
 
@@ -171,7 +192,7 @@ void masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < len; ++j) {
-    y[j] = std::exp(x[j] - m);
+    y[j] = exp_vectorisable(x[j] - m);
     sum += y[j];
   }
   // 2. normalise; the masked entries are 0

@@ -29,24 +29,6 @@ int64_t distinct_elements(const Tensor& t) {
   return n;
 }
 
-// e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
-// with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
-// r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to
-// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp.
-inline float exp_vectorisable(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  // k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in float arithmetic (no libm).
-  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
-  const float p =
-      1 +
-      r * (1 + r * (1.f / 2 +
-                    r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r / 5040))))));
-  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
-}
-
-inline double exp_vectorisable(double x) { return std::exp(x); }
-
 // out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large. Small arrays take a plain
 // loop: an OpenMP region with a false `if` clause is still entered (a libgomp call and a team of
 // one), which costs more than a few hundred elements of arithmetic.

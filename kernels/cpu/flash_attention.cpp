@@ -6,11 +6,19 @@
 //   backward: D_i = dO_i . O_i;  dS_ij = P_ij (dO_i . v_j - D_i)
 //             dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i;  dv_j = sum_i P_ij dO_i
 //
-// Row by row on a scratch row of T scores per thread, the (batch, head) slices in parallel: each
-// slice writes only its own head's columns, so slices never share an output element and each
-// element is summed in a fixed order (deterministic). The cpu's default attention stays the
-// probs-based kernel (kernels/cpu/attention.cpp, OpenBLAS GEMMs); these entries exist so the flash
-// path runs on every device, and take any D and f64 (gradcheck).
+// FlashAttention's idea at the grain a CPU core likes: a block of kQueryBlock query rows at a
+// time, against all the keys it may see (0 .. its last row, the causal bound), with every product
+// one GEMM (kernels/cpu/sgemm.cpp) on strided views of qkv: head h of q is the D columns at h*D
+// with row stride 3C, so nothing is copied out and the output lands in [B, T, C] directly. A block
+// sees all its keys at once, so its softmax is exact without FlashAttention's running max: the
+// scratch is kQueryBlock x T scores per thread (L2-sized), never T x T. Backward recomputes P from
+// the saved lse instead of storing it. Keys past the causal bound of a block are never multiplied;
+// inside a block the few above the diagonal are (P is 0 there), the price of whole GEMMs.
+//
+// The (batch, head) slices run in parallel, each on one thread (the GEMMs see they are inside a
+// parallel region); a slice writes only its own head's columns and sums every element in a fixed
+// order, so the result is deterministic. Takes any D, f32 and f64 (gradcheck).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -21,6 +29,8 @@ namespace glass::kernels::cpu {
 
 namespace {
 
+constexpr int64_t kQueryBlock = 64;
+
 // One slice's rows: element (t, d) of q, k, v, out, dout, dq, dk, dv at row t * pitch + d.
 template <class T>
 struct Head {
@@ -29,6 +39,78 @@ struct Head {
   T* row(int64_t t) const { return base + t * pitch; }
 };
 
+// The query blocks of a slice: rows [first, first + rows), which see keys [0, keys).
+struct QueryBlock {
+  int64_t first, rows, keys;
+};
+template <class Fn>
+void for_each_query_block(int64_t T_len, Fn&& fn) {
+  for (int64_t first = 0; first < T_len; first += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, T_len - first);
+    fn(QueryBlock{first, rows, first + rows});
+  }
+}
+
+// Sum over a slice's blocks of rows x keys: the score entries its GEMMs compute.
+double block_entries(int64_t T_len) {
+  double n = 0;
+  for_each_query_block(T_len, [&](QueryBlock blk) { n += double(blk.rows) * double(blk.keys); });
+  return n;
+}
+
+// Backward of slice s (batch s / H, head s % H), block by block of queries. dK and dV gather from
+// every block, in block order; probs and dscores are this thread's kQueryBlock x T scratch.
+template <class T>
+void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double scale,
+                              const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dqkv, T* probs, T* dscores) {
+  const int64_t Tn = g.T, C = g.C, D = g.D, b = s / g.H, h = s % g.H;
+  const int64_t at = b * Tn * 3 * C + h * D;
+  T* base = qkv.data<T>() + at;
+  T* dbase = dqkv.data<T>() + at;
+  const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
+  const Head<T> dq{dbase, 3 * C}, dk{dbase + C, 3 * C}, dv{dbase + 2 * C, 3 * C};
+  const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
+  const Head<T> dO{dout.data<T>() + b * Tn * C + h * D, C};
+  const float* lse_row = lse.data<float>() + s * Tn;
+  for (int64_t t = 0; t < Tn; ++t) {
+    std::fill(dk.row(t), dk.row(t) + D, T(0));
+    std::fill(dv.row(t), dv.row(t) + D, T(0));
+  }
+  for_each_query_block(Tn, [&](QueryBlock blk) {
+    // 1. P recomputed: S = scale Q_block K^T, P = exp(S - lse) up to the diagonal, 0 past it
+    blas_gemm(false, true, blk.rows, blk.keys, D, T(scale), q.row(blk.first), q.pitch, k.row(0),
+              k.pitch, T(0), probs, blk.keys);
+    for (int64_t r = 0; r < blk.rows; ++r) {
+      T* row = probs + r * blk.keys;
+      const int64_t seen = blk.first + r + 1;
+      const T row_lse = T(lse_row[blk.first + r]);
+#pragma omp simd
+      for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
+      std::fill(row + seen, row + blk.keys, T(0));
+    }
+    // 2. dV[0, keys) += P^T dO_block
+    blas_gemm(true, false, blk.keys, D, blk.rows, T(1), probs, blk.keys, dO.row(blk.first),
+              dO.pitch, T(1), dv.row(0), dv.pitch);
+    // 3. dP = dO_block V^T
+    blas_gemm(false, true, blk.rows, blk.keys, D, T(1), dO.row(blk.first), dO.pitch, v.row(0),
+              v.pitch, T(0), dscores, blk.keys);
+    // 4. dS = P (dP - D_i), D_i = dO_i . O_i (P is 0 past the diagonal, so dS is too)
+    for (int64_t r = 0; r < blk.rows; ++r) {
+      const T delta = row_dot(dO.row(blk.first + r), o.row(blk.first + r), D);
+      T* ds = dscores + r * blk.keys;
+      const T* p = probs + r * blk.keys;
+#pragma omp simd
+      for (int64_t j = 0; j < blk.keys; ++j) ds[j] = p[j] * (ds[j] - delta);
+    }
+    // 5. dQ_block = scale dS K;  dK[0, keys) += scale dS^T Q_block
+    blas_gemm(false, false, blk.rows, D, blk.keys, T(scale), dscores, blk.keys, k.row(0), k.pitch,
+              T(0), dq.row(blk.first), dq.pitch);
+    blas_gemm(true, false, blk.keys, D, blk.rows, T(scale), dscores, blk.keys, q.row(blk.first),
+              q.pitch, T(1), dk.row(0), dk.pitch);
+  });
+}
+
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -36,46 +118,48 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const char* kernel = "flash_attention_forward";
   const FlashAttentionShape g(kernel, qkv, n_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
-  const double entries = static_cast<double>(g.slices()) * static_cast<double>(g.T * (g.T + 1) / 2);
+  const int64_t Tn = g.T, C = g.C, D = g.D;
+  // FLOPs: the two GEMMs (4 D per score entry computed) and the softmax (~5 per causal entry)
+  const double flops = static_cast<double>(g.slices()) *
+                       (4.0 * D * block_entries(Tn) + 5.0 * double(Tn * (Tn + 1) / 2));
   visit_float(qkv, kernel, [&]<class T>() {
-    const int64_t Tn = g.T, C = g.C, D = g.D;
-    launch(
-        cpu_launch_info(kernel, g.slices(), entries * (4.0 * D + 5), bytes_of({&qkv, &out, &lse})),
-        [&] {
+    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
 #pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
-          {
-            std::vector<T> p(static_cast<size_t>(Tn));  // this thread's row of scores
+      {
+        std::vector<T> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
 #pragma omp for schedule(static)
-            for (int64_t s = 0; s < g.slices(); ++s) {
-              const int64_t b = s / g.H, h = s % g.H;
-              T* base = qkv.data<T>() + b * Tn * 3 * C + h * D;
-              const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
-              const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
-              float* lse_row = lse.data<float>() + s * Tn;
-              for (int64_t i = 0; i < Tn; ++i) {
-                // 1. S_ij for j <= i and their max
-                for (int64_t j = 0; j <= i; ++j) p[j] = row_dot(q.row(i), k.row(j), D) * T(scale);
-                const T m = row_max(p.data(), i + 1);
-                // 2. exp(S_ij - m) and their sum l; lse_i = m + log l
-                T l = 0;
-                for (int64_t j = 0; j <= i; ++j) {
-                  p[j] = std::exp(p[j] - m);
-                  l += p[j];
-                }
-                lse_row[i] = static_cast<float>(m + std::log(l));
-                // 3. out_i = sum_j exp(S_ij - m) v_j / l
-                T* oi = o.row(i);
-                for (int64_t d = 0; d < D; ++d) oi[d] = 0;
-                for (int64_t j = 0; j <= i; ++j) {
-                  const T w = p[j] / l;
-                  const T* vj = v.row(j);
+        for (int64_t s = 0; s < g.slices(); ++s) {
+          const int64_t b = s / g.H, h = s % g.H;
+          T* base = qkv.data<T>() + b * Tn * 3 * C + h * D;
+          const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
+          const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
+          float* lse_row = lse.data<float>() + s * Tn;
+          for_each_query_block(Tn, [&](QueryBlock blk) {
+            T* S = scores.data();  // rows x keys, row stride keys
+            // 1. S = scale Q_block K^T
+            blas_gemm(false, true, blk.rows, blk.keys, D, T(scale), q.row(blk.first), q.pitch,
+                      k.row(0), k.pitch, T(0), S, blk.keys);
+            // 2. each row: lse over its causal keys, then P = exp(S - lse), 0 past the diagonal
+            for (int64_t r = 0; r < blk.rows; ++r) {
+              T* row = S + r * blk.keys;
+              const int64_t seen = blk.first + r + 1;
+              const T m = row_max(row, seen);
+              T sum = 0;
+#pragma omp simd reduction(+ : sum)
+              for (int64_t j = 0; j < seen; ++j) sum += exp_vectorisable(row[j] - m);
+              const T row_lse = m + std::log(sum);
+              lse_row[blk.first + r] = static_cast<float>(row_lse);
 #pragma omp simd
-                  for (int64_t d = 0; d < D; ++d) oi[d] += w * vj[d];
-                }
-              }
+              for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
+              std::fill(row + seen, row + blk.keys, T(0));
             }
-          }
-        });
+            // 3. O_block = P V, written straight into out's head columns
+            blas_gemm(false, false, blk.rows, D, blk.keys, T(1), S, blk.keys, v.row(0), v.pitch,
+                      T(0), o.row(blk.first), o.pitch);
+          });
+        }
+      }
+    });
   });
 }
 
@@ -85,49 +169,24 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const char* kernel = "flash_attention_backward";
   const FlashAttentionShape g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
-  const double entries = static_cast<double>(g.slices()) * static_cast<double>(g.T * (g.T + 1) / 2);
+  const int64_t Tn = g.T, D = g.D;
+  // FLOPs: five GEMMs (S again, dV, dP, dQ, dK: 10 D per score entry computed), D_i (2 D per
+  // row), the elementwise dS (~4 per causal entry)
+  const double flops =
+      static_cast<double>(g.slices()) *
+      (10.0 * D * block_entries(Tn) + 2.0 * D * Tn + 4.0 * double(Tn * (Tn + 1) / 2));
   visit_float(qkv, kernel, [&]<class T>() {
-    const int64_t Tn = g.T, C = g.C, D = g.D;
-    launch(cpu_launch_info(kernel, g.slices(), entries * (10.0 * D + 4),
-                           bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
+    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {
-             for_each_row(g.slices(), g.slices() * Tn * Tn * D, [&](int64_t s) {
-               const int64_t b = s / g.H, h = s % g.H;
-               const int64_t at = b * Tn * 3 * C + h * D;
-               T* base = qkv.data<T>() + at;
-               T* dbase = dqkv.data<T>() + at;
-               const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
-               const Head<T> dq{dbase, 3 * C}, dk{dbase + C, 3 * C}, dv{dbase + 2 * C, 3 * C};
-               const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
-               const Head<T> dO{dout.data<T>() + b * Tn * C + h * D, C};
-               const float* lse_row = lse.data<float>() + s * Tn;
-               for (int64_t t = 0; t < Tn; ++t)
-                 for (int64_t d = 0; d < D; ++d) dq.row(t)[d] = dk.row(t)[d] = dv.row(t)[d] = 0;
-               for (int64_t i = 0; i < Tn; ++i) {
-                 // 1. D_i = dO_i . O_i
-                 const T delta = row_dot(dO.row(i), o.row(i), D);
-                 for (int64_t j = 0; j <= i; ++j) {
-                   // 2. P_ij recomputed from lse; dS_ij = P_ij (dO_i . v_j - D_i)
-                   const T p = std::exp(row_dot(q.row(i), k.row(j), D) * T(scale) - T(lse_row[i]));
-                   const T ds = p * (row_dot(dO.row(i), v.row(j), D) - delta);
-                   // 3. the three sums, each in increasing i then j
-                   T *dqi = dq.row(i), *dkj = dk.row(j), *dvj = dv.row(j);
-                   const T *qi = q.row(i), *kj = k.row(j), *doi = dO.row(i);
-#pragma omp simd
-                   for (int64_t d = 0; d < D; ++d) {
-                     dqi[d] += ds * kj[d];
-                     dkj[d] += ds * qi[d];
-                     dvj[d] += p * doi[d];
-                   }
-                 }
-               }
-               // 4. the scale of dQ and dK
-               for (int64_t t = 0; t < Tn; ++t)
-                 for (int64_t d = 0; d < D; ++d) {
-                   dq.row(t)[d] *= T(scale);
-                   dk.row(t)[d] *= T(scale);
-                 }
-             });
+#pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
+             {
+               const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
+               std::vector<T> probs(scratch), dscores(scratch);
+#pragma omp for schedule(static)
+               for (int64_t s = 0; s < g.slices(); ++s)
+                 attention_slice_backward<T>(g, s, scale, qkv, out, lse, dout, dqkv, probs.data(),
+                                             dscores.data());
+             }
            });
   });
 }

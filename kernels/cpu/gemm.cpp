@@ -1,10 +1,12 @@
-// cpu GEMM: row-major, strided-batched C = alpha op(A) op(B) (+ bias) + beta C through OpenBLAS.
+// cpu GEMM: row-major, strided-batched C = alpha op(A) op(B) (+ bias) + beta C (f32: glass's own
+// sgemm, kernels/cpu/sgemm.cpp; f64: OpenBLAS).
 //
-// Transposes are BLAS flags, never copies. A bias is added by prefilling every row of C with it
-// (plus beta C) and letting the GEMM accumulate onto that (beta = 1): no extra pass over C.
+// Transposes are GEMM flags, never copies. f32 adds the bias as the GEMM writes C; f64 prefills
+// every row of C with it (plus beta C) and lets OpenBLAS accumulate onto that (beta = 1).
 // Before anything runs, the leading dimensions and batch strides are checked against the storage
 // each operand lives in, so a wrong ld is an error naming it, not a read past an allocation.
 #include <climits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
@@ -76,7 +78,17 @@ void gemm_typed(const GemmArgs& g) {
   const T* a = g.a.data<T>();
   const T* b = g.b.data<T>();
   T* c = g.c.data<T>();
-  // A bias, or an empty inner dimension (nothing for the GEMM to add), is handled by the prefill.
+  // The GEMM threads each call internally, so the batch runs one matrix after another.
+  if constexpr (std::is_same_v<T, float>) {  // glass's sgemm adds the bias as it writes C
+    const float* bias = g.bias.defined() ? g.bias.data<float>() : nullptr;
+    for (int64_t i = 0; i < g.batch; ++i)
+      sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<float>(g.alpha), a + i * g.stride_a,
+            g.lda, b + i * g.stride_b, g.ldb, static_cast<float>(g.beta), c + i * g.stride_c, g.ldc,
+            bias);
+    return;
+  }
+  // f64 through OpenBLAS: a bias, or an empty inner dimension (nothing for the GEMM to add), is
+  // handled by the prefill.
   const bool prefilled = g.bias.defined() || g.k == 0;
   if (prefilled) {
     const std::vector<T> zeros(g.bias.defined() ? 0 : static_cast<size_t>(g.n), T(0));
@@ -84,7 +96,6 @@ void gemm_typed(const GemmArgs& g) {
   }
   if (g.k == 0) return;
   const T beta = prefilled ? T(1) : static_cast<T>(g.beta);
-  // OpenBLAS threads each call internally, so the batch runs one matrix after another.
   for (int64_t i = 0; i < g.batch; ++i)
     blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<T>(g.alpha), a + i * g.stride_a,
               g.lda, b + i * g.stride_b, g.ldb, beta, c + i * g.stride_c, g.ldc);

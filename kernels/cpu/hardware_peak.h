@@ -16,9 +16,10 @@
 //                                                            so adds / second is the clock the
 //                                                            core runs at now, turbo included;
 //                                                            never above the true clock
-// - lanes: the widest f32 vector the engine's math uses: the ISA of the GEMM kernel OpenBLAS picked
-//   for this CPU (openblas_get_corename: SkylakeX, Cooperlake, SapphireRapids = AVX-512, 16 lanes;
-//   Haswell, Zen = AVX2, 8) or the one our own kernels were compiled for, whichever is wider.
+// - lanes: the widest f32 vector the engine's math uses: the ISA our own kernels (the f32 GEMM
+//   among them, kernels/cpu/sgemm.cpp) were compiled for, or that of the GEMM kernel OpenBLAS
+//   picked for f64 and the emulated cuBLAS (openblas_get_corename: SkylakeX, Cooperlake,
+//   SapphireRapids = AVX-512, 16 lanes; Haswell, Zen = AVX2, 8), whichever is wider.
 // - FMA units: 2 per core, the most any current x86 core has (Intel since Haswell, Xeon Gold 6000
 //   and Platinum for AVX-512, AMD Zen 2-5 for 256 bits). Some cores have fewer (Xeon Silver, Zen 4
 //   runs AVX-512 on its 256-bit units): there the peak is an upper bound that is 2x too high, which

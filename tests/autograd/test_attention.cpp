@@ -233,10 +233,11 @@ TEST(Attention, KernelNamesAndRefusals) {
   EXPECT_EQ(parse_attention_kernel("flash"), AttentionKernel::flash);
   EXPECT_TRUE(contains_all(error_of([] { parse_attention_kernel("fast"); }),
                            {"'fast'", "naive, flash, cudnn"}));
-  // automatic: flash on emu and cuda where the head dim suits it, naive on cpu
+  // automatic: flash on emu and cuda where the head dim suits it; flash on cpu for any head dim
   EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 64), AttentionKernel::flash);
   EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 4), AttentionKernel::naive);
-  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 64), AttentionKernel::naive);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 64), AttentionKernel::flash);
+  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 4), AttentionKernel::flash);
   EXPECT_EQ(error_of([] { check_attention_kernel(AttentionKernel::cudnn, kEmu); }),
             "cudnn attention runs on cuda only (not on emu)");
   const Tensor qkv = zeros({1, 4, 96});

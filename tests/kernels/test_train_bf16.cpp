@@ -158,7 +158,7 @@ TEST(TrainBf16, ThreeAdamWStepsWithFlashAttentionMatchPyTorchF32) {
   expect_matches_pytorch_f32("flash", 2);
 }
 
-// bf16 on emu with --attention flash against f32 on cpu (naive attention: kernels/cpu, OpenBLAS
+// bf16 on emu with --attention flash against f32 on cpu (naive attention: kernels/cpu, GEMMs
 // with the T x T matrix; nothing shared with the flash kernels), 3 AdamW steps without dropout on
 // the same weights and batches. Losses within 2e-2 relative (as against PyTorch above: each bf16
 // store is at most 2^-8 relative and these average out over the B x T tokens of the mean), and
@@ -173,7 +173,7 @@ TEST(TrainBf16, FlashAttentionThreeStepsMatchF32CpuWithinBf16Tolerance) {
   train::TrainOptions f = o;
   f.device = "cpu";
   f.dtype = "f32";
-  f.attention = "auto";
+  f.attention = "naive";
   train::Trainer bf16_run(o), f32_run(f);
   testing::LaunchLog log;
   std::vector<train::StepResult> got, want;

@@ -1,0 +1,106 @@
+// bench_sgemm: glass's own f32 GEMM (kernels/cpu/sgemm.cpp) against OpenBLAS's cblas_sgemm, on
+// the GEMM shapes of one training step of the default model (L4 H4 C256 T128 B16: 2048 tokens)
+// and a square 512^3, in one run. The two alternate, best of --repeats each, same threads; also
+// prints the OpenBLAS kernel in use (it follows OPENBLAS_CORETYPE and the CPU model) and the
+// hardware peak the MFU uses.
+//
+//   build/bench/bench_sgemm [--threads 2] [--repeats 7]
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/hardware_peak.h"
+#include "kernels/cpu/sgemm.h"
+
+extern "C" char* openblas_get_corename();
+
+namespace {
+
+struct Shape {
+  const char* what;
+  bool ta, tb;
+  int m, n, k;
+};
+
+// y = x W^T is (tokens x in) (out x in)^T; dx = dy W; dW = dy^T x. Attention: one (batch, head).
+constexpr Shape kShapes[] = {
+    {"qkv forward  x W^T", false, true, 2048, 768, 256},
+    {"fc forward   x W^T", false, true, 2048, 1024, 256},
+    {"proj forward x W^T", false, true, 2048, 256, 1024},
+    {"fc dx        dy W", false, false, 2048, 256, 1024},
+    {"fc dW        dy^T x", true, false, 1024, 256, 2048},
+    {"lm head      x wte^T", false, true, 2048, 65, 256},
+    {"attn S = Q K^T", false, true, 128, 128, 64},
+    {"attn O = P V", false, false, 128, 64, 128},
+    {"square 512^3", false, false, 512, 512, 512},
+};
+
+double best_seconds(int repeats, auto&& fn) {
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, repeats = 7;
+  CLI::App app{"glass sgemm against OpenBLAS cblas_sgemm"};
+  app.add_option("--threads", threads, "OpenMP (and OpenBLAS) threads");
+  app.add_option("--repeats", repeats, "best of this many timings per shape and system");
+  CLI11_PARSE(app, argc, argv);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  const auto blocking = glass::kernels::cpu::sgemm_blocking();
+  const auto peak = glass::kernels::cpu::hardware_peak();
+  fmt::print(
+      "threads {}, OpenBLAS kernel {}, glass tile {}x{} ({}-bit vectors), KC {} MC {} NC {}\n",
+      threads, openblas_get_corename(), blocking.mr, blocking.nr, blocking.vector_bits, blocking.kc,
+      blocking.mc, blocking.nc);
+  fmt::print("hardware peak {:.1f} GFLOP/s ({})\n", peak.flops() / 1e9, peak.derivation());
+  fmt::print("{:<22}{:>16}{:>14}{:>14}{:>9}\n", "shape", "m x n x k", "glass GF/s", "OpenBLAS GF/s",
+             "ratio");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (const Shape& s : kShapes) {
+    // stored sizes: A is m x k (k x m transposed), B k x n (n x k), C m x n
+    std::vector<float> a(size_t(s.m) * s.k), b(size_t(s.k) * s.n), c(size_t(s.m) * s.n);
+    for (float& x : a) x = uniform(rng);
+    for (float& x : b) x = uniform(rng);
+    const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    // enough calls per timing for ~20 ms of work at 100 GFLOP/s
+    const double flops = 2.0 * s.m * s.n * s.k;
+    const int calls = std::max(1, int(2e9 / flops));
+    auto ours = [&] {
+      for (int i = 0; i < calls; ++i)
+        glass::kernels::cpu::sgemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
+                                   0.0f, c.data(), s.n);
+    };
+    auto theirs = [&] {
+      for (int i = 0; i < calls; ++i)
+        cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+                    s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(),
+                    ldb, 0.0f, c.data(), s.n);
+    };
+    double t_ours = 1e30, t_theirs = 1e30;
+    for (int r = 0; r < repeats; ++r) {  // alternate, so both see the same machine load
+      t_ours = std::min(t_ours, best_seconds(1, ours));
+      t_theirs = std::min(t_theirs, best_seconds(1, theirs));
+    }
+    const double g_ours = flops * calls / t_ours / 1e9, g_theirs = flops * calls / t_theirs / 1e9;
+    fmt::print("{:<22}{:>16}{:>14.1f}{:>14.1f}{:>8.2f}x\n", s.what,
+               fmt::format("{}x{}x{}", s.m, s.n, s.k), g_ours, g_theirs, g_ours / g_theirs);
+  }
+}

@@ -1,0 +1,240 @@
+// glass's own f32 GEMM: C = alpha op(A) op(B) + beta C, row-major, for the cpu device.
+//
+// Why not only OpenBLAS: OpenBLAS picks its GEMM kernel by CPU model, and a model it does not know
+// gets its generic SSE3 "Prescott" kernel: 4 lanes and no FMA on a core that has AVX-512, a tenth
+// of the core's peak (bench/RESULTS.md). This GEMM is written once against 16-float vectors (GCC
+// vector extensions): one AVX-512 register where the build targets AVX-512, two AVX2 registers or
+// four SSE ones elsewhere, so its speed follows the ISA glass is built for, not a model table.
+//
+// The algorithm is the one every fast GEMM uses (Goto and van de Geijn; BLIS):
+//
+//   for each NC-wide block of C's columns:
+//     for each KC-deep slab of k:              pack op(B)[slab, block] into NR-wide panels
+//       for each MC-tall block of C's rows:    pack op(A)[rows, slab] into MR-tall panels
+//         for each NR panel, each MR panel:    micro-kernel: an MR x NR tile of C in registers,
+//                                              KC rank-1 updates, then C written once
+//
+// Packing makes every load of the micro-kernel contiguous (a transpose is only a packing order)
+// and keeps the working set in cache: a B panel (KC x NR, 32 KB) in L1 while the MR panels of A
+// (MC x KC, in L2) stream past it. The micro-kernel does MR x NR/16 vector FMAs per k for NR/16
+// vector loads of B and MR broadcasts of A: with MR = 8 that is 16 FMAs per 2 loads, and its 16
+// independent accumulators hide the FMA latency (4 cycles x 2 FMA units needs at least 8). Tiles of
+// 6, 12 and 14 rows and slabs of 128 and 384 measured within a few percent of this one
+// (bench/RESULTS.md).
+#include "kernels/cpu/sgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+using Vec = float __attribute__((vector_size(64)));  // 16 floats
+constexpr int kLanes = 16;
+constexpr int kMR = 8;           // rows of the register tile
+constexpr int kNR = 2 * kLanes;  // columns of the register tile: two vectors
+constexpr int kKC = 256;         // k slab: a B panel is kKC x kNR floats = 32 KB
+constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x 256 floats = 96 KB
+constexpr int kNC = 1024;        // columns of B packed at once: 256 x 1024 floats = 1 MB
+
+Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// A 64-byte aligned float buffer per thread, grown on demand and kept: no allocation per call.
+class PackBuffer {
+ public:
+  float* get(size_t floats) {
+    if (floats > size_) {
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
+      size_ = floats;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t size_ = 0;
+};
+
+// One operand as GEMM sees it: element (i, j) of op(X), whatever X's storage order.
+struct Operand {
+  const float* data;
+  int64_t ld;
+  bool trans;
+  const float* at(int64_t i, int64_t j) const {
+    return trans ? data + j * ld + i : data + i * ld + j;
+  }
+};
+
+// op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each stored k-major ([kc][MR]), the rows
+// past `rows` zero: the micro-kernel then reads A's MR values for one k as MR consecutive floats.
+void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  for (int64_t panel = 0; panel < rows; panel += kMR, out += kc * kMR) {
+    const int64_t live = std::min<int64_t>(kMR, rows - panel);
+    if (live < kMR) std::fill(out, out + kc * kMR, 0.0f);
+    if (a.trans)  // row p of the stored matrix holds the panel's MR values for k = p: copy them
+      for (int64_t p = 0; p < kc; ++p)
+        std::memcpy(out + p * kMR, a.at(i0 + panel, p0 + p), live * sizeof(float));
+    else  // row i of A is contiguous along k: scatter it into the panel's column r
+      for (int64_t r = 0; r < live; ++r) {
+        const float* src = a.at(i0 + panel + r, p0);
+        for (int64_t p = 0; p < kc; ++p) out[p * kMR + r] = src[p];
+      }
+  }
+}
+
+// op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each stored k-major ([kc][NR]), the columns
+// past `cols` zero: the micro-kernel reads B's NR values for one k as two aligned vectors.
+void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out) {
+  for (int64_t panel = 0; panel < cols; panel += kNR, out += kc * kNR) {
+    const int64_t live = std::min<int64_t>(kNR, cols - panel);
+    if (b.trans) {  // column j of op(B) is row j of the stored matrix
+      if (live < kNR) std::fill(out, out + kc * kNR, 0.0f);
+      for (int64_t c = 0; c < live; ++c) {
+        const float* src = b.at(p0, j0 + panel + c);
+        for (int64_t p = 0; p < kc; ++p) out[p * kNR + c] = src[p];
+      }
+    } else {  // row p of op(B) is contiguous: copy NR floats per k
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = b.at(p0 + p, j0 + panel);
+        float* dst = out + p * kNR;
+        std::memcpy(dst, src, live * sizeof(float));
+        std::fill(dst + live, dst + kNR, 0.0f);
+      }
+    }
+  }
+}
+
+// The MR x NR tile of C at c: c = alpha * sum_p a[p] b[p]^T + beta * c (+ bias[j] in column j
+// when bias is not null), for the first `rows` x `cols` of it (the rest are padding). beta == 0
+// does not read c.
+void micro_kernel(int64_t kc, const float* a, const float* b, float alpha, float beta,
+                  const float* bias, float* c, int64_t ldc, int64_t rows, int64_t cols) {
+  // 1. the tile in registers: kMR rows of two vectors
+  Vec acc[kMR][2] = {};
+  for (int64_t p = 0; p < kc; ++p, a += kMR, b += kNR) {
+    // 2. one rank-1 update: B's row p (two vectors) times each of A's kMR values in column p
+    const Vec b0 = load(b), b1 = load(b + kLanes);
+    for (int r = 0; r < kMR; ++r) {
+      acc[r][0] += a[r] * b0;
+      acc[r][1] += a[r] * b1;
+    }
+  }
+  // 3. scale and write the tile once; a partial tile at C's edge goes through a bounce buffer
+  const bool whole = rows == kMR && cols == kNR;
+  alignas(64) float edge[kMR][kNR];
+  const Vec bias0 = whole && bias ? load(bias) : Vec{},
+            bias1 = whole && bias ? load(bias + kLanes) : Vec{};
+  for (int r = 0; r < kMR; ++r) {
+    if (!whole) {
+      store(edge[r], alpha * acc[r][0]);
+      store(edge[r] + kLanes, alpha * acc[r][1]);
+      continue;
+    }
+    float* row = c + r * ldc;
+    Vec out0 = alpha * acc[r][0] + bias0, out1 = alpha * acc[r][1] + bias1;
+    if (beta != 0.0f) {
+      out0 += beta * load(row);
+      out1 += beta * load(row + kLanes);
+    }
+    store(row, out0);
+    store(row + kLanes, out1);
+  }
+  if (whole) return;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] =
+          edge[r][j] + (bias ? bias[j] : 0.0f) + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
+}
+
+// C[rows i0.., columns j0..] of the product on the calling thread: the blocked loops above.
+void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
+                  float beta, const float* bias, float* c, int64_t ldc) {
+  thread_local PackBuffer a_buffer, b_buffer;
+  float* a_packed = a_buffer.get(kMC * kKC);
+  float* b_packed =
+      b_buffer.get(static_cast<size_t>(kKC) * ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t cols = std::min<int64_t>(kNC, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min<int64_t>(kKC, k - p0);
+      // later slabs add onto what the earlier ones wrote
+      const float slab_beta = p0 == 0 ? beta : 1.0f;
+      const float* slab_bias = p0 == 0 ? bias : nullptr;  // added once, with the first slab
+      pack_b(b, p0, kc, j0, cols, b_packed);
+      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
+        const int64_t rows = std::min<int64_t>(kMC, m - i0);
+        pack_a(a, i0, rows, p0, kc, a_packed);
+        for (int64_t jr = 0; jr < cols; jr += kNR)
+          for (int64_t ir = 0; ir < rows; ir += kMR)
+            micro_kernel(kc, a_packed + ir * kc, b_packed + jr * kc, alpha, slab_beta,
+                         slab_bias ? slab_bias + j0 + jr : nullptr, c + (i0 + ir) * ldc + j0 + jr,
+                         ldc, std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+      }
+    }
+  }
+}
+
+// beta C (+ bias), for a product with nothing to add (k == 0 or alpha == 0).
+void scale_c(int64_t m, int64_t n, float beta, const float* bias, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]) + (bias ? bias[j] : 0.0f);
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           const float* bias) {
+  if (m <= 0 || n <= 0) return;
+  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, bias, c, ldc);
+  const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
+  // Threads take whole register tiles of C: rows when there are enough of them, else columns.
+  // Each packs its own panels (a little repeated packing; no barrier between threads).
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool worth = threads > 1 && 2.0 * m * n * k >= 4e6;
+  if (!worth) return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
+  const bool split_rows = m >= int64_t(threads) * 4 * kMR;
+  const int64_t tile = split_rows ? kMR : kNR, extent = split_rows ? m : n;
+  const int64_t tiles = (extent + tile - 1) / tile;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t begin = tiles * t / nt * tile,
+                  end = std::min(extent, tiles * (t + 1) / nt * tile);
+    if (begin < end) {
+      if (split_rows)
+        sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, bias,
+                     c + begin * ldc, ldc);
+      else
+        sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
+                     bias ? bias + begin : nullptr, c + begin, ldc);
+    }
+  }
+}
+
+SgemmBlocking sgemm_blocking() {
+#if defined(__AVX512F__)
+  const int bits = 512;
+#elif defined(__AVX__)
+  const int bits = 256;
+#else
+  const int bits = 128;
+#endif
+  return {kMR, kNR, kKC, kMC, kNC, bits};
+}
+
+}  // namespace glass::kernels::cpu
