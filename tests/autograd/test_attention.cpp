@@ -184,6 +184,9 @@ TEST(Attention, QkvLayoutGradcheckForEveryCpuKernel) {
     // B 2, T 5, H 3, D 4 (the cpu flash entries take any head dim)
     EXPECT_TRUE(gradcheck_passes(qkv_attention(3, kernel), {rnd({2, 5, 36}, gen)}));
   }
+  // T 70: the cpu flash kernel's second block of 64 query rows (and its partial last block) sees
+  // keys the first block did not, and dK, dV gather from both blocks
+  EXPECT_TRUE(gradcheck_passes(qkv_attention(1, AttentionKernel::flash), {rnd({1, 70, 6}, gen)}));
 }
 
 TEST(Attention, QkvLayoutMatchesTheHeadsOpForEveryKernel) {
