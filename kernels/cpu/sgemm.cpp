@@ -159,29 +159,71 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float alpha, float
           edge[r][j] + (bias ? bias[j] : 0.0f) + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
 }
 
-// C[rows i0.., columns j0..] of the product on the calling thread: the blocked loops above.
+// Rows [i0, i0 + rows) of C's columns [j0, j0 + cols), for k slab [p0, p0 + kc): A's block packed
+// into a_packed, then every register tile against B's panels (already packed in b_packed).
+void row_block(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int64_t j0,
+               int64_t cols, const float* b_packed, float alpha, float beta, const float* bias,
+               float* c, int64_t ldc, float* a_packed) {
+  // later slabs add onto what the earlier ones wrote; the bias is added once, with the first
+  const float slab_beta = p0 == 0 ? beta : 1.0f;
+  const float* slab_bias = p0 == 0 ? bias : nullptr;
+  pack_a(a, i0, rows, p0, kc, a_packed);
+  for (int64_t jr = 0; jr < cols; jr += kNR)
+    for (int64_t ir = 0; ir < rows; ir += kMR)
+      micro_kernel(kc, a_packed + ir * kc, b_packed + jr * kc, alpha, slab_beta,
+                   slab_bias ? slab_bias + j0 + jr : nullptr, c + (i0 + ir) * ldc + j0 + jr, ldc,
+                   std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+}
+
+// Packed panels of A (one per thread) and of B, kept between calls: no allocation per call.
+float* a_pack_buffer() {
+  thread_local PackBuffer buffer;
+  return buffer.get(kMC * kKC);
+}
+float* b_pack_buffer(int64_t n) {
+  thread_local PackBuffer buffer;
+  return buffer.get(static_cast<size_t>(kKC) * ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
+}
+
+// The product on the calling thread: the blocked loops above.
 void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                   float beta, const float* bias, float* c, int64_t ldc) {
-  thread_local PackBuffer a_buffer, b_buffer;
-  float* a_packed = a_buffer.get(kMC * kKC);
-  float* b_packed =
-      b_buffer.get(static_cast<size_t>(kKC) * ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
+  float *a_packed = a_pack_buffer(), *b_packed = b_pack_buffer(n);
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min<int64_t>(kKC, k - p0);
-      // later slabs add onto what the earlier ones wrote
-      const float slab_beta = p0 == 0 ? beta : 1.0f;
-      const float* slab_bias = p0 == 0 ? bias : nullptr;  // added once, with the first slab
       pack_b(b, p0, kc, j0, cols, b_packed);
-      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
-        const int64_t rows = std::min<int64_t>(kMC, m - i0);
-        pack_a(a, i0, rows, p0, kc, a_packed);
-        for (int64_t jr = 0; jr < cols; jr += kNR)
-          for (int64_t ir = 0; ir < rows; ir += kMR)
-            micro_kernel(kc, a_packed + ir * kc, b_packed + jr * kc, alpha, slab_beta,
-                         slab_bias ? slab_bias + j0 + jr : nullptr, c + (i0 + ir) * ldc + j0 + jr,
-                         ldc, std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+      for (int64_t i0 = 0; i0 < m; i0 += kMC)
+        row_block(a, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, b_packed, alpha, beta,
+                  bias, c, ldc, a_packed);
+    }
+  }
+}
+
+// The same loops on `threads` threads: they pack B's panels together, then take A's row blocks
+// one at a time as they finish the last (a slower or busier core simply takes fewer), and wait for
+// each other after every slab, which must be complete before the next one adds to it.
+void sgemm_parallel(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k,
+                    float alpha, float beta, const float* bias, float* c, int64_t ldc,
+                    int threads) {
+  float* b_packed = b_pack_buffer(n);  // the calling thread's, shared by the team
+  const int64_t row_blocks = (m + kMC - 1) / kMC;
+#pragma omp parallel num_threads(threads)
+  {
+    float* a_packed = a_pack_buffer();
+    for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+      const int64_t cols = std::min<int64_t>(kNC, n - j0);
+      for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+        const int64_t kc = std::min<int64_t>(kKC, k - p0);
+#pragma omp for schedule(static)
+        for (int64_t panel = 0; panel < cols; panel += kNR)
+          pack_b(b, p0, kc, j0 + panel, std::min<int64_t>(kNR, cols - panel),
+                 b_packed + panel * kc);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t block = 0; block < row_blocks; ++block)
+          row_block(a, block * kMC, std::min<int64_t>(kMC, m - block * kMC), p0, kc, j0, cols,
+                    b_packed, alpha, beta, bias, c, ldc, a_packed);
       }
     }
   }
@@ -202,27 +244,21 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (m <= 0 || n <= 0) return;
   if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, bias, c, ldc);
   const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
-  // Threads take whole register tiles of C: rows when there are enough of them, else columns.
-  // Each packs its own panels (a little repeated packing; no barrier between threads).
+  // Threads share the row blocks when there are enough of them; a short C (the attention's, the
+  // weight gradients of a small layer) is split by columns instead, each thread packing its own.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const bool worth = threads > 1 && 2.0 * m * n * k >= 4e6;
   if (!worth) return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
-  const bool split_rows = m >= int64_t(threads) * 4 * kMR;
-  const int64_t tile = split_rows ? kMR : kNR, extent = split_rows ? m : n;
-  const int64_t tiles = (extent + tile - 1) / tile;
+  if (m >= int64_t(threads) * 2 * kMC)
+    return sgemm_parallel(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc, threads);
+  const int64_t tiles = (n + kNR - 1) / kNR;
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = tiles * t / nt * tile,
-                  end = std::min(extent, tiles * (t + 1) / nt * tile);
-    if (begin < end) {
-      if (split_rows)
-        sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, bias,
-                     c + begin * ldc, ldc);
-      else
-        sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
-                     bias ? bias + begin : nullptr, c + begin, ldc);
-    }
+    const int64_t begin = tiles * t / nt * kNR, end = std::min(n, tiles * (t + 1) / nt * kNR);
+    if (begin < end)
+      sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
+                   bias ? bias + begin : nullptr, c + begin, ldc);
   }
 }
 

@@ -143,22 +143,28 @@ TEST(Sgemm, BetaZeroNeverReadsC) {
   for (float x : c) ASSERT_FALSE(std::isnan(x)) << "beta = 0 read the NaN in C";
 }
 
-// Threads split C into whole tiles; every element still sums over k in the same order, so the
-// bits do not depend on the thread count, nor on being called inside a parallel region.
+// Threads share C's row blocks (a tall C: several k slabs, and more columns than one B panel
+// holds), or split its columns (a short C); every element still sums over k in the same order,
+// so the bits do not depend on the thread count, nor on being called inside a parallel region.
 TEST(Sgemm, SameBitsWhateverTheThreadCount) {
+  const auto blk = sgemm_blocking();
   for (const Problem& p :
-       {Problem{false, true, 100, 200, 270}, Problem{true, false, 20, 400, 260}}) {
+       {Problem{false, true, 4 * blk.mc + 5, 40, 2 * blk.kc + 30},
+        Problem{true, false, 4 * blk.mc + 1, blk.nc + 40, 20, 0, 1.0f, 0.0f, true},
+        Problem{false, true, 100, 200, 270}, Problem{true, false, 20, 400, 260}}) {
     const Operands o = random_operands(p, 3);
     std::vector<float> one = o.c, two = o.c, nested = o.c;
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
-    sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, one.data(), o.ldc);
+    sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, one.data(), o.ldc,
+          o.bias_or_null());
     omp_set_num_threads(2);
-    sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, two.data(), o.ldc);
+    sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, two.data(), o.ldc,
+          o.bias_or_null());
 #pragma omp parallel num_threads(2)
 #pragma omp single
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, nested.data(),
-          o.ldc);
+          o.ldc, o.bias_or_null());
     omp_set_num_threads(saved);
     EXPECT_EQ(one, two);
     EXPECT_EQ(one, nested);
