@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -337,11 +338,13 @@ TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
 // checkpoint saves).
 TEST(CudaGraph, DropoutReplaysEqualTheEagerRunBitForBit) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
-  for (const int64_t accumulate : {1, 2}) {
-    SCOPED_TRACE(accumulate);
+  // f32 with one micro-step; bf16 (its own dropout kernel and causal mask) with two.
+  for (const auto& [accumulate, dtype] : {std::pair<int64_t, std::string>{1, "f32"}, {2, "bf16"}}) {
+    SCOPED_TRACE(dtype);
     const auto with_dropout = [&](TrainOptions& o) {
       o.dropout = 0.2;
       o.grad_accum = accumulate;
+      o.dtype = dtype;
       o.steps = 4;
     };
     const TrainedRun eager = train(false, 1.0, with_dropout);
