@@ -40,6 +40,8 @@ struct GraphStep::Impl {
   }
 };
 
+namespace {
+
 // The micro-steps' batches (on the host) as one i32 [k, rows, T] tensor for x and one for y on
 // `device`: two uploads whatever k is, so the staging ring (engine/cuda/memory.h) holds a step's
 // uploads (the batch, AdamW's scalars, the generator's offset) without the host waiting.
@@ -50,9 +52,9 @@ Batch upload_stacked(const std::vector<Batch>& batches, Device device) {
   for (const Batch& b : batches) {
     for (const Tensor* t : {&b.x, &b.y})
       GLASS_CHECK(t->device().kind == DeviceKind::cpu && t->dtype() == DType::i32 &&
-                      t->is_contiguous() && t->shape() == shape,
-                  "--cuda-graph: a micro-step batch {} is not i32 {} contiguous on the host (the "
-                  "step's batches are stacked there and uploaded once)",
+                      t->is_contiguous() && t->dim() == 2 && t->shape() == shape,
+                  "--cuda-graph: a micro-step batch {} is not i32 {} [rows, T] contiguous on the "
+                  "host (the step's batches are stacked there and uploaded once)",
                   t->describe(), shape_str(shape));
     x.insert(x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
     y.insert(y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
@@ -68,6 +70,8 @@ struct DeviceOffsets {
   DeviceOffsets(Generator& rng, const uint64_t* base) : rng(rng) { rng.offsets_from_device(base); }
   ~DeviceOffsets() { rng.offsets_from_host(); }
 };
+
+}  // namespace
 
 GraphStep::GraphStep(Device device, Generator* rng) {
   GLASS_CHECK(device.kind == DeviceKind::cuda,
