@@ -170,7 +170,8 @@ Tensor gelu(const Tensor& a, CallSite site) {
 }
 
 // y = x * mask / (1 - p), mask from Philox words [offset, offset + numel) of `gen`; backward
-// regenerates the same mask from (seed, offset).
+// regenerates the same mask from (seed, offset). Under a CUDA graph capture the offset is
+// relative to a base the kernels read on the device (Generator::offsets_from_device).
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSite site) {
   CallSiteScope at(site);
   check_floating("dropout", a);
@@ -179,17 +180,16 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSit
   if (!training || p == 0) return a;
   const Tensor x = contiguous(a);
   OpScope scope("dropout", {x});
-  const uint64_t seed = gen.seed(), offset = gen.reserve(static_cast<uint64_t>(x.numel()));
+  const PhiloxArgs rng = gen.next(static_cast<uint64_t>(x.numel()));
   Tensor y = empty_like(x);
-  kernels::backend(x).dropout_forward(x, y, p, seed, offset);
+  kernels::backend(x).dropout_forward(x, y, p, rng);
   // dx = dy mask / (1 - p), the same Philox mask regenerated
-  return scope.finish(std::move(y), {},
-                      [p, seed, offset](Node&, const Tensor& dy) -> std::vector<Tensor> {
-                        const Tensor dyc = contiguous(dy);
-                        Tensor dx = empty_like(dyc);
-                        kernels::backend(dyc).dropout_backward(dyc, dx, p, seed, offset);
-                        return {dx};
-                      });
+  return scope.finish(std::move(y), {}, [p, rng](Node&, const Tensor& dy) -> std::vector<Tensor> {
+    const Tensor dyc = contiguous(dy);
+    Tensor dx = empty_like(dyc);
+    kernels::backend(dyc).dropout_backward(dyc, dx, p, rng);
+    return {dx};
+  });
 }
 
 }  // namespace glass

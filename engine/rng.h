@@ -65,6 +65,21 @@ GLASS_HD inline double philox_normal(uint64_t key, uint64_t offset, uint64_t i) 
   return (i & 1) ? r * sin(theta) : r * cos(theta);
 }
 
+// The counter range of one random op as its kernel receives it: element i uses counter block
+// philox_offset(args) + i/4 under key `seed`. `offset_base`, when set, points to device memory the
+// kernel reads when it runs, added to `offset`: a CUDA graph replays its launches with the
+// arguments they were captured with, so a captured random op finds each replay's counters there
+// (Generator::offsets_from_device below), and its replays draw fresh numbers.
+struct PhiloxArgs {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const uint64_t* offset_base = nullptr;
+};
+
+GLASS_HD inline uint64_t philox_offset(const PhiloxArgs& a) {
+  return a.offset + (a.offset_base != nullptr ? *a.offset_base : 0);
+}
+
 // A stream of random numbers: each random op reserves a range of counter blocks.
 class Generator {
  public:
@@ -81,9 +96,28 @@ class Generator {
     offset_ += (n_words + 3) / 4;
     return start;
   }
+  // Reserves counter blocks for n random words, as the kernel of a random op receives them: the
+  // absolute offset, or while offsets_from_device is on, the offset relative to where the
+  // generator stood when it was turned on, with the device memory that holds the base.
+  PhiloxArgs next(uint64_t n_words) {
+    const uint64_t start = reserve(n_words);
+    if (device_base_ == nullptr) return {seed_, start, nullptr};
+    return {seed_, start - device_start_, device_base_};
+  }
+  // CUDA graph capture: from now until offsets_from_host(), next() hands out offsets relative to
+  // offset() now, and kernels add the uint64 at `base` (device memory). The replayer writes the
+  // generator's offset at the start of each replayed step there before the replay: the counters
+  // are then those the eager step would have used.
+  void offsets_from_device(const uint64_t* base) {
+    device_base_ = base;
+    device_start_ = offset_;
+  }
+  void offsets_from_host() { device_base_ = nullptr; }
 
  private:
   uint64_t seed_ = 0, offset_ = 0;
+  const uint64_t* device_base_ = nullptr;
+  uint64_t device_start_ = 0;
 };
 
 // The process-wide default generator (weight init, dropout), seeded by manual_seed().

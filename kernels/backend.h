@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 
+#include "engine/rng.h"
 #include "engine/tensor.h"
 
 namespace glass::kernels {
@@ -109,11 +110,11 @@ struct Backend {
   // GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   void (*gelu_forward)(const Tensor& x, const Tensor& y);
   void (*gelu_backward)(const Tensor& x, const Tensor& dy, const Tensor& dx);
-  // Inverted dropout: element i is kept when philox_uniform(seed, offset, i) >= p, and scaled by
-  // 1/(1-p). Backward regenerates the same mask from (seed, offset): nothing is stored.
-  void (*dropout_forward)(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off);
-  void (*dropout_backward)(const Tensor& dy, const Tensor& dx, double p, uint64_t seed,
-                           uint64_t off);
+  // Inverted dropout: element i is kept when philox_uniform(rng.seed, philox_offset(rng), i) >= p,
+  // and scaled by 1/(1-p). Backward regenerates the same mask from rng: nothing is stored. The
+  // kernel reads rng.offset_base (engine/rng.h) when it runs, so a replayed graph draws anew.
+  void (*dropout_forward)(const Tensor& x, const Tensor& y, double p, const PhiloxArgs& rng);
+  void (*dropout_backward)(const Tensor& dy, const Tensor& dx, double p, const PhiloxArgs& rng);
 
   // --- reductions ---
   // out = x summed over dimension `dim`; out has x's shape without that dimension.

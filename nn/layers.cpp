@@ -49,20 +49,24 @@ void LayerNorm::reset() {
   fill_value(bias, 0);
 }
 
+Tensor causal_mask(int64_t T, Device device, DType dtype) {
+  std::vector<double> mask(static_cast<size_t>(T * T), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = t + 1; s < T; ++s) mask[t * T + s] = -std::numeric_limits<double>::infinity();
+  return cast(from_vector(mask, {T, T}, device), dtype);
+}
+
 Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p,
-                                Generator& gen) {
+                                Generator& gen, const Tensor& mask) {
   const int64_t T = q.size(-2), D = q.size(-1);
   // scores = q k^T / sqrt(D)   [B, H, T, T]
   Tensor scores = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
   // Causal mask: position t attends to positions <= t; the rest get -inf, i.e. probability 0.
   // Anomaly mode (GLASS_CHECK_NAN) takes these -inf for what they are: mask values.
-  std::vector<double> mask(static_cast<size_t>(T * T), 0.0);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = t + 1; s < T; ++s) mask[t * T + s] = -std::numeric_limits<double>::infinity();
   Tensor masked;
   {
     MaskValuesScope mask_values;
-    masked = scores + cast(from_vector(mask, {T, T}, q.device()), q.dtype());
+    masked = scores + (mask.defined() ? mask : causal_mask(T, q.device(), q.dtype()));
   }
   Tensor probs = softmax(masked);
   // Inverted dropout on the probabilities (kept ones scaled by 1/(1-p), rows not renormalised, as
@@ -98,13 +102,24 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
     std::vector<Tensor> heads = split(qkv, n_embd, 2);
     for (Tensor& t : heads) t = transpose(view(t, {B, T, H, D}), 1, 2);
     y = causal_attention_dropout(heads[0], heads[1], heads[2], attn_dropout.p,
-                                 attn_dropout.generator());
+                                 attn_dropout.generator(),
+                                 cached_causal_mask(T, x.device(), heads[0].dtype()));
     // Heads back side by side: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
     y = reshape(transpose(y, 1, 2), {B, T, n_embd});
   } else {
     y = causal_attention(qkv, n_head, attention);  // reads qkv's layout in place, gives [B, T, C]
   }
   return resid_dropout.forward(c_proj.forward(y));
+}
+
+const Tensor& CausalSelfAttention::cached_causal_mask(int64_t T, Device device, DType dtype) const {
+  std::lock_guard lock(masks_mu_);
+  Tensor& mask = masks_[fmt::format("{}/{}/{}", device.str(), dtype_name(dtype), T)];
+  if (!mask.defined()) {
+    NoGradGuard no_grad;
+    mask = causal_mask(T, device, dtype);
+  }
+  return mask;
 }
 
 MLP::MLP(int64_t n_embd, double dropout, Generator& gen)

@@ -5,7 +5,10 @@
 // order, which makes initialisation a pure function of the generator's seed.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "autograd/ops.h"
 #include "nn/module.h"
@@ -80,9 +83,11 @@ class Dropout : public Module {
 // Causal self-attention with the softmax probabilities dropped out with probability p, written
 // with plain ops (scores, mask, softmax, dropout, matmul): the fused causal_attention has no
 // dropout. q, k, v [B, H, T, D] -> [B, H, T, D]. With p == 0 it computes what causal_attention
-// does.
+// does. `mask`: causal_mask(T, ...) of q's device and dtype, made (uploaded) here when undefined.
 Tensor causal_attention_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p,
-                                Generator& gen);
+                                Generator& gen, const Tensor& mask = Tensor());
+// The additive causal mask [T, T]: 0 where position t may attend to s (s <= t), -inf elsewhere.
+Tensor causal_mask(int64_t T, Device device, DType dtype);
 
 // Multi-head causal self-attention on x [B, T, C]:
 //   c_attn [3C, C] -> qkv [B, T, 3C] -> causal_attention(qkv, n_head) -> [B, T, C] -> c_proj [C, C]
@@ -100,6 +105,13 @@ class CausalSelfAttention : public Module {
   AttentionKernel attention = AttentionKernel::automatic;
   Linear c_attn, c_proj;
   Dropout attn_dropout, resid_dropout;
+
+ private:
+  // causal_mask for the dropout path, uploaded once per (device, dtype, T) and kept: a training
+  // step uploads nothing but its batch, and a CUDA graph capture may not upload at all.
+  const Tensor& cached_causal_mask(int64_t T, Device device, DType dtype) const;
+  mutable std::mutex masks_mu_;
+  mutable std::map<std::string, Tensor> masks_;
 };
 
 // x -> c_fc [4C, C] -> GELU (tanh) -> c_proj [C, 4C] -> dropout.

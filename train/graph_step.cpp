@@ -1,5 +1,6 @@
 #include "train/graph_step.h"
 
+#include "autograd/ops.h"
 #include "engine/error.h"
 #include "kernels/backend.h"
 
@@ -16,18 +17,70 @@ struct GraphStep::Impl {
   Device device;
   cuda::Graph graph;
   cuda::StreamGuard current{graph.stream()};
-  Batch inputs;                    // the captured step's batch: the graph reads these tensors
+  Batch stacked;                   // i32 [k, rows, T]: every micro-step's tokens, read by the graph
+  std::vector<Batch> inputs;       // micro-step m's batch: row m of `stacked` (views)
   Tensor output;                   // what the graph writes for the host
   std::vector<PendingFlag> flags;  // registered by the captured ops
+  Generator* rng = nullptr;
+  // The base the captured random ops add to their offsets: one uint64 in two i32 (glass has no
+  // 64-bit integer dtype), written before each replay.
+  Tensor rng_base;
+  uint64_t rng_blocks = 0;  // Philox counter blocks one replay draws
+  int64_t replays = 0;
+
+  const uint64_t* rng_base_address() const {
+    return reinterpret_cast<const uint64_t*>(rng_base.data<int32_t>());
+  }
+  // The generator's offset into rng_base (on the graph's stream), then the generator past the
+  // numbers the replay will draw, as the eager step would have left it.
+  void stage_rng_base() {
+    const uint64_t offset = rng->offset();
+    kernels::backend(rng_base).copy(Tensor::from_host(&offset, {2}, DType::i32, device), rng_base);
+    rng->set_state(rng->seed(), offset + rng_blocks);
+  }
 };
 
-GraphStep::GraphStep(Device device) {
+namespace {
+
+// The micro-steps' batches (on the host) as one i32 [k, rows, T] tensor for x and one for y on
+// `device`: two uploads whatever k is, so the staging ring (engine/cuda/memory.h) holds a step's
+// uploads (the batch, AdamW's scalars, the generator's offset) without the host waiting.
+Batch upload_stacked(const std::vector<Batch>& batches, Device device) {
+  GLASS_CHECK(!batches.empty(), "--cuda-graph: a step needs at least one micro-step batch");
+  const Shape shape = batches[0].x.shape();
+  std::vector<int32_t> x, y;
+  for (const Batch& b : batches) {
+    for (const Tensor* t : {&b.x, &b.y})
+      GLASS_CHECK(t->device().kind == DeviceKind::cpu && t->dtype() == DType::i32 &&
+                      t->is_contiguous() && t->dim() == 2 && t->shape() == shape,
+                  "--cuda-graph: a micro-step batch {} is not i32 {} [rows, T] contiguous on the "
+                  "host (the step's batches are stacked there and uploaded once)",
+                  t->describe(), shape_str(shape));
+    x.insert(x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
+    y.insert(y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
+  }
+  const Shape all{static_cast<int64_t>(batches.size()), shape[0], shape[1]};
+  return {Tensor::from_host(x.data(), all, DType::i32, device),
+          Tensor::from_host(y.data(), all, DType::i32, device)};
+}
+
+// Ends the generator's device-offset mode however the capture ends.
+struct DeviceOffsets {
+  Generator& rng;
+  DeviceOffsets(Generator& rng, const uint64_t* base) : rng(rng) { rng.offsets_from_device(base); }
+  ~DeviceOffsets() { rng.offsets_from_host(); }
+};
+
+}  // namespace
+
+GraphStep::GraphStep(Device device, Generator* rng) {
   GLASS_CHECK(device.kind == DeviceKind::cuda,
               "--cuda-graph needs --device cuda, not {} (CUDA graphs are the CUDA runtime's; "
               "without a GPU, a build with -DGLASS_CUDA_RUNTIME=emu emulates them)",
               device.str());
   impl_ = std::make_unique<Impl>();
   impl_->device = device;
+  impl_->rng = rng;
 }
 
 GraphStep::~GraphStep() = default;
@@ -35,22 +88,47 @@ GraphStep::~GraphStep() = default;
 bool GraphStep::captured() const { return impl_->graph.captured(); }
 
 size_t GraphStep::launches_per_replay() const { return impl_->graph.launches().size(); }
+int64_t GraphStep::replays() const { return impl_->replays; }
+uint64_t GraphStep::rng_blocks_per_replay() const { return impl_->rng_blocks; }
 
-Tensor GraphStep::step(const Batch& b, const Body& body) {
+Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
   Impl& g = *impl_;
   if (!g.graph.captured()) {
     GLASS_CHECK(pending_flags(g.device).empty(),
                 "--cuda-graph: device flags are pending before the capture; read them first");
-    g.inputs = b;
-    g.graph.capture([&] { g.output = body(g.inputs); });
+    g.stacked = upload_stacked(batches, g.device);
+    for (int64_t m = 0; m < g.stacked.x.size(0); ++m)
+      g.inputs.push_back({view(slice(g.stacked.x, 0, m, m + 1), batches[0].x.shape()),
+                          view(slice(g.stacked.y, 0, m, m + 1), batches[0].y.shape())});
+    if (g.rng != nullptr) {
+      // Before the capture: an allocation the graph reads, not one of its pool.
+      if (!g.rng_base.defined()) g.rng_base = Tensor::empty({2}, DType::i32, g.device);
+      const uint64_t start = g.rng->offset();
+      {
+        const DeviceOffsets relative(*g.rng, g.rng_base_address());
+        g.graph.capture([&] { g.output = body(g.inputs); });
+      }
+      // The capture only reserved the step's numbers: the replay below draws them.
+      g.rng_blocks = g.rng->offset() - start;
+      g.rng->set_state(g.rng->seed(), start);
+    } else {
+      g.graph.capture([&] { g.output = body(g.inputs); });
+    }
     g.flags = pending_flags(g.device);  // the capture's, read with this replay's loss
   } else {
-    // The batch into the graph's input tensors, ordered before the replay on its stream.
-    kernels::backend(g.inputs.x).copy(b.x, g.inputs.x);
-    kernels::backend(g.inputs.y).copy(b.y, g.inputs.y);
+    GLASS_CHECK(batches.size() == g.inputs.size(),
+                "--cuda-graph: the graph was captured with {} micro-step batches, not {}",
+                g.inputs.size(), batches.size());
+    // The batches into the graph's input tensors, ordered before the replay on its stream (copy
+    // checks that the shapes are the captured ones).
+    const Batch up = upload_stacked(batches, g.device);
+    kernels::backend(g.stacked.x).copy(up.x, g.stacked.x);
+    kernels::backend(g.stacked.y).copy(up.y, g.stacked.y);
     for (const PendingFlag& f : g.flags) defer_flag_check(f.flag, f.message);
   }
+  if (g.rng_blocks > 0) g.stage_rng_base();
   g.graph.replay();
+  ++g.replays;
   return g.output;
 }
 
@@ -58,7 +136,7 @@ Tensor GraphStep::step(const Batch& b, const Body& body) {
 
 struct GraphStep::Impl {};
 
-GraphStep::GraphStep(Device) {
+GraphStep::GraphStep(Device, Generator*) {
   fail(
       "--cuda-graph: this build of glass has no CUDA runtime (CMake found no CUDA toolkit; "
       "-DGLASS_CUDA_RUNTIME=emu emulates one)");
@@ -66,7 +144,9 @@ GraphStep::GraphStep(Device) {
 GraphStep::~GraphStep() = default;
 bool GraphStep::captured() const { return false; }
 size_t GraphStep::launches_per_replay() const { return 0; }
-Tensor GraphStep::step(const Batch&, const Body&) { return {}; }
+int64_t GraphStep::replays() const { return 0; }
+uint64_t GraphStep::rng_blocks_per_replay() const { return 0; }
+Tensor GraphStep::step(const std::vector<Batch>&, const Body&) { return {}; }
 
 #endif
 

@@ -95,7 +95,8 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   device_ = pick_device(opt_.device);
   // Before any device work: the graph's stream is current from here on (train/graph_step.h).
-  if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_);
+  // The captured dropout draws from dropout_gen_ (set in build_model; its address is fixed).
+  if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_, &dropout_gen_);
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
   const int threads = kernels::cpu::set_threads(opt_.threads);
@@ -108,14 +109,6 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   std::optional<LoadedCheckpoint> ck;
   std::optional<GPTWeights> init;
   choose_config(ck, init);
-  if (graph_) {
-    // What a replay cannot change (checked before any device work): a graph is one batch's and
-    // one dropout mask's.
-    GLASS_CHECK(opt_.grad_accum == 1, "--cuda-graph captures one micro-step: use --grad-accum 1");
-    GLASS_CHECK(config_.dropout == 0,
-                "--cuda-graph: dropout's random offsets are launch arguments, so every replay "
-                "would reuse the captured step's masks; use --dropout 0");
-  }
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
   if (ck) restore(*ck);
@@ -283,10 +276,18 @@ StepResult Trainer::train_step() {
 
 // Forward and backward of the step's micro-steps; returns the sum of their losses (on the device).
 Tensor Trainer::forward_backward(const RowRange& rows) {
+  return accumulate_micro_steps([&](int64_t micro) { return micro_batch(rows, micro, device_); });
+}
+
+// This rank's rows of micro-step `micro` of the current step, on `device`.
+Batch Trainer::micro_batch(const RowRange& rows, int64_t micro, Device device) const {
+  return loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device);
+}
+
+Tensor Trainer::accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of) {
   Tensor loss_sum;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
-    const Batch b = loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device_);
-    const Tensor loss = micro_step(b, micro);
+    const Tensor loss = micro_step(batch_of(micro), micro);
     loss_sum = micro == 0 ? loss : loss_sum + loss;
   }
   if (ddp_) ddp_->finish_gradient_sync();
@@ -327,15 +328,25 @@ Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
 
 // --cuda-graph after the eager warm-up step: capture (once) and replay.
 Tensor Trainer::graph_step(const RowRange& rows, double lr) {
-  const Batch b = loader_->rows(step_, rows.begin, rows.end, device_);
+  // Every micro-step's batch, on the host: the graph uploads them before the replay and copies
+  // them into its inputs (graph_step.h).
+  std::vector<Batch> batches;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro)
+    batches.push_back(micro_batch(rows, micro, kCPU));
   // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
   // an upload cannot be captured); a replay counts the optimizer's step on the host.
   optimizer_->set_lr(lr);
   optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
   if (graph_->captured()) optimizer_->count_replayed_step();
-  // The captured step is the eager one's (one micro-step, no data parallelism: checked at set-up).
-  return graph_->step(
-      b, [&](const Batch& in) { return finish_step_on_device(micro_step(in, 0), lr); });
+  // The captured step is the eager one's, all its micro-steps unrolled in one graph (no data
+  // parallelism: checked at set-up). Not one micro-step graph replayed k times: the eager step's
+  // first micro-step sets each .grad (zero_grad left it undefined) and the later ones add to it,
+  // so one captured micro-step could not be every micro-step, and the loss sum's additions would
+  // need a graph of their own. Unrolled, the replay queues exactly the eager step's kernels.
+  return graph_->step(batches, [&](const std::vector<Batch>& in) {
+    return finish_step_on_device(
+        accumulate_micro_steps([&](int64_t micro) { return in[static_cast<size_t>(micro)]; }), lr);
+  });
 }
 
 // Tests only (--test-inject-nan-step): one element of the first gradient gets a value added after

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,7 +86,8 @@ struct TrainOptions {
   std::string attention = "auto";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
-  // graph.h). Needs one process, --grad-accum 1 and --dropout 0.
+  // graph.h). Needs one process; with --grad-accum k the graph holds all k micro-steps, and
+  // dropout reads its Philox offsets from device memory written before each replay.
   bool cuda_graph = false;
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
@@ -137,6 +139,8 @@ class Trainer {
   const Dataset& data() const { return data_; }
   comm::Communicator& communicator() const { return *comm_; }
   const comm::DataParallel* data_parallel() const { return ddp_.get(); }
+  const GraphStep* graph() const { return graph_.get(); }  // --cuda-graph, else nullptr
+  const Generator& dropout_generator() const { return dropout_gen_; }
   std::string save_checkpoint_now() const;
 
  private:
@@ -156,6 +160,10 @@ class Trainer {
   // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
   // captures them (graph_step: the captured step, replayed from the second call on).
   Tensor forward_backward(const RowRange& rows);
+  Batch micro_batch(const RowRange& rows, int64_t micro, Device device) const;
+  // The micro-steps' forward and backward on the batches batch_of gives (the eager step's and the
+  // captured step's loop); returns the sum of their losses.
+  Tensor accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of);
   Tensor micro_step(const Batch& b, int64_t micro);
   Tensor finish_step_on_device(const Tensor& loss_sum, double lr);
   Tensor graph_step(const RowRange& rows, double lr);

@@ -108,15 +108,17 @@ void dropout_apply(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_
   }
 }
 
-void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uint64_t seed,
-             uint64_t off) {
+void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
+             const PhiloxArgs& rng) {
   check_unary(kernel, x, y);
   GLASS_CHECK(p >= 0 && p <= 1, "{}: probability {} is outside [0, 1] for {}", kernel, p,
               x.describe());
   const int64_t n = x.numel();
   launch(cpu_launch_info(kernel, n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+    // The offset read when the kernel runs (rng.offset_base is host memory on cpu).
+    const uint64_t off = philox_offset(rng);
     visit_float(x, kernel,
-                [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, seed, off); });
+                [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, rng.seed, off); });
   });
 }
 
@@ -213,13 +215,13 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   });
 }
 
-void dropout_forward(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off) {
-  dropout("dropout_forward", x, y, p, seed, off);
+void dropout_forward(const Tensor& x, const Tensor& y, double p, const PhiloxArgs& rng) {
+  dropout("dropout_forward", x, y, p, rng);
 }
 
 // dx = dy * mask / (1 - p): the forward map applied to dy, with the mask regenerated.
-void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t seed, uint64_t off) {
-  dropout("dropout_backward", dy, dx, p, seed, off);
+void dropout_backward(const Tensor& dy, const Tensor& dx, double p, const PhiloxArgs& rng) {
+  dropout("dropout_backward", dy, dx, p, rng);
 }
 
 }  // namespace glass::kernels::cpu

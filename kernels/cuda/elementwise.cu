@@ -135,12 +135,14 @@ struct GeluBackward {
 // i.e. when k >= threshold = ceil(p 2^24): an exact integer test, the same as on cpu. One Philox
 // call yields the words of four consecutive elements (counter block off + i/4), so each thread
 // handles one such group of four: thread g computes block g once and applies its four lanes.
+// off = philox_offset(rng) is read when the kernel runs: from device memory under a CUDA graph
+// (engine/rng.h), so each replay draws a fresh mask.
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, compute_t<T> scale,
-                               uint64_t seed, uint64_t off) {
+                               PhiloxArgs rng) {
   const int64_t g = global_index();
   if (g * 4 >= n) return;
-  const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(g), 0);
+  const Philox4 r = philox4x32_10(rng.seed, philox_offset(rng) + static_cast<uint64_t>(g), 0);
   for (int lane = 0; lane < 4; ++lane) {
     const int64_t i = g * 4 + lane;
     if (i < n) y[i] = from_compute<T>((r.v[lane] >> 8) >= threshold ? to_compute(x[i]) * scale : 0);
@@ -199,8 +201,8 @@ void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Ten
                a.data<T>(), b.data<T>(), out.data<T>(), idx, n, op);
 }
 
-void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uint64_t seed,
-             uint64_t off) {
+void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
+             const PhiloxArgs& rng) {
   check_unary(kernel, x, y);
   GLASS_CHECK(p >= 0 && p <= 1, "{}: probability {} is outside [0, 1] for {}", kernel, p,
               x.describe());
@@ -211,7 +213,7 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p, uin
     using C = compute_t<T>;
     const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
     launch_items(kernel, "dropout", y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
-                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, seed, off);
+                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, rng);
   });
 }
 
@@ -267,13 +269,13 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   });
 }
 
-void dropout_forward(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t off) {
-  dropout("dropout_forward", x, y, p, seed, off);
+void dropout_forward(const Tensor& x, const Tensor& y, double p, const PhiloxArgs& rng) {
+  dropout("dropout_forward", x, y, p, rng);
 }
 
 // dx = dy * mask / (1 - p): the forward map applied to dy, with the mask regenerated.
-void dropout_backward(const Tensor& dy, const Tensor& dx, double p, uint64_t seed, uint64_t off) {
-  dropout("dropout_backward", dy, dx, p, seed, off);
+void dropout_backward(const Tensor& dy, const Tensor& dx, double p, const PhiloxArgs& rng) {
+  dropout("dropout_backward", dy, dx, p, rng);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -298,7 +298,7 @@ TEST(CpuKernels, DropoutMatchesPhiloxMaskAndIsDeterministic) {
   auto run = [&](int threads, uint64_t off) {
     return with_threads(threads, [&] {
       Tensor y = Tensor::empty({n});
-      cpu.dropout_forward(x, y, p, seed, off);
+      cpu.dropout_forward(x, y, p, {seed, off});
       return bits(y);
     });
   };
@@ -319,14 +319,14 @@ TEST(CpuKernels, DropoutMatchesPhiloxMaskAndIsDeterministic) {
 
   // Backward applies the same mask to dy.
   Tensor dx = Tensor::empty({n});
-  cpu.dropout_backward(x, dx, p, seed, offset);
+  cpu.dropout_backward(x, dx, p, {seed, offset});
   EXPECT_EQ(bits(dx), y1);
 
   // p = 1 drops everything; p = 0 keeps everything unscaled.
   Tensor y = Tensor::empty({n});
-  cpu.dropout_forward(x, y, 1.0, seed, offset);
+  cpu.dropout_forward(x, y, 1.0, {seed, offset});
   for (float v : bits(y)) ASSERT_EQ(v, 0.0f);
-  cpu.dropout_forward(x, y, 0.0, seed, offset);
+  cpu.dropout_forward(x, y, 0.0, {seed, offset});
   EXPECT_EQ(bits(y), bits(x));
 }
 
@@ -649,7 +649,7 @@ TEST(CpuKernels, ErrorsNameTheKernelAndTensors) {
   EXPECT_TRUE(contains_all(e, {"i32 is not supported"}));
   e = error_of([&] { cpu.gelu_forward(a, b); });
   EXPECT_TRUE(contains_all(e, {"gelu_forward"}));
-  e = error_of([&] { cpu.dropout_forward(a, out, 1.5, 0, 0); });
+  e = error_of([&] { cpu.dropout_forward(a, out, 1.5, {}); });
   EXPECT_TRUE(contains_all(e, {"probability 1.5"}));
   Tensor bad_out = Tensor::empty({2});
   e = error_of([&] { cpu.sum_dim(a, bad_out, 0); });

@@ -141,7 +141,8 @@ std::string file_bytes(const std::string& path) {
 
 // --cuda-graph from a fresh process (nothing cached by earlier runs): the capture takes its memory
 // from the graph's own pool, and the losses and final weights equal the run without the graph bit
-// for bit (the metrics' losses as printed with every digit, the saved weights byte for byte).
+// for bit (the metrics' losses as printed with every digit, the saved weights byte for byte). With
+// dropout and two micro-steps per step: the graph holds both, and draws each step's masks.
 TEST(TrainGptCli, CudaGraphFromAFreshProcessEqualsTheEagerRun) {
   if (glass::cuda::device_count() == 0)
     GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
@@ -151,9 +152,9 @@ TEST(TrainGptCli, CudaGraphFromAFreshProcessEqualsTheEagerRun) {
     const std::string w = tmp("graph" + std::to_string(graph) + ".safetensors");
     const std::string m = tmp("graph" + std::to_string(graph) + ".jsonl");
     std::filesystem::remove(m);
-    const Outcome r = run_train_gpt(kTiny + "--device cuda --dtype f32 --dropout 0 --steps 4 " +
-                                    (graph ? "--cuda-graph " : "") + "--save " + w +
-                                    " --metrics " + m);
+    const Outcome r =
+        run_train_gpt(kTiny + "--device cuda --dtype f32 --dropout 0.1 --grad-accum 2 --steps 4 " +
+                      (graph ? "--cuda-graph " : "") + "--save " + w + " --metrics " + m);
     ASSERT_EQ(r.status, 0) << r.out;
     std::ifstream in(m);
     for (std::string line; std::getline(in, line);)

@@ -8,12 +8,14 @@
 // step itself is checked against PyTorch by the oracle tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -21,6 +23,7 @@
 #include "engine/launch.h"
 #include "kernels/backend.h"
 #include "tests/testing.h"
+#include "train/graph_step.h"
 #include "train_testing.h"
 
 #if defined(GLASS_HAS_CUDA)
@@ -46,6 +49,9 @@ struct TrainedRun {
   std::vector<int64_t> host_syncs;
   std::vector<bool> skipped;
   int64_t adamw_steps = 0;
+  int64_t replays = 0;      // of the graph (--cuda-graph)
+  uint64_t rng_blocks = 0;  // Philox counter blocks a replay draws
+  uint64_t rng_offset = 0;  // the dropout generator's offset at the end
   std::vector<std::vector<float>> weights;
   std::vector<LaunchInfo> step3;  // the launches of step 3
 };
@@ -85,6 +91,11 @@ TrainedRun train(bool graph, double clip,
     run.skipped.push_back(r.skipped);
   }
   run.adamw_steps = trainer.optimizer().step_count();
+  if (trainer.graph() != nullptr) {
+    run.replays = trainer.graph()->replays();
+    run.rng_blocks = trainer.graph()->rng_blocks_per_replay();
+  }
+  run.rng_offset = trainer.dropout_generator().offset();
   run.weights = weights_of(trainer);
   return run;
 }
@@ -121,13 +132,14 @@ TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
   }
 }
 
-// Every kernel of a replayed step reaches the observers (a trace), marked with its graph: the
-// same kernels in the same order as the eager step, less the AdamW scalars' copy that a replay
-// stages before the graph (and plus the batch's two copies into the graph's inputs).
-TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
-  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
-  const TrainedRun eager = train(false, 1.0);
-  const TrainedRun replayed = train(true, 1.0);
+// Step 3 of `replayed` (a graph replay) launched the kernels of step 3 of `eager`, in the same
+// order, each marked with its graph, less the AdamW scalars' copy that a replay stages before the
+// graph; from the host only copies: the step's x and y (all micro-steps' rows stacked) into the
+// graph's inputs, the AdamW scalars, and with dropout the generator's offset. Returns the kernel
+// names of the replay.
+std::vector<std::string> expect_replay_of_the_eager_step(const TrainedRun& eager,
+                                                         const TrainedRun& replayed,
+                                                         bool dropout = false) {
   std::vector<std::string> eager_kernels, graph_kernels, host_kernels;
   for (const LaunchInfo& i : eager.step3)
     if (!(std::string(i.op) == "adamw" && std::string(i.kernel) == "copy"))
@@ -138,8 +150,54 @@ TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
   }
   EXPECT_GT(graph_kernels.size(), 20u);
   EXPECT_EQ(graph_kernels, eager_kernels);
-  // From the host: the batch's x and y into the graph's inputs, and the AdamW scalars.
-  EXPECT_EQ(host_kernels, (std::vector<std::string>{"copy", "copy", "copy"}));
+  EXPECT_EQ(host_kernels, std::vector<std::string>(3 + dropout, "copy"));
+  return graph_kernels;
+}
+
+// Every kernel of a replayed step reaches the observers (a trace), marked with its graph.
+TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  const TrainedRun eager = train(false, 1.0);
+  const TrainedRun replayed = train(true, 1.0);
+  expect_replay_of_the_eager_step(eager, replayed);
+}
+
+size_t count(const std::vector<std::string>& names, const std::string& name) {
+  return static_cast<size_t>(std::count(names.begin(), names.end(), name));
+}
+
+// --grad-accum 3: the graph holds the whole optimizer step, three micro-steps' forward and
+// backward on three batches copied (stacked) into the graph's inputs before each replay, then
+// clipping and AdamW once. Bit for bit the eager run, whose micro-steps read three different
+// windows of the data: a replay that fed one micro-step's tokens to another, or baked the captured
+// step's batches in, would change the losses. The trace shows that step 3 was a replay of all three
+// micro-steps.
+TEST(CudaGraph, GradAccumCapturesTheWholeOptimizerStep) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  const auto accumulate_3 = [](TrainOptions& o) {
+    o.grad_accum = 3;
+    o.steps = 4;
+  };
+  const TrainedRun eager = train(false, 0.05, accumulate_3);
+  const TrainedRun replayed = train(true, 0.05, accumulate_3);
+  EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
+      << join(eager.losses) << " vs " << join(replayed.losses);
+  EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
+      << join(eager.norms) << " vs " << join(replayed.norms);
+  EXPECT_NE(replayed.losses[1], replayed.losses[3]);
+  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
+  for (size_t i = 0; i < eager.weights.size(); ++i)
+    EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
+  EXPECT_EQ(replayed.adamw_steps, 4);
+  // One host read per step: the k batches are one upload for x and one for y, so the staging
+  // ring never waits (it did with an upload per micro-step: 4 host syncs per step).
+  for (size_t s = 1; s < replayed.host_syncs.size(); ++s)
+    EXPECT_EQ(replayed.host_syncs[s], 1) << "step " << s + 1;
+  const std::vector<std::string> replay = expect_replay_of_the_eager_step(eager, replayed);
+  // Three forwards in the replay (the same embedding lookups each), AdamW once.
+  EXPECT_GE(count(replay, "embedding_forward"), 3u);
+  EXPECT_EQ(count(replay, "embedding_forward") % 3, 0u);
+  EXPECT_GE(count(replay, "adamw_step"), 1u);
 }
 
 // What a capture cannot hold fails at once with the call and the op that made it; the failed
@@ -272,14 +330,74 @@ TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
   EXPECT_EQ(weights_of(t), after_step2);
 }
 
-TEST(CudaGraph, RefusesWhatAReplayCannotRepeat) {
+// --dropout with the graph: the captured dropout kernels read their Philox offset from device
+// memory written before each replay, so replay n draws the masks the eager step n draws. Bit for
+// bit the eager run (losses, norms, weights), which draws a fresh mask every step: a replay that
+// repeated the captured step's masks would change the losses from step 3 on. The trace shows the
+// dropout kernels came from the graph, and the generator ends where the eager one does (what a
+// checkpoint saves).
+TEST(CudaGraph, DropoutReplaysEqualTheEagerRunBitForBit) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
-  TrainOptions o = testing::tiny_options();
-  o.device = "cuda";
-  o.dtype = "f32";
-  o.cuda_graph = true;  // tiny_options has dropout 0.1
-  const std::string e = testing::error_of([&] { Trainer t(o); });
-  EXPECT_TRUE(testing::contains_all(e, {"--cuda-graph", "--dropout 0"})) << e;
+  // f32 with one micro-step; bf16 (its own dropout kernel and causal mask) with two.
+  for (const auto& [accumulate, dtype] : {std::pair<int64_t, std::string>{1, "f32"}, {2, "bf16"}}) {
+    SCOPED_TRACE(dtype);
+    const auto with_dropout = [&](TrainOptions& o) {
+      o.dropout = 0.2;
+      o.grad_accum = accumulate;
+      o.dtype = dtype;
+      o.steps = 4;
+    };
+    const TrainedRun eager = train(false, 1.0, with_dropout);
+    const TrainedRun replayed = train(true, 1.0, with_dropout);
+    EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
+        << join(eager.losses) << " vs " << join(replayed.losses);
+    EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
+        << join(eager.norms) << " vs " << join(replayed.norms);
+    ASSERT_EQ(eager.weights.size(), replayed.weights.size());
+    for (size_t i = 0; i < eager.weights.size(); ++i)
+      EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
+    EXPECT_EQ(replayed.rng_offset, eager.rng_offset);
+    EXPECT_EQ(replayed.replays, 3);  // steps 2-4; step 1 is the eager warm-up
+    EXPECT_GT(replayed.rng_blocks, 0u);
+    EXPECT_EQ(replayed.rng_offset, 4 * replayed.rng_blocks);  // every step draws the same amount
+    for (size_t s = 1; s < replayed.host_syncs.size(); ++s)
+      EXPECT_EQ(replayed.host_syncs[s], 1) << "step " << s + 1;
+    const std::vector<std::string> replay = expect_replay_of_the_eager_step(eager, replayed, true);
+    EXPECT_GT(count(replay, "dropout_forward"), 0u);
+    EXPECT_GT(count(replay, "dropout_backward"), 0u);
+  }
+}
+
+// Two replays of one captured dropout draw different masks: each the mask the eager op draws
+// with the generator where that replay's step starts (the eager op reads its offset from its
+// launch arguments, the captured one from device memory, engine/rng.h).
+TEST(CudaGraph, TwoReplaysDrawDifferentDropoutMasks) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  Generator rng(77);
+  rng.set_state(77, 5);
+  GraphStep graph(kCUDA, &rng);
+  const int64_t n = 1001;
+  const Tensor x = full({n}, 1.0, DType::f32, kCUDA);
+  const Batch none{zeros({1, 1}, DType::i32), zeros({1, 1}, DType::i32)};  // unused, on the host
+  const GraphStep::Body body = [&](const std::vector<Batch>&) {
+    return dropout(x, 0.5, true, rng);
+  };
+  std::vector<std::vector<float>> masks;
+  for (int replay = 0; replay < 3; ++replay) {
+    const uint64_t offset = rng.offset();
+    masks.push_back(to_vector<float>(graph.step({none}, body)));
+    Generator eager(77);
+    eager.set_state(77, offset);
+    EXPECT_EQ(masks.back(), to_vector<float>(dropout(x, 0.5, true, eager))) << "replay " << replay;
+    EXPECT_EQ(rng.offset(), eager.offset());
+  }
+  EXPECT_EQ(graph.replays(), 3);
+  EXPECT_EQ(graph.rng_blocks_per_replay(), static_cast<uint64_t>((n + 3) / 4));
+  EXPECT_NE(masks[0], masks[1]);
+  EXPECT_NE(masks[1], masks[2]);
+  const auto kept = std::count(masks[1].begin(), masks[1].end(), 2.0f);
+  EXPECT_GT(kept, n / 4);
+  EXPECT_LT(kept, 3 * n / 4);
 }
 
 #endif
