@@ -104,22 +104,32 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
+// Every parameter of the two runs, bit for bit.
+void expect_same_weights(const TrainedRun& eager, const TrainedRun& replayed) {
+  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
+  for (size_t i = 0; i < eager.weights.size(); ++i)
+    EXPECT_EQ(std::memcmp(eager.weights[i].data(), replayed.weights[i].data(),
+                          eager.weights[i].size() * sizeof(float)),
+              0)
+        << "parameter " << i;
+}
+
+// The losses, gradient norms and parameters of the two runs, bit for bit.
+void expect_same_run(const TrainedRun& eager, const TrainedRun& replayed) {
+  EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
+      << join(eager.losses) << " vs " << join(replayed.losses);
+  EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
+      << join(eager.norms) << " vs " << join(replayed.norms);
+  expect_same_weights(eager, replayed);
+}
+
 TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
   for (const double clip : {0.0, 0.05}) {  // 0.05: every step clips (norms are ~1 here)
     SCOPED_TRACE(clip);
     const TrainedRun eager = train(false, clip);
     const TrainedRun replayed = train(true, clip);
-    EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
-        << join(eager.losses) << " vs " << join(replayed.losses);
-    EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
-        << join(eager.norms) << " vs " << join(replayed.norms);
-    ASSERT_EQ(eager.weights.size(), replayed.weights.size());
-    for (size_t i = 0; i < eager.weights.size(); ++i)
-      EXPECT_EQ(std::memcmp(eager.weights[i].data(), replayed.weights[i].data(),
-                            eager.weights[i].size() * sizeof(float)),
-                0)
-          << "parameter " << i;
+    expect_same_run(eager, replayed);
     // The losses move (the test would not see a stale batch or learning rate otherwise).
     EXPECT_NE(replayed.losses[1], replayed.losses[4]);
     // One host read per step, the step's status (loss, norm, finite gate), with or without
@@ -180,14 +190,8 @@ TEST(CudaGraph, GradAccumCapturesTheWholeOptimizerStep) {
   };
   const TrainedRun eager = train(false, 0.05, accumulate_3);
   const TrainedRun replayed = train(true, 0.05, accumulate_3);
-  EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
-      << join(eager.losses) << " vs " << join(replayed.losses);
-  EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
-      << join(eager.norms) << " vs " << join(replayed.norms);
+  expect_same_run(eager, replayed);
   EXPECT_NE(replayed.losses[1], replayed.losses[3]);
-  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
-  for (size_t i = 0; i < eager.weights.size(); ++i)
-    EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
   EXPECT_EQ(replayed.adamw_steps, 4);
   // One host read per step: the k batches are one upload for x and one for y, so the staging
   // ring never waits (it did with an upload per micro-step: 4 host syncs per step).
@@ -311,9 +315,7 @@ TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
   EXPECT_TRUE(std::isnan(replayed.norms[2]));
   EXPECT_EQ(replayed.adamw_steps, 4);
   EXPECT_EQ(eager.adamw_steps, 4);
-  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
-  for (size_t i = 0; i < eager.weights.size(); ++i)
-    EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
+  expect_same_weights(eager, replayed);
   for (const auto& w : replayed.weights)
     for (float v : w) ASSERT_TRUE(std::isfinite(v));
 
@@ -349,13 +351,7 @@ TEST(CudaGraph, DropoutReplaysEqualTheEagerRunBitForBit) {
     };
     const TrainedRun eager = train(false, 1.0, with_dropout);
     const TrainedRun replayed = train(true, 1.0, with_dropout);
-    EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
-        << join(eager.losses) << " vs " << join(replayed.losses);
-    EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
-        << join(eager.norms) << " vs " << join(replayed.norms);
-    ASSERT_EQ(eager.weights.size(), replayed.weights.size());
-    for (size_t i = 0; i < eager.weights.size(); ++i)
-      EXPECT_EQ(eager.weights[i], replayed.weights[i]) << "parameter " << i;
+    expect_same_run(eager, replayed);
     EXPECT_EQ(replayed.rng_offset, eager.rng_offset);
     EXPECT_EQ(replayed.replays, 3);  // steps 2-4; step 1 is the eager warm-up
     EXPECT_GT(replayed.rng_blocks, 0u);
