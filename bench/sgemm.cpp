@@ -41,15 +41,10 @@ constexpr Shape kShapes[] = {
     {"square 512^3", false, false, 512, 512, 512},
 };
 
-double best_seconds(int repeats, auto&& fn) {
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+double seconds(auto&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -96,8 +91,8 @@ int main(int argc, char** argv) {
     };
     double t_ours = 1e30, t_theirs = 1e30;
     for (int r = 0; r < repeats; ++r) {  // alternate, so both see the same machine load
-      t_ours = std::min(t_ours, best_seconds(1, ours));
-      t_theirs = std::min(t_theirs, best_seconds(1, theirs));
+      t_ours = std::min(t_ours, seconds(ours));
+      t_theirs = std::min(t_theirs, seconds(theirs));
     }
     const double g_ours = flops * calls / t_ours / 1e9, g_theirs = flops * calls / t_theirs / 1e9;
     fmt::print("{:<22}{:>16}{:>14.1f}{:>14.1f}{:>8.2f}x\n", s.what,

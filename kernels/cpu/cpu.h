@@ -221,13 +221,18 @@ struct LogSumExp {
   T value() const { return max + log_sum; }
 };
 
-template <class T>
-LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
+// `exp` is libm's by default; a hot loop may pass exp_vectorisable.
+template <class T, class Exp>
+LogSumExp<T> row_logsumexp(const T* x, int64_t n, Exp exp) {
   const T m = row_max(x, n);
   T s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
+  for (int64_t j = 0; j < n; ++j) s += exp(x[j] - m);
   return {m, std::log(s)};
+}
+template <class T>
+LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
+  return row_logsumexp(x, n, [](T v) { return std::exp(v); });
 }
 
 // Throws on the first target outside [0, V) that is not ignore_index (naming `kernel`, the row

@@ -51,6 +51,15 @@ void for_each_query_block(int64_t T_len, Fn&& fn) {
   }
 }
 
+// Row r of a block's scores S into probabilities P = exp(S - lse) over the `seen` keys up to
+// the diagonal, 0 for the rest of the block's keys.
+template <class T>
+void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
+#pragma omp simd
+  for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
+  std::fill(row + seen, row + keys, T(0));
+}
+
 // Sum over a slice's blocks of rows x keys: the score entries its GEMMs compute.
 double block_entries(int64_t T_len) {
   double n = 0;
@@ -83,11 +92,7 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
               k.pitch, T(0), probs, blk.keys);
     for (int64_t r = 0; r < blk.rows; ++r) {
       T* row = probs + r * blk.keys;
-      const int64_t seen = blk.first + r + 1;
-      const T row_lse = T(lse_row[blk.first + r]);
-#pragma omp simd
-      for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
-      std::fill(row + seen, row + blk.keys, T(0));
+      causal_probs_row(row, blk.first + r + 1, blk.keys, T(lse_row[blk.first + r]));
     }
     // 2. dV[0, keys) += P^T dO_block
     blas_gemm(true, false, blk.keys, D, blk.rows, T(1), probs, blk.keys, dO.row(blk.first),
@@ -143,15 +148,10 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
             for (int64_t r = 0; r < blk.rows; ++r) {
               T* row = S + r * blk.keys;
               const int64_t seen = blk.first + r + 1;
-              const T m = row_max(row, seen);
-              T sum = 0;
-#pragma omp simd reduction(+ : sum)
-              for (int64_t j = 0; j < seen; ++j) sum += exp_vectorisable(row[j] - m);
-              const T row_lse = m + std::log(sum);
+              const T row_lse =
+                  row_logsumexp(row, seen, [](T v) { return exp_vectorisable(v); }).value();
               lse_row[blk.first + r] = static_cast<float>(row_lse);
-#pragma omp simd
-              for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
-              std::fill(row + seen, row + blk.keys, T(0));
+              causal_probs_row(row, seen, blk.keys, row_lse);
             }
             // 3. O_block = P V, written straight into out's head columns
             blas_gemm(false, false, blk.rows, D, blk.keys, T(1), S, blk.keys, v.row(0), v.pitch,
