@@ -70,7 +70,6 @@ Tensor OpScope::finish(Tensor out, std::vector<Tensor> saved, BackwardFn backwar
     check_finite(out, node_label(id_, op_, site_.str()) + " in forward", "its output");
   if (!needs_grad_) return out;
   auto node = make_node(out.shape(), std::move(saved), std::move(backward));
-  Tape::current().record(node);
   // The output's history is this node: its own handle, or a new one when an input shares it.
   out.set_grad_fn(std::move(node));
   return out;
@@ -90,7 +89,6 @@ std::vector<Tensor> OpScope::finish_outputs(std::vector<Tensor> outs, std::vecto
     node->outputs.push_back(out.unsafe_impl());
   }
   node->output_grads.resize(outs.size());
-  Tape::current().record(node);
   return outs;
 }
 

@@ -1,12 +1,14 @@
 #include "autograd/node.h"
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_set>
 
 namespace glass {
 
 namespace {
 thread_local bool grad_enabled = true;
+std::atomic<int64_t> nodes_alive{0};
 
 std::string edge_str(const Edge& e) {
   if (e.node) return fmt::format("#{} {}", e.node->id, e.node->op);
@@ -36,7 +38,10 @@ std::string Node::str() const {
 // reference to gives up its own inputs to the loop first, so that it dies with no input left and
 // nothing recurses. A node first lets go of its saved tensors, which hold their producers too, so
 // that "the last reference" is seen where it is.
+Node::Node() { nodes_alive.fetch_add(1, std::memory_order_relaxed); }
+
 Node::~Node() {
+  nodes_alive.fetch_sub(1, std::memory_order_relaxed);
   std::vector<std::shared_ptr<Node>> orphans;  // allocated only when some input dies with us
   auto take_dying_inputs = [&orphans](Node& n) {
     n.saved.clear();  // a saved input holds its producer too: let go of that first
@@ -62,19 +67,7 @@ Tape& Tape::current() {
   return tape;
 }
 
-void Tape::record(const std::shared_ptr<Node>& node) {
-  // Drop entries of freed graphs now and then, so that the tape's size follows the live graph.
-  if (nodes_.size() >= 1024 && (nodes_.size() & (nodes_.size() - 1)) == 0)
-    std::erase_if(nodes_, [](const std::weak_ptr<Node>& w) { return w.expired(); });
-  nodes_.push_back(node);
-}
-
-std::vector<std::shared_ptr<Node>> Tape::live_nodes() {
-  std::vector<std::shared_ptr<Node>> out;
-  for (auto& w : nodes_)
-    if (auto n = w.lock()) out.push_back(n);
-  return out;
-}
+int64_t Tape::live_nodes() { return nodes_alive.load(std::memory_order_relaxed); }
 
 std::string tape_string(const Tensor& root, bool with_saved) {
   std::vector<Node*> nodes;

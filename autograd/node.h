@@ -50,6 +50,7 @@ struct Node {
   std::vector<const TensorImpl*> outputs;
   std::vector<Tensor> output_grads;
 
+  Node();  // counts the node as alive (Tape::live_nodes)
   // Frees the graph behind the node without recursion (node.cpp).
   ~Node();
 
@@ -80,20 +81,20 @@ class NoGradGuard {
   bool prev_;
 };
 
-// The tape: every node in the order forward created it (held weakly: the graph is owned by the
-// tensors that forward returned, so a dropped graph frees its memory).
+// The tape: the nodes in the order forward created them. That order is the nodes' ids, which
+// the tape hands out, so the tape keeps no list: the graph is owned by the tensors that forward
+// returned (a dropped graph frees its memory at once), and backward() finds the nodes it runs by
+// walking the edges from the loss. What the tape counts is how many nodes are alive, in the whole
+// process, which tests use to show that a graph was freed.
 class Tape {
  public:
   static Tape& current();  // per thread
   int64_t next_id() { return next_id_++; }
-  void record(const std::shared_ptr<Node>& node);
-  // Nodes still alive, in tape order.
-  std::vector<std::shared_ptr<Node>> live_nodes();
-  void clear() { nodes_.clear(); }
+  // Nodes alive now (made and not yet destroyed), on every thread.
+  static int64_t live_nodes();
 
  private:
   int64_t next_id_ = 1;
-  std::vector<std::weak_ptr<Node>> nodes_;
 };
 
 // The nodes reachable from `root`, in tape order, one line each (see Node::str); with saved
