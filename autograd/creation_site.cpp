@@ -32,6 +32,22 @@ std::string_view source_root() {
   return root;
 }
 
+// A relative file name without its leading "./" and "../" parts. The compiler writes a file's
+// name as it was given, and a build that compiles through ccache with CCACHE_BASEDIR gives names
+// relative to each object's build folder ("../../tests/autograd/x.cpp" from build/tests): the
+// parts that remain are the path from the source root.
+const char* without_leading_dots(const char* file) {
+  for (;;) {
+    const std::string_view f(file);
+    if (f.starts_with("./"))
+      file += 2;
+    else if (f.starts_with("../"))
+      file += 3;
+    else
+      return file;
+  }
+}
+
 // `file` without the source root when it lies under it (a pointer into the same static text). The
 // last answer is kept: an op's file is almost always the previous op's.
 const char* relative_to_source_root(const char* file) {
@@ -40,8 +56,12 @@ const char* relative_to_source_root(const char* file) {
   if (file != last_file) {
     const std::string_view root = source_root();
     last_file = file;
-    last_relative =
-        !root.empty() && std::string_view(file).starts_with(root) ? file + root.size() : file;
+    if (file[0] != '/')
+      last_relative = without_leading_dots(file);
+    else if (!root.empty() && std::string_view(file).starts_with(root))
+      last_relative = file + root.size();
+    else
+      last_relative = file;
   }
   return last_relative;
 }

@@ -51,7 +51,8 @@ class ModulePathScope {
 // A creation site as its parts, copied in three words; nothing is formatted until str().
 struct CreationSite {
   // std::source_location's file name (static text), without the glass source root when it lies
-  // under it ("nn/layers.cpp"; a user's program outside the tree in full); null: no op scope open
+  // under it ("nn/layers.cpp"; a user's program outside the tree in full; a relative name, as a
+  // CCACHE_BASEDIR build writes them, without its leading "../"); null: no op scope open
   const char* file = nullptr;
   uint32_t line = 0;                    // its line
   const std::string* module = nullptr;  // the interned module path; null outside any module
