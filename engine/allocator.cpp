@@ -191,6 +191,21 @@ std::vector<void*> Allocator::pool_blocks(uint64_t pool) const {
   return blocks;
 }
 
+// A pool's miss first takes a block of the shared cache freed on this thread's stream (the eager
+// warm-up step's working memory, before a capture): the pool owns it from now on. Work queued on
+// the stream before the block was freed runs before anything the capture records on that stream,
+// so no event is needed (and a capture may not query one). Without this, the capture would take
+// fresh memory for all of the step while the warm-up's blocks sat unused in the shared cache:
+// the step's working memory reserved twice.
+void* Allocator::adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size) {
+  void* p = free_.take(size, current_stream(), /*same_stream_only=*/true);
+  if (p == nullptr) return nullptr;
+  pool_of_[p] = pool_id;
+  pool.reserved_bytes += static_cast<int64_t>(size);
+  stats_.pool_reserved_bytes += static_cast<int64_t>(size);
+  return p;
+}
+
 void* Allocator::allocate(size_t bytes) {
   // With emu's red zones every tensor gets its own allocation of exactly its size, so that the
   // zone starts at its last byte: one element too far is caught, not lost in a size class.
@@ -201,6 +216,7 @@ void* Allocator::allocate(size_t bytes) {
   Pool* pool = pool_id != 0 ? &pools_.at(pool_id) : nullptr;
   stats_.alloc_count++;
   void* p = exact ? nullptr : (pool ? pool->free : free_).take(size, current_stream());
+  if (p == nullptr && pool != nullptr) p = adopt_cached_block(pool_id, *pool, size);
   if (p != nullptr) {
     stats_.cache_hits++;
   } else {

@@ -10,8 +10,9 @@
 // stream that was current when it was freed.
 //
 // Private pools (CUDA graphs, engine/cuda/graph.h): while a PoolScope is active on a thread, that
-// thread's requests to this allocator are served from the pool's own free lists, and a miss there
-// takes fresh device memory for the pool (never a block of the shared cache). Every block freed
+// thread's requests to this allocator are served from the pool's own free lists; a miss there
+// takes over a shared cached block freed on the thread's current stream (which becomes the
+// pool's), and only then fresh device memory for the pool. Every block freed
 // while the scope is active goes to the pool, also one that was allocated before it: the captured
 // work may touch it again at every replay, in capture order, so only later captured requests may
 // reuse it. A pool's blocks never serve requests outside its scope while the pool lives; when it
@@ -99,6 +100,8 @@ class Allocator {
   void device_free(void* p);
   DeviceEvents::Stream current_stream() const;
   void empty_cache_locked();
+  struct Pool;
+  void* adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size);  // nullptr: none
   uint64_t scoped_pool() const;  // this thread's PoolScope pool on this allocator, or 0
   bool exact_sizes() const;      // emu with red zones: no size classes, no cache
 

@@ -44,14 +44,16 @@ class FreeBlocks {
   }
 
   // A cached block of `size_class` that work on `stream` may use now, or nullptr. Prefers the
-  // most recently freed block of the same stream (its memory is likely still in cache), then a
-  // block of another stream whose work has finished.
-  void* take(size_t size_class, Stream stream) {
+  // most recently freed block of the same stream (its memory is likely still in cache), then,
+  // unless `same_stream_only`, a block of another stream whose work has finished (which asks the
+  // events: a caller that may not query them, a stream capture, passes true).
+  void* take(size_t size_class, Stream stream, bool same_stream_only = false) {
     auto it = lists_.find(size_class);
     if (it == lists_.end()) return nullptr;
     std::vector<Block>& blocks = it->second;
     for (size_t i = blocks.size(); i-- > 0;)
       if (blocks[i].stream == stream) return remove(blocks, i);
+    if (same_stream_only) return nullptr;
     for (size_t i = 0; i < blocks.size(); ++i) {
       Block& b = blocks[i];
       if (!b.has_event) {

@@ -12,8 +12,10 @@
 //
 // Memory: the graph owns a private pool of the caching allocator (engine/allocator.h) for its
 // life. During the capture every allocation of the capturing thread comes from that pool; a miss
-// takes fresh memory (cudaMalloc in relaxed capture mode, which CUDA permits during a capture:
-// the allocation is not a node), so a capture needs no warm cache. Every block freed during the
+// takes over a shared cached block freed on the graph's stream (a warm-up's working memory, which
+// is then not reserved twice), else fresh memory (cudaMalloc in relaxed capture mode, which CUDA
+// permits during a capture: the allocation is not a node), so a capture needs no warm cache.
+// Every block freed during the
 // capture goes to the pool (also one allocated before it), reused only by later allocations of
 // the same capture, which is the order of every replay. Outside the capture no request gets a
 // pool block, so eager work between replays never shares memory the graph writes. Tensors made

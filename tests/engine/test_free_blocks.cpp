@@ -104,6 +104,18 @@ TEST_F(FreeBlocksTest, TakesTheFirstFinishedBlockOfOtherStreams) {
   EXPECT_EQ(blocks.size(), 1u);
 }
 
+// A stream capture may not query events: asked for the same stream only, take neither records
+// nor asks one, even when another stream's block is free and finished.
+TEST_F(FreeBlocksTest, SameStreamOnlyNeverAsksAnEvent) {
+  blocks.put(512, a, 1);
+  EXPECT_EQ(blocks.take(512, 2, /*same_stream_only=*/true), nullptr);
+  EXPECT_TRUE(events.empty());
+  blocks.put(512, b, 2);
+  EXPECT_EQ(blocks.take(512, 2, /*same_stream_only=*/true), b);
+  EXPECT_TRUE(events.empty());
+  EXPECT_EQ(blocks.size(), 1u);  // stream 1's block stays cached
+}
+
 TEST_F(FreeBlocksTest, DrainHandsOverEveryBlockAndReleasesPendingEvents) {
   blocks.put(512, a, 1);
   blocks.put(512, b, 2);
