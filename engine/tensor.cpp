@@ -50,19 +50,24 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (t.nbytes() == 0) return t;  // memcpy with a null source is undefined even for 0 bytes
-  switch (device.kind) {
+  t.copy_from_host(src);
+  return t;
+}
+
+void Tensor::copy_from_host(const void* src) const {
+  GLASS_CHECK(is_contiguous(), "copy_from_host: tensor {} is not contiguous", describe());
+  if (nbytes() == 0) return;  // memcpy with a null source is undefined even for 0 bytes
+  switch (device().kind) {
     case DeviceKind::cpu:
     case DeviceKind::emu:  // emu device memory is host memory
-      std::memcpy(t.raw_data(), src, t.nbytes());
+      std::memcpy(raw_data(), src, nbytes());
       break;
     case DeviceKind::cuda:  // through a pinned staging ring, on the current stream, no wait
 #if defined(GLASS_HAS_CUDA)
-      cuda::copy_host_to_device(t.raw_data(), src, t.nbytes());
+      cuda::copy_host_to_device(raw_data(), src, nbytes());
 #endif
       break;
   }
-  return t;
 }
 
 void Tensor::copy_to_host(void* dst) const {

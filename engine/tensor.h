@@ -99,6 +99,9 @@ class Tensor {
 
   // Copies a contiguous tensor to host memory (nbytes()).
   void copy_to_host(void* dst) const;
+  // Overwrites a contiguous tensor with nbytes() of host memory, in place (on a GPU: queued on
+  // the current stream, no wait; `src` may be reused at once).
+  void copy_from_host(const void* src) const;
 
   // --- autograd meta (the autograd layer gives it meaning) ---
   bool requires_grad() const;

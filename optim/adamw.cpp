@@ -32,11 +32,10 @@ void AdamW::stage_scalars(int64_t step, double lr) {
   std::vector<kernels::AdamWParam> all;
   for (size_t i = 0; i < params().size(); ++i) all.push_back(param_entry(i));
   const std::vector<float> table = kernels::adamw_scalar_table(all, hyper_of(options_, lr, step));
-  const Tensor fresh =
-      Tensor::from_host(table.data(), {static_cast<int64_t>(table.size())}, DType::f32, device);
-  // Into the same device memory every time: a captured update reads it there.
-  if (!scalars_.defined()) scalars_ = Tensor::empty(fresh.shape(), DType::f32, device);
-  kernels::backend(scalars_).copy(fresh, scalars_);
+  // Into the same device memory every time (a captured update reads it there): one upload.
+  if (!scalars_.defined())
+    scalars_ = Tensor::empty({static_cast<int64_t>(table.size())}, DType::f32, device);
+  scalars_.copy_from_host(table.data());
   staged_step_ = step;
   staged_lr_ = lr;
 }

@@ -2,7 +2,6 @@
 
 #include "autograd/ops.h"
 #include "engine/error.h"
-#include "kernels/backend.h"
 
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/graph.h"
@@ -35,20 +34,26 @@ struct GraphStep::Impl {
   // numbers the replay will draw, as the eager step would have left it.
   void stage_rng_base() {
     const uint64_t offset = rng->offset();
-    kernels::backend(rng_base).copy(Tensor::from_host(&offset, {2}, DType::i32, device), rng_base);
+    rng_base.copy_from_host(&offset);  // 8 bytes: the two i32
     rng->set_state(rng->seed(), offset + rng_blocks);
   }
 };
 
 namespace {
 
-// The micro-steps' batches (on the host) as one i32 [k, rows, T] tensor for x and one for y on
-// `device`: two uploads whatever k is, so the staging ring (engine/cuda/memory.h) holds a step's
-// uploads (the batch, AdamW's scalars, the generator's offset) without the host waiting.
-Batch upload_stacked(const std::vector<Batch>& batches, Device device) {
+// The micro-steps' batches (on the host) stacked as one i32 [k, rows, T] array for x and one for
+// y: a step's tokens are two uploads whatever k is, so the staging ring (engine/cuda/memory.h)
+// holds a step's uploads (the batch, AdamW's scalars, the generator's offset) without the host
+// waiting.
+struct StackedBatch {
+  Shape shape;  // [k, rows, T]
+  std::vector<int32_t> x, y;
+};
+
+StackedBatch stack_on_host(const std::vector<Batch>& batches) {
   GLASS_CHECK(!batches.empty(), "--cuda-graph: a step needs at least one micro-step batch");
   const Shape shape = batches[0].x.shape();
-  std::vector<int32_t> x, y;
+  StackedBatch s;
   for (const Batch& b : batches) {
     for (const Tensor* t : {&b.x, &b.y})
       GLASS_CHECK(t->device().kind == DeviceKind::cpu && t->dtype() == DType::i32 &&
@@ -56,12 +61,11 @@ Batch upload_stacked(const std::vector<Batch>& batches, Device device) {
                   "--cuda-graph: a micro-step batch {} is not i32 {} [rows, T] contiguous on the "
                   "host (the step's batches are stacked there and uploaded once)",
                   t->describe(), shape_str(shape));
-    x.insert(x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
-    y.insert(y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
+    s.x.insert(s.x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
+    s.y.insert(s.y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
   }
-  const Shape all{static_cast<int64_t>(batches.size()), shape[0], shape[1]};
-  return {Tensor::from_host(x.data(), all, DType::i32, device),
-          Tensor::from_host(y.data(), all, DType::i32, device)};
+  s.shape = {static_cast<int64_t>(batches.size()), shape[0], shape[1]};
+  return s;
 }
 
 // Ends the generator's device-offset mode however the capture ends.
@@ -96,7 +100,9 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
   if (!g.graph.captured()) {
     GLASS_CHECK(pending_flags(g.device).empty(),
                 "--cuda-graph: device flags are pending before the capture; read them first");
-    g.stacked = upload_stacked(batches, g.device);
+    const StackedBatch host = stack_on_host(batches);
+    g.stacked = {Tensor::from_host(host.x.data(), host.shape, DType::i32, g.device),
+                 Tensor::from_host(host.y.data(), host.shape, DType::i32, g.device)};
     for (int64_t m = 0; m < g.stacked.x.size(0); ++m)
       g.inputs.push_back({view(slice(g.stacked.x, 0, m, m + 1), batches[0].x.shape()),
                           view(slice(g.stacked.y, 0, m, m + 1), batches[0].y.shape())});
@@ -119,11 +125,14 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
     GLASS_CHECK(batches.size() == g.inputs.size(),
                 "--cuda-graph: the graph was captured with {} micro-step batches, not {}",
                 g.inputs.size(), batches.size());
-    // The batches into the graph's input tensors, ordered before the replay on its stream (copy
-    // checks that the shapes are the captured ones).
-    const Batch up = upload_stacked(batches, g.device);
-    kernels::backend(g.stacked.x).copy(up.x, g.stacked.x);
-    kernels::backend(g.stacked.y).copy(up.y, g.stacked.y);
+    // The batches uploaded into the graph's input tensors, ordered before the replay on its
+    // stream.
+    const StackedBatch host = stack_on_host(batches);
+    GLASS_CHECK(host.shape == g.stacked.x.shape(),
+                "--cuda-graph: the graph was captured with batches of {}, this step's are {}",
+                shape_str(g.stacked.x.shape()), shape_str(host.shape));
+    g.stacked.x.copy_from_host(host.x.data());
+    g.stacked.y.copy_from_host(host.y.data());
     for (const PendingFlag& f : g.flags) defer_flag_check(f.flag, f.message);
   }
   if (g.rng_blocks > 0) g.stage_rng_base();
