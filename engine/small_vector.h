@@ -178,8 +178,13 @@ class SmallVector {
     return f;
   }
 
+  // A plain loop, not std::equal: for the few elements of a shape, which every op compares
+  // several times, std::equal's call to memcmp costs more than the comparisons themselves.
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i])) return false;
+    return true;
   }
   friend auto operator<=>(const SmallVector& a, const SmallVector& b) {
     return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());

@@ -356,7 +356,7 @@ void Trainer::stage_test_nan() {
   if (opt_.test_inject_nan_step == 0) return;
   const float v = opt_.test_inject_nan_step == step_ + 1 ? NAN : 0.0f;
   if (!test_nan_.defined()) test_nan_ = Tensor::empty({1}, DType::f32, device_);
-  kernels::backend(test_nan_).copy(Tensor::from_host(&v, {1}, DType::f32, device_), test_nan_);
+  test_nan_.copy_from_host(&v);
 }
 
 void Trainer::inject_test_nan() {

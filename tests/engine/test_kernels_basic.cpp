@@ -139,6 +139,24 @@ template <class U>
   return ::testing::AssertionSuccess();
 }
 
+// Tensor::copy_from_host overwrites a tensor's own memory (what a CUDA graph reads is uploaded
+// into place), including a contiguous view at an offset, and refuses a non-contiguous one.
+TEST(CpuKernels, CopyFromHostOverwritesInPlace) {
+  const Tensor t = make<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const float* before = t.data<float>();
+  const std::vector<float> fresh{10, 20, 30, 40, 50, 60};
+  t.copy_from_host(fresh.data());
+  EXPECT_EQ(t.data<float>(), before);
+  EXPECT_EQ(bits(t), fresh);
+  const std::vector<float> row{7, 8, 9};
+  t.as_strided({3}, {1}, 3).copy_from_host(row.data());  // row 1
+  EXPECT_EQ(bits(t), (std::vector<float>{10, 20, 30, 7, 8, 9}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             t.as_strided({3, 2}, {1, 3}, 0).copy_from_host(row.data());
+                           }),
+                           {"copy_from_host", "not contiguous", "[3, 2]"}));
+}
+
 TEST(CpuKernels, CopyMatchesIndexArithmeticForAnyStrides) {
   // A contiguous view of `shape` in a storage of its own.
   auto dense = [](const Shape& shape) {
