@@ -15,12 +15,11 @@
 // takes over a shared cached block freed on the graph's stream (a warm-up's working memory, which
 // is then not reserved twice), else fresh memory (cudaMalloc in relaxed capture mode, which CUDA
 // permits during a capture: the allocation is not a node), so a capture needs no warm cache.
-// Every block freed during the
-// capture goes to the pool (also one allocated before it), reused only by later allocations of
-// the same capture, which is the order of every replay. Outside the capture no request gets a
-// pool block, so eager work between replays never shares memory the graph writes. Tensors made
-// before the capture that the graph reads or writes (its inputs, the weights) are the caller's
-// to keep alive as long as the graph.
+// Every block freed during the capture goes to the pool (also one allocated before it), reused
+// only by later allocations of the same capture, which is the order of every replay. Outside the
+// capture no request gets a pool block, so eager work between replays never shares memory the graph
+// writes. Tensors made before the capture that the graph reads or writes (its inputs, the weights)
+// are the caller's to keep alive as long as the graph.
 //
 // Instrumentation: the gateway (glass::launch) records each captured launch's LaunchInfo instead
 // of telling the observers; every replay() then reports each of them, in order, with
