@@ -86,8 +86,9 @@ struct TrainOptions {
   std::string attention = "auto";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
-  // graph.h). Needs one process; with --grad-accum k the graph holds all k micro-steps, and
-  // dropout reads its Philox offsets from device memory written before each replay.
+  // graph.h). With data parallelism every rank captures its own graph, the gradient all-reduces
+  // in it; with --grad-accum k the graph holds all k micro-steps, and dropout reads its Philox
+  // offsets from device memory written before each replay.
   bool cuda_graph = false;
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
