@@ -3,6 +3,7 @@
 #include "autograd/ops.h"
 #include "engine/error.h"
 #include "kernels/backend.h"
+#include "train/micro_batches.h"
 
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/graph.h"
@@ -42,28 +43,6 @@ struct GraphStep::Impl {
 
 namespace {
 
-// The micro-steps' batches (on the host) as one i32 [k, rows, T] tensor for x and one for y on
-// `device`: two uploads whatever k is, so the staging ring (engine/cuda/memory.h) holds a step's
-// uploads (the batch, AdamW's scalars, the generator's offset) without the host waiting.
-Batch upload_stacked(const std::vector<Batch>& batches, Device device) {
-  GLASS_CHECK(!batches.empty(), "--cuda-graph: a step needs at least one micro-step batch");
-  const Shape shape = batches[0].x.shape();
-  std::vector<int32_t> x, y;
-  for (const Batch& b : batches) {
-    for (const Tensor* t : {&b.x, &b.y})
-      GLASS_CHECK(t->device().kind == DeviceKind::cpu && t->dtype() == DType::i32 &&
-                      t->is_contiguous() && t->dim() == 2 && t->shape() == shape,
-                  "--cuda-graph: a micro-step batch {} is not i32 {} [rows, T] contiguous on the "
-                  "host (the step's batches are stacked there and uploaded once)",
-                  t->describe(), shape_str(shape));
-    x.insert(x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
-    y.insert(y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
-  }
-  const Shape all{static_cast<int64_t>(batches.size()), shape[0], shape[1]};
-  return {Tensor::from_host(x.data(), all, DType::i32, device),
-          Tensor::from_host(y.data(), all, DType::i32, device)};
-}
-
 // Ends the generator's device-offset mode however the capture ends.
 struct DeviceOffsets {
   Generator& rng;
@@ -96,10 +75,9 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
   if (!g.graph.captured()) {
     GLASS_CHECK(pending_flags(g.device).empty(),
                 "--cuda-graph: device flags are pending before the capture; read them first");
-    g.stacked = upload_stacked(batches, g.device);
-    for (int64_t m = 0; m < g.stacked.x.size(0); ++m)
-      g.inputs.push_back({view(slice(g.stacked.x, 0, m, m + 1), batches[0].x.shape()),
-                          view(slice(g.stacked.y, 0, m, m + 1), batches[0].y.shape())});
+    MicroBatches uploaded = upload_micro_batches(batches, g.device);
+    g.stacked = uploaded.stacked;
+    g.inputs = std::move(uploaded.micro);
     if (g.rng != nullptr) {
       // Before the capture: an allocation the graph reads, not one of its pool.
       if (!g.rng_base.defined()) g.rng_base = Tensor::empty({2}, DType::i32, g.device);
@@ -121,7 +99,7 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
                 g.inputs.size(), batches.size());
     // The batches into the graph's input tensors, ordered before the replay on its stream (copy
     // checks that the shapes are the captured ones).
-    const Batch up = upload_stacked(batches, g.device);
+    const Batch up = upload_micro_batches(batches, g.device).stacked;
     kernels::backend(g.stacked.x).copy(up.x, g.stacked.x);
     kernels::backend(g.stacked.y).copy(up.y, g.stacked.y);
     for (const PendingFlag& f : g.flags) defer_flag_check(f.flag, f.message);

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/graph_step.h"
+#include "train/micro_batches.h"
 #include "train/shutdown.h"
 
 namespace glass::train {
@@ -279,13 +280,19 @@ StepResult Trainer::train_step() {
 }
 
 // Forward and backward of the step's micro-steps; returns the sum of their losses (on the device).
+// All micro-steps' batches in two uploads (train/micro_batches.h: no staging wait mid-step).
 Tensor Trainer::forward_backward(const RowRange& rows) {
-  return accumulate_micro_steps([&](int64_t micro) { return micro_batch(rows, micro, device_); });
+  const MicroBatches batches = upload_micro_batches(host_micro_batches(rows), device_);
+  return accumulate_micro_steps(
+      [&](int64_t micro) { return batches.micro[static_cast<size_t>(micro)]; });
 }
 
-// This rank's rows of micro-step `micro` of the current step, on `device`.
-Batch Trainer::micro_batch(const RowRange& rows, int64_t micro, Device device) const {
-  return loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device);
+// This rank's rows of every micro-step of the current step, on the host.
+std::vector<Batch> Trainer::host_micro_batches(const RowRange& rows) const {
+  std::vector<Batch> batches;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro)
+    batches.push_back(loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, kCPU));
+  return batches;
 }
 
 Tensor Trainer::accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of) {
@@ -334,9 +341,7 @@ Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
 Tensor Trainer::graph_step(const RowRange& rows, double lr) {
   // Every micro-step's batch, on the host: the graph uploads them before the replay and copies
   // them into its inputs (graph_step.h).
-  std::vector<Batch> batches;
-  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro)
-    batches.push_back(micro_batch(rows, micro, kCPU));
+  const std::vector<Batch> batches = host_micro_batches(rows);
   // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
   // an upload cannot be captured); a replay counts the optimizer's step on the host.
   optimizer_->set_lr(lr);

@@ -161,7 +161,7 @@ class Trainer {
   // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
   // captures them (graph_step: the captured step, replayed from the second call on).
   Tensor forward_backward(const RowRange& rows);
-  Batch micro_batch(const RowRange& rows, int64_t micro, Device device) const;
+  std::vector<Batch> host_micro_batches(const RowRange& rows) const;
   // The micro-steps' forward and backward on the batches batch_of gives (the eager step's and the
   // captured step's loop); returns the sum of their losses.
   Tensor accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of);
