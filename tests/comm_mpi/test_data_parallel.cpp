@@ -121,11 +121,12 @@ TEST(DataParallel, Bf16ReplicasAreIdenticalAndFiniteOnCuda) {
 // all-reduce among them, on the comm lane. Before the all-reduces could be captured, the Trainer
 // refused --cuda-graph with more than one rank; without that refusal the capture failed at the
 // host's wait for the all-reduces (Communicator::synchronize inside the capture).
-TEST(DataParallel, CudaGraphReplaysEqualTheEagerRunBitForBitOnCuda) {
-  const auto two_ranks = [](train::TrainOptions& o) {
+void expect_data_parallel_replays_equal_the_eager_run(int64_t grad_accum) {
+  const auto two_ranks = [grad_accum](train::TrainOptions& o) {
     o.batch = 4;
     o.comm_bucket_mb = 0.01;  // several buckets
     o.comm_timeout_s = 60;
+    o.grad_accum = grad_accum;
   };
   const testing::TrainedRun eager = testing::train(false, 0.05, two_ranks);
   const testing::TrainedRun replayed = testing::train(true, 0.05, two_ranks);
@@ -173,6 +174,15 @@ TEST(DataParallel, CudaGraphReplaysEqualTheEagerRunBitForBitOnCuda) {
   ASSERT_EQ(reduce_lanes.size(), 1u);       // the communicator's stream
   ASSERT_EQ(compute_lanes.size(), 1u);      // the graph's stream
   EXPECT_NE(*reduce_lanes.begin(), *compute_lanes.begin());
+}
+
+TEST(DataParallel, CudaGraphReplaysEqualTheEagerRunBitForBitOnCuda) {
+  expect_data_parallel_replays_equal_the_eager_run(1);
+}
+
+// --grad-accum 2: the all-reduces only after the second micro-step, in the graph as eagerly.
+TEST(DataParallel, CudaGraphWithGradAccumReducesOnceOnCuda) {
+  expect_data_parallel_replays_equal_the_eager_run(2);
 }
 
 // The time-out that bounds an eager step's wait for the all-reduces bounds a replayed step too:

@@ -5,7 +5,9 @@
 // the same program: the graph path shares the step's code by design, and what the test catches is
 // what capture changes (a learning rate, bias correction, batch or flag baked into the graph at
 // capture, a buffer the replay reads at the wrong address, a launch the trace loses). The eager
-// step itself is checked against PyTorch by the oracle tests.
+// step itself is checked against PyTorch by the oracle tests. With data parallelism (2 ranks, so
+// under mpirun): tests/comm_mpi/test_data_parallel.cpp (DataParallel.CudaGraph*), on these
+// helpers (cuda_graph_testing.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
