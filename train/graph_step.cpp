@@ -7,6 +7,7 @@
 
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/graph.h"
+#include "engine/cuda/runtime.h"
 #include "engine/cuda/stream.h"
 #endif
 
@@ -57,6 +58,9 @@ GraphStep::GraphStep(Device device, Generator* rng) {
               "--cuda-graph needs --device cuda, not {} (CUDA graphs are the CUDA runtime's; "
               "without a GPU, a build with -DGLASS_CUDA_RUNTIME=emu emulates them)",
               device.str());
+  // The graph and its stream belong to the GPU current when they are made: the step's own (under
+  // mpirun, this rank's), whatever GPU the thread had current.
+  cuda::require_device(device.index);
   impl_ = std::make_unique<Impl>();
   impl_->device = device;
   impl_->rng = rng;

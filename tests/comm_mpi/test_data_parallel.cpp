@@ -129,6 +129,9 @@ void expect_data_parallel_replays_equal_the_eager_run(int64_t grad_accum) {
     o.grad_accum = grad_accum;
   };
   const testing::TrainedRun eager = testing::train(false, 0.05, two_ranks);
+  // GPU 0 current, as in a fresh process, whichever GPU is this rank's: the graph must still be
+  // made on the rank's GPU (it was made on the current one: cudaGraphLaunch failed on rank 1).
+  cuda::require_device(0);
   const testing::TrainedRun replayed = testing::train(true, 0.05, two_ranks);
   testing::expect_same_run(eager, replayed);
   EXPECT_EQ(replayed.replays, 4);
