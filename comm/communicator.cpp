@@ -159,7 +159,7 @@ void Communicator::fail_after_time_out(
 
 void Communicator::join_calling_thread() { stream_->join_calling_thread(); }
 
-void Communicator::wait_for_calling_thread(const std::string& what) {
+void Communicator::wait_for_current_stream(const std::string& what) {
 #if GLASS_HAS_CUDA
   if (device_.kind != DeviceKind::cuda) return;
   cuda::Event done;

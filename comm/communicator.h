@@ -65,7 +65,7 @@ class Communicator {
   // (a replayed graph and the collectives in it), at most the time-out; after it, aborts the
   // communicator and throws naming this rank and `what`. The host wait a replayed collective gets
   // instead of synchronize()'s. On host devices it returns at once.
-  void wait_for_calling_thread(const std::string& what);
+  void wait_for_current_stream(const std::string& what);
   // Every rank has reached it (a broadcast of one value, synchronized).
   void barrier();
 

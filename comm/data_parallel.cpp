@@ -98,7 +98,7 @@ void DataParallel::finish_gradient_sync() {
   // rank that died ends the job here). In a CUDA graph capture the host cannot wait for captured
   // work: the current stream waits for the all-reduces' stream on the GPU (the join of the fork
   // that the all-reduces made, communicator.h), and the time-out guards the replay instead, where
-  // the host reads the step's result (Communicator::wait_for_calling_thread).
+  // the host reads the step's result (Communicator::wait_for_current_stream).
   if (capturing_graph())
     s.comm->join_calling_thread();
   else

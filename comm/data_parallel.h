@@ -9,7 +9,7 @@
 // In a CUDA graph capture (train_gpt --cuda-graph on cuda) the all-reduces are captured on the
 // communicator's stream forked into the graph, and the gate is a stream wait on the GPU (the
 // join), so the graph holds the whole data-parallel step; the caller bounds the host's wait for a
-// replay with Communicator::wait_for_calling_thread.
+// replay with Communicator::wait_for_current_stream.
 //
 // Launches carry the bucket as their op ("ddp_bucket_2"), so a trace shows the bucket schedule:
 // the copy in on the compute lane, the all-reduce on the comm lane, the copy back at the gate.

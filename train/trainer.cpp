@@ -251,7 +251,7 @@ StepResult Trainer::train_step() {
   // rank that died or hangs in the captured all-reduce ends the job with an error naming this rank
   // (eagerly the gradient sync bounds it). Then the read below finds the step done.
   if (graph_ && ddp_ && graph_->captured())
-    comm_->wait_for_calling_thread(fmt::format(
+    comm_->wait_for_current_stream(fmt::format(
         "step {}: the replayed CUDA graph (its captured gradient all-reduces)", step_ + 1));
   // The step's one host read, after the update was queued: loss, gradient norm and the gate.
   const StepStatus st = read_step_status(status);
