@@ -1,7 +1,9 @@
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <thread>
 
 #include "autograd/ops.h"
 #include "comm/backends.h"
@@ -12,6 +14,7 @@
 #endif
 #if GLASS_HAS_CUDA
 #include "engine/cuda/runtime.h"
+#include "engine/cuda/stream.h"
 #endif
 
 namespace glass::comm {
@@ -89,6 +92,12 @@ void Communicator::enqueue(const char* kernel, const Tensor& t, double bytes, do
   info.native_stream = stream_->native();
   info.bytes = bytes;
   info.flops = flops;
+  if (capturing_graph()) {
+    // Captured now, from this thread, on stream() forked into the capture (communicator.h): after
+    // the captured kernels that wrote `t`. `t` is the caller's to keep alive as long as the graph.
+    stream_->issue_in_capture([&] { launch(info, work); });
+    return;
+  }
   // On cuda the collective must not start before the kernels that wrote `t` (still queued on the
   // compute stream) have run.
   stream_->wait_for_calling_thread();
@@ -132,10 +141,15 @@ void Communicator::wait_for_stream(const std::string& what) {
   done.record(*stream_);
   const std::chrono::duration<double> timeout(options_.timeout_s);
   if (done.wait_for(timeout)) return;
+  fail_after_time_out(what, [&](std::chrono::duration<double> t) { return done.wait_for(t); });
+}
+
+void Communicator::fail_after_time_out(
+    const std::string& what, const std::function<bool(std::chrono::duration<double>)>& finished) {
   // Unblock the collective that waits for a rank that will never come, then report it.
   abort();
   try {
-    if (!done.wait_for(std::chrono::seconds(2))) stuck_ = true;
+    if (!finished(std::chrono::seconds(2))) stuck_ = true;
   } catch (const std::exception&) {
     // the aborted collective's own error: the time-out below is what happened
   }
@@ -143,7 +157,35 @@ void Communicator::wait_for_stream(const std::string& what) {
        backend(), rank_, size_, what, options_.timeout_s);
 }
 
-void Communicator::synchronize() { wait_for_stream(last_.empty() ? "nothing" : last_); }
+void Communicator::join_calling_thread() { stream_->join_calling_thread(); }
+
+void Communicator::wait_for_current_stream(const std::string& what) {
+#if GLASS_HAS_CUDA
+  if (device_.kind != DeviceKind::cuda) return;
+  cuda::Event done;
+  done.record(cuda::current_stream());
+  // Polls the event, sleeping between looks (at most 1 ms), until it completes or time runs out.
+  auto finished = [&](std::chrono::duration<double> timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto nap = std::chrono::microseconds(20);
+    while (!done.done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+    return true;
+  };
+  if (finished(std::chrono::duration<double>(options_.timeout_s))) return;
+  fail_after_time_out(what, finished);
+#else
+  (void)what;
+#endif
+}
+
+void Communicator::synchronize() {
+  refuse_host_wait_in_graph_capture(device_, "Communicator::synchronize");
+  wait_for_stream(last_.empty() ? "nothing" : last_);
+}
 
 void Communicator::drain() noexcept {
   if (stuck_) return;

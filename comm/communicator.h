@@ -49,6 +49,23 @@ class Communicator {
   void broadcast(const Tensor& t, int root);
   // Waits for every collective called so far, at most the time-out; rethrows their errors.
   void synchronize();
+
+  // CUDA graphs (engine/cuda/graph.h; cuda only). While the calling thread captures a graph,
+  // all_reduce and broadcast are captured rather than queued: stream()'s CUDA stream is forked
+  // into the capture and the NCCL call is issued onto it at once (NCCL 2.9 and later capture
+  // their collectives), so every replay of the graph runs the collective again, on the same
+  // buffers. Every rank must capture the same collectives in the same order and replay its graph
+  // as often as the others. The host cannot wait for a captured collective (synchronize() throws):
+  // join_calling_thread() orders the work after it on the GPU instead.
+  //
+  // The calling thread's current stream waits for every collective called so far, on the GPU (no
+  // host wait, no time-out). In a capture, the join that CUDA requires before the capture ends.
+  void join_calling_thread();
+  // Blocks until the GPU work queued so far on the calling thread's current stream has finished
+  // (a replayed graph and the collectives in it), at most the time-out; after it, aborts the
+  // communicator and throws naming this rank and `what`. The host wait a replayed collective gets
+  // instead of synchronize()'s. On host devices it returns at once.
+  void wait_for_current_stream(const std::string& what);
   // Every rank has reached it (a broadcast of one value, synchronized).
   void barrier();
 
@@ -73,6 +90,11 @@ class Communicator {
   void enqueue(const char* kernel, const Tensor& t, double bytes, double flops,
                std::function<void()> work);
   void wait_for_stream(const std::string& what);
+  // After a time-out: aborts the communicator so that a collective waiting for a dead rank
+  // returns, gives `finished` (whether the waited-for work finished within a timeout) 2 s to see
+  // it end, and throws saying that `what` did not finish.
+  [[noreturn]] void fail_after_time_out(
+      const std::string& what, const std::function<bool(std::chrono::duration<double>)>& finished);
 
   Device device_;
   int rank_, size_, local_rank_;

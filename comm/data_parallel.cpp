@@ -94,7 +94,15 @@ void DataParallel::finish_gradient_sync() {
   State& s = *state_;
   for (Bucket& b : s.buckets)
     if (!b.launched) s.launch(b);
-  s.comm->synchronize();
+  // The copies back wait for the all-reduces. Eagerly the host waits, bounded by the time-out (a
+  // rank that died ends the job here). In a CUDA graph capture the host cannot wait for captured
+  // work: the current stream waits for the all-reduces' stream on the GPU (the join of the fork
+  // that the all-reduces made, communicator.h), and the time-out guards the replay instead, where
+  // the host reads the step's result (Communicator::wait_for_current_stream).
+  if (capturing_graph())
+    s.comm->join_calling_thread();
+  else
+    s.comm->synchronize();
   for (Bucket& b : s.buckets) {
     LaunchScope scope(b.name.c_str(), -1, Phase::comm);
     for (size_t i = 0; i < b.params.size(); ++i) {

@@ -6,6 +6,10 @@
 // bucket is copied into one flat buffer and all-reduced (average) on the communicator's side
 // stream, while backward goes on. finish_gradient_sync() is the optimizer's gate: it waits for
 // every bucket (bounded by the communicator's time-out) and copies the averages back into .grad.
+// In a CUDA graph capture (train_gpt --cuda-graph on cuda) the all-reduces are captured on the
+// communicator's stream forked into the graph, and the gate is a stream wait on the GPU (the
+// join), so the graph holds the whole data-parallel step; the caller bounds the host's wait for a
+// replay with Communicator::wait_for_current_stream.
 //
 // Launches carry the bucket as their op ("ddp_bucket_2"), so a trace shows the bucket schedule:
 // the copy in on the compute lane, the all-reduce on the comm lane, the copy back at the gate.
@@ -42,7 +46,8 @@ class DataParallel {
   // Whether the coming backward passes all-reduce: off for the micro-steps of gradient
   // accumulation before the last one.
   void set_sync(bool on);
-  // Waits for every bucket's all-reduce and writes the averaged gradients into .grad. A bucket
+  // Waits for every bucket's all-reduce (in a capture: on the GPU) and writes the averaged
+  // gradients into .grad. A bucket
   // whose gradients did not all arrive (a parameter unused in this step) is reduced here, in
   // bucket order, with zeros where a gradient is missing.
   void finish_gradient_sync();

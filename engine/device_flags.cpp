@@ -76,7 +76,9 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
   std::vector<HostRead> all(reads.begin(), reads.end());
   for (size_t i = 0; i < flags.size(); ++i)
     all.push_back({&values[i], flags[i].flag.raw_data(), sizeof(int32_t)});
-  // 2. one synchronisation for all of them
+  // 2. one synchronisation for all of them, counted before the host blocks (as the staging ring
+  //    counts its wait), so that whoever watches the count sees the wait begin
+  note_host_sync(device, what);
   switch (device.kind) {
     case DeviceKind::cpu:
     case DeviceKind::emu:  // emu device memory is host memory; its kernels have finished
@@ -88,7 +90,6 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
 #endif
       break;
   }
-  note_host_sync(device, what);
   // 3. the first raised flag, in the order the ops registered them
   for (size_t i = 0; i < flags.size(); ++i)
     if (values[i] != 0) fail("{}", flags[i].message(static_cast<int64_t>(kFlagBase - values[i])));

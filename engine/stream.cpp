@@ -7,6 +7,7 @@
 #include "engine/launch.h"
 
 #if GLASS_HAS_CUDA
+#include "engine/cuda/check.h"
 #include "engine/cuda/runtime.h"
 #include "engine/cuda/stream.h"
 #endif
@@ -162,6 +163,42 @@ void Stream::wait_for_calling_thread() {
     done.record(cuda::current_stream());
     cuda_->wait(done.handle());
   }
+#endif
+}
+
+void Stream::issue_in_capture(const std::function<void()>& work) {
+#if GLASS_HAS_CUDA
+  GLASS_CHECK(cuda_ && capturing_graph(),
+              "Stream::issue_in_capture: stream {} on {} is not in a CUDA graph capture of the "
+              "calling thread",
+              id_, device_.str());
+  {
+    // The worker first: after each task it waits for native() on the host, which would fail the
+    // capture once native() is forked into it (work queued before the capture, or the tail of an
+    // event's marker task).
+    std::unique_lock lock(queue_->mu);
+    queue_->cv.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
+  }
+  wait_for_calling_thread();  // the fork
+  const cuda::DeviceGuard on_gpu(device_.index);
+  const cuda::StreamGuard current(*cuda_);
+  work();
+#else
+  (void)work;
+  fail("Stream::issue_in_capture on {}: this build of glass has no CUDA runtime", device_.str());
+#endif
+}
+
+void Stream::join_calling_thread() {
+#if GLASS_HAS_CUDA
+  GLASS_CHECK(cuda_ != nullptr, "Stream::join_calling_thread: stream {} on {} has no CUDA stream",
+              id_, device_.str());
+  cuda::Event done;
+  done.record(cuda_->handle());
+  GLASS_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done.handle(), 0),
+                   "Stream::join_calling_thread");
+#else
+  fail("Stream::join_calling_thread on {}: this build of glass has no CUDA runtime", device_.str());
 #endif
 }
 

@@ -57,6 +57,18 @@ class Stream {
   // work queued on the thread's current stream.
   void wait_for_calling_thread();
 
+  // CUDA graph capture (engine/cuda/graph.h), cuda only. While the calling thread captures, work
+  // given to the worker would run later, outside the capture, and the worker's host wait for the
+  // GPU after each task would fail it. So issue_in_capture() forks native() into the capture
+  // (native() waits for an event of the capturing stream, as wait_for_calling_thread() does) and
+  // runs `work` now, on the calling thread, with native() current: what it issues there is
+  // captured, a branch of the graph. It first lets the worker finish what was queued before.
+  void issue_in_capture(const std::function<void()>& work);
+  // The calling thread's current stream waits for the GPU work issued onto native() so far, on
+  // the GPU: the host does not wait. In a capture this is the join of the fork above, which CUDA
+  // requires before the capture ends (cudaErrorStreamCaptureUnjoined). cuda only.
+  void join_calling_thread();
+
  private:
   friend class Event;
   struct Queue;

@@ -38,8 +38,9 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_flag("--tf32", o.tf32, "f32 GEMMs on TF32 tensor cores (cuda, emu; default off)");
   app.add_flag("--cuda-graph", o.cuda_graph,
                "cuda: capture the training step into a CUDA graph after one eager step and "
-               "replay it (one process; all --grad-accum micro-steps in one graph; --dropout "
-               "reads its random offsets from device memory)");
+               "replay it (all --grad-accum micro-steps in one graph; with data parallelism "
+               "each rank's graph holds its all-reduces; --dropout reads its random offsets "
+               "from device memory)");
   app.add_option("--init", o.init,
                  "start from these weights, shape from the file: glass/nanoGPT or Hugging Face "
                  "GPT-2 .safetensors, or an llm.c checkpoint (.bin)");

@@ -2,9 +2,11 @@
 
 #include "autograd/ops.h"
 #include "engine/error.h"
+#include "train/micro_batches.h"
 
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/graph.h"
+#include "engine/cuda/runtime.h"
 #include "engine/cuda/stream.h"
 #endif
 
@@ -41,33 +43,6 @@ struct GraphStep::Impl {
 
 namespace {
 
-// The micro-steps' batches (on the host) stacked as one i32 [k, rows, T] array for x and one for
-// y: a step's tokens are two uploads whatever k is, so the staging ring (engine/cuda/memory.h)
-// holds a step's uploads (the batch, AdamW's scalars, the generator's offset) without the host
-// waiting.
-struct StackedBatch {
-  Shape shape;  // [k, rows, T]
-  std::vector<int32_t> x, y;
-};
-
-StackedBatch stack_on_host(const std::vector<Batch>& batches) {
-  GLASS_CHECK(!batches.empty(), "--cuda-graph: a step needs at least one micro-step batch");
-  const Shape shape = batches[0].x.shape();
-  StackedBatch s;
-  for (const Batch& b : batches) {
-    for (const Tensor* t : {&b.x, &b.y})
-      GLASS_CHECK(t->device().kind == DeviceKind::cpu && t->dtype() == DType::i32 &&
-                      t->is_contiguous() && t->dim() == 2 && t->shape() == shape,
-                  "--cuda-graph: a micro-step batch {} is not i32 {} [rows, T] contiguous on the "
-                  "host (the step's batches are stacked there and uploaded once)",
-                  t->describe(), shape_str(shape));
-    s.x.insert(s.x.end(), b.x.data<int32_t>(), b.x.data<int32_t>() + b.x.numel());
-    s.y.insert(s.y.end(), b.y.data<int32_t>(), b.y.data<int32_t>() + b.y.numel());
-  }
-  s.shape = {static_cast<int64_t>(batches.size()), shape[0], shape[1]};
-  return s;
-}
-
 // Ends the generator's device-offset mode however the capture ends.
 struct DeviceOffsets {
   Generator& rng;
@@ -82,6 +57,9 @@ GraphStep::GraphStep(Device device, Generator* rng) {
               "--cuda-graph needs --device cuda, not {} (CUDA graphs are the CUDA runtime's; "
               "without a GPU, a build with -DGLASS_CUDA_RUNTIME=emu emulates them)",
               device.str());
+  // The graph and its stream belong to the GPU current when they are made: the step's own (under
+  // mpirun, this rank's), whatever GPU the thread had current.
+  cuda::require_device(device.index);
   impl_ = std::make_unique<Impl>();
   impl_->device = device;
   impl_->rng = rng;
@@ -100,12 +78,9 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
   if (!g.graph.captured()) {
     GLASS_CHECK(pending_flags(g.device).empty(),
                 "--cuda-graph: device flags are pending before the capture; read them first");
-    const StackedBatch host = stack_on_host(batches);
-    g.stacked = {Tensor::from_host(host.x.data(), host.shape, DType::i32, g.device),
-                 Tensor::from_host(host.y.data(), host.shape, DType::i32, g.device)};
-    for (int64_t m = 0; m < g.stacked.x.size(0); ++m)
-      g.inputs.push_back({view(slice(g.stacked.x, 0, m, m + 1), batches[0].x.shape()),
-                          view(slice(g.stacked.y, 0, m, m + 1), batches[0].y.shape())});
+    MicroBatches uploaded = upload_micro_batches(batches, g.device);
+    g.stacked = uploaded.stacked;
+    g.inputs = std::move(uploaded.micro);
     if (g.rng != nullptr) {
       // Before the capture: an allocation the graph reads, not one of its pool.
       if (!g.rng_base.defined()) g.rng_base = Tensor::empty({2}, DType::i32, g.device);
@@ -126,13 +101,8 @@ Tensor GraphStep::step(const std::vector<Batch>& batches, const Body& body) {
                 "--cuda-graph: the graph was captured with {} micro-step batches, not {}",
                 g.inputs.size(), batches.size());
     // The batches uploaded into the graph's input tensors, ordered before the replay on its
-    // stream.
-    const StackedBatch host = stack_on_host(batches);
-    GLASS_CHECK(host.shape == g.stacked.x.shape(),
-                "--cuda-graph: the graph was captured with batches of {}, this step's are {}",
-                shape_str(g.stacked.x.shape()), shape_str(host.shape));
-    g.stacked.x.copy_from_host(host.x.data());
-    g.stacked.y.copy_from_host(host.y.data());
+    // stream; no kernel is launched.
+    upload_micro_batches_into(batches, g.stacked);
     for (const PendingFlag& f : g.flags) defer_flag_check(f.flag, f.message);
   }
   if (g.rng_blocks > 0) g.stage_rng_base();

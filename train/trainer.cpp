@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/graph_step.h"
+#include "train/micro_batches.h"
 #include "train/shutdown.h"
 
 namespace glass::train {
@@ -206,8 +207,6 @@ void Trainer::restore(const LoadedCheckpoint& ck) {
 void Trainer::join_data_parallel() {
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
-  GLASS_CHECK(!graph_ || comm_->size() == 1,
-              "--cuda-graph runs in one process: the data-parallel all-reduce is not captured");
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
   if (std::string(comm_->backend()) == "local") return;
@@ -248,6 +247,12 @@ StepResult Trainer::train_step() {
   const Tensor status = graph_ && step_ > first_step_
                             ? graph_step(rows, r.lr)
                             : finish_step_on_device(forward_backward(rows), r.lr);
+  // A replayed data-parallel step: the host's wait for it, bounded by --comm-timeout, so that a
+  // rank that died or hangs in the captured all-reduce ends the job with an error naming this rank
+  // (eagerly the gradient sync bounds it). Then the read below finds the step done.
+  if (graph_ && ddp_ && graph_->captured())
+    comm_->wait_for_current_stream(fmt::format(
+        "step {}: the replayed CUDA graph (its captured gradient all-reduces)", step_ + 1));
   // The step's one host read, after the update was queued: loss, gradient norm and the gate.
   const StepStatus st = read_step_status(status);
   r.loss = mean_over_ranks(*comm_, st.loss / static_cast<double>(opt_.grad_accum));
@@ -275,13 +280,19 @@ StepResult Trainer::train_step() {
 }
 
 // Forward and backward of the step's micro-steps; returns the sum of their losses (on the device).
+// All micro-steps' batches in two uploads (train/micro_batches.h: no staging wait mid-step).
 Tensor Trainer::forward_backward(const RowRange& rows) {
-  return accumulate_micro_steps([&](int64_t micro) { return micro_batch(rows, micro, device_); });
+  const MicroBatches batches = upload_micro_batches(host_micro_batches(rows), device_);
+  return accumulate_micro_steps(
+      [&](int64_t micro) { return batches.micro[static_cast<size_t>(micro)]; });
 }
 
-// This rank's rows of micro-step `micro` of the current step, on `device`.
-Batch Trainer::micro_batch(const RowRange& rows, int64_t micro, Device device) const {
-  return loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, device);
+// This rank's rows of every micro-step of the current step, on the host.
+std::vector<Batch> Trainer::host_micro_batches(const RowRange& rows) const {
+  std::vector<Batch> batches;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro)
+    batches.push_back(loader_->rows(step_ * opt_.grad_accum + micro, rows.begin, rows.end, kCPU));
+  return batches;
 }
 
 Tensor Trainer::accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of) {
@@ -330,19 +341,18 @@ Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
 Tensor Trainer::graph_step(const RowRange& rows, double lr) {
   // Every micro-step's batch, on the host: the graph uploads them before the replay and copies
   // them into its inputs (graph_step.h).
-  std::vector<Batch> batches;
-  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro)
-    batches.push_back(micro_batch(rows, micro, kCPU));
+  const std::vector<Batch> batches = host_micro_batches(rows);
   // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
   // an upload cannot be captured); a replay counts the optimizer's step on the host.
   optimizer_->set_lr(lr);
   optimizer_->stage_scalars(optimizer_->step_count() + 1, lr);
   if (graph_->captured()) optimizer_->count_replayed_step();
-  // The captured step is the eager one's, all its micro-steps unrolled in one graph (no data
-  // parallelism: checked at set-up). Not one micro-step graph replayed k times: the eager step's
-  // first micro-step sets each .grad (zero_grad left it undefined) and the later ones add to it,
-  // so one captured micro-step could not be every micro-step, and the loss sum's additions would
-  // need a graph of their own. Unrolled, the replay queues exactly the eager step's kernels.
+  // The captured step is the eager one's, all its micro-steps unrolled in one graph (with data
+  // parallelism, the gradient all-reduces too: comm/data_parallel.h). Not one micro-step graph
+  // replayed k times: the eager step's first micro-step sets each .grad (zero_grad left it
+  // undefined) and the later ones add to it, so one captured micro-step could not be every
+  // micro-step, and the loss sum's additions would need a graph of their own. Unrolled, the replay
+  // queues exactly the eager step's kernels.
   return graph_->step(batches, [&](const std::vector<Batch>& in) {
     return finish_step_on_device(
         accumulate_micro_steps([&](int64_t micro) { return in[static_cast<size_t>(micro)]; }), lr);

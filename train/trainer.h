@@ -86,8 +86,9 @@ struct TrainOptions {
   std::string attention = "auto";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
-  // graph.h). Needs one process; with --grad-accum k the graph holds all k micro-steps, and
-  // dropout reads its Philox offsets from device memory written before each replay.
+  // graph.h). With data parallelism every rank captures its own graph, the gradient all-reduces
+  // in it; with --grad-accum k the graph holds all k micro-steps, and dropout reads its Philox
+  // offsets from device memory written before each replay.
   bool cuda_graph = false;
   bool print_tape = false;
   bool quiet = false;  // no per-step progress lines
@@ -160,7 +161,7 @@ class Trainer {
   // copies, and returns the status (optim/step_status.h). No host read in either: --cuda-graph
   // captures them (graph_step: the captured step, replayed from the second call on).
   Tensor forward_backward(const RowRange& rows);
-  Batch micro_batch(const RowRange& rows, int64_t micro, Device device) const;
+  std::vector<Batch> host_micro_batches(const RowRange& rows) const;
   // The micro-steps' forward and backward on the batches batch_of gives (the eager step's and the
   // captured step's loop); returns the sum of their losses.
   Tensor accumulate_micro_steps(const std::function<Batch(int64_t micro)>& batch_of);

@@ -22,8 +22,10 @@ namespace {
 // Transfers move in chunks of this size through a staging buffer: big enough that the copy engine
 // runs at full bandwidth, small enough that a thread's ring stays cheap.
 constexpr size_t kStagingBytes = size_t{8} << 20;
-// Four: a step's uploads (the batch's x and y, the optimizer's scalars) each get a buffer whose
-// last copy finished in the previous step, so none waits.
+// Four: a step's uploads (x and y, all --grad-accum micro-steps stacked in each:
+// train/micro_batches.h; the optimizer's scalars; a replay's dropout offset) each get a buffer
+// whose last copy finished before the previous step's status read, so none waits, however far the
+// GPU lags behind the host. An upload per micro-step overran the ring: the host waited mid-step.
 constexpr int kRingBuffers = 4;
 
 // A thread's staging ring: each buffer with an event recorded after the last copy that used it,

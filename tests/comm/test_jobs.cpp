@@ -5,10 +5,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "tests/testing.h"
@@ -133,6 +138,40 @@ TEST(DataParallelJob, ForcedBackendsInAWorldOfOneTrainLikeLocal) {
   EXPECT_TRUE(testing::contains_all(
       out, {"train_gpt: error: communicator: no nccl backend for device cpu"}));
 }
+
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+// --cuda-graph under mpirun, as a user runs it, on two emulated GPUs (one per rank): each rank
+// captures its step with the gradient all-reduces in it and replays it, and the job prints the
+// eager job's losses and gradient norms bit for bit (the metrics). This failed with
+// cudaErrorInvalidValue at rank 1's first replay while the graph was made on GPU 0, the one a
+// fresh process has current, rather than on the rank's GPU.
+TEST(DataParallelJob, CudaGraphJobEqualsTheEagerJob) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("glass_cuda_graph_job_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string metrics[2];
+  for (const bool graph : {false, true}) {
+    const std::string m = (dir / (graph ? "graph.jsonl" : "eager.jsonl")).string();
+    const Outcome r = run_job("GLASS_EMU_GPUS=2 " + kTrain +
+                              "--n-embd 16 --batch 4 --steps 4 --device cuda --dtype f32 "
+                              "--comm-bucket-mb 0.001 --metrics " +
+                              m + (graph ? " --cuda-graph" : ""));
+    ASSERT_EQ(r.status, 0) << r.out;
+    std::ifstream in(m);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      std::ostringstream step;
+      step << std::setprecision(17) << "step " << j.at("step").get<int>() << " loss "
+           << j.at("loss").get<double>() << " norm " << j.at("grad_norm").get<double>() << "\n";
+      metrics[graph] += step.str();
+    }
+  }
+  EXPECT_EQ(std::count(metrics[0].begin(), metrics[0].end(), '\n'), 4) << metrics[0];
+  EXPECT_EQ(metrics[1], metrics[0]);
+  std::filesystem::remove_all(dir);
+}
+#endif
 
 }  // namespace
 }  // namespace glass

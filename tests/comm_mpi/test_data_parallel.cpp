@@ -12,11 +12,15 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <string_view>
 
 #include "comm_mpi_testing.h"
 #include "tests/testing.h"
+#include "tests/train/cuda_graph_testing.h"
 #include "tests/train/train_testing.h"
 
 namespace glass {
@@ -107,6 +111,118 @@ TEST(DataParallel, Bf16ReplicasAreIdenticalAndFiniteOnCuda) {
   ASSERT_EQ(t.communicator().size(), 2);
   while (t.step() < o.steps) EXPECT_TRUE(std::isfinite(t.train_step().loss));
   EXPECT_EQ(testing::ranks_differing_from_root(t.communicator(), weights(t)), 0);
+}
+
+// --cuda-graph with data parallelism (comm/data_parallel.h): every rank captures its step, the
+// bucket all-reduces on the communicator's stream forked into the capture and joined back before
+// the optimizer, and replays it. 5 steps (clipping every step) equal the eager data-parallel run
+// bit for bit on each rank (losses, norms, weights), the replicas stay identical, and the trace of
+// replayed step 3 shows every kernel of the eager step 3 as a graph launch, each bucket's
+// all-reduce among them, on the comm lane. Before the all-reduces could be captured, the Trainer
+// refused --cuda-graph with more than one rank; without that refusal the capture failed at the
+// host's wait for the all-reduces (Communicator::synchronize inside the capture).
+void expect_data_parallel_replays_equal_the_eager_run(int64_t grad_accum) {
+  const auto two_ranks = [grad_accum](train::TrainOptions& o) {
+    o.batch = 4;
+    o.comm_bucket_mb = 0.01;  // several buckets
+    o.comm_timeout_s = 60;
+    o.grad_accum = grad_accum;
+  };
+  const testing::TrainedRun eager = testing::train(false, 0.05, two_ranks);
+  // GPU 0 current, as in a fresh process, whichever GPU is this rank's: the graph must still be
+  // made on the rank's GPU (it was made on the current one: cudaGraphLaunch failed on rank 1).
+  cuda::require_device(0);
+  const testing::TrainedRun replayed = testing::train(true, 0.05, two_ranks);
+  testing::expect_same_run(eager, replayed);
+  EXPECT_EQ(replayed.replays, 4);
+  EXPECT_NE(replayed.losses[1], replayed.losses[4]);
+  std::vector<float> flat;
+  for (const std::vector<float>& w : replayed.weights) flat.insert(flat.end(), w.begin(), w.end());
+  EXPECT_EQ(testing::ranks_differing_from_root(testing::communicator(kCPU), flat), 0);
+
+  // Step 3: the eager step's launches (less AdamW's scalar copy, staged before a replay) and the
+  // replay's graph launches, in order, the all-reduces apart (the eager ones run on the comm
+  // stream's worker, so their place among the compute launches varies).
+  auto is_bucket_reduce = [](const LaunchInfo& i, const std::string& op) {
+    return std::string_view(i.kernel) == "nccl_all_reduce" && op.starts_with("ddp_bucket_");
+  };
+  std::vector<std::string> eager_kernels, graph_kernels, eager_reduces, graph_reduces;
+  for (size_t k = 0; k < eager.step3.size(); ++k) {
+    const LaunchInfo& i = eager.step3[k];
+    const std::string& op = eager.step3_ops[k];
+    if (is_bucket_reduce(i, op))
+      eager_reduces.push_back(op);
+    else if (i.stream == 0 && !(op == "adamw" && std::string_view(i.kernel) == "copy"))
+      eager_kernels.emplace_back(i.kernel);
+  }
+  std::set<int> reduce_lanes, compute_lanes;
+  for (size_t k = 0; k < replayed.step3.size(); ++k) {
+    const LaunchInfo& i = replayed.step3[k];
+    if (i.graph == 0) continue;
+    if (is_bucket_reduce(i, replayed.step3_ops[k])) {
+      graph_reduces.push_back(replayed.step3_ops[k]);
+      reduce_lanes.insert(i.stream);
+      EXPECT_EQ(i.phase, Phase::comm);
+    } else {
+      graph_kernels.emplace_back(i.kernel);
+      compute_lanes.insert(i.stream);
+    }
+  }
+  EXPECT_GT(graph_kernels.size(), 20u);
+  EXPECT_EQ(graph_kernels, eager_kernels);
+  std::sort(eager_reduces.begin(), eager_reduces.end());
+  std::sort(graph_reduces.begin(), graph_reduces.end());
+  EXPECT_GE(eager_reduces.size(), 3u);
+  EXPECT_EQ(graph_reduces, eager_reduces);  // each bucket once
+  ASSERT_EQ(reduce_lanes.size(), 1u);       // the communicator's stream
+  ASSERT_EQ(compute_lanes.size(), 1u);      // the graph's stream
+  EXPECT_NE(*reduce_lanes.begin(), *compute_lanes.begin());
+}
+
+TEST(DataParallel, CudaGraphReplaysEqualTheEagerRunBitForBitOnCuda) {
+  expect_data_parallel_replays_equal_the_eager_run(1);
+}
+
+// --grad-accum 2: the all-reduces only after the second micro-step, in the graph as eagerly.
+TEST(DataParallel, CudaGraphWithGradAccumReducesOnceOnCuda) {
+  expect_data_parallel_replays_equal_the_eager_run(2);
+}
+
+// The time-out that bounds an eager step's wait for the all-reduces bounds a replayed step too:
+// rank 1 stops answering after step 2 (it never replays step 3), and rank 0's replay of step 3,
+// stuck in the captured all-reduce, ends after --comm-timeout with an error naming rank 0 (its
+// host waits for the replay where it reads the step's result, Trainer::train_step), never a hang.
+// Rank 0 leaves its collective abandoned: that communicator is aborted, the others go on.
+TEST(DataParallel, AReplayedStepTimesOutWhenARankStopsAnsweringOnCuda) {
+  train::TrainOptions o = testing::graph_options(true, 0);
+  o.batch = 4;
+  o.steps = 3;
+  o.comm_timeout_s = 2;
+  comm::Communicator& world = testing::communicator(kCPU);
+  {
+    train::Trainer t(o);
+    t.train_step();  // eager
+    t.train_step();  // captured, replayed
+    ASSERT_NE(t.graph(), nullptr);
+    ASSERT_TRUE(t.graph()->captured());
+    if (t.communicator().rank() == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      std::string message;
+      try {
+        t.train_step();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      EXPECT_TRUE(testing::contains_all(
+          message, {"nccl backend, rank 0 of 2: step 3: the replayed CUDA graph",
+                    "did not finish within 2 s: another rank died or is stuck"}))
+          << message;
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                30);
+    }
+    world.barrier();
+  }
+  world.barrier();
 }
 #endif
 

@@ -1,7 +1,9 @@
 // Stream capture and CUDA graphs of the emulated CUDA runtime (engine/emu/runtime/capture.h)
 // against CUDA's documented semantics: a capturing stream runs nothing, each cudaGraphLaunch runs
-// the captured work again in order with the arguments it was captured with, and calls that cannot
-// be captured fail with cudaErrorStreamCaptureUnsupported and invalidate the capture.
+// the captured work again in order with the arguments it was captured with, a stream that waits
+// for an event of a capture is forked into it and must be joined back before the capture ends,
+// and calls that cannot be captured fail with cudaErrorStreamCaptureUnsupported and invalidate the
+// capture.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -37,11 +39,23 @@ struct GraphTest : ::testing::Test {
     cudaStreamDestroy(stream);
     emu::runtime::take_stream_reports();
   }
-  cudaError_t launch(float add) {
+  cudaError_t launch(float add) { return launch_on(x, add, stream); }
+  // p = 2p + add on stream `on`.
+  static cudaError_t launch_on(float* p, float add, cudaStream_t on) {
     int count = n;
-    void* args[] = {&x, &add, &count};
+    void* args[] = {&p, &add, &count};
     return cudaLaunchKernel(reinterpret_cast<const void*>(&twice_plus), dim3(1), dim3(32), args, 0,
-                            stream);
+                            on);
+  }
+  void fill(float* d, float v) {
+    ASSERT_EQ(
+        cudaMemcpy(d, std::vector<float>(n, v).data(), n * sizeof(float), cudaMemcpyHostToDevice),
+        cudaSuccess);
+  }
+  cudaStreamCaptureStatus capture_status(cudaStream_t s) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusInvalidated;
+    EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    return status;
   }
   std::vector<float> read(const float* d) {
     std::vector<float> out(n);
@@ -237,6 +251,136 @@ TEST_F(GraphTest, CaptureRulesOnStreamsAndEvents) {
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
   cudaEventDestroy(outside);
   cudaEventDestroy(inside);
+}
+
+// Fork and join (capture.h): an event recorded on the capturing stream and waited for by a side
+// stream pulls the side stream into the capture; its work is captured, not run, until a replay;
+// an event recorded on it and waited for by the capturing stream joins it back.
+TEST_F(GraphTest, AForkedStreamIsCapturedAndItsWorkRunsOnlyOnReplay) {
+  cudaStream_t side;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t fork, join;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  fill(x, 7.0f);
+  fill(y, 5.0f);
+  // The graph: x = 2x + 1 | fork | side: y = x; y = 2y + 1 | join | x = y.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(launch(1.0f), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, stream), cudaSuccess);
+  EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusNone);
+  ASSERT_EQ(cudaStreamWaitEvent(side, fork, 0), cudaSuccess);
+  EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusActive);
+  ASSERT_EQ(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, side), cudaSuccess);
+  ASSERT_EQ(launch_on(y, 1.0f, side), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(join, side), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream, join, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(x, y, n * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+            cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusNone);
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 6u);  // 2 kernels, 2 copies, 2 event records
+  // Nothing ran, on either stream.
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(x), std::vector<float>(n, 7.0f));
+  EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // Each replay: x = 2x + 1 = 15, y = 2x + 1 = 31, x = 31; then 63, 127, 127.
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(x), std::vector<float>(n, 31.0f));
+  EXPECT_EQ(read(y), std::vector<float>(n, 31.0f));
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(x), std::vector<float>(n, 127.0f));
+  EXPECT_EQ(read(y), std::vector<float>(n, 127.0f));
+  // After the capture the side stream runs its own work again.
+  ASSERT_EQ(launch_on(y, 0.0f, side), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 254.0f));
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(side);
+}
+
+// A fork that is not joined back fails the capture's end with cudaErrorStreamCaptureUnjoined, and
+// only the stream that began a capture may end it. Waiting for a forked stream on the host (what
+// a host-side all-reduce wait does) is refused like any wait for a capturing stream.
+TEST_F(GraphTest, AForkMustBeJoinedAndCannotBeWaitedForOnTheHost) {
+  cudaStream_t side;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t fork;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  fill(y, 5.0f);
+  cudaGraph_t graph = nullptr;
+  auto begin_and_fork = [&] {
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ASSERT_EQ(launch(1.0f), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(fork, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(side, fork, 0), cudaSuccess);
+    ASSERT_EQ(launch_on(y, 1.0f, side), cudaSuccess);
+  };
+  // Unjoined: the side stream's kernel is no ancestor of the capturing stream's last node.
+  begin_and_fork();
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureUnjoined);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(capture_status(stream), cudaStreamCaptureStatusNone);
+  EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusNone);
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorStreamCaptureUnjoined), "cudaErrorStreamCaptureUnjoined");
+  // The captured kernel never ran; the side stream runs eager work again.
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
+  // The forked stream cannot end the capture: only its origin can.
+  begin_and_fork();
+  EXPECT_EQ(cudaStreamEndCapture(side, &graph), cudaErrorStreamCaptureUnmatched);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  // A host wait for the forked stream is refused and invalidates the capture.
+  begin_and_fork();
+  EXPECT_EQ(cudaStreamSynchronize(side), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  // Two captures cannot merge: a stream of one waiting for an event of the other.
+  cudaStream_t other;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(other, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamWaitEvent(other, fork, 0), cudaErrorStreamCaptureMerge);
+  EXPECT_EQ(cudaStreamEndCapture(other, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
+  cudaGetLastError();
+  cudaEventDestroy(fork);
+  cudaStreamDestroy(side);
+  cudaStreamDestroy(other);
+}
+
+// Outside a capture an event orders two streams as before: the waiting stream's copy runs after
+// the kernels recorded in the event, whichever stream's worker gets there first.
+TEST_F(GraphTest, AnEventWaitAcrossStreamsOutsideACaptureStillOrdersThem) {
+  cudaStream_t side;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t done;
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  fill(x, 1.0f);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(launch(1.0f), cudaSuccess);  // x = 2^21 - 1
+  ASSERT_EQ(cudaEventRecord(done, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side, done, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, side), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(read(y), std::vector<float>(n, 2097151.0f));
+  EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusNone);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(side);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // the same program: the graph path shares the step's code by design, and what the test catches is
 // what capture changes (a learning rate, bias correction, batch or flag baked into the graph at
 // capture, a buffer the replay reads at the wrong address, a launch the trace loses). The eager
-// step itself is checked against PyTorch by the oracle tests.
+// step itself is checked against PyTorch by the oracle tests. With data parallelism (2 ranks, so
+// under mpirun): tests/comm_mpi/test_data_parallel.cpp (DataParallel.CudaGraph*), on these
+// helpers (cuda_graph_testing.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "cuda_graph_testing.h"
 #include "engine/allocator.h"
 #include "engine/launch.h"
 #include "kernels/backend.h"
@@ -36,92 +39,15 @@ namespace {
 
 #if defined(GLASS_HAS_CUDA)
 
-bool have_cuda() { return cuda::device_count() > 0; }
-
-std::string join(const std::vector<double>& v) {
-  std::string s;
-  for (double x : v) s += fmt::format("{:.17g} ", x);
-  return s;
-}
-
-struct TrainedRun {
-  std::vector<double> losses, norms;
-  std::vector<int64_t> host_syncs;
-  std::vector<bool> skipped;
-  int64_t adamw_steps = 0;
-  int64_t replays = 0;      // of the graph (--cuda-graph)
-  uint64_t rng_blocks = 0;  // Philox counter blocks a replay draws
-  uint64_t rng_offset = 0;  // the dropout generator's offset at the end
-  std::vector<std::vector<float>> weights;
-  std::vector<LaunchInfo> step3;  // the launches of step 3
-};
-
-std::vector<std::vector<float>> weights_of(const Trainer& t) {
-  std::vector<std::vector<float>> w;
-  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
-  return w;
-}
-
-TrainOptions graph_options(bool graph, double clip) {
-  TrainOptions o = testing::tiny_options();
-  o.device = "cuda";
-  o.dtype = "f32";
-  o.dropout = 0;
-  o.grad_clip = clip;
-  o.steps = 5;
-  o.cuda_graph = graph;
-  return o;
-}
-
-TrainedRun train(bool graph, double clip,
-                 const std::function<void(TrainOptions&)>& adjust = nullptr) {
-  TrainOptions o = graph_options(graph, clip);
-  if (adjust) adjust(o);
-  Trainer trainer(o);
-  TrainedRun run;
-  for (int s = 1; s <= o.steps; ++s) {
-    std::optional<testing::LaunchLog> log;
-    if (s == 3) log.emplace();
-    const StepResult r = trainer.train_step();
-    if (log)
-      for (const LaunchRecord& rec : log->records) run.step3.push_back(rec.info);
-    run.losses.push_back(r.loss);
-    run.norms.push_back(r.grad_norm);
-    run.host_syncs.push_back(r.host_syncs);
-    run.skipped.push_back(r.skipped);
-  }
-  run.adamw_steps = trainer.optimizer().step_count();
-  if (trainer.graph() != nullptr) {
-    run.replays = trainer.graph()->replays();
-    run.rng_blocks = trainer.graph()->rng_blocks_per_replay();
-  }
-  run.rng_offset = trainer.dropout_generator().offset();
-  run.weights = weights_of(trainer);
-  return run;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-// Every parameter of the two runs, bit for bit.
-void expect_same_weights(const TrainedRun& eager, const TrainedRun& replayed) {
-  ASSERT_EQ(eager.weights.size(), replayed.weights.size());
-  for (size_t i = 0; i < eager.weights.size(); ++i)
-    EXPECT_EQ(std::memcmp(eager.weights[i].data(), replayed.weights[i].data(),
-                          eager.weights[i].size() * sizeof(float)),
-              0)
-        << "parameter " << i;
-}
-
-// The losses, gradient norms and parameters of the two runs, bit for bit.
-void expect_same_run(const TrainedRun& eager, const TrainedRun& replayed) {
-  EXPECT_TRUE(same_bits(eager.losses, replayed.losses))
-      << join(eager.losses) << " vs " << join(replayed.losses);
-  EXPECT_TRUE(same_bits(eager.norms, replayed.norms))
-      << join(eager.norms) << " vs " << join(replayed.norms);
-  expect_same_weights(eager, replayed);
-}
+using testing::expect_same_run;
+using testing::expect_same_weights;
+using testing::graph_options;
+using testing::have_cuda;
+using testing::join;
+using testing::same_bits;
+using testing::train;
+using testing::TrainedRun;
+using testing::weights_of;
 
 TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";

@@ -36,8 +36,9 @@
 #define ncclGetUniqueId glass_emu_ncclGetUniqueId
 // For `cuda` on the emulated CUDA runtime (comm/CMakeLists.txt defines
 // GLASS_EMU_NCCL_STREAM_ORDERED for that build of nccl_communicator.cpp) a communicator queues its
-// collectives on the stream it is given, as NCCL does on a GPU; otherwise (the emu device) they run
-// at the call.
+// collectives on the stream it is given, as NCCL does on a GPU (on a capturing stream the call is
+// captured and runs at each replay of the graph, as NCCL 2.9 and later allow); otherwise (the emu
+// device) they run at the call.
 #if defined(GLASS_EMU_NCCL_STREAM_ORDERED)
 #define ncclCommInitRank glass_emu_ncclCommInitRankStreamOrdered
 #else

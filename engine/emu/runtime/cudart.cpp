@@ -20,8 +20,9 @@ struct CUevent_st {
   int device = 0;
   bool timing = true;
   glass::emu::runtime::Dependency recorded{nullptr, 0};  // {nullptr, 0}: never recorded
-  // Last recorded into the capture of this stream (capture.h): a node of its graph, not work.
-  const CUstream_st* captured_on = nullptr;
+  // Last recorded into a capture (capture.h): the nodes of its graph a wait for it depends on,
+  // not work.
+  glass::emu::runtime::CapturedEvent captured;
   // When the marker ran, set by the stream's worker (read once the event has completed).
   std::shared_ptr<std::chrono::steady_clock::time_point> time;
 };
@@ -335,6 +336,12 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorStreamCaptureImplicit";
     case cudaErrorStreamCaptureWrongThread:
       return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorStreamCaptureMerge:
+      return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched:
+      return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined:
+      return "cudaErrorStreamCaptureUnjoined";
     case cudaErrorIllegalState:
       return "cudaErrorIllegalState";
     case cudaErrorNotSupported:
@@ -376,6 +383,12 @@ const char* cudaGetErrorString(cudaError_t e) {
       return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorStreamCaptureWrongThread:
       return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorStreamCaptureMerge:
+      return "operation would merge two independent capture sequences";
+    case cudaErrorStreamCaptureUnmatched:
+      return "the capture was not begun on this stream";
+    case cudaErrorStreamCaptureUnjoined:
+      return "the capture has a forked stream that was not joined back to the stream that began it";
     case cudaErrorIllegalState:
       return "the operation cannot be performed in the present state";
     case cudaErrorNotSupported:
@@ -500,10 +513,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (event == nullptr) return result(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(state_mutex());
   CUstream_st* s = resolve_locked(stream);
-  if (event->captured_on != nullptr && is_capturing_locked(event->captured_on)) {
-    // An event of a capture orders nodes of that graph: on its own stream, stream order already
-    // does. Another stream waiting for it would join the capture (fork/join): not emulated.
-    return event->captured_on == s ? cudaSuccess : result(cudaErrorStreamCaptureUnsupported);
+  if (capture_active_locked(event->captured.capture)) {
+    // An event of a capture orders nodes of its graph: the waiting stream forks into the capture,
+    // or, already in it, its next node depends on the event's nodes (a join when it is the stream
+    // that began the capture).
+    return result(wait_in_capture_locked(s, event->captured));
   }
   if (is_capturing_locked(s) && event->recorded.stream != nullptr) {
     // A captured stream may not depend on work outside its capture.
@@ -545,8 +559,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   Operation marker;
   marker.what = "an event record";
   marker.work = [time] { *time = std::chrono::steady_clock::now(); };
-  event->captured_on = is_capturing_locked(s) ? s : nullptr;
   event->recorded = push_locked(s, std::move(marker));
+  event->captured = captured_event_locked(s);  // after the marker: a wait depends on it
   event->time = time;
   return cudaSuccess;
 }
@@ -554,10 +568,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return result(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(state_mutex());
-  if (event->captured_on != nullptr)  // recorded into a capture still going on: not work
-    if (const cudaError_t e =
-            refuse_on_capturing_stream_locked(event->captured_on, "cudaEventQuery"))
-      return result(e);
+  // Recorded into a capture still going on: not work.
+  if (const cudaError_t e =
+          refuse_event_of_capture_locked(event->captured.capture, "cudaEventQuery"))
+    return result(e);
   if (event->recorded.stream != nullptr)
     if (const cudaError_t e = sticky_locked(stream_device(event->recorded.stream)))
       return result(e);
@@ -569,10 +583,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Dependency d;
   {
     std::lock_guard lock(state_mutex());
-    if (event->captured_on != nullptr)
-      if (const cudaError_t e =
-              refuse_on_capturing_stream_locked(event->captured_on, "cudaEventSynchronize"))
-        return result(e);
+    if (const cudaError_t e =
+            refuse_event_of_capture_locked(event->captured.capture, "cudaEventSynchronize"))
+      return result(e);
     d = event->recorded;
   }
   wait_until(d);

@@ -2,6 +2,7 @@
 // cudaStreamEndCapture, cudaStreamIsCapturing, cudaGraphInstantiate, cudaGraphLaunch,
 // cudaGraphGetNodes, cudaGraphExecDestroy, cudaGraphDestroy and
 // cudaThreadExchangeStreamCaptureMode, under the names of cudart_names.h.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -13,7 +14,7 @@
 #include "engine/emu/runtime/capture.h"
 
 // cudaGraph_t and cudaGraphExec_t point to these (incomplete types in the CUDA headers): the
-// captured operations, in stream order.
+// captured operations, in the order the host issued them (capture.h: the replay order).
 struct CUgraph_st {
   std::vector<glass::emu::runtime::Operation> nodes;
 };
@@ -29,12 +30,34 @@ struct Capture {
   unsigned long long id = 0;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   std::thread::id thread;
+  const CUstream_st* origin = nullptr;  // the stream that began it, the one to end it
   std::unique_ptr<CUgraph_st> graph = std::make_unique<CUgraph_st>();
+  std::vector<std::vector<size_t>> depends_on;  // per node: the nodes it waits for
+  // Per stream of the capture (the origin and the streams forked into it): the nodes its next
+  // node will depend on (its last node, and the nodes of the events it waited for since).
+  std::map<const CUstream_st*, std::vector<size_t>> next_depends_on;
   std::string invalidated_by;  // the call that broke the capture; empty while it is valid
+
+  // Whether every node is the origin's last node or one of its ancestors: every forked stream
+  // was joined back.
+  bool joined() const {
+    std::vector<bool> reached(graph->nodes.size(), false);
+    std::vector<size_t> todo = next_depends_on.at(origin);
+    while (!todo.empty()) {
+      const size_t n = todo.back();
+      todo.pop_back();
+      if (reached[n]) continue;
+      reached[n] = true;
+      todo.insert(todo.end(), depends_on[n].begin(), depends_on[n].end());
+    }
+    return std::find(reached.begin(), reached.end(), false) == reached.end();
+  }
 };
 
-// Under state_mutex(); never destroyed (stream workers may run while static destructors do).
-std::map<const CUstream_st*, Capture>& captures = *new std::map<const CUstream_st*, Capture>;
+// Every stream of an active capture (its origin and the streams forked into it), under
+// state_mutex(); never destroyed (stream workers may run while static destructors do).
+std::map<const CUstream_st*, std::shared_ptr<Capture>>& captures =
+    *new std::map<const CUstream_st*, std::shared_ptr<Capture>>;
 unsigned long long next_capture_id = 1;
 
 // The calling thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode): global
@@ -50,6 +73,24 @@ void invalidate_locked(Capture& c, const char* call) {
                call);
 }
 
+std::shared_ptr<Capture> capture_by_id_locked(unsigned long long id) {
+  for (const auto& [stream, c] : captures)
+    if (c->id == id) return c;
+  return nullptr;
+}
+
+// Ends capture `c` for every stream in it.
+void end_capture_locked(const Capture& c) {
+  std::erase_if(captures, [&](const auto& entry) { return entry.second.get() == &c; });
+}
+
+// a ∪= b, kept sorted and without repeats.
+void add_nodes(std::vector<size_t>& a, const std::vector<size_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+}
+
 }  // namespace
 
 bool is_capturing_locked(const CUstream_st* stream) { return captures.count(stream) != 0; }
@@ -57,15 +98,55 @@ bool is_capturing_locked(const CUstream_st* stream) { return captures.count(stre
 bool capture_locked(CUstream_st* stream, Operation& op) {
   auto it = captures.find(stream);
   if (it == captures.end()) return false;
-  op.waits.clear();  // within the graph, stream order is the only order
-  it->second.graph->nodes.push_back(std::move(op));
+  Capture& c = *it->second;
+  op.waits.clear();  // within the graph, the captured dependencies are the only order
+  std::vector<size_t>& next = c.next_depends_on[stream];
+  c.depends_on.push_back(std::move(next));
+  next = {c.graph->nodes.size()};
+  c.graph->nodes.push_back(std::move(op));
   return true;
+}
+
+CapturedEvent captured_event_locked(const CUstream_st* stream) {
+  auto it = captures.find(stream);
+  if (it == captures.end()) return {};
+  return {it->second->id, it->second->next_depends_on[stream]};
+}
+
+bool capture_active_locked(unsigned long long id) { return capture_by_id_locked(id) != nullptr; }
+
+cudaError_t wait_in_capture_locked(CUstream_st* stream, const CapturedEvent& event) {
+  const std::shared_ptr<Capture> c = capture_by_id_locked(event.capture);
+  if (c == nullptr) return cudaSuccess;  // that capture has ended: nothing to wait for
+  auto it = captures.find(stream);
+  if (it != captures.end() && it->second != c) {
+    invalidate_locked(*it->second, "cudaStreamWaitEvent on an event of another capture");
+    invalidate_locked(*c, "cudaStreamWaitEvent on an event of another capture");
+    return cudaErrorStreamCaptureMerge;
+  }
+  if (it == captures.end()) {
+    // The legacy default stream synchronises with every blocking stream: it cannot join.
+    if (stream == gpu_locked(stream_device(stream)).legacy) {
+      invalidate_locked(*c, "cudaStreamWaitEvent of the legacy default stream");
+      return cudaErrorStreamCaptureImplicit;
+    }
+    captures[stream] = c;  // the fork
+  }
+  add_nodes(c->next_depends_on[stream], event.nodes);
+  return cudaSuccess;
+}
+
+cudaError_t refuse_event_of_capture_locked(unsigned long long id, const char* call) {
+  const std::shared_ptr<Capture> c = capture_by_id_locked(id);
+  if (c == nullptr) return cudaSuccess;
+  invalidate_locked(*c, call);
+  return cudaErrorStreamCaptureUnsupported;
 }
 
 cudaError_t refuse_on_capturing_stream_locked(const CUstream_st* stream, const char* call) {
   auto it = captures.find(stream);
   if (it == captures.end()) return cudaSuccess;
-  invalidate_locked(it->second, call);
+  invalidate_locked(*it->second, call);
   return cudaErrorStreamCaptureUnsupported;
 }
 
@@ -78,11 +159,11 @@ cudaError_t refuse_unsafe_call(const char* call) {
   // another thread's capture begun in global mode.
   if (thread_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
   for (auto& [stream, c] : captures) {
-    const bool conflicts = c.thread == self ? c.mode != cudaStreamCaptureModeRelaxed
-                                            : thread_mode == cudaStreamCaptureModeGlobal &&
-                                                  c.mode == cudaStreamCaptureModeGlobal;
+    const bool conflicts = c->thread == self ? c->mode != cudaStreamCaptureModeRelaxed
+                                             : thread_mode == cudaStreamCaptureModeGlobal &&
+                                                   c->mode == cudaStreamCaptureModeGlobal;
     if (!conflicts) continue;
-    invalidate_locked(c, call);
+    invalidate_locked(*c, call);
     result = cudaErrorStreamCaptureUnsupported;
   }
   return result;
@@ -103,34 +184,49 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   std::lock_guard lock(state_mutex());
   CUstream_st* s = resolve_locked(stream);
   if (is_capturing_locked(s)) return cudaErrorIllegalState;
-  Capture& c = captures[s];
-  c.id = next_capture_id++;
-  c.mode = mode;
-  c.thread = std::this_thread::get_id();
+  auto c = std::make_shared<Capture>();
+  c->id = next_capture_id++;
+  c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  c->origin = s;
+  c->next_depends_on[s] = {};
+  captures[s] = c;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   if (graph == nullptr) return cudaErrorInvalidValue;
   std::lock_guard lock(state_mutex());
-  auto it = captures.find(resolve_locked(stream));
+  CUstream_st* s = resolve_locked(stream);
+  auto it = captures.find(s);
   if (it == captures.end()) return cudaErrorIllegalState;  // this stream is not capturing
-  if (it->second.mode != cudaStreamCaptureModeRelaxed &&
-      it->second.thread != std::this_thread::get_id())
+  const std::shared_ptr<Capture> c = it->second;
+  if (c->origin != s) {  // a stream forked into the capture: only its origin ends it
+    invalidate_locked(*c, "cudaStreamEndCapture on a stream the capture was not begun on");
+    return cudaErrorStreamCaptureUnmatched;
+  }
+  if (c->mode != cudaStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id())
     return cudaErrorStreamCaptureWrongThread;
-  const bool invalid = !it->second.invalidated_by.empty();
-  *graph = invalid ? nullptr : it->second.graph.release();
-  captures.erase(it);
-  return invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  end_capture_locked(*c);
+  *graph = nullptr;
+  if (!c->invalidated_by.empty()) return cudaErrorStreamCaptureInvalidated;
+  if (!c->joined()) {
+    std::fprintf(stderr,
+                 "glass emulated CUDA runtime: cudaStreamEndCapture: a stream forked into the "
+                 "capture was not joined back to the stream that began it\n");
+    return cudaErrorStreamCaptureUnjoined;
+  }
+  *graph = c->graph.release();
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   if (status == nullptr) return cudaErrorInvalidValue;
   std::lock_guard lock(state_mutex());
   auto it = captures.find(resolve_locked(stream));
-  *status = it == captures.end()                ? cudaStreamCaptureStatusNone
-            : it->second.invalidated_by.empty() ? cudaStreamCaptureStatusActive
-                                                : cudaStreamCaptureStatusInvalidated;
+  *status = it == captures.end()                 ? cudaStreamCaptureStatusNone
+            : it->second->invalidated_by.empty() ? cudaStreamCaptureStatusActive
+                                                 : cudaStreamCaptureStatusInvalidated;
   return cudaSuccess;
 }
 
@@ -152,7 +248,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
 }
 
 // Each node is queued as the operation it was captured as (same name, same memory), so the stream
-// checks and the delays of GLASS_EMU_STREAM_DELAY_SEED see a replay as they see eager work.
+// checks and the delays of GLASS_EMU_STREAM_DELAY_SEED see a replay as they see eager work. All
+// nodes go on `stream` in issue order, whichever stream of the capture they were captured on: an
+// order consistent with their dependencies (capture.h).
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   std::lock_guard lock(state_mutex());
