@@ -23,6 +23,9 @@ Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_no
   for (const Tensor& g : grads) dense.push_back(contiguous(g));
   Tensor total = Tensor::empty({1}, DType::f64, grads[0].device());
   kernels::backend(total).sum_squares(dense, total);
+  // An infinite bound scales nothing whatever the sum (clip_factor is 1): the caller wants only
+  // the norm (train_gpt's --grad-clip 0), and no clip_scale is launched to do nothing.
+  if (std::isinf(max_norm)) return total;
 
   // 2. Scale in place so that the global norm becomes max_norm, the factor formed on the device
   //    from the sum (max_norm / (norm + 1e-6) when norm > max_norm).

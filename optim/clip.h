@@ -20,7 +20,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // The same clipping without reading the norm back: the scaling runs on the device from the sum
 // of squares (kernels::Backend::clip_scale), so a CUDA graph can capture it. Returns that sum,
 // f64 [1] on the gradients' device (the norm is sqrt(item(sum))), or an undefined tensor when no
-// parameter has a gradient. clip_grad_norm is this plus the read.
+// parameter has a gradient. clip_grad_norm is this plus the read. max_norm = infinity asks only for
+// the sum: nothing can be scaled, so no scaling kernel is launched.
 Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace glass

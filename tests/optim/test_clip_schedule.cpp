@@ -1,4 +1,5 @@
 // Global-norm clipping and learning-rate schedules.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -106,6 +107,26 @@ TEST(ClipGradNorm, ANonFiniteNormLeavesEveryGradientAsItWas) {
       EXPECT_EQ(std::memcmp(after.data(), before[i].data(), after.size() * sizeof(float)), 0)
           << "gradient " << i << " changed (non-finite element " << bad << ")";
     }
+  }
+}
+
+// With an infinite bound (train_gpt --grad-clip 0, which still wants the norm) the sum of squares
+// is the one launch: one clip_scale per gradient would run only to find its factor 1, and the
+// profile would count bytes it never moved. A finite bound launches one per gradient.
+TEST(ClipGradNorm, AnInfiniteBoundLaunchesOnlyTheSum) {
+  Generator gen(5);
+  for (const double max_norm : {std::numeric_limits<double>::infinity(), 1.0}) {
+    std::vector<Tensor> params = params_with_grads(gen, 3.0);
+    const double norm = global_norm(params);
+    const std::vector<float> before = to_vector<float>(params[0].grad());
+    LaunchLog log;
+    EXPECT_NEAR(std::sqrt(item(clip_grad_norm_on_device(params, max_norm))), norm, 1e-6 * norm);
+    const std::vector<std::string> kernels = log.kernels();
+    EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "sum_squares"), 1) << max_norm;
+    EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "clip_scale"),
+              std::isinf(max_norm) ? 0 : static_cast<long>(params.size()))
+        << max_norm;
+    if (std::isinf(max_norm)) EXPECT_EQ(to_vector<float>(params[0].grad()), before);
   }
 }
 
