@@ -39,10 +39,15 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
 void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   check_clip_scale(x, sum_sq);
   const int64_t n = x.numel();
-  // Reads and writes x (when it scales); reads the one sum.
-  launch(cpu_launch_info("clip_scale", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
-    const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
-    if (factor == 1.0) return;  // the norm is within bounds: nothing changes
+  // On cpu the sum is in host memory, written by the launch before this one, so the factor is
+  // known here and the launch counts what it does: read the sum, then read and write x only when
+  // it scales (a norm within bounds changes nothing).
+  const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
+  const bool scales = factor != 1.0;
+  const double flops = scales ? static_cast<double>(n) : 0.0;
+  const double bytes = sizeof(double) + (scales ? 2.0 * x.nbytes() : 0.0);
+  launch(cpu_launch_info("clip_scale", n, flops, bytes), [&] {
+    if (!scales) return;
     visit_float(x, "clip_scale", [&]<class T>() {
       const T f = static_cast<T>(factor);
       T* p = x.data<T>();

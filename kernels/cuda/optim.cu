@@ -134,8 +134,10 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   const int64_t n = x.numel();
   if (n == 0) return;
   visit_element(x, "clip_scale", [&]<class T>() {
-    // Reads and writes x (when it scales); reads the one sum.
-    launch_cuda_kernel(grid_stride_info("clip_scale", x, static_cast<double>(n), 2.0 * x.nbytes()),
+    // Counted: what it must do, read the one sum. Whether it then scales x (n FLOPs, 2 x.nbytes())
+    // is decided on the device, after the launch; counting that always would put each launch
+    // that finds the norm in bounds (it returns at once) above the bandwidth roof.
+    launch_cuda_kernel(grid_stride_info("clip_scale", x, 0.0, sizeof(double)),
                        clip_scale_kernel<T>, x.data<T>(), n, sum_sq.data<double>(), max_norm);
   });
 }

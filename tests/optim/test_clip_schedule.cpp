@@ -130,6 +130,26 @@ TEST(ClipGradNorm, AnInfiniteBoundLaunchesOnlyTheSum) {
   }
 }
 
+// A profile's bytes are those a launch moves: on cpu clip_scale reads the sum, and reads and writes
+// its gradient only when the norm is over the bound. Counting the gradient always put the launches
+// that scale nothing above the bandwidth roof of train_gpt's kernel summary.
+TEST(ClipGradNorm, CountsTheBytesItMovesOnCpu) {
+  for (const double scale : {3.0, 0.01}) {  // clipped, and left alone
+    Generator gen(6);
+    std::vector<Tensor> params = params_with_grads(gen, scale);
+    const bool scales = global_norm(params) > 1.0;
+    LaunchLog log;
+    clip_grad_norm_on_device(params, 1.0);
+    const std::vector<LaunchInfo> launches = log.launches("clip_scale");
+    ASSERT_EQ(launches.size(), params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double nbytes = static_cast<double>(params[i].grad().nbytes());
+      EXPECT_EQ(launches[i].bytes, sizeof(double) + (scales ? 2 * nbytes : 0)) << scale;
+      EXPECT_EQ(launches[i].flops, scales ? params[i].numel() : 0) << scale;
+    }
+  }
+}
+
 TEST(ClipGradNorm, RejectsNonPositiveMaxNorm) {
   Generator gen(3);
   EXPECT_THROW(clip_grad_norm(params_with_grads(gen, 1), 0), Error);
