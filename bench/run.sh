@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark: train_gpt's default model on `cpu` against the same model in PyTorch 1.13, same thread
-# count, same OpenBLAS settings (whatever OPENBLAS_* this shell has), one after the other.
-# Prints tokens/s for both and the ratio glass / PyTorch.
+# count, same OpenBLAS settings, one after the other. Prints tokens/s for both and the ratio
+# glass / PyTorch.
+#
+# PyTorch runs at its best setting: OMP_WAIT_POLICY=PASSIVE (bench/torch_train_gpt.py) and, unless
+# this shell sets OPENBLAS_CORETYPE, the widest OpenBLAS GEMM kernel this CPU runs (SkylakeX with
+# AVX-512, Haswell with AVX2), exported for both systems. Left unset, OpenBLAS 0.3.21 picks its
+# kernel by CPU model and falls back to SSE3 "Prescott" on a model it does not know (the Xeon VM of
+# RESULTS.md): PyTorch's GEMMs would then run at a fraction of the hardware's rate and flatter glass,
+# whose f32 GEMMs are its own.
 #   bench/run.sh [--threads N] [--steps N] [--warmup N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +22,19 @@ while (($#)); do
     *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+  if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]]; then
+    export OPENBLAS_CORETYPE=SkylakeX
+  elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+    export OPENBLAS_CORETYPE=Haswell
+  fi
+  if [[ -n "${OPENBLAS_CORETYPE:-}" ]]; then
+    chosen=" (chosen by bench/run.sh: the widest OpenBLAS kernel this CPU runs)"
+  fi
+fi
+export GLASS_BENCH_CORETYPE_NOTE="${chosen:-}"
 
 cmake -S . -B "${BUILD:-build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
@@ -46,7 +66,8 @@ print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {sys.argv[3]} thread
 # PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +
-      " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)"))
+      " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)") +
+      os.environ.get("GLASS_BENCH_CORETYPE_NOTE", ""))
 print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
 print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
 print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
