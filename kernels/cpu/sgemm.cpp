@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 namespace glass::kernels::cpu {
 
@@ -48,6 +49,29 @@ Vec load(const float* p) {
   return v;
 }
 void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// A 16 x 16 transpose in registers, for the packings that turn rows into columns. Round `kBlock`
+// swaps the top-right kBlock x kBlock block of every 2 kBlock x 2 kBlock block with the
+// bottom-left one; rounds 8, 4, 2, 1 transpose the whole. Each round is 16 two-vector shuffles,
+// so 256 floats cost 64 shuffles instead of 256 scalar loads and stores.
+template <int kBlock, int... lane>
+void swap_blocks(Vec& upper, Vec& lower, std::integer_sequence<int, lane...>) {
+  const Vec x = upper, y = lower;
+  upper = __builtin_shufflevector(x, y, ((lane & kBlock) == 0 ? lane : kLanes + lane - kBlock)...);
+  lower = __builtin_shufflevector(x, y, ((lane & kBlock) == 0 ? lane + kBlock : kLanes + lane)...);
+}
+template <int kBlock>
+void transpose_round(Vec (&v)[kLanes]) {
+  for (int i = 0; i < kLanes; ++i)
+    if ((i & kBlock) == 0)
+      swap_blocks<kBlock>(v[i], v[i + kBlock], std::make_integer_sequence<int, kLanes>{});
+}
+void transpose(Vec (&v)[kLanes]) {
+  transpose_round<8>(v);
+  transpose_round<4>(v);
+  transpose_round<2>(v);
+  transpose_round<1>(v);
+}
 
 // A 64-byte aligned float buffer per thread, grown on demand and kept: no allocation per call.
 class PackBuffer {
@@ -78,6 +102,33 @@ struct Operand {
   }
 };
 
+// Rows [i, i + live) of a non-transposed A over k in [p0, p0 + kc) into one MR-tall panel
+// ([kc][MR]): out[p * MR + r] = A[i + r][p0 + p]. A full panel goes 32 k at a time through the
+// register transpose: vector r < 8 holds row r's first 16 k, vector 8 + r its next 16, so after
+// the transpose vector q holds the panel's k = q in its low 8 lanes and k = 16 + q in its high 8.
+void pack_rows_as_columns(const Operand& a, int64_t i, int64_t live, int64_t p0, int64_t kc,
+                          float* out) {
+  static_assert(2 * kMR == kLanes);
+  int64_t p = 0;
+  if (live == kMR)
+    for (; p + 2 * kLanes <= kc; p += 2 * kLanes) {
+      Vec v[kLanes];
+      for (int r = 0; r < kMR; ++r) {
+        v[r] = load(a.at(i + r, p0 + p));
+        v[kMR + r] = load(a.at(i + r, p0 + p + kLanes));
+      }
+      transpose(v);
+      alignas(64) float lanes[kLanes];
+      for (int q = 0; q < kLanes; ++q) {
+        store(lanes, v[q]);
+        std::memcpy(out + (p + q) * kMR, lanes, kMR * sizeof(float));
+        std::memcpy(out + (p + kLanes + q) * kMR, lanes + kMR, kMR * sizeof(float));
+      }
+    }
+  for (; p < kc; ++p)  // the rest of k, and partial panels (whose missing rows are already zero)
+    for (int64_t r = 0; r < live; ++r) out[p * kMR + r] = *a.at(i + r, p0 + p);
+}
+
 // op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each stored k-major ([kc][MR]), the rows
 // past `rows` zero: the micro-kernel then reads A's MR values for one k as MR consecutive floats.
 void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
@@ -87,12 +138,27 @@ void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, 
     if (a.trans)  // row p of the stored matrix holds the panel's MR values for k = p: copy them
       for (int64_t p = 0; p < kc; ++p)
         std::memcpy(out + p * kMR, a.at(i0 + panel, p0 + p), live * sizeof(float));
-    else  // row i of A is contiguous along k: scatter it into the panel's column r
-      for (int64_t r = 0; r < live; ++r) {
-        const float* src = a.at(i0 + panel + r, p0);
-        for (int64_t p = 0; p < kc; ++p) out[p * kMR + r] = src[p];
-      }
+    else  // row i of A is contiguous along k: the panel is its rows transposed
+      pack_rows_as_columns(a, i0 + panel, live, p0, kc, out);
   }
+}
+
+// Columns [j, j + live) of a transposed B (column j of op(B) is row j of the stored matrix) over
+// k in [p0, p0 + kc) into one NR-wide panel ([kc][NR]): out[p * NR + c] = op(B)[p0 + p][j + c].
+// A full panel goes as two 16 x 16 register transposes per 16 k.
+void pack_columns_as_rows(const Operand& b, int64_t p0, int64_t kc, int64_t j, int64_t live,
+                          float* out) {
+  int64_t p = 0;
+  if (live == kNR)
+    for (; p + kLanes <= kc; p += kLanes)
+      for (int half = 0; half < kNR; half += kLanes) {
+        Vec v[kLanes];
+        for (int c = 0; c < kLanes; ++c) v[c] = load(b.at(p0 + p, j + half + c));
+        transpose(v);
+        for (int q = 0; q < kLanes; ++q) store(out + (p + q) * kNR + half, v[q]);
+      }
+  for (; p < kc; ++p)  // the rest of k, and partial panels (whose missing columns are zero)
+    for (int64_t c = 0; c < live; ++c) out[p * kNR + c] = *b.at(p0 + p, j + c);
 }
 
 // op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each stored k-major ([kc][NR]), the columns
@@ -102,10 +168,7 @@ void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, 
     const int64_t live = std::min<int64_t>(kNR, cols - panel);
     if (b.trans) {  // column j of op(B) is row j of the stored matrix
       if (live < kNR) std::fill(out, out + kc * kNR, 0.0f);
-      for (int64_t c = 0; c < live; ++c) {
-        const float* src = b.at(p0, j0 + panel + c);
-        for (int64_t p = 0; p < kc; ++p) out[p * kNR + c] = src[p];
-      }
+      pack_columns_as_rows(b, p0, kc, j0 + panel, live, out);
     } else {  // row p of op(B) is contiguous: copy NR floats per k
       for (int64_t p = 0; p < kc; ++p) {
         const float* src = b.at(p0 + p, j0 + panel);

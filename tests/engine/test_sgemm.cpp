@@ -99,10 +99,11 @@ void check(const Problem& p) {
 TEST(Sgemm, MatchesATripleLoopAcrossEveryBlockingEdge) {
   const auto blk = sgemm_blocking();
   // one partial tile, a whole tile and a partial one, several row blocks; the same for columns;
-  // one k slab and two
+  // one k slab and two; k = 45 packs a transposed panel partly through the register transposes
+  // (32 or 16 k at a time) and partly element by element
   const std::vector<int64_t> ms = {1, blk.mr + 1, blk.mc + 3};
   const std::vector<int64_t> ns = {blk.nr - 1, blk.nr + 1, 2 * blk.nr + 5};
-  const std::vector<int64_t> ks = {7, blk.kc + 9};
+  const std::vector<int64_t> ks = {7, 45, blk.kc + 9};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t m : ms)
