@@ -135,11 +135,19 @@ void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, 
   for (int64_t panel = 0; panel < rows; panel += kMR, out += kc * kMR) {
     const int64_t live = std::min<int64_t>(kMR, rows - panel);
     if (live < kMR) std::fill(out, out + kc * kMR, 0.0f);
-    if (a.trans)  // row p of the stored matrix holds the panel's MR values for k = p: copy them
-      for (int64_t p = 0; p < kc; ++p)
-        std::memcpy(out + p * kMR, a.at(i0 + panel, p0 + p), live * sizeof(float));
-    else  // row i of A is contiguous along k: the panel is its rows transposed
+    if (!a.trans) {  // row i of A is contiguous along k: the panel is its rows transposed
       pack_rows_as_columns(a, i0 + panel, live, p0, kc, out);
+      continue;
+    }
+    // row p of the stored matrix holds the panel's MR values for k = p: copy them (a whole
+    // panel's copy has a constant size, one vector move rather than a call to memcpy)
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = a.at(i0 + panel, p0 + p);
+      if (live == kMR)
+        std::memcpy(out + p * kMR, src, kMR * sizeof(float));
+      else
+        std::memcpy(out + p * kMR, src, live * sizeof(float));
+    }
   }
 }
 
@@ -169,10 +177,15 @@ void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, 
     if (b.trans) {  // column j of op(B) is row j of the stored matrix
       if (live < kNR) std::fill(out, out + kc * kNR, 0.0f);
       pack_columns_as_rows(b, p0, kc, j0 + panel, live, out);
-    } else {  // row p of op(B) is contiguous: copy NR floats per k
+    } else {  // row p of op(B) is contiguous: copy NR floats per k (two vector moves when whole)
       for (int64_t p = 0; p < kc; ++p) {
         const float* src = b.at(p0 + p, j0 + panel);
         float* dst = out + p * kNR;
+        if (live == kNR) {
+          store(dst, load(src));
+          store(dst + kLanes, load(src + kLanes));
+          continue;
+        }
         std::memcpy(dst, src, live * sizeof(float));
         std::fill(dst + live, dst + kNR, 0.0f);
       }
