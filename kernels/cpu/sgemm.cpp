@@ -53,20 +53,22 @@ void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // A 16 x 16 transpose in registers, for the packings that turn rows into columns. Round `kBlock`
 // swaps the top-right kBlock x kBlock block of every 2 kBlock x 2 kBlock block with the
 // bottom-left one; rounds 8, 4, 2, 1 transpose the whole. Each round is 16 two-vector shuffles,
-// so 256 floats cost 64 shuffles instead of 256 scalar loads and stores.
+// so 256 floats cost 64 shuffles instead of 256 scalar loads and stores. Always inlined: called
+// out of line, the 16 vectors would go through memory.
 template <int kBlock, int... lane>
-void swap_blocks(Vec& upper, Vec& lower, std::integer_sequence<int, lane...>) {
+[[gnu::always_inline]] inline void swap_blocks(Vec& upper, Vec& lower,
+                                               std::integer_sequence<int, lane...>) {
   const Vec x = upper, y = lower;
   upper = __builtin_shufflevector(x, y, ((lane & kBlock) == 0 ? lane : kLanes + lane - kBlock)...);
   lower = __builtin_shufflevector(x, y, ((lane & kBlock) == 0 ? lane + kBlock : kLanes + lane)...);
 }
 template <int kBlock>
-void transpose_round(Vec (&v)[kLanes]) {
+[[gnu::always_inline]] inline void transpose_round(Vec (&v)[kLanes]) {
   for (int i = 0; i < kLanes; ++i)
     if ((i & kBlock) == 0)
       swap_blocks<kBlock>(v[i], v[i + kBlock], std::make_integer_sequence<int, kLanes>{});
 }
-void transpose(Vec (&v)[kLanes]) {
+[[gnu::always_inline]] inline void transpose(Vec (&v)[kLanes]) {
   transpose_round<8>(v);
   transpose_round<4>(v);
   transpose_round<2>(v);
