@@ -94,8 +94,7 @@ int main(int argc, char** argv) {
                 "--shard-tokens {} is not in [1, 2^31 - 1] (the header's int32 count)",
                 shard_tokens);
     const auto t0 = std::chrono::steady_clock::now();
-    const Gpt2Tokenizer tok =
-        Gpt2Tokenizer::from_dir(vocab_dir.empty() ? Gpt2Tokenizer::default_dir() : vocab_dir);
+    // The inputs first (the arguments a user mistypes), then the vocabulary they are encoded with.
     double total_bytes = 0;
     for (const auto& f : inputs) {
       std::error_code ec;
@@ -103,6 +102,8 @@ int main(int argc, char** argv) {
       GLASS_CHECK(!ec, "cannot read input '{}': {}", f, ec.message());
       total_bytes += static_cast<double>(size);
     }
+    const Gpt2Tokenizer tok =
+        Gpt2Tokenizer::from_dir(vocab_dir.empty() ? Gpt2Tokenizer::default_dir() : vocab_dir);
     std::filesystem::create_directories(out);
 
     // Encode each document in chunks of about 1 MB, cut where the pieces do not change
