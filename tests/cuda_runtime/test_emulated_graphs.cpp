@@ -27,6 +27,7 @@ struct GraphTest : ::testing::Test {
   void SetUp() override {
     emu::runtime::register_kernel(&twice_plus, "twice_plus");
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&y), n * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), n * sizeof(float), 0), cudaSuccess);
@@ -36,6 +37,8 @@ struct GraphTest : ::testing::Test {
     cudaFree(x);
     cudaFree(y);
     cudaFreeHost(pinned);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    cudaStreamDestroy(side);
     cudaStreamDestroy(stream);
     emu::runtime::take_stream_reports();
   }
@@ -62,15 +65,23 @@ struct GraphTest : ::testing::Test {
     EXPECT_EQ(cudaMemcpy(out.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     return out;
   }
+  // An event without timing, destroyed with the test.
+  cudaEvent_t new_event() {
+    cudaEvent_t e = nullptr;
+    EXPECT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    events.push_back(e);
+    return e;
+  }
   static constexpr int n = 5;
   cudaStream_t stream = nullptr;
+  cudaStream_t side = nullptr;  // a second stream, for fork and join
+  std::vector<cudaEvent_t> events;
   float *x = nullptr, *y = nullptr, *pinned = nullptr;
 };
 
 TEST_F(GraphTest, ACapturedStreamRunsNothingAndEachLaunchReplaysTheWorkInOrder) {
   // The graph: x = 0; x = 2x + 1; x = 2x + 3; y = x (5 nodes with an event record).
-  cudaEvent_t mark;
-  ASSERT_EQ(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t mark = new_event();
   ASSERT_EQ(
       cudaMemcpy(x, std::vector<float>(n, 7.0f).data(), n * sizeof(float), cudaMemcpyHostToDevice),
       cudaSuccess);
@@ -111,7 +122,6 @@ TEST_F(GraphTest, ACapturedStreamRunsNothingAndEachLaunchReplaysTheWorkInOrder) 
   EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
   EXPECT_EQ(read(x), std::vector<float>(n, 5.0f));
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  cudaEventDestroy(mark);
 }
 
 TEST_F(GraphTest, AReplayReadsThePinnedHostBufferAsItIsWhenTheCopyRuns) {
@@ -235,33 +245,25 @@ TEST_F(GraphTest, CaptureRulesOnStreamsAndEvents) {
             cudaErrorStreamCaptureImplicit);
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorIllegalState);
   // A capture may not wait for work outside it.
-  cudaEvent_t outside;
-  ASSERT_EQ(cudaEventCreateWithFlags(&outside, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t outside = new_event();
   ASSERT_EQ(cudaEventRecord(outside, nullptr), cudaSuccess);
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
   EXPECT_EQ(cudaStreamWaitEvent(stream, outside, 0), cudaErrorStreamCaptureIsolation);
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
   // An event recorded in a capture is a node, not work: querying it is refused.
-  cudaEvent_t inside;
-  ASSERT_EQ(cudaEventCreateWithFlags(&inside, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t inside = new_event();
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(inside, stream), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(inside), cudaErrorStreamCaptureUnsupported);
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
-  cudaEventDestroy(outside);
-  cudaEventDestroy(inside);
 }
 
 // Fork and join (capture.h): an event recorded on the capturing stream and waited for by a side
 // stream pulls the side stream into the capture; its work is captured, not run, until a replay;
 // an event recorded on it and waited for by the capturing stream joins it back.
 TEST_F(GraphTest, AForkedStreamIsCapturedAndItsWorkRunsOnlyOnReplay) {
-  cudaStream_t side;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  cudaEvent_t fork, join;
-  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
-  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t fork = new_event(), join = new_event();
   fill(x, 7.0f);
   fill(y, 5.0f);
   // The graph: x = 2x + 1 | fork | side: y = x; y = 2y + 1 | join | x = y.
@@ -306,19 +308,13 @@ TEST_F(GraphTest, AForkedStreamIsCapturedAndItsWorkRunsOnlyOnReplay) {
   EXPECT_EQ(read(y), std::vector<float>(n, 254.0f));
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
-  cudaEventDestroy(fork);
-  cudaEventDestroy(join);
-  cudaStreamDestroy(side);
 }
 
 // A fork that is not joined back fails the capture's end with cudaErrorStreamCaptureUnjoined, and
 // only the stream that began a capture may end it. Waiting for a forked stream on the host (what
 // a host-side all-reduce wait does) is refused like any wait for a capturing stream.
 TEST_F(GraphTest, AForkMustBeJoinedAndCannotBeWaitedForOnTheHost) {
-  cudaStream_t side;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  cudaEvent_t fork;
-  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t fork = new_event();
   fill(y, 5.0f);
   cudaGraph_t graph = nullptr;
   auto begin_and_fork = [&] {
@@ -359,18 +355,13 @@ TEST_F(GraphTest, AForkMustBeJoinedAndCannotBeWaitedForOnTheHost) {
   ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
   EXPECT_EQ(read(y), std::vector<float>(n, 5.0f));
   cudaGetLastError();
-  cudaEventDestroy(fork);
-  cudaStreamDestroy(side);
   cudaStreamDestroy(other);
 }
 
 // Outside a capture an event orders two streams as before: the waiting stream's copy runs after
 // the kernels recorded in the event, whichever stream's worker gets there first.
 TEST_F(GraphTest, AnEventWaitAcrossStreamsOutsideACaptureStillOrdersThem) {
-  cudaStream_t side;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  cudaEvent_t done;
-  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  const cudaEvent_t done = new_event();
   fill(x, 1.0f);
   for (int i = 0; i < 20; ++i) ASSERT_EQ(launch(1.0f), cudaSuccess);  // x = 2^21 - 1
   ASSERT_EQ(cudaEventRecord(done, stream), cudaSuccess);
@@ -379,8 +370,6 @@ TEST_F(GraphTest, AnEventWaitAcrossStreamsOutsideACaptureStillOrdersThem) {
   ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
   EXPECT_EQ(read(y), std::vector<float>(n, 2097151.0f));
   EXPECT_EQ(capture_status(side), cudaStreamCaptureStatusNone);
-  cudaEventDestroy(done);
-  cudaStreamDestroy(side);
 }
 
 }  // namespace
