@@ -31,6 +31,15 @@ HostStack stack_on_host(const std::vector<Batch>& host) {
   return s;
 }
 
+// One upload each into `stacked` (a contiguous i32 pair of the stack's shape).
+void upload_stack(const HostStack& s, const Batch& stacked) {
+  GLASS_CHECK(s.shape == stacked.x.shape() && s.shape == stacked.y.shape(),
+              "the step's batches stack to {}, the tensors they are uploaded into are {}",
+              shape_str(s.shape), shape_str(stacked.x.shape()));
+  stacked.x.copy_from_host(s.x.data());
+  stacked.y.copy_from_host(s.y.data());
+}
+
 }  // namespace
 
 MicroBatches upload_micro_batches(const std::vector<Batch>& host, Device device) {
@@ -38,8 +47,7 @@ MicroBatches upload_micro_batches(const std::vector<Batch>& host, Device device)
   MicroBatches out;
   out.stacked = {Tensor::empty(s.shape, DType::i32, device),
                  Tensor::empty(s.shape, DType::i32, device)};
-  out.stacked.x.copy_from_host(s.x.data());
-  out.stacked.y.copy_from_host(s.y.data());
+  upload_stack(s, out.stacked);
   // Micro-step m reads row m of the stacked tensors.
   const Shape rows_by_t{s.shape[1], s.shape[2]};
   for (int64_t m = 0; m < s.shape[0]; ++m)
@@ -49,12 +57,7 @@ MicroBatches upload_micro_batches(const std::vector<Batch>& host, Device device)
 }
 
 void upload_micro_batches_into(const std::vector<Batch>& host, const Batch& stacked) {
-  const HostStack s = stack_on_host(host);
-  GLASS_CHECK(s.shape == stacked.x.shape() && s.shape == stacked.y.shape(),
-              "the step's batches stack to {}, the tensors they are uploaded into are {}",
-              shape_str(s.shape), shape_str(stacked.x.shape()));
-  stacked.x.copy_from_host(s.x.data());
-  stacked.y.copy_from_host(s.y.data());
+  upload_stack(stack_on_host(host), stacked);
 }
 
 }  // namespace glass::train
