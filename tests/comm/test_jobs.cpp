@@ -146,12 +146,9 @@ TEST(DataParallelJob, ForcedBackendsInAWorldOfOneTrainLikeLocal) {
 // cudaErrorInvalidValue at rank 1's first replay while the graph was made on GPU 0, the one a
 // fresh process has current, rather than on the rank's GPU.
 TEST(DataParallelJob, CudaGraphJobEqualsTheEagerJob) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("glass_cuda_graph_job_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
   std::string metrics[2];
   for (const bool graph : {false, true}) {
-    const std::string m = (dir / (graph ? "graph.jsonl" : "eager.jsonl")).string();
+    const std::string m = testing::scratch_path(graph ? "graph_job.jsonl" : "eager_job.jsonl");
     const Outcome r = run_job("GLASS_EMU_GPUS=2 " + kTrain +
                               "--n-embd 16 --batch 4 --steps 4 --device cuda --dtype f32 "
                               "--comm-bucket-mb 0.001 --metrics " +
@@ -169,7 +166,6 @@ TEST(DataParallelJob, CudaGraphJobEqualsTheEagerJob) {
   }
   EXPECT_EQ(std::count(metrics[0].begin(), metrics[0].end(), '\n'), 4) << metrics[0];
   EXPECT_EQ(metrics[1], metrics[0]);
-  std::filesystem::remove_all(dir);
 }
 #endif
 
