@@ -34,7 +34,6 @@ if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
     chosen=" (chosen by bench/run.sh: the widest OpenBLAS kernel this CPU runs)"
   fi
 fi
-export GLASS_BENCH_CORETYPE_NOTE="${chosen:-}"
 
 cmake -S . -B "${BUILD:-build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
@@ -58,7 +57,7 @@ PY
 torch=$(/usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "$steps" \
   --warmup-steps "$warmup" --threads "$threads" 2>/dev/null | tail -n 1)
 
-/usr/bin/python3 - "$glass" "$torch" "$threads" "$steps" <<'PY'
+/usr/bin/python3 - "$glass" "$torch" "$threads" "$steps" "${chosen:-}" <<'PY'
 import json, sys
 g, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 import os
@@ -67,7 +66,7 @@ print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {sys.argv[3]} thread
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +
       " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)") +
-      os.environ.get("GLASS_BENCH_CORETYPE_NOTE", ""))
+      sys.argv[5])
 print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
 print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
 print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
