@@ -78,6 +78,33 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
   });
 }
 
+// One row of LayerNorm's backward: its dx (plus dresidual's row when given), and its share of
+// dweight and dbias added to dw and db. A function of plain pointers: inside the row loop's lambda
+// the compiler reloaded the captured pointers in every vectorised iteration, as gathers.
+template <class T>
+void layernorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, T mean, T rstd,
+                            int64_t C, T* dx, T* dw, T* db) {
+  // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
+  T sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+  for (int64_t j = 0; j < C; ++j) {
+    const T dxhat = dy[j] * w[j];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * (x[j] - mean) * rstd;
+  }
+  const T mean_dxhat = sum_dxhat / static_cast<T>(C);
+  const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
+  // 2. dx (plus the residual's own gradient), and this row's share of dweight and dbias
+#pragma omp simd
+  for (int64_t j = 0; j < C; ++j) {
+    const T xhat = (x[j] - mean) * rstd;
+    dx[j] = (dresidual ? dresidual[j] : T(0)) +
+            rstd * (dy[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+    dw[j] += dy[j] * xhat;
+    db[j] += dy[j];
+  }
+}
+
 // dx = LayerNorm's backward (+ dresidual when given), dweight, dbias.
 void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* dresidual,
                              const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -110,32 +137,9 @@ void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor*
         T* pb = pw + C;
         for (int64_t j = 0; j < 2 * C; ++j) pw[j] = 0;
         const int64_t end = std::min(g.rows, (c + 1) * kRowsPerChunk);
-        for (int64_t r = c * kRowsPerChunk; r < end; ++r) {
-          const T* dyr = dyp + r * C;
-          const T* xr = xp + r * C;
-          T* dxr = dxp + r * C;
-          const T m = mp[r], rs = rp[r];
-          // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
-          T sum_dxhat = 0, sum_dxhat_xhat = 0;
-#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-          for (int64_t j = 0; j < C; ++j) {
-            const T dxhat = dyr[j] * w[j];
-            sum_dxhat += dxhat;
-            sum_dxhat_xhat += dxhat * (xr[j] - m) * rs;
-          }
-          const T mean_dxhat = sum_dxhat / static_cast<T>(C);
-          const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
-          // 2. dx (plus the residual's own gradient), and this row's share of dweight and dbias
-          const T* drr = drp ? drp + r * C : nullptr;
-#pragma omp simd
-          for (int64_t j = 0; j < C; ++j) {
-            const T xhat = (xr[j] - m) * rs;
-            dxr[j] =
-                (drr ? drr[j] : T(0)) + rs * (dyr[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-            pw[j] += dyr[j] * xhat;
-            pb[j] += dyr[j];
-          }
-        }
+        for (int64_t r = c * kRowsPerChunk; r < end; ++r)
+          layernorm_backward_row(dyp + r * C, drp ? drp + r * C : nullptr, xp + r * C, w, mp[r],
+                                 rp[r], C, dxp + r * C, pw, pb);
       });
       // 3. add the chunks' partial sums in chunk order
       for (int64_t j = 0; j < C; ++j) dw[j] = db[j] = 0;

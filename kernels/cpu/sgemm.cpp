@@ -253,7 +253,7 @@ void row_block(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t k
                    std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
 }
 
-// Packed panels of A (one per thread) and of B, kept between calls: no allocation per call.
+// Packed panels of A and of B, one pair per thread, kept between calls: no allocation per call.
 float* a_pack_buffer() {
   thread_local PackBuffer buffer;
   return buffer.get(kMC * kKC);
@@ -279,34 +279,6 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
   }
 }
 
-// The same loops on `threads` threads: they pack B's panels together, then take A's row blocks
-// one at a time as they finish the last (a slower or busier core simply takes fewer), and wait for
-// each other after every slab, which must be complete before the next one adds to it.
-void sgemm_parallel(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k,
-                    float alpha, float beta, const float* bias, float* c, int64_t ldc,
-                    int threads) {
-  float* b_packed = b_pack_buffer(n);  // the calling thread's, shared by the team
-  const int64_t row_blocks = (m + kMC - 1) / kMC;
-#pragma omp parallel num_threads(threads)
-  {
-    float* a_packed = a_pack_buffer();
-    for (int64_t j0 = 0; j0 < n; j0 += kNC) {
-      const int64_t cols = std::min<int64_t>(kNC, n - j0);
-      for (int64_t p0 = 0; p0 < k; p0 += kKC) {
-        const int64_t kc = std::min<int64_t>(kKC, k - p0);
-#pragma omp for schedule(static)
-        for (int64_t panel = 0; panel < cols; panel += kNR)
-          pack_b(b, p0, kc, j0 + panel, std::min<int64_t>(kNR, cols - panel),
-                 b_packed + panel * kc);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t block = 0; block < row_blocks; ++block)
-          row_block(a, block * kMC, std::min<int64_t>(kMC, m - block * kMC), p0, kc, j0, cols,
-                    b_packed, alpha, beta, bias, c, ldc, a_packed);
-      }
-    }
-  }
-}
-
 // beta C (+ bias), for a product with nothing to add (k == 0 or alpha == 0).
 void scale_c(int64_t m, int64_t n, float beta, const float* bias, float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
@@ -322,19 +294,27 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (m <= 0 || n <= 0) return;
   if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, bias, c, ldc);
   const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
-  // Threads share the row blocks when there are enough of them; a short C (the attention's, the
-  // weight gradients of a small layer) is split by columns instead, each thread packing its own.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool worth = threads > 1 && 2.0 * m * n * k >= 4e6;
-  if (!worth) return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
-  if (m >= int64_t(threads) * 2 * kMC)
-    return sgemm_parallel(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc, threads);
-  const int64_t tiles = (n + kNR - 1) / kNR;
+  if (threads == 1 || 2.0 * m * n * k < 4e6)
+    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
+  // Each thread computes its own share of C with the serial loops: its own packed panels of A and
+  // B, nothing shared, no barrier. C is split by rows when every thread gets at least two row
+  // blocks, else by columns (the attention's short products). Packing B once per thread costs
+  // O(k n) per thread against O(m n k / threads) of arithmetic; sharing the panels instead meant a
+  // barrier per k slab and C's rows moving between the cores' caches from slab to slab, which cost
+  // 5-37% per shape on 2 cores (bench/RESULTS.md, 2026-12-04).
+  const bool by_rows = m >= int64_t(threads) * 2 * kMC;
+  const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
+  const int64_t units = (extent + unit - 1) / unit;
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = tiles * t / nt * kNR, end = std::min(n, tiles * (t + 1) / nt * kNR);
-    if (begin < end)
+    const int64_t begin = units * t / nt * unit,
+                  end = std::min(extent, units * (t + 1) / nt * unit);
+    if (begin < end && by_rows)
+      sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, bias,
+                   c + begin * ldc, ldc);
+    else if (begin < end)
       sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
                    bias ? bias + begin : nullptr, c + begin, ldc);
   }
