@@ -3,37 +3,50 @@
 # count, same OpenBLAS settings, one after the other. Prints tokens/s for both and the ratio
 # glass / PyTorch.
 #
-# PyTorch runs at its best setting: OMP_WAIT_POLICY=PASSIVE (bench/torch_train_gpt.py) and, unless
-# this shell sets OPENBLAS_CORETYPE, the widest OpenBLAS GEMM kernel this CPU runs (SkylakeX with
-# AVX-512, Haswell with AVX2), exported for both systems. Left unset, OpenBLAS 0.3.21 picks its
-# kernel by CPU model and falls back to SSE3 "Prescott" on a model it does not know (the Xeon VM of
-# RESULTS.md): PyTorch's GEMMs would then run at a fraction of the hardware's rate and flatter glass,
-# whose f32 GEMMs are its own.
-#   bench/run.sh [--threads N] [--steps N] [--warmup N]
+# PyTorch runs at its best setting: OMP_WAIT_POLICY=PASSIVE (bench/torch_train_gpt.py) and the
+# widest OpenBLAS GEMM kernel this CPU runs (SkylakeX with AVX-512, Haswell with AVX2), exported
+# for both systems, whatever the shell sets (--coretype env keeps the shell's OPENBLAS_CORETYPE,
+# --coretype NAME exports NAME). OpenBLAS 0.3.21 otherwise takes the shell's kernel, or picks one by
+# CPU model and falls back to SSE3 "Prescott" on a model it does not know (the Xeon VM of
+# RESULTS.md): PyTorch's GEMMs would then run at a fraction of the hardware's rate and flatter
+# glass, whose f32 GEMMs are its own. This environment sets Haswell (AVX2), which on the AVX-512
+# machines of RESULTS.md makes PyTorch's step 1.2-1.5x slower than SkylakeX.
+#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-threads=2 steps=30 warmup=3
+threads=2 steps=30 warmup=3 coretype=best
 while (($#)); do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
+    --coretype) coretype=$2; shift 2 ;;
     *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
-if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
-  flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
-  if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]]; then
-    export OPENBLAS_CORETYPE=SkylakeX
-  elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
-    export OPENBLAS_CORETYPE=Haswell
-  fi
-  if [[ -n "${OPENBLAS_CORETYPE:-}" ]]; then
-    chosen=" (chosen by bench/run.sh: the widest OpenBLAS kernel this CPU runs)"
-  fi
-fi
+shell_coretype=${OPENBLAS_CORETYPE:-(unset)}
+case "$coretype" in
+  env) ;;
+  best)
+    flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+    best=""
+    if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]]; then
+      best=SkylakeX
+    elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+      best=Haswell
+    fi
+    if [[ -n "$best" ]]; then
+      export OPENBLAS_CORETYPE=$best
+      chosen=" (chosen by bench/run.sh: the widest OpenBLAS kernel this CPU runs; the shell had $shell_coretype)"
+    fi
+    ;;
+  *)
+    export OPENBLAS_CORETYPE=$coretype
+    chosen=" (--coretype $coretype; the shell had $shell_coretype)"
+    ;;
+esac
 
 cmake -S . -B "${BUILD:-build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
