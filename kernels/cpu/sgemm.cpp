@@ -309,10 +309,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
   // Each thread computes its own share of C with the serial loops: its own packed panels of A and
   // B, nothing shared, no barrier. C is split by rows when every thread gets at least two row
-  // blocks, else by columns (the attention's short products). Packing B once per thread costs
-  // O(k n) per thread against O(m n k / threads) of arithmetic; sharing the panels instead meant a
-  // barrier per k slab and C's rows moving between the cores' caches from slab to slab, which cost
-  // 5-37% per shape on 2 cores (bench/RESULTS.md, 2026-12-04).
+  // blocks, else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied
+  // LM head, 65 rows). Packing B once per thread costs O(k n) per thread against O(m n k /
+  // threads) of arithmetic; sharing the panels instead meant a barrier per k slab and C's rows
+  // moving between the cores' caches from slab to slab, which cost 5-37% per shape on 2 cores
+  // (bench/RESULTS.md, 2026-12-04).
   const bool by_rows = m >= int64_t(threads) * 2 * kMC;
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
