@@ -11,17 +11,22 @@
 # RESULTS.md): PyTorch's GEMMs would then run at a fraction of the hardware's rate and flatter
 # glass, whose f32 GEMMs are its own. This environment sets Haswell (AVX2), which on the AVX-512
 # machines of RESULTS.md makes PyTorch's step 1.2-1.5x slower than SkylakeX.
-#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME]
+#
+# On a shared or virtual machine the host's load moves both systems from run to run, and not by
+# the same factor (RESULTS.md: PyTorch's step by ±10%, glass's by ±4%). --rounds N runs the pair N
+# times, glass then PyTorch each round, prints every round and the median ratio.
+#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-threads=2 steps=30 warmup=3 coretype=best
+threads=2 steps=30 warmup=3 coretype=best rounds=1
 while (($#)); do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --coretype) coretype=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,32 +61,47 @@ data=data/tinyshakespeare.txt
 common="--n-layer 4 --n-head 4 --n-embd 256 --seq-len 128 --batch 16 --lr 1e-3"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
-"${BUILD:-build}"/samples/train_gpt --data $data $common --steps $((steps + warmup)) --threads "$threads" \
-  --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 --eval-batches 1 --sample 0 \
-  --quiet --metrics "$metrics" >/dev/null
-glass=$(/usr/bin/python3 - "$metrics" "$warmup" <<'PY'
+# One round: glass, then PyTorch; each prints one JSON line.
+run_glass() {
+  "${BUILD:-build}"/samples/train_gpt --data $data $common --steps $((steps + warmup)) \
+    --threads "$threads" --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 \
+    --eval-batches 1 --sample 0 --quiet --metrics "$metrics" >/dev/null
+  /usr/bin/python3 - "$metrics" "$warmup" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
 ms = sum(r["ms"] for r in rows)
 print(json.dumps({"tokens_per_s": 16 * 128 * len(rows) / (ms / 1000), "ms_per_step": ms / len(rows),
                   "final_loss": rows[-1]["loss"]}))
 PY
-)
-torch=$(/usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "$steps" \
-  --warmup-steps "$warmup" --threads "$threads" 2>/dev/null | tail -n 1)
+}
+run_torch() {
+  /usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "$steps" \
+    --warmup-steps "$warmup" --threads "$threads" 2>/dev/null | tail -n 1
+}
+results=()
+for ((round = 0; round < rounds; ++round)); do
+  results+=("$(run_glass)" "$(run_torch)")
+done
 
-/usr/bin/python3 - "$glass" "$torch" "$threads" "$steps" "${chosen:-}" <<'PY'
-import json, sys
-g, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-import os
-print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {sys.argv[3]} threads, {sys.argv[4]} timed steps")
+/usr/bin/python3 - "$threads" "$steps" "${chosen:-}" "${results[@]}" <<'PY'
+import json, os, statistics, sys
+threads, steps, chosen = sys.argv[1:4]
+pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[4::2], sys.argv[5::2])]
+print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {threads} threads, {steps} timed steps")
 # PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +
-      " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)") +
-      sys.argv[5])
-print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
-print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
-print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
-print(f"ratio glass / pytorch: {g['tokens_per_s'] / t['tokens_per_s']:.2f}x")
+      " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)") + chosen)
+ratios = []
+for i, (g, t) in enumerate(pairs):
+    if len(pairs) > 1:
+        print(f"round {i + 1} of {len(pairs)}")
+    print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
+    print(f"{'glass (cpu)':<16}{g['tokens_per_s']:>12.0f}{g['ms_per_step']:>12.1f}")
+    print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
+    ratios.append(g["tokens_per_s"] / t["tokens_per_s"])
+    print(f"ratio glass / pytorch: {ratios[-1]:.2f}x")
+if len(ratios) > 1:
+    print(f"median ratio over {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
 PY
