@@ -61,8 +61,10 @@ data=data/tinyshakespeare.txt
 common="--n-layer 4 --n-head 4 --n-embd 256 --seq-len 128 --batch 16 --lr 1e-3"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
-# One round: glass, then PyTorch; each prints one JSON line.
+# One round: glass, then PyTorch; each prints one JSON line. train_gpt appends to --metrics, so
+# each round starts from an empty file.
 run_glass() {
+  : >"$metrics"
   "${BUILD:-build}"/samples/train_gpt --data $data $common --steps $((steps + warmup)) \
     --threads "$threads" --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 \
     --eval-batches 1 --sample 0 --quiet --metrics "$metrics" >/dev/null
