@@ -125,15 +125,16 @@ StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides)
 // C = alpha op(A) op(B) + beta C, row-major: op(A) is m x k, op(B) k x n, C m x n (sizes and
 // leading dimensions checked to fit an int by the caller). f32 runs glass's own GEMM
 // (kernels/cpu/sgemm.cpp: it follows the ISA glass is built for, where OpenBLAS picks its kernel
-// from a table of CPU models); f64, used by gradcheck, runs OpenBLAS's dgemm.
+// from a table of CPU models), which may skip the zeros `causal` names; f64, used by gradcheck,
+// runs OpenBLAS's dgemm, which computes the whole product (the same wanted entries).
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                      float* c, int64_t ldc) {
-  sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                      float* c, int64_t ldc, Causal causal = {}) {
+  sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr, causal);
 }
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                       const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                      double* c, int64_t ldc) {
+                      double* c, int64_t ldc, Causal = {}) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
               int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
@@ -182,11 +183,21 @@ T row_dot(const T* a, const T* b, int64_t n) {
   return s;
 }
 
+// A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
+// for the entries near the max, so x - logsumexp taken as (x - max) - log_sum stays accurate when
+// the logits are large (|x| ~ 1000 in f32 would otherwise lose the last 4 digits).
+template <class T>
+struct LogSumExp {
+  T max, log_sum;
+  T value() const { return max + log_sum; }
+};
+
 // A row of a softmax whose entries from `len` on are masked out (len == cols: no mask):
 // y[j] = exp(x[j] - max) / sum(exp(x - max)) over j < len, y[j] = 0 for len <= j < cols.
-// Subtracting the max keeps exp from overflowing and cancels out. y may be x.
+// Subtracting the max keeps exp from overflowing and cancels out. y may be x. Returns the row's
+// logsumexp over the unmasked entries (what flash attention saves for its backward).
 template <class T>
-void masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
+LogSumExp<T> masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
   const T m = row_max(x, len);
   // 1. exponentiate the shifted entries and sum them
   T sum = 0;
@@ -200,6 +211,7 @@ void masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) y[j] *= inv;
   for (int64_t j = len; j < cols; ++j) y[j] = 0;
+  return {m, std::log(sum)};
 }
 
 // Its backward, from the row's output y and gradient dy: dx = y * (dy - sum(dy * y)) over j < len,
@@ -211,15 +223,6 @@ void masked_softmax_backward_row(const T* y, const T* dy, T* dx, int64_t len, in
   for (int64_t j = 0; j < len; ++j) dx[j] = y[j] * (dy[j] - dot);
   for (int64_t j = len; j < cols; ++j) dx[j] = 0;
 }
-
-// A row's logsumexp, max + log(sum_j exp(x_j - max)), kept in its two parts: x - max is exact
-// for the entries near the max, so x - logsumexp taken as (x - max) - log_sum stays accurate when
-// the logits are large (|x| ~ 1000 in f32 would otherwise lose the last 4 digits).
-template <class T>
-struct LogSumExp {
-  T max, log_sum;
-  T value() const { return max + log_sum; }
-};
 
 // `exp` is libm's by default; a hot loop may pass exp_vectorisable.
 template <class T, class Exp>

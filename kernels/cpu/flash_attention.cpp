@@ -12,8 +12,11 @@
 // with row stride 3C, so nothing is copied out and the output lands in [B, T, C] directly. A block
 // sees all its keys at once, so its softmax is exact without FlashAttention's running max: the
 // scratch is kQueryBlock x T scores per thread (L2-sized), never T x T. Backward recomputes P from
-// the saved lse instead of storing it. Keys past the causal bound of a block are never multiplied;
-// inside a block the few above the diagonal are (P is 0 there), the price of whole GEMMs.
+// the saved lse instead of storing it. The GEMMs are told which of their entries the causal mask
+// makes zero or unwanted (sgemm's `Causal`): a register tile (8 x 32) above the diagonal is never
+// computed, and a sum over keys stops at the tile's last query; only the tiles the diagonal
+// crosses compute a few masked entries (P is 0 there). Scores past a row's diagonal are never
+// read: the rows are zeroed there before a GEMM sums over them.
 //
 // The (batch, head) slices run in parallel, each on one thread (the GEMMs see they are inside a
 // parallel region); a slice writes only its own head's columns and sums every element in a fixed
@@ -60,12 +63,9 @@ void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
   std::fill(row + seen, row + keys, T(0));
 }
 
-// Sum over a slice's blocks of rows x keys: the score entries its GEMMs compute.
-double block_entries(int64_t T_len) {
-  double n = 0;
-  for_each_query_block(T_len, [&](QueryBlock blk) { n += double(blk.rows) * double(blk.keys); });
-  return n;
-}
+// A slice's causal score entries, T (T + 1) / 2: the work its FLOPs count, as on cuda (the tiles
+// the diagonal crosses compute a few entries more, so the rate shown errs low).
+double causal_entries(int64_t T_len) { return double(T_len) * double(T_len + 1) / 2; }
 
 // Backward of slice s (batch s / H, head s % H), block by block of queries. dK and dV gather from
 // every block, in block order; probs and dscores are this thread's kQueryBlock x T scratch.
@@ -87,32 +87,39 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
     std::fill(dv.row(t), dv.row(t) + D, T(0));
   }
   for_each_query_block(Tn, [&](QueryBlock blk) {
+    // the causal structure of this block's products, in the block's row numbering: query r sees
+    // keys up to first + r, so key j gets gradient from the queries r >= j - first
+    const Causal scores_wanted{Causal::kLowerC, blk.first}, keys_seen{Causal::kLowerA, blk.first},
+        queries_seeing{Causal::kUpperA, -blk.first};
     // 1. P recomputed: S = scale Q_block K^T, P = exp(S - lse) up to the diagonal, 0 past it
     blas_gemm(false, true, blk.rows, blk.keys, D, T(scale), q.row(blk.first), q.pitch, k.row(0),
-              k.pitch, T(0), probs, blk.keys);
+              k.pitch, T(0), probs, blk.keys, scores_wanted);
     for (int64_t r = 0; r < blk.rows; ++r) {
       T* row = probs + r * blk.keys;
       causal_probs_row(row, blk.first + r + 1, blk.keys, T(lse_row[blk.first + r]));
     }
     // 2. dV[0, keys) += P^T dO_block
     blas_gemm(true, false, blk.keys, D, blk.rows, T(1), probs, blk.keys, dO.row(blk.first),
-              dO.pitch, T(1), dv.row(0), dv.pitch);
+              dO.pitch, T(1), dv.row(0), dv.pitch, queries_seeing);
     // 3. dP = dO_block V^T
     blas_gemm(false, true, blk.rows, blk.keys, D, T(1), dO.row(blk.first), dO.pitch, v.row(0),
-              v.pitch, T(0), dscores, blk.keys);
-    // 4. dS = P (dP - D_i), D_i = dO_i . O_i (P is 0 past the diagonal, so dS is too)
+              v.pitch, T(0), dscores, blk.keys, scores_wanted);
+    // 4. dS = P (dP - D_i), D_i = dO_i . O_i, up to the diagonal; 0 past it (where dP was not
+    // computed)
     for (int64_t r = 0; r < blk.rows; ++r) {
       const T delta = row_dot(dO.row(blk.first + r), o.row(blk.first + r), D);
+      const int64_t seen = blk.first + r + 1;
       T* ds = dscores + r * blk.keys;
       const T* p = probs + r * blk.keys;
 #pragma omp simd
-      for (int64_t j = 0; j < blk.keys; ++j) ds[j] = p[j] * (ds[j] - delta);
+      for (int64_t j = 0; j < seen; ++j) ds[j] = p[j] * (ds[j] - delta);
+      std::fill(ds + seen, ds + blk.keys, T(0));
     }
     // 5. dQ_block = scale dS K;  dK[0, keys) += scale dS^T Q_block
     blas_gemm(false, false, blk.rows, D, blk.keys, T(scale), dscores, blk.keys, k.row(0), k.pitch,
-              T(0), dq.row(blk.first), dq.pitch);
+              T(0), dq.row(blk.first), dq.pitch, keys_seen);
     blas_gemm(true, false, blk.keys, D, blk.rows, T(scale), dscores, blk.keys, q.row(blk.first),
-              q.pitch, T(1), dk.row(0), dk.pitch);
+              q.pitch, T(1), dk.row(0), dk.pitch, queries_seeing);
   });
 }
 
@@ -124,9 +131,8 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const FlashAttentionShape g(kernel, qkv, n_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, C = g.C, D = g.D;
-  // FLOPs: the two GEMMs (4 D per score entry computed) and the softmax (~5 per causal entry)
-  const double flops = static_cast<double>(g.slices()) *
-                       (4.0 * D * block_entries(Tn) + 5.0 * double(Tn * (Tn + 1) / 2));
+  // FLOPs: the two GEMMs (4 D per score entry) and the softmax (~5 per entry)
+  const double flops = static_cast<double>(g.slices()) * (4.0 * D + 5.0) * causal_entries(Tn);
   visit_float(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
 #pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
@@ -141,21 +147,20 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
           float* lse_row = lse.data<float>() + s * Tn;
           for_each_query_block(Tn, [&](QueryBlock blk) {
             T* S = scores.data();  // rows x keys, row stride keys
-            // 1. S = scale Q_block K^T
+            // 1. S = scale Q_block K^T, up to the diagonal (query r sees keys up to first + r)
             blas_gemm(false, true, blk.rows, blk.keys, D, T(scale), q.row(blk.first), q.pitch,
-                      k.row(0), k.pitch, T(0), S, blk.keys);
-            // 2. each row: lse over its causal keys, then P = exp(S - lse), 0 past the diagonal
+                      k.row(0), k.pitch, T(0), S, blk.keys, {Causal::kLowerC, blk.first});
+            // 2. each row: P = softmax over its causal keys, 0 past the diagonal; keep the lse
             for (int64_t r = 0; r < blk.rows; ++r) {
               T* row = S + r * blk.keys;
               const int64_t seen = blk.first + r + 1;
-              const T row_lse =
-                  row_logsumexp(row, seen, [](T v) { return exp_vectorisable(v); }).value();
-              lse_row[blk.first + r] = static_cast<float>(row_lse);
-              causal_probs_row(row, seen, blk.keys, row_lse);
+              lse_row[blk.first + r] =
+                  static_cast<float>(masked_softmax_row(row, row, seen, blk.keys).value());
             }
-            // 3. O_block = P V, written straight into out's head columns
+            // 3. O_block = P V, written straight into out's head columns, each query's sum
+            // stopping at its last key
             blas_gemm(false, false, blk.rows, D, blk.keys, T(1), S, blk.keys, v.row(0), v.pitch,
-                      T(0), o.row(blk.first), o.pitch);
+                      T(0), o.row(blk.first), o.pitch, {Causal::kLowerA, blk.first});
           });
         }
       }
@@ -170,11 +175,10 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const FlashAttentionShape g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
-  // FLOPs: five GEMMs (S again, dV, dP, dQ, dK: 10 D per score entry computed), D_i (2 D per
-  // row), the elementwise dS (~4 per causal entry)
+  // FLOPs: five GEMMs (S again, dV, dP, dQ, dK: 10 D per score entry), D_i (2 D per row), the
+  // elementwise dS (~4 per entry)
   const double flops =
-      static_cast<double>(g.slices()) *
-      (10.0 * D * block_entries(Tn) + 2.0 * D * Tn + 4.0 * double(Tn * (Tn + 1) / 2));
+      static_cast<double>(g.slices()) * ((10.0 * D + 4.0) * causal_entries(Tn) + 2.0 * D * Tn);
   visit_float(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {

@@ -179,18 +179,22 @@ void pack_columns_as_rows(const Operand& b, int64_t p0, int64_t kc, int64_t j, i
     for (int64_t c = 0; c < live; ++c) out[p * kNR + c] = *b.at(p0 + p, j + c);
 }
 
-// op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each stored k-major ([kc][NR]), the columns
-// past `cols` zero: the micro-kernel reads B's NR values for one k as two aligned vectors.
-void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out) {
-  for (int64_t panel = 0; panel < cols; panel += kNR, out += kc * kNR) {
-    const int64_t live = std::min<int64_t>(kNR, cols - panel);
-    if (b.trans) {  // column j of op(B) is row j of the stored matrix
-      if (live < kNR) std::fill(out, out + kc * kNR, 0.0f);
-      pack_columns_as_rows(b, p0, kc, j0 + panel, live, out);
-    } else {  // row p of op(B) is contiguous: copy NR floats per k (two vector moves when whole)
-      for (int64_t p = 0; p < kc; ++p) {
+// The same for a B that is not transposed: row p of op(B) is contiguous, each panel takes NR floats
+// of it (two vector moves when whole). Rows go kRowGroup at a time through every panel: walking
+// one panel down all kc rows read 128 bytes per row at a stride of ldb floats, and at 1024 columns
+// (4 KB) every row of the slab fell into the same cache sets, so each panel re-read its rows from
+// L3; a group of rows stays in L1 while the panels take their shares.
+void pack_rows_as_panels(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols,
+                         float* out) {
+  constexpr int64_t kRowGroup = 8;
+  for (int64_t g = 0; g < kc; g += kRowGroup) {
+    const int64_t group_end = std::min(kc, g + kRowGroup);
+    float* panel_out = out;
+    for (int64_t panel = 0; panel < cols; panel += kNR, panel_out += kc * kNR) {
+      const int64_t live = std::min<int64_t>(kNR, cols - panel);
+      for (int64_t p = g; p < group_end; ++p) {
         const float* src = b.at(p0 + p, j0 + panel);
-        float* dst = out + p * kNR;
+        float* dst = panel_out + p * kNR;
         if (live == kNR) {
           store(dst, load(src));
           store(dst + kLanes, load(src + kLanes));
@@ -200,6 +204,18 @@ void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, 
         std::fill(dst + live, dst + kNR, 0.0f);
       }
     }
+  }
+}
+
+// op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each stored k-major ([kc][NR]), the columns
+// past `cols` zero: the micro-kernel reads B's NR values for one k as two aligned vectors.
+void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out) {
+  if (!b.trans) return pack_rows_as_panels(b, p0, kc, j0, cols, out);
+  // column j of op(B) is row j of the stored matrix
+  for (int64_t panel = 0; panel < cols; panel += kNR, out += kc * kNR) {
+    const int64_t live = std::min<int64_t>(kNR, cols - panel);
+    if (live < kNR) std::fill(out, out + kc * kNR, 0.0f);
+    pack_columns_as_rows(b, p0, kc, j0 + panel, live, out);
   }
 }
 
@@ -247,20 +263,43 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float alpha, float
           edge[r][j] + (bias ? bias[j] : 0.0f) + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
 }
 
+// The k range [begin, end) of slab [p0, p0 + kc), relative to the slab, that the register tile
+// of C's rows [first_row, last_row] must sum over: all of it, unless A has a causal band.
+struct SlabRange {
+  int64_t begin, end;
+};
+SlabRange tile_k_range(const Causal& causal, int64_t first_row, int64_t last_row, int64_t p0,
+                       int64_t kc) {
+  int64_t begin = 0, end = kc;
+  if (causal.kind == Causal::kLowerA)
+    end = std::clamp(last_row + causal.diagonal + 1 - p0, int64_t{0}, kc);
+  if (causal.kind == Causal::kUpperA)
+    begin = std::clamp(first_row + causal.diagonal - p0, int64_t{0}, kc);
+  return {begin, std::max(begin, end)};
+}
+
 // Rows [i0, i0 + rows) of C's columns [j0, j0 + cols), for k slab [p0, p0 + kc): A's block packed
-// into a_packed, then every register tile against B's panels (already packed in b_packed).
+// into a_packed, then every register tile against B's panels (already packed in b_packed), over
+// the k range the causal band leaves it.
 void row_block(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int64_t j0,
                int64_t cols, const float* b_packed, float alpha, float beta, const float* bias,
-               float* c, int64_t ldc, float* a_packed) {
+               const Causal& causal, float* c, int64_t ldc, float* a_packed) {
   // later slabs add onto what the earlier ones wrote; the bias is added once, with the first
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   const float* slab_bias = p0 == 0 ? bias : nullptr;
   pack_a(a, i0, rows, p0, kc, a_packed);
   for (int64_t jr = 0; jr < cols; jr += kNR)
-    for (int64_t ir = 0; ir < rows; ir += kMR)
-      micro_kernel(kc, a_packed + ir * kc, b_packed + jr * kc, alpha, slab_beta,
+    for (int64_t ir = 0; ir < rows; ir += kMR) {
+      const int64_t tile_rows = std::min<int64_t>(kMR, rows - ir);
+      const int64_t first_row = i0 + ir, last_row = first_row + tile_rows - 1;
+      if (causal.kind == Causal::kLowerC && j0 + jr > last_row + causal.diagonal) continue;
+      const SlabRange k = tile_k_range(causal, first_row, last_row, p0, kc);
+      if (k.end == k.begin && p0 > 0) continue;  // nothing to add to what earlier slabs wrote
+      micro_kernel(k.end - k.begin, a_packed + ir * kc + k.begin * kMR,
+                   b_packed + jr * kc + k.begin * kNR, alpha, slab_beta,
                    slab_bias ? slab_bias + j0 + jr : nullptr, c + (i0 + ir) * ldc + j0 + jr, ldc,
-                   std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+                   tile_rows, std::min<int64_t>(kNR, cols - jr));
+    }
 }
 
 // Packed panels of A and of B, one pair per thread, kept between calls: no allocation per call.
@@ -275,7 +314,7 @@ float* b_pack_buffer(int64_t n) {
 
 // The product on the calling thread: the blocked loops above.
 void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
-                  float beta, const float* bias, float* c, int64_t ldc) {
+                  float beta, const float* bias, const Causal& causal, float* c, int64_t ldc) {
   float *a_packed = a_pack_buffer(), *b_packed = b_pack_buffer(n);
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
@@ -284,7 +323,7 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
       pack_b(b, p0, kc, j0, cols, b_packed);
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, b_packed, alpha, beta,
-                  bias, c, ldc, a_packed);
+                  bias, causal, c, ldc, a_packed);
     }
   }
 }
@@ -300,13 +339,13 @@ void scale_c(int64_t m, int64_t n, float beta, const float* bias, float* c, int6
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias) {
+           const float* bias, Causal causal) {
   if (m <= 0 || n <= 0) return;
   if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, bias, c, ldc);
   const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1 || 2.0 * m * n * k < 4e6)
-    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, c, ldc);
+    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, causal, c, ldc);
   // Each thread computes its own share of C with the serial loops: its own packed panels of A and
   // B, nothing shared, no barrier. C is split by rows when every thread gets at least two row
   // blocks, else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied
@@ -322,12 +361,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t begin = units * t / nt * unit,
                   end = std::min(extent, units * (t + 1) / nt * unit);
+    // a share's rows and columns are numbered from its own corner: the causal diagonal moves too
+    Causal share = causal;
+    if (by_rows) share.diagonal += begin;
+    if (!by_rows && causal.kind == Causal::kLowerC) share.diagonal -= begin;
     if (begin < end && by_rows)
       sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, bias,
-                   c + begin * ldc, ldc);
+                   share, c + begin * ldc, ldc);
     else if (begin < end)
       sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
-                   bias ? bias + begin : nullptr, c + begin, ldc);
+                   bias ? bias + begin : nullptr, share, c + begin, ldc);
   }
 }
 

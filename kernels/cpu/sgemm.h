@@ -5,14 +5,30 @@
 
 namespace glass::kernels::cpu {
 
+// Zeros of a causal product that sgemm may skip (kernels/cpu/flash_attention.cpp). With d the
+// `diagonal`, in C's and op(A)'s row numbering:
+//   kLowerC: only the entries (i, j) of C with j <= i + d are wanted. A register tile entirely
+//            above that line is not computed; a tile the line crosses is computed whole. What C
+//            holds past the line is unspecified: a caller reads only the wanted entries.
+//   kLowerA: op(A)'s entries (i, p) with p > i + d are zero: each tile's sum over k stops there.
+//   kUpperA: op(A)'s entries (i, p) with p < i + d are zero: each tile's sum starts there.
+// Skipping a term that is exactly zero changes nothing in the sum, so the bits are those of the
+// full product wherever it is wanted (as long as op(B) is finite: 0 x inf would have been NaN).
+struct Causal {
+  enum Kind { kNone, kLowerC, kLowerA, kUpperA };
+  Kind kind = kNone;
+  int64_t diagonal = 0;
+};
+
 // C = alpha op(A) op(B) + beta C (+ bias[j] on every row, when bias is given), row-major: op(A)
 // is m x k, op(B) k x n, C m x n, each with its row stride (lda, ldb, ldc). beta == 0 never reads
-// C. Inside an OpenMP parallel region it runs on the calling thread; outside, it splits C over the
-// OpenMP threads when the product is big enough. Same inputs give the same bits whatever the
-// thread count: every element of C is summed over k in one fixed order.
+// C. `causal` names zeros it may skip (above). Inside an OpenMP parallel region it runs on the
+// calling thread; outside, it splits C over the OpenMP threads when the product is big enough. Same
+// inputs give the same bits whatever the thread count: every element of C is summed over k in one
+// fixed order.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias = nullptr);
+           const float* bias = nullptr, Causal causal = {});
 
 // The register tile and cache blocks sgemm uses, for reports and tests.
 struct SgemmBlocking {

@@ -184,9 +184,25 @@ TEST(Attention, QkvLayoutGradcheckForEveryCpuKernel) {
     // B 2, T 5, H 3, D 4 (the cpu flash entries take any head dim)
     EXPECT_TRUE(gradcheck_passes(qkv_attention(3, kernel), {rnd({2, 5, 36}, gen)}));
   }
-  // T 70: the cpu flash kernel's second block of 64 query rows (and its partial last block) sees
-  // keys the first block did not, and dK, dV gather from both blocks
-  EXPECT_TRUE(gradcheck_passes(qkv_attention(1, AttentionKernel::flash), {rnd({1, 70, 6}, gen)}));
+  // T 131: the cpu flash kernel's later blocks of 64 query rows (the last one partial) see keys
+  // the first block did not, and dK, dV gather from every block
+  EXPECT_TRUE(gradcheck_passes(qkv_attention(1, AttentionKernel::flash), {rnd({1, 131, 3}, gen)}));
+}
+
+// The cpu flash kernel in f32 runs glass's GEMM told which tiles the causal mask lets it skip
+// (sgemm's Causal); in f64 it runs OpenBLAS's dgemm over whole blocks (checked by gradcheck
+// above). T 150 spans three query blocks, register tiles cut by the diagonal and tiles above it.
+TEST(Attention, FlashF32MatchesF64AcrossQueryBlocks) {
+  Generator gen(28);
+  const int64_t B = 2, T = 150, H = 2, D = 16;
+  const Tensor qkv = randn({B, T, 3 * H * D}, gen), dout = randn({B, T, H * D}, gen);
+  auto run = [&](DType dt) {
+    return output_and_grads(qkv_attention(H, AttentionKernel::flash), {cast(qkv, dt)},
+                            cast(dout, dt));
+  };
+  const auto f32 = run(DType::f32), f64 = run(DType::f64);
+  EXPECT_TRUE(all_close(f32[0], f64[0], 1e-5)) << "output";
+  EXPECT_TRUE(all_close(f32[1], f64[1], 1e-5)) << "gradient of qkv";
 }
 
 TEST(Attention, QkvLayoutMatchesTheHeadsOpForEveryKernel) {

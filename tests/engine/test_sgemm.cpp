@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -52,8 +54,10 @@ Operands random_operands(const Problem& p, uint32_t seed) {
 
 // alpha op(A) op(B) + beta C in double, and the bound on f32's rounding for each element:
 // k products summed in f32 err by at most ~k eps of sum |a_ip b_pj|.
-void expect_matches_reference(const Problem& p, const Operands& before,
-                              const std::vector<float>& c) {
+// Only the entries `wanted` says are checked (all by default).
+void expect_matches_reference(
+    const Problem& p, const Operands& before, const std::vector<float>& c,
+    const std::function<bool(int64_t, int64_t)>& wanted = [](int64_t, int64_t) { return true; }) {
   const auto a_at = [&](int64_t i, int64_t q) {
     return double(p.ta ? before.a[q * before.lda + i] : before.a[i * before.lda + q]);
   };
@@ -64,6 +68,7 @@ void expect_matches_reference(const Problem& p, const Operands& before,
   int shown = 0;
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.n; ++j) {
+      if (!wanted(i, j)) continue;
       double sum = 0, magnitude = 0;
       for (int64_t q = 0; q < p.k; ++q) {
         sum += a_at(i, q) * b_at(q, j);
@@ -171,6 +176,125 @@ TEST(Sgemm, SameBitsWhateverTheThreadCount) {
     EXPECT_EQ(one, nested);
     expect_matches_reference(p, o, one);
   }
+}
+
+// --- causal products (sgemm's `Causal`, used by kernels/cpu/flash_attention.cpp) ---
+
+using glass::kernels::cpu::Causal;
+
+// A causal problem: op(A) zero outside its band (kLowerA, kUpperA), or only C's lower part
+// wanted (kLowerC), with diagonal d, computed with 1 or 2 threads or inside a parallel region.
+struct CausalProblem {
+  Problem p;
+  Causal causal;
+};
+
+// Row i of the register tile that holds it: [first, last] (tiles start at multiples of MR in the
+// whole of C, whatever share of it a thread takes), and the same for column j's NR-wide tile.
+struct TileSpan {
+  int64_t first, last;
+};
+TileSpan tile_of(int64_t index, int64_t width) {
+  return {index / width * width, index / width * width + width - 1};
+}
+
+// op(A) with the band's zeros made explicit: 0 where each row's band excludes it, NaN where the
+// band excludes it for every row of the row's register tile. A product that reads a NaN (did not
+// skip what the band lets it skip) shows it; one that skips too much misses the reference.
+void mask_a_outside_band(const CausalProblem& cp, Operands& o) {
+  const Problem& p = cp.p;
+  const int64_t mr = sgemm_blocking().mr, d = cp.causal.diagonal;
+  const bool lower = cp.causal.kind == Causal::kLowerA;
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t q = 0; q < p.k; ++q) {
+      const TileSpan tile = tile_of(i, mr);
+      const bool zero = lower ? q > i + d : q < i + d;
+      const bool tile_zero = lower ? q > tile.last + d : q < tile.first + d;
+      float& x = p.ta ? o.a[q * o.lda + i] : o.a[i * o.lda + q];
+      if (zero) x = tile_zero ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    }
+}
+
+std::vector<float> run_causal(const CausalProblem& cp, const Operands& o, int threads,
+                              bool nested) {
+  const Problem& p = cp.p;
+  std::vector<float> c = o.c;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  const auto product = [&] {
+    sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, p.beta,
+          c.data(), o.ldc, nullptr, cp.causal);
+  };
+  if (nested) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+    product();
+  } else {
+    product();
+  }
+  omp_set_num_threads(saved);
+  return c;
+}
+
+void check_causal(const CausalProblem& cp) {
+  const Problem& p = cp.p;
+  Operands o = random_operands(p, static_cast<uint32_t>(p.m * 7 + p.n * 3 + p.k));
+  const bool band_on_a = cp.causal.kind != Causal::kLowerC;
+  constexpr float kSentinel = 12345.0f;  // C before the product, with beta = 0
+  if (band_on_a) {
+    mask_a_outside_band(cp, o);
+  } else {
+    std::fill(o.c.begin(), o.c.end(), kSentinel);
+  }
+  Operands zeroed = o;  // the reference's A: the NaNs were zeros
+  for (float& x : zeroed.a)
+    if (std::isnan(x)) x = 0;
+  const int64_t mr = sgemm_blocking().mr, nr = sgemm_blocking().nr, d = cp.causal.diagonal;
+  const std::vector<float> serial = run_causal(cp, o, 1, false);
+  for (const auto& [threads, nested] : {std::pair{2, false}, std::pair{2, true}}) {
+    const std::vector<float> c = run_causal(cp, o, threads, nested);
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        const float got = c[i * o.ldc + j];
+        const bool wanted = band_on_a || j <= i + d;
+        if (wanted) {
+          ASSERT_FALSE(std::isnan(got)) << "C(" << i << ", " << j << ") read past A's band";
+          ASSERT_EQ(got, serial[i * o.ldc + j]) << "C(" << i << ", " << j << ") with " << threads
+                                                << " threads" << (nested ? ", nested" : "");
+        } else if (tile_of(j, nr).first > tile_of(i, mr).last + d) {
+          ASSERT_EQ(got, kSentinel) << "C(" << i << ", " << j << ") is in a tile above the "
+                                    << "diagonal " << d << ": it should not be computed";
+        }
+      }
+  }
+  // the wanted entries against the triple loop, on A with its zeros
+  expect_matches_reference(p, zeroed, serial,
+                           [&](int64_t i, int64_t j) { return band_on_a || j <= i + d; });
+}
+
+// Every kind, with the diagonal below, on and above the first row, across register tiles, k slabs
+// (a band that starts or stops inside a later slab) and both thread splits (a tall C by rows, a
+// short one by columns: the diagonal moves with the share's corner).
+TEST(Sgemm, CausalProductsSkipOnlyWhatTheBandAllows) {
+  const auto blk = sgemm_blocking();
+  const int64_t tall = 4 * blk.mc + 5;  // split by rows with 2 threads
+  for (Causal::Kind kind : {Causal::kLowerC, Causal::kLowerA, Causal::kUpperA})
+    for (int64_t d : {int64_t{-20}, int64_t{0}, int64_t{37}}) {
+      const Causal causal{kind, d};
+      check_causal({{false, true, 2 * blk.mr + 3, 3 * blk.nr + 5, 45}, causal});
+      check_causal({{false, false, 70, 2 * blk.nr + 1, blk.kc + 70}, causal});
+      check_causal({{true, false, 70, 50, blk.kc + 70}, causal});
+      check_causal({{false, true, tall, 40, 2 * blk.kc + 30}, causal});  // by rows
+      check_causal({{true, false, 20, 400, 600}, causal});               // by columns
+    }
+}
+
+// What flash attention asks on cpu: a query block of 64 rows starting at row 64 of a 128-token
+// sequence, against keys [0, 128): scores (kLowerC), P V (kLowerA), P^T dO (kUpperA, -64).
+TEST(Sgemm, CausalAttentionBlock) {
+  check_causal({{false, true, 64, 128, 64}, {Causal::kLowerC, 64}});
+  check_causal({{false, false, 64, 64, 128}, {Causal::kLowerA, 64}});
+  check_causal({{true, false, 128, 64, 64}, {Causal::kUpperA, -64}});
 }
 
 }  // namespace
