@@ -219,21 +219,35 @@ void pack_b(const Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, 
   }
 }
 
+// Where the micro-kernel reads A's MR values for k = p: a packed panel ([kc][MR]), or MR rows of a
+// row-major A where they are stored (a small A, below).
+struct PackedRows {
+  const float* panel;
+  float at(int r, int64_t p) const { return panel[p * kMR + r]; }
+};
+struct StoredRows {
+  const float* row[kMR];
+  float at(int r, int64_t p) const { return row[r][p]; }
+};
+
 // The MR x NR tile of C at c: c = alpha * sum_p a[p] b[p]^T + beta * c (+ bias[j] in column j
-// when bias is not null), for the first `rows` x `cols` of it (the rest are padding). beta == 0
-// does not read c.
-void micro_kernel(int64_t kc, const float* a, const float* b, float alpha, float beta,
-                  const float* bias, float* c, int64_t ldc, int64_t rows, int64_t cols) {
+// when bias is not null), for the first `rows` x `cols` of it (the rest are padding). B's NR
+// values for k = p are at b + p * b_step (NR for a packed panel, ldb for a row-major B read where
+// it is stored). beta == 0 does not read c.
+template <class Rows>
+void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, float alpha,
+                  float beta, const float* bias, float* c, int64_t ldc, int64_t rows,
+                  int64_t cols) {
   // 1. the tile in registers: kMR rows of two vectors (zeroed one by one: `= {}` made GCC clear
   // them with a call to memset on the stack, in every call)
   Vec acc[kMR][2];
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = Vec{};
-  for (int64_t p = 0; p < kc; ++p, a += kMR, b += kNR) {
+  for (int64_t p = 0; p < kc; ++p, b += b_step) {
     // 2. one rank-1 update: B's row p (two vectors) times each of A's kMR values in column p
     const Vec b0 = load(b), b1 = load(b + kLanes);
     for (int r = 0; r < kMR; ++r) {
-      acc[r][0] += a[r] * b0;
-      acc[r][1] += a[r] * b1;
+      acc[r][0] += a.at(r, p) * b0;
+      acc[r][1] += a.at(r, p) * b1;
     }
   }
   // 3. scale and write the tile once; a partial tile at C's edge goes through a bounce buffer
@@ -278,16 +292,24 @@ SlabRange tile_k_range(const Causal& causal, int64_t first_row, int64_t last_row
   return {begin, std::max(begin, end)};
 }
 
+// B's NR-wide panels for one k slab as the micro-kernel reads them: panel jr (C's columns from
+// j0 + jr) at base + jr * column_step, the next k b_step floats on. Packed: column_step kc, b_step
+// NR; a small B read where it is stored: column_step 1, b_step ldb.
+struct BPanels {
+  const float* base;
+  int64_t column_step, b_step;
+};
+
 // Rows [i0, i0 + rows) of C's columns [j0, j0 + cols), for k slab [p0, p0 + kc): A's block packed
-// into a_packed, then every register tile against B's panels (already packed in b_packed), over
-// the k range the causal band leaves it.
-void row_block(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int64_t j0,
-               int64_t cols, const float* b_packed, float alpha, float beta, const float* bias,
-               const Causal& causal, float* c, int64_t ldc, float* a_packed) {
+// into a_packed (unless A is read where it is stored), then every register tile against B's
+// panels, over the k range the causal band leaves it.
+void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+               int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
+               const float* bias, const Causal& causal, float* c, int64_t ldc, float* a_packed) {
   // later slabs add onto what the earlier ones wrote; the bias is added once, with the first
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   const float* slab_bias = p0 == 0 ? bias : nullptr;
-  pack_a(a, i0, rows, p0, kc, a_packed);
+  if (!a_stored) pack_a(a, i0, rows, p0, kc, a_packed);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       const int64_t tile_rows = std::min<int64_t>(kMR, rows - ir);
@@ -295,10 +317,21 @@ void row_block(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t k
       if (causal.kind == Causal::kLowerC && j0 + jr > last_row + causal.diagonal) continue;
       const SlabRange k = tile_k_range(causal, first_row, last_row, p0, kc);
       if (k.end == k.begin && p0 > 0) continue;  // nothing to add to what earlier slabs wrote
-      micro_kernel(k.end - k.begin, a_packed + ir * kc + k.begin * kMR,
-                   b_packed + jr * kc + k.begin * kNR, alpha, slab_beta,
-                   slab_bias ? slab_bias + j0 + jr : nullptr, c + (i0 + ir) * ldc + j0 + jr, ldc,
-                   tile_rows, std::min<int64_t>(kNR, cols - jr));
+      const float* b_panel = b.base + jr * b.column_step + k.begin * b.b_step;
+      float* c_tile = c + (i0 + ir) * ldc + j0 + jr;
+      const float* tile_bias = slab_bias ? slab_bias + j0 + jr : nullptr;
+      const int64_t tile_cols = std::min<int64_t>(kNR, cols - jr);
+      if (a_stored) {
+        // the rows past a partial tile's last read that row again; the tile drops them
+        StoredRows stored;
+        for (int r = 0; r < kMR; ++r)
+          stored.row[r] = a.at(first_row + std::min<int64_t>(r, tile_rows - 1), p0 + k.begin);
+        micro_kernel(k.end - k.begin, stored, b_panel, b.b_step, alpha, slab_beta, tile_bias,
+                     c_tile, ldc, tile_rows, tile_cols);
+      } else {
+        micro_kernel(k.end - k.begin, PackedRows{a_packed + ir * kc + k.begin * kMR}, b_panel,
+                     b.b_step, alpha, slab_beta, tile_bias, c_tile, ldc, tile_rows, tile_cols);
+      }
     }
 }
 
@@ -312,18 +345,32 @@ float* b_pack_buffer(int64_t n) {
   return buffer.get(static_cast<size_t>(kKC) * ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
 }
 
+// A small operand is read where it is stored instead of packed, when its layout lets the
+// micro-kernel read it as packed (A's rows, B's NR-wide rows) and it is small enough to stay in
+// L1 while it is read (32 KB): packing it would cost about as much as the product (a 64 x 64 x 128
+// product of flash attention does 1 MFLOP; packing its A and B moves 48 KB).
+constexpr int64_t kStoredFloats = 8192;
+
 // The product on the calling thread: the blocked loops above.
 void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                   float beta, const float* bias, const Causal& causal, float* c, int64_t ldc) {
-  float *a_packed = a_pack_buffer(), *b_packed = b_pack_buffer(n);
+  const bool a_stored = !a.trans && m * k <= kStoredFloats;
+  const bool b_stored = !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
+  float* a_packed = a_stored ? nullptr : a_pack_buffer();
+  float* b_packed = b_stored ? nullptr : b_pack_buffer(n);
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min<int64_t>(kKC, k - p0);
-      pack_b(b, p0, kc, j0, cols, b_packed);
+      BPanels panels{b_packed, kc, kNR};
+      if (b_stored) {
+        panels = {b.at(p0, j0), 1, b.ld};
+      } else {
+        pack_b(b, p0, kc, j0, cols, b_packed);
+      }
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
-        row_block(a, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, b_packed, alpha, beta,
-                  bias, causal, c, ldc, a_packed);
+        row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
+                  beta, bias, causal, c, ldc, a_packed);
     }
   }
 }

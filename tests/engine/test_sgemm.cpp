@@ -103,11 +103,13 @@ void check(const Problem& p) {
 
 TEST(Sgemm, MatchesATripleLoopAcrossEveryBlockingEdge) {
   const auto blk = sgemm_blocking();
-  // one partial tile, a whole tile and a partial one, several row blocks; the same for columns;
-  // one k slab and two; k = 45 packs a transposed panel partly through the register transposes
-  // (32 or 16 k at a time) and partly element by element
+  // one partial tile, a whole tile and a partial one, several row blocks; the same for columns
+  // (and two whole column panels); one k slab and two; k = 45 packs a transposed panel partly
+  // through the register transposes (32 or 16 k at a time) and partly element by element. The
+  // small ones read A (not transposed, m k <= 8192) and B (not transposed, whole panels,
+  // k n <= 8192) where they are stored instead of packing them.
   const std::vector<int64_t> ms = {1, blk.mr + 1, blk.mc + 3};
-  const std::vector<int64_t> ns = {blk.nr - 1, blk.nr + 1, 2 * blk.nr + 5};
+  const std::vector<int64_t> ns = {blk.nr - 1, blk.nr + 1, 2 * blk.nr, 2 * blk.nr + 5};
   const std::vector<int64_t> ks = {7, 45, blk.kc + 9};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
