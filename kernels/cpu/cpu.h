@@ -130,7 +130,7 @@ StridedLoop<N> simplify(const Shape& shape, const std::array<Shape, N>& strides)
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc, Causal causal = {}) {
-  sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr, causal);
+  sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, {.causal = causal});
 }
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                       const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
@@ -138,6 +138,11 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
               int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
+
+// The cpu `gemm` entry that also writes op(A)'s row sums into a_row_sums ([m], batch 1): the bias
+// gradient of a linear layer (GemmBiasGrad::rows_of_a), taken while the GEMM packs A, so A is
+// read once. One launch, `gemm_bgrad_a` (kernels/cpu/gemm.cpp).
+void gemm_with_row_sums_of_a(const GemmArgs& g, const Tensor& a_row_sums);
 
 // e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
 // with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to

@@ -73,8 +73,20 @@ void prefill(const GemmArgs& g, T* c, const T* bias) {
   }
 }
 
+// The sums over k of op(A)'s rows, for the f64 GEMM (the f32 one takes them as it packs A).
 template <class T>
-void gemm_typed(const GemmArgs& g) {
+void sum_rows_of_a(const GemmArgs& g, T* sums) {
+  const T* a = g.a.data<T>();
+  for (int64_t i = 0; i < g.m; ++i) {
+    double s = 0;
+    for (int64_t p = 0; p < g.k; ++p)
+      s += static_cast<double>(g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p]);
+    sums[i] = static_cast<T>(s);
+  }
+}
+
+template <class T>
+void gemm_typed(const GemmArgs& g, T* a_row_sums) {
   const T* a = g.a.data<T>();
   const T* b = g.b.data<T>();
   T* c = g.c.data<T>();
@@ -84,11 +96,12 @@ void gemm_typed(const GemmArgs& g) {
     for (int64_t i = 0; i < g.batch; ++i)
       sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<float>(g.alpha), a + i * g.stride_a,
             g.lda, b + i * g.stride_b, g.ldb, static_cast<float>(g.beta), c + i * g.stride_c, g.ldc,
-            bias);
+            {.bias = bias, .a_row_sums = a_row_sums});
     return;
   }
   // f64 through OpenBLAS: a bias, or an empty inner dimension (nothing for the GEMM to add), is
   // handled by the prefill.
+  if (a_row_sums) sum_rows_of_a(g, a_row_sums);
   const bool prefilled = g.bias.defined() || g.k == 0;
   if (prefilled) {
     const std::vector<T> zeros(g.bias.defined() ? 0 : static_cast<size_t>(g.n), T(0));
@@ -101,21 +114,40 @@ void gemm_typed(const GemmArgs& g) {
               g.lda, b + i * g.stride_b, g.ldb, beta, c + i * g.stride_c, g.ldc);
 }
 
-}  // namespace
-
-void gemm(const GemmArgs& g) {
+// One launch named `kernel`: the GEMM, and op(A)'s row sums into a_row_sums when it is defined.
+// Bytes: each distinct input matrix once (a batch stride of 0 reuses one), C written (and read
+// when beta != 0), the bias once, the sums written; FLOPs: the product's, plus one add per
+// element of A summed.
+void gemm_launch(const GemmArgs& g, const Tensor& a_row_sums, const char* kernel) {
   check_args(g);
   if (g.m == 0 || g.n == 0) return;
-  // Bytes: each distinct input matrix once (a batch stride of 0 reuses one), C written (and read
-  // when beta != 0), the bias once.
+  const bool sums = a_row_sums.defined();
+  GLASS_CHECK(!sums || (g.batch == 1 && a_row_sums.is_contiguous() && a_row_sums.numel() == g.m &&
+                        a_row_sums.dtype() == g.c.dtype()),
+              "{}: the row sums {} of A must be m = {} contiguous values of C's dtype, batch 1",
+              kernel, a_row_sums.describe(), g.m);
   const double es = static_cast<double>(dtype_size(g.c.dtype()));
   const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
   const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
   const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
   const double bias_elems = g.bias.defined() ? static_cast<double>(g.n) : 0;
-  const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
-  launch(cpu_launch_info("gemm", g.batch, flops, es * (a_elems + b_elems + c_elems + bias_elems)),
-         [&] { visit_float(g.c, "gemm", [&]<class T>() { gemm_typed<T>(g); }); });
+  const double sum_elems = sums ? static_cast<double>(g.m) : 0;
+  const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch +
+                       (sums ? static_cast<double>(g.m) * g.k : 0);
+  launch(cpu_launch_info(kernel, g.batch, flops,
+                         es * (a_elems + b_elems + c_elems + bias_elems + sum_elems)),
+         [&] {
+           visit_float(g.c, kernel,
+                       [&]<class T>() { gemm_typed<T>(g, sums ? a_row_sums.data<T>() : nullptr); });
+         });
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) { gemm_launch(g, Tensor(), "gemm"); }
+
+void gemm_with_row_sums_of_a(const GemmArgs& g, const Tensor& a_row_sums) {
+  gemm_launch(g, a_row_sums, "gemm_bgrad_a");
 }
 
 }  // namespace glass::kernels::cpu

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace glass::kernels::cpu {
 
@@ -137,8 +138,9 @@ void pack_rows_as_columns(const Operand& a, int64_t i, int64_t live, int64_t p0,
 // one instead read MR floats from every row in turn, a stride of lda floats (4 KB at 1024 columns,
 // where every row of a slab falls into one set of the L1 cache): the weight gradient of a
 // 1024-wide layer (1024 x 256 x 2048) ran at 370 GFLOP/s that way, 393 this way (2 threads).
+// With row_sums, each stored row read is also added to the rows' sums over k (SgemmOptions).
 void pack_a_transposed(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
-                       float* out) {
+                       float* out, double* row_sums) {
   const int64_t whole = rows / kMR * kMR, tail = rows - whole;
   if (tail) std::fill(out + whole * kc, out + (whole + kMR) * kc, 0.0f);
   for (int64_t p = 0; p < kc; ++p) {
@@ -146,13 +148,18 @@ void pack_a_transposed(const Operand& a, int64_t i0, int64_t rows, int64_t p0, i
     for (int64_t panel = 0; panel < whole; panel += kMR)
       std::memcpy(out + panel * kc + p * kMR, src + panel, kMR * sizeof(float));
     if (tail) std::memcpy(out + whole * kc + p * kMR, src + whole, tail * sizeof(float));
+    if (!row_sums) continue;
+#pragma omp simd
+    for (int64_t i = 0; i < rows; ++i) row_sums[i] += static_cast<double>(src[i]);
   }
 }
 
 // op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each stored k-major ([kc][MR]), the rows
 // past `rows` zero: the micro-kernel then reads A's MR values for one k as MR consecutive floats.
-void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
-  if (a.trans) return pack_a_transposed(a, i0, rows, p0, kc, out);
+// row_sums (a transposed A only) as for pack_a_transposed.
+void pack_a(const Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out,
+            double* row_sums) {
+  if (a.trans) return pack_a_transposed(a, i0, rows, p0, kc, out, row_sums);
   for (int64_t panel = 0; panel < rows; panel += kMR, out += kc * kMR) {
     const int64_t live = std::min<int64_t>(kMR, rows - panel);
     if (live < kMR) std::fill(out, out + kc * kMR, 0.0f);
@@ -301,15 +308,17 @@ struct BPanels {
 };
 
 // Rows [i0, i0 + rows) of C's columns [j0, j0 + cols), for k slab [p0, p0 + kc): A's block packed
-// into a_packed (unless A is read where it is stored), then every register tile against B's
-// panels, over the k range the causal band leaves it.
+// into a_packed (unless A is read where it is stored; row_sums: its rows' sums, see pack_a), then
+// every register tile against B's panels, over the k range the causal band leaves it.
 void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
-               const float* bias, const Causal& causal, float* c, int64_t ldc, float* a_packed) {
+               const SgemmOptions& options, float* c, int64_t ldc, float* a_packed,
+               double* row_sums) {
+  const Causal& causal = options.causal;
   // later slabs add onto what the earlier ones wrote; the bias is added once, with the first
   const float slab_beta = p0 == 0 ? beta : 1.0f;
-  const float* slab_bias = p0 == 0 ? bias : nullptr;
-  if (!a_stored) pack_a(a, i0, rows, p0, kc, a_packed);
+  const float* slab_bias = p0 == 0 ? options.bias : nullptr;
+  if (!a_stored) pack_a(a, i0, rows, p0, kc, a_packed, row_sums ? row_sums + i0 : nullptr);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       const int64_t tile_rows = std::min<int64_t>(kMR, rows - ir);
@@ -351,15 +360,31 @@ float* b_pack_buffer(int64_t n) {
 // product of flash attention does 1 MFLOP; packing its A and B moves 48 KB).
 constexpr int64_t kStoredFloats = 8192;
 
+// The sums over k of op(A)'s m rows into sums (double, zeroed by the caller), row by row: for an
+// A that is not transposed, whose rows lie along k (the packing of a transposed A sums as it goes).
+void sum_stored_rows(const Operand& a, int64_t m, int64_t k, double* sums) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = a.at(i, 0);
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t p = 0; p < k; ++p) s += static_cast<double>(row[p]);
+    sums[i] = s;
+  }
+}
+
 // The product on the calling thread: the blocked loops above.
 void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
-                  float beta, const float* bias, const Causal& causal, float* c, int64_t ldc) {
+                  float beta, const SgemmOptions& options, float* c, int64_t ldc) {
   const bool a_stored = !a.trans && m * k <= kStoredFloats;
   const bool b_stored = !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
   float* a_packed = a_stored ? nullptr : a_pack_buffer();
   float* b_packed = b_stored ? nullptr : b_pack_buffer(n);
+  // the row sums: while the first column block packs a transposed A, else in a pass of their own
+  std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
+  if (options.a_row_sums && !a.trans) sum_stored_rows(a, m, k, sums.data());
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
+    double* row_sums = options.a_row_sums && a.trans && j0 == 0 ? sums.data() : nullptr;
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min<int64_t>(kKC, k - p0);
       BPanels panels{b_packed, kc, kNR};
@@ -370,29 +395,40 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
       }
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
-                  beta, bias, causal, c, ldc, a_packed);
+                  beta, options, c, ldc, a_packed, row_sums);
     }
   }
+  for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
+    options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
-// beta C (+ bias), for a product with nothing to add (k == 0 or alpha == 0).
-void scale_c(int64_t m, int64_t n, float beta, const float* bias, float* c, int64_t ldc) {
+// beta C (+ bias), for a product with nothing to add (k == 0 or alpha == 0); A's row sums all
+// the same.
+void scale_c(const Operand& a, int64_t m, int64_t n, int64_t k, float beta,
+             const SgemmOptions& options, float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] = (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]) + (bias ? bias[j] : 0.0f);
+      c[i * ldc + j] =
+          (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]) + (options.bias ? options.bias[j] : 0.0f);
+  if (!options.a_row_sums) return;
+  for (int64_t i = 0; i < m; ++i) {
+    double s = 0;
+    for (int64_t p = 0; p < k; ++p) s += static_cast<double>(*a.at(i, p));
+    options.a_row_sums[i] = static_cast<float>(s);
+  }
 }
 
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias, Causal causal) {
+           const SgemmOptions& options) {
   if (m <= 0 || n <= 0) return;
-  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, bias, c, ldc);
   const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
+  if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1 || 2.0 * m * n * k < 4e6)
-    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, bias, causal, c, ldc);
+    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
   // Each thread computes its own share of C with the serial loops: its own packed panels of A and
   // B, nothing shared, no barrier. C is split by rows when every thread gets at least two row
   // blocks, else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied
@@ -408,16 +444,24 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t begin = units * t / nt * unit,
                   end = std::min(extent, units * (t + 1) / nt * unit);
-    // a share's rows and columns are numbered from its own corner: the causal diagonal moves too
-    Causal share = causal;
-    if (by_rows) share.diagonal += begin;
-    if (!by_rows && causal.kind == Causal::kLowerC) share.diagonal -= begin;
+    // A share's rows and columns are numbered from its own corner: the causal diagonal moves too.
+    // Split by rows, each share sums its own rows of A; by columns, every share packs all of A and
+    // the one with column 0 sums it.
+    SgemmOptions share = options;
+    if (by_rows) {
+      share.causal.diagonal += begin;
+      if (options.a_row_sums) share.a_row_sums = options.a_row_sums + begin;
+    } else {
+      if (options.causal.kind == Causal::kLowerC) share.causal.diagonal -= begin;
+      if (options.bias) share.bias = options.bias + begin;
+      if (begin != 0) share.a_row_sums = nullptr;
+    }
     if (begin < end && by_rows)
-      sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, bias,
-                   share, c + begin * ldc, ldc);
+      sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, share,
+                   c + begin * ldc, ldc);
     else if (begin < end)
-      sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta,
-                   bias ? bias + begin : nullptr, share, c + begin, ldc);
+      sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta, share,
+                   c + begin, ldc);
   }
 }
 

@@ -20,15 +20,24 @@ struct Causal {
   int64_t diagonal = 0;
 };
 
-// C = alpha op(A) op(B) + beta C (+ bias[j] on every row, when bias is given), row-major: op(A)
-// is m x k, op(B) k x n, C m x n, each with its row stride (lda, ldb, ldc). beta == 0 never reads
-// C. `causal` names zeros it may skip (above). Inside an OpenMP parallel region it runs on the
-// calling thread; outside, it splits C over the OpenMP threads when the product is big enough. Same
-// inputs give the same bits whatever the thread count: every element of C is summed over k in one
-// fixed order.
+// What a product may add to C = alpha op(A) op(B) + beta C.
+struct SgemmOptions {
+  const float* bias = nullptr;  // + bias[j] on every row of C
+  Causal causal = {};           // zeros the product may skip (above)
+  // Out: the m sums over k of op(A)'s rows, a_row_sums[i] = sum_p op(A)[i][p] (the bias gradient
+  // of y = x W^T + b when A = dy^T), taken in double as the rows of A are packed, so the GEMM
+  // reads A once for both.
+  float* a_row_sums = nullptr;
+};
+
+// C = alpha op(A) op(B) + beta C (+ what `options` adds), row-major: op(A) is m x k, op(B) k x n,
+// C m x n, each with its row stride (lda, ldb, ldc). beta == 0 never reads C. Inside an OpenMP
+// parallel region it runs on the calling thread; outside, it splits C over the OpenMP threads when
+// the product is big enough. Same inputs give the same bits whatever the thread count: every
+// element of C (and every row sum) is summed over k in one fixed order.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias = nullptr, Causal causal = {});
+           const SgemmOptions& options = {});
 
 // The register tile and cache blocks sgemm uses, for reports and tests.
 struct SgemmBlocking {

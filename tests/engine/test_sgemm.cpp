@@ -18,6 +18,7 @@ namespace {
 
 using glass::kernels::cpu::sgemm;
 using glass::kernels::cpu::sgemm_blocking;
+using glass::kernels::cpu::SgemmOptions;
 
 struct Problem {
   bool ta, tb;
@@ -97,7 +98,7 @@ void check(const Problem& p) {
   const Operands o = random_operands(p, static_cast<uint32_t>(p.m * 131 + p.n * 17 + p.k));
   std::vector<float> c = o.c;
   sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, p.beta, c.data(),
-        o.ldc, o.bias_or_null());
+        o.ldc, {.bias = o.bias_or_null()});
   expect_matches_reference(p, o, c);
 }
 
@@ -165,14 +166,14 @@ TEST(Sgemm, SameBitsWhateverTheThreadCount) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, one.data(), o.ldc,
-          o.bias_or_null());
+          {.bias = o.bias_or_null()});
     omp_set_num_threads(2);
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, two.data(), o.ldc,
-          o.bias_or_null());
+          {.bias = o.bias_or_null()});
 #pragma omp parallel num_threads(2)
 #pragma omp single
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, nested.data(),
-          o.ldc, o.bias_or_null());
+          o.ldc, {.bias = o.bias_or_null()});
     omp_set_num_threads(saved);
     EXPECT_EQ(one, two);
     EXPECT_EQ(one, nested);
@@ -217,15 +218,16 @@ void mask_a_outside_band(const CausalProblem& cp, Operands& o) {
     }
 }
 
-std::vector<float> run_causal(const CausalProblem& cp, const Operands& o, int threads,
-                              bool nested) {
-  const Problem& p = cp.p;
+// C = alpha op(A) op(B) + beta C with `options`, on `threads` OpenMP threads, or called from
+// inside a parallel region of two (nested).
+std::vector<float> run_product(const Problem& p, const Operands& o, const SgemmOptions& options,
+                               int threads, bool nested) {
   std::vector<float> c = o.c;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   const auto product = [&] {
     sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, p.beta,
-          c.data(), o.ldc, nullptr, cp.causal);
+          c.data(), o.ldc, options);
   };
   if (nested) {
 #pragma omp parallel num_threads(2)
@@ -252,9 +254,9 @@ void check_causal(const CausalProblem& cp) {
   for (float& x : zeroed.a)
     if (std::isnan(x)) x = 0;
   const int64_t mr = sgemm_blocking().mr, nr = sgemm_blocking().nr, d = cp.causal.diagonal;
-  const std::vector<float> serial = run_causal(cp, o, 1, false);
+  const std::vector<float> serial = run_product(p, o, {.causal = cp.causal}, 1, false);
   for (const auto& [threads, nested] : {std::pair{2, false}, std::pair{2, true}}) {
-    const std::vector<float> c = run_causal(cp, o, threads, nested);
+    const std::vector<float> c = run_product(p, o, {.causal = cp.causal}, threads, nested);
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
         const float got = c[i * o.ldc + j];
@@ -297,6 +299,51 @@ TEST(Sgemm, CausalAttentionBlock) {
   check_causal({{false, true, 64, 128, 64}, {Causal::kLowerC, 64}});
   check_causal({{false, false, 64, 64, 128}, {Causal::kLowerA, 64}});
   check_causal({{true, false, 128, 64, 64}, {Causal::kUpperA, -64}});
+}
+
+// --- the row sums of op(A) (SgemmOptions::a_row_sums: a linear layer's bias gradient) ---
+
+// The sums against a double loop over op(A), with 1, 2 threads and nested, and C still right:
+// for a transposed A they are taken while its rows are packed (once, with the first column block,
+// by whichever thread packs them), for one that is not in a pass of their own.
+void check_row_sums(const Problem& p) {
+  const Operands o = random_operands(p, static_cast<uint32_t>(p.m * 5 + p.n + p.k * 11));
+  std::vector<double> want(p.m, 0.0), magnitude(p.m, 0.0);
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t q = 0; q < p.k; ++q) {
+      const double x = p.ta ? o.a[q * o.lda + i] : o.a[i * o.lda + q];
+      want[i] += x;
+      magnitude[i] += std::abs(x);
+    }
+  const double eps = std::numeric_limits<float>::epsilon();
+  std::vector<float> first;
+  for (const auto& [threads, nested] :
+       {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}}) {
+    std::vector<float> sums(p.m, std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> c = run_product(p, o, {.a_row_sums = sums.data()}, threads, nested);
+    for (int64_t i = 0; i < p.m; ++i)
+      ASSERT_NEAR(sums[i], want[i], eps * std::abs(want[i]) + 1e-12 * magnitude[i] + 1e-30)
+          << "sum of row " << i << " of op(A) with " << threads << " threads"
+          << (nested ? ", nested" : "") << ", " << (p.ta ? "T" : "N") << " m=" << p.m
+          << " n=" << p.n << " k=" << p.k;
+    if (first.empty()) first = sums;
+    EXPECT_EQ(sums, first) << "the sums' bits depend on the threads";
+    expect_matches_reference(p, o, c);
+  }
+}
+
+TEST(Sgemm, RowSumsOfA) {
+  const auto blk = sgemm_blocking();
+  for (bool ta : {true, false}) {
+    check_row_sums({ta, false, blk.mc + 3, 2 * blk.nr + 5, 2 * blk.kc + 9});  // row blocks, slabs
+    check_row_sums({ta, true, 4 * blk.mc + 5, 40, blk.kc + 30});              // split by rows
+    check_row_sums({ta, false, 300, 3 * blk.nr + 7, 700});                    // split by columns
+    check_row_sums({ta, false, 300, 20, 1000});  // by columns, one panel: the first share is empty
+    check_row_sums({ta, true, 19, blk.nc + blk.nr + 3, 33});  // two column blocks: summed once
+    check_row_sums({ta, false, 20, 64, 45});                  // a small A read where it is stored
+    check_row_sums({ta, false, 13, 35, 0});                   // k = 0: the sums are 0
+    check_row_sums({ta, false, 13, 35, 21, 0, 0.0f, 1.0f});   // alpha = 0: A is still summed
+  }
 }
 
 }  // namespace
