@@ -197,25 +197,70 @@ struct LogSumExp {
   T value() const { return max + log_sum; }
 };
 
-// A row of a softmax whose entries from `len` on are masked out (len == cols: no mask):
-// y[j] = exp(x[j] - max) / sum(exp(x - max)) over j < len, y[j] = 0 for len <= j < cols.
-// Subtracting the max keeps exp from overflowing and cancels out. y may be x. Returns the row's
-// logsumexp over the unmasked entries (what flash attention saves for its backward).
+// masked_softmax_row (below) entry by entry, for a row without room for whole blocks.
 template <class T>
-LogSumExp<T> masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
+LogSumExp<T> masked_softmax_row_plain(const T* x, T* y, int64_t len, int64_t cols) {
   const T m = row_max(x, len);
-  // 1. exponentiate the shifted entries and sum them
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < len; ++j) {
     y[j] = exp_vectorisable(x[j] - m);
     sum += y[j];
   }
-  // 2. normalise; the masked entries are 0
   const T inv = T(1) / sum;
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) y[j] *= inv;
-  for (int64_t j = len; j < cols; ++j) y[j] = 0;
+  std::fill(y + len, y + cols, T(0));
+  return {m, std::log(sum)};
+}
+
+// Causal rows (lengths 1, 2, 3, ...) in whole vectors. A loop over `len` entries leaves the
+// compiler a scalar remainder of up to 15 entries, each as dear as a 16-lane vector when it is an
+// exp: for attention's rows the remainders took longer than the vectors. These loops run blocks
+// of kRowLanes (16 floats, the widest vector: AVX-512) up to `run` = len rounded up to a block,
+// which the row must have room for, and mask the entries from len on with a select, so every
+// block is one vector and nothing is left over.
+constexpr int64_t kRowLanes = 16;
+inline int64_t whole_blocks(int64_t len) { return (len + kRowLanes - 1) / kRowLanes * kRowLanes; }
+
+// f(j, lane, entry_is_live) for every j = block + lane of the blocks covering [0, len), one block
+// at a time; per-lane state indexed by `lane` stays in one vector register.
+template <class F>
+[[gnu::always_inline]] inline void for_each_in_blocks(int64_t len, F f) {
+  for (int64_t block = 0; block < len; block += kRowLanes)
+#pragma omp simd
+    for (int64_t lane = 0; lane < kRowLanes; ++lane) f(block + lane, lane, block + lane < len);
+}
+
+// A row of a softmax whose entries from `len` on are masked out (len == cols: no mask):
+// y[j] = exp(x[j] - max) / sum(exp(x - max)) over j < len, y[j] = 0 for len <= j < cols. The
+// masked entries of x are never used (they may be anything, even NaN). Subtracting the max keeps
+// exp from overflowing and cancels out. y may be x. Returns the row's logsumexp over the unmasked
+// entries (what flash attention saves for its backward). Where the row has room, it goes in whole
+// blocks (above); a row without (cols not a multiple of 16) goes entry by entry.
+template <class T>
+LogSumExp<T> masked_softmax_row(const T* x, T* y, int64_t len, int64_t cols) {
+  if (whole_blocks(len) > cols) return masked_softmax_row_plain(x, y, len, cols);
+  // 1. the max, lane by lane
+  T lane_max[kRowLanes];
+  std::fill(lane_max, lane_max + kRowLanes, -std::numeric_limits<T>::infinity());
+  for_each_in_blocks(len, [&](int64_t j, int64_t lane, bool live) {
+    lane_max[lane] = live && x[j] > lane_max[lane] ? x[j] : lane_max[lane];
+  });
+  const T m = *std::max_element(lane_max, lane_max + kRowLanes);
+  // 2. exponentiate the shifted entries and sum them, lane by lane, then the lanes in order
+  T lane_sum[kRowLanes] = {};
+  for_each_in_blocks(len, [&](int64_t j, int64_t lane, bool live) {
+    const T e = exp_vectorisable(x[j] - m);
+    y[j] = live ? e : T(0);
+    lane_sum[lane] += y[j];
+  });
+  T sum = 0;
+  for (T part : lane_sum) sum += part;
+  // 3. normalise; the masked entries are 0
+  const T inv = T(1) / sum;
+  for_each_in_blocks(len, [&](int64_t j, int64_t, bool) { y[j] *= inv; });
+  std::fill(y + whole_blocks(len), y + cols, T(0));
   return {m, std::log(sum)};
 }
 

@@ -55,12 +55,19 @@ void for_each_query_block(int64_t T_len, Fn&& fn) {
 }
 
 // Row r of a block's scores S into probabilities P = exp(S - lse) over the `seen` keys up to
-// the diagonal, 0 for the rest of the block's keys.
+// the diagonal, 0 for the rest of the block's keys (whose scores may be anything), in whole
+// blocks of 16 (cpu.h; a block's keys are a multiple of 16 when it has room, else entry by entry).
 template <class T>
 void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
-#pragma omp simd
-  for (int64_t j = 0; j < seen; ++j) row[j] = exp_vectorisable(row[j] - row_lse);
-  std::fill(row + seen, row + keys, T(0));
+  if (whole_blocks(seen) > keys) {
+    for (int64_t j = 0; j < keys; ++j) row[j] = j < seen ? exp_vectorisable(row[j] - row_lse) : 0;
+    return;
+  }
+  for_each_in_blocks(seen, [&](int64_t j, int64_t, bool live) {
+    const T p = exp_vectorisable(row[j] - row_lse);
+    row[j] = live ? p : T(0);
+  });
+  std::fill(row + whole_blocks(seen), row + keys, T(0));
 }
 
 // A slice's causal score entries, T (T + 1) / 2: the work its FLOPs count, as on cuda (the tiles
@@ -112,8 +119,7 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
       T* ds = dscores + r * blk.keys;
       const T* p = probs + r * blk.keys;
 #pragma omp simd
-      for (int64_t j = 0; j < seen; ++j) ds[j] = p[j] * (ds[j] - delta);
-      std::fill(ds + seen, ds + blk.keys, T(0));
+      for (int64_t j = 0; j < blk.keys; ++j) ds[j] = j < seen ? p[j] * (ds[j] - delta) : T(0);
     }
     // 5. dQ_block = scale dS K;  dK[0, keys) += scale dS^T Q_block
     blas_gemm(false, false, blk.rows, D, blk.keys, T(scale), dscores, blk.keys, k.row(0), k.pitch,
