@@ -53,6 +53,13 @@ void for_each_query_block(int64_t T_len, Fn&& fn) {
     fn(QueryBlock{first, rows, first + rows});
   }
 }
+// The same, last block first.
+template <class Fn>
+void for_each_query_block_from_last(int64_t T_len, Fn&& fn) {
+  for (int64_t first = (T_len - 1) / kQueryBlock * kQueryBlock; first >= 0; first -= kQueryBlock)
+    fn(QueryBlock{first, std::min(kQueryBlock, T_len - first),
+                  std::min(T_len, first + kQueryBlock)});
+}
 
 // Row r of a block's scores S into probabilities P = exp(S - lse) over the `seen` keys up to
 // the diagonal, 0 for the rest of the block's keys (whose scores may be anything), in whole
@@ -74,8 +81,10 @@ void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
 // the diagonal crosses compute a few entries more, so the rate shown errs low).
 double causal_entries(int64_t T_len) { return double(T_len) * double(T_len + 1) / 2; }
 
-// Backward of slice s (batch s / H, head s % H), block by block of queries. dK and dV gather from
-// every block, in block order; probs and dscores are this thread's kQueryBlock x T scratch.
+// Backward of slice s (batch s / H, head s % H), block by block of queries, the last block first:
+// it sees every key, so its dK and dV products (beta 0) write all of dK and dV, and each earlier
+// block adds to the keys it sees; no pass zeroes them first. probs and dscores are this thread's
+// kQueryBlock x T scratch.
 template <class T>
 void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double scale,
                               const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -89,11 +98,8 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
   const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
   const Head<T> dO{dout.data<T>() + b * Tn * C + h * D, C};
   const float* lse_row = lse.data<float>() + s * Tn;
-  for (int64_t t = 0; t < Tn; ++t) {
-    std::fill(dk.row(t), dk.row(t) + D, T(0));
-    std::fill(dv.row(t), dv.row(t) + D, T(0));
-  }
-  for_each_query_block(Tn, [&](QueryBlock blk) {
+  for_each_query_block_from_last(Tn, [&](QueryBlock blk) {
+    const T gather = blk.keys == Tn ? T(0) : T(1);  // beta of dK, dV: 0 for the (first) last block
     // the causal structure of this block's products, in the block's row numbering: query r sees
     // keys up to first + r, so key j gets gradient from the queries r >= j - first
     const Causal scores_wanted{Causal::kLowerC, blk.first}, keys_seen{Causal::kLowerA, blk.first},
@@ -107,7 +113,7 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
     }
     // 2. dV[0, keys) += P^T dO_block
     blas_gemm(true, false, blk.keys, D, blk.rows, T(1), probs, blk.keys, dO.row(blk.first),
-              dO.pitch, T(1), dv.row(0), dv.pitch, queries_seeing);
+              dO.pitch, gather, dv.row(0), dv.pitch, queries_seeing);
     // 3. dP = dO_block V^T
     blas_gemm(false, true, blk.rows, blk.keys, D, T(1), dO.row(blk.first), dO.pitch, v.row(0),
               v.pitch, T(0), dscores, blk.keys, scores_wanted);
@@ -125,7 +131,7 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
     blas_gemm(false, false, blk.rows, D, blk.keys, T(scale), dscores, blk.keys, k.row(0), k.pitch,
               T(0), dq.row(blk.first), dq.pitch, keys_seen);
     blas_gemm(true, false, blk.keys, D, blk.rows, T(scale), dscores, blk.keys, q.row(blk.first),
-              q.pitch, T(1), dk.row(0), dk.pitch, queries_seeing);
+              q.pitch, gather, dk.row(0), dk.pitch, queries_seeing);
   });
 }
 
