@@ -88,6 +88,23 @@ std::vector<Case> cases() {
          return std::function<void()>(
              [&be, q, k, v, out, probs] { be.attention_forward(q, k, v, out, probs, 0.125); });
        }},
+      {"flash_attention_forward", "qkv [16,128,768] H4",
+       [](const Backend& be, Device d) {
+         Tensor qkv = normal({B, T, 3 * C}, d, 14), out = Tensor::empty({B, T, C}, DType::f32, d),
+                lse = Tensor::empty({B, H, T}, DType::f32, d);
+         return std::function<void()>(
+             [&be, qkv, out, lse] { be.flash_attention_forward(qkv, out, lse, H, 0.125); });
+       }},
+      {"flash_attention_backward", "qkv [16,128,768] H4",
+       [](const Backend& be, Device d) {
+         Tensor qkv = normal({B, T, 3 * C}, d, 14), out = Tensor::empty({B, T, C}, DType::f32, d),
+                lse = Tensor::empty({B, H, T}, DType::f32, d);
+         be.flash_attention_forward(qkv, out, lse, H, 0.125);
+         Tensor dout = normal({B, T, C}, d, 15), dqkv = Tensor::empty(qkv.shape(), DType::f32, d);
+         return std::function<void()>([&be, qkv, out, lse, dout, dqkv] {
+           be.flash_attention_backward(qkv, out, lse, dout, dqkv, H, 0.125);
+         });
+       }},
       {"cross_entropy_forward", "[2048,65]",
        [](const Backend& be, Device d) {
          std::vector<int32_t> ids(N);
