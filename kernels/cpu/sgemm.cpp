@@ -21,6 +21,11 @@
 // independent accumulators hide the FMA latency (4 cycles x 2 FMA units needs at least 8). Tiles of
 // 6, 12 and 14 rows and slabs of 128 and 384 measured within a few percent of this one
 // (bench/RESULTS.md).
+//
+// Three additions, each for a caller that needs it: a small operand is read where it is stored
+// instead of packed (flash attention's products, where packing cost as much as the arithmetic);
+// a causal product skips the tiles its mask zeroes (`Causal`, sgemm.h); and the row sums of op(A)
+// can be taken while A is packed (a linear layer's bias gradient, read with its dW GEMM's A).
 #include "kernels/cpu/sgemm.h"
 
 #include <omp.h>
