@@ -46,19 +46,19 @@ struct Head {
 struct QueryBlock {
   int64_t first, rows, keys;
 };
+QueryBlock query_block(int64_t first, int64_t T_len) {
+  const int64_t rows = std::min(kQueryBlock, T_len - first);
+  return {first, rows, first + rows};
+}
 template <class Fn>
 void for_each_query_block(int64_t T_len, Fn&& fn) {
-  for (int64_t first = 0; first < T_len; first += kQueryBlock) {
-    const int64_t rows = std::min(kQueryBlock, T_len - first);
-    fn(QueryBlock{first, rows, first + rows});
-  }
+  for (int64_t first = 0; first < T_len; first += kQueryBlock) fn(query_block(first, T_len));
 }
 // The same, last block first.
 template <class Fn>
 void for_each_query_block_from_last(int64_t T_len, Fn&& fn) {
   for (int64_t first = (T_len - 1) / kQueryBlock * kQueryBlock; first >= 0; first -= kQueryBlock)
-    fn(QueryBlock{first, std::min(kQueryBlock, T_len - first),
-                  std::min(T_len, first + kQueryBlock)});
+    fn(query_block(first, T_len));
 }
 
 // Row r of a block's scores S into probabilities P = exp(S - lse) over the `seen` keys up to

@@ -365,9 +365,19 @@ float* b_pack_buffer(int64_t n) {
 // product of flash attention does 1 MFLOP; packing its A and B moves 48 KB).
 constexpr int64_t kStoredFloats = 8192;
 
-// The sums over k of op(A)'s m rows into sums (double, zeroed by the caller), row by row: for an
-// A that is not transposed, whose rows lie along k (the packing of a transposed A sums as it goes).
-void sum_stored_rows(const Operand& a, int64_t m, int64_t k, double* sums) {
+// The sums over k of op(A)'s m rows into sums (double, zeroed by the caller), in a pass of their
+// own, reading A along its stored rows: for an A that is not transposed, and for a product with
+// nothing to multiply (scale_c). A transposed A being packed is summed by its packing instead, in
+// the same order as here (k ascending for each row).
+void sum_rows_of_a(const Operand& a, int64_t m, int64_t k, double* sums) {
+  if (a.trans) {
+    for (int64_t p = 0; p < k; ++p) {
+      const float* src = a.at(0, p);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) sums[i] += static_cast<double>(src[i]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < m; ++i) {
     const float* row = a.at(i, 0);
     double s = 0;
@@ -386,7 +396,7 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
   float* b_packed = b_stored ? nullptr : b_pack_buffer(n);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
-  if (options.a_row_sums && !a.trans) sum_stored_rows(a, m, k, sums.data());
+  if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
     double* row_sums = options.a_row_sums && a.trans && j0 == 0 ? sums.data() : nullptr;
@@ -416,11 +426,9 @@ void scale_c(const Operand& a, int64_t m, int64_t n, int64_t k, float beta,
       c[i * ldc + j] =
           (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]) + (options.bias ? options.bias[j] : 0.0f);
   if (!options.a_row_sums) return;
-  for (int64_t i = 0; i < m; ++i) {
-    double s = 0;
-    for (int64_t p = 0; p < k; ++p) s += static_cast<double>(*a.at(i, p));
-    options.a_row_sums[i] = static_cast<float>(s);
-  }
+  std::vector<double> sums(static_cast<size_t>(m), 0.0);
+  sum_rows_of_a(a, m, k, sums.data());
+  for (int64_t i = 0; i < m; ++i) options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
 }  // namespace
