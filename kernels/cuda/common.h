@@ -157,9 +157,11 @@ struct Min {
 // op over `value` of every thread of the block; every thread gets the result. blockDim.x must be
 // a multiple of 32 (at most 1024) and every thread must call it (it holds two barriers). The
 // order of the operations is fixed (butterfly inside warps, then warps in order), so the result is
-// the same bits on every run.
+// the same bits on every run. `static`: each kernel file gets its own copy, compiled with that
+// file's flags, so the -O0 softmax.cu of a debug build (docs/debugging.md) steps through its own
+// unoptimised reduction rather than whichever file's copy the linker kept.
 template <class T, class Op>
-__device__ T block_reduce(T value, Op op) {
+static __device__ T block_reduce(T value, Op op) {
   __shared__ T warp_results[32];
   // 1. inside each warp: butterfly shuffles (lane masks 16, 8, 4, 2, 1) leave the warp's result
   //    in all 32 lanes

@@ -76,6 +76,42 @@ double last_value(const std::string& out, const std::string& name) {
   return NAN;
 }
 
+// The part of docs/debugging.md up to its section 2 (part 1: the switches, the tape, the cpu
+// walkthrough) or from there on (part 2: the emu walkthrough).
+std::string page_part(int part) {
+  const std::string page = read_file(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
+  const size_t split = page.find("\n## 2. ");
+  EXPECT_NE(split, std::string::npos) << "docs/debugging.md has no section 2";
+  return part == 1 ? page.substr(0, split) : page.substr(split);
+}
+
+// What the page quotes of a run is what the run printed: every source position it names in
+// `files` (e.g. `nn/layers.h:54`) and, with `listings`, every source line gdb listed ("169\t
+// value = ..."), so that an edit which moves a line fails here, not in a reader's gdb. Only what
+// does not depend on the optimisation level is compared: where a node was created, and the emu
+// walkthrough, whose softmax.cu is compiled at -O0 in every build with debug info. Where `next`
+// stops in the cpu kernel does depend on it (this suite's sanitizer build is -O1, the page's
+// build-g -O2).
+void expect_page_quotes(const std::string& part, const std::string& out,
+                        const std::vector<std::string>& files, bool listings) {
+  const std::regex position(R"(([\w/]+\.(?:h|cpp|cu)):(\d+))");
+  for (std::sregex_iterator it(part.begin(), part.end(), position), end; it != end; ++it) {
+    const std::string path = (*it)[1].str();  // relative, or under /path/to/glass/
+    for (const std::string& file : files) {
+      if (path != file && !path.ends_with("/" + file)) continue;
+      const std::string quoted = file + ":" + (*it)[2].str();
+      EXPECT_NE(out.find(quoted), std::string::npos)
+          << "docs/debugging.md quotes " << quoted << "; gdb's run printed:\n"
+          << out;
+    }
+  }
+  const std::regex listed(R"((^|\n)(\d+\t[^\n]*))");
+  for (std::sregex_iterator it(part.begin(), part.end(), listed), end; listings && it != end; ++it)
+    EXPECT_NE(out.find((*it)[2].str()), std::string::npos)
+        << "docs/debugging.md lists '" << (*it)[2].str() << "'; gdb's run printed:\n"
+        << out;
+}
+
 TEST(GdbWalkthrough, ThePageQuotesEachScriptVerbatim) {
   const std::string page = read_file(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
   for (const char* script : {"layernorm_backward_cpu.gdb", "softmax_thread_emu.gdb"}) {
@@ -113,6 +149,7 @@ TEST(GdbWalkthrough, LayerNormBackwardOnCpu) {
   EXPECT_TRUE(
       contains_all(out, {"kernels/cpu/layernorm.cpp:", "[Inferior 1 (process", "exited normally]"}))
       << out;
+  expect_page_quotes(page_part(1), out, {"nn/layers.h", "samples/debug_step.cpp"}, false);
 }
 
 TEST(GdbWalkthrough, SoftmaxThreadOnEmu) {
@@ -132,6 +169,7 @@ TEST(GdbWalkthrough, SoftmaxThreadOnEmu) {
   EXPECT_NEAR(std::stod(out.substr(out.find("$3 = ") + 5)), row[5], 1e-5) << out;
   EXPECT_NEAR(last_value(out, "2: value"), warp0, 1e-5) << out;
   EXPECT_TRUE(all_close(printed_values(out, "$4 = "), {warp0, warp1}, 1e-5)) << out;
+  expect_page_quotes(page_part(2), out, {"kernels/cuda/softmax.cu", "kernels/cuda/common.h"}, true);
 }
 
 }  // namespace

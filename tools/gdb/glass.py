@@ -1,5 +1,5 @@
 # gdb support for glass: pretty-printers for glass::Tensor and glass::CreationSite (a node's
-# created_at, shown as "nn/layers.h:48 in net.ln") and two stepping commands.
+# created_at, shown as "nn/layers.h:54 in net.ln") and two stepping commands.
 #
 #   (gdb) source tools/gdb/glass.py          # or put that line into ~/.gdbinit
 #   (gdb) print x
@@ -141,7 +141,7 @@ def autograd_state(impl):
 
 
 class CreationSitePrinter:
-    """glass::CreationSite as the text CreationSite::str() makes: "nn/layers.h:48 in net.ln"."""
+    """glass::CreationSite as the text CreationSite::str() makes: "nn/layers.h:54 in net.ln"."""
 
     def __init__(self, val):
         self.val = val
