@@ -29,9 +29,12 @@ Outcome run_train_gpt(const std::string& args) {
 std::string tmp(const std::string& name) { return glass::testing::scratch_path(name); }
 
 const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
-const std::string kTiny = "--data " + kData +
-                          " --n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
-                          "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+const std::string kTinyShape =
+    "--n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
+    "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+const std::string kTiny = "--data " + kData + " " + kTinyShape;
+// The data alone: for the flags kTiny sets, whose errors come before the model's shape matters.
+const std::string kData1 = "--data " + kData + " ";
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
   glass::testing::expect_one_line_error("train_gpt", args, fragment);
@@ -131,6 +134,27 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(lines, 3);
   const Outcome again = run_train_gpt(kTiny + "--steps 1 --init " + weights);
   EXPECT_EQ(again.status, 0) << again.out;
+}
+
+// A flag given twice says so (L1), in the words of the flag rather than CLI11's.
+TEST(TrainGptCli, AFlagGivenTwiceSaysSo) {
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --data " + kData);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out, "train_gpt: error: --data given twice ('" + kData + "', '" + kData +
+                       "'): give it once (see --help)\n");
+  expect_one_line_error(kData1 + "--steps 1 --batch 3 --batch 4", "--batch given twice ('3', '4')");
+}
+
+// `make train ARGS="--data X"` passes X alone: the Makefile adds no --data of its own.
+TEST(TrainGptCli, MakeTrainTakesDataFromArgs) {
+  const Outcome r = glass::testing::run_command("make -n -C " + std::string(GLASS_SOURCE_DIR) +
+                                                " train ARGS='--data mine.txt'");
+  if (r.status == 127) GTEST_SKIP() << "no make";
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto line = r.out.find("samples/train_gpt ");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  const std::string cmd = r.out.substr(line, r.out.find('\n', line) - line);
+  EXPECT_EQ(cmd, "samples/train_gpt --data mine.txt") << r.out;
 }
 
 #if defined(GLASS_HAS_CUDA)
