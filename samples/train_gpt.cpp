@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "train_gpt"))
     return *status;
   try {
+    // The library's Trainer accepts 0 steps (a model to inspect); a run of nothing is a mistake.
+    GLASS_CHECK(options.steps >= 1, "--steps {} must be at least 1", options.steps);
     for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
       if (app.count(flag) > 0) options.shape_flags_given.emplace_back(flag);
     if (!options.model.empty()) {

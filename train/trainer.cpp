@@ -1,9 +1,17 @@
 #include "train/trainer.h"
 
 #include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <tuple>
 
 #include "autograd/ops.h"
@@ -12,6 +20,7 @@
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/hardware_peak.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
 #include "nn/gpt_weights.h"
@@ -90,26 +99,73 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
   return c;
 }
 
+// The flags whose values are wrong whatever the data, device and files: checked before anything
+// is loaded. Each error names the flag and its value, never the internal field it ends up in.
+void check_run_flags(const TrainOptions& o) {
+  // 0 builds a trainer that trains nothing (tests inspect its model); train_gpt refuses it.
+  GLASS_CHECK(o.steps >= 0, "--steps {} must be at least 1", o.steps);
+  GLASS_CHECK(o.seq_len >= 1, "--seq-len {} must be at least 1", o.seq_len);
+  GLASS_CHECK(o.batch >= 1, "--batch {} must be at least 1", o.batch);
+  GLASS_CHECK(o.threads >= 0, "--threads {} must be 0 (all cores) or more", o.threads);
+  GLASS_CHECK(o.eval_every >= 0, "--eval-every {} must be 0 (only at the end) or more",
+              o.eval_every);
+  GLASS_CHECK(o.eval_batches >= 1, "--eval-batches {} must be at least 1", o.eval_batches);
+  GLASS_CHECK(o.on_nonfinite == "stop" || o.on_nonfinite == "skip",
+              "--on-nonfinite '{}': expected stop or skip", o.on_nonfinite);
+  GLASS_CHECK(o.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", o.keep_last);
+  GLASS_CHECK(o.checkpoint_every >= 0, "--checkpoint-every {} must be 0 (only at the end) or more",
+              o.checkpoint_every);
+  GLASS_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+              "--checkpoint-every {} needs --checkpoint-dir: there is nowhere to write them",
+              o.checkpoint_every);
+  parse_weight_layout(o.save_format);
+  // The sampling after training: its options fail now, not after the training.
+  GLASS_CHECK(o.sample >= 0, "--sample {} must be 0 (no sample) or more", o.sample);
+  check_sampling_options({o.temperature, o.top_k, o.seed});
+}
+
+// The file `path` that `flag` writes at the end of the run: its directory must exist and take a
+// new file. Probed with a temp file removed at once, so that a typo fails now rather than after
+// the training whose results it would lose.
+void check_output_file(std::string_view flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  GLASS_CHECK(!fs::is_directory(path, ec), "{} {} is a directory, not a file name", flag, path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  GLASS_CHECK(fs::is_directory(dir, ec), "{} {}: directory '{}' does not exist", flag, path,
+              dir.string());
+  std::string probe = (dir / ".glass_probe_XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  const int err = errno;
+  GLASS_CHECK(fd >= 0, "{} {}: cannot write in directory '{}': {}", flag, path, dir.string(),
+              std::strerror(err));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 }  // namespace
 
 // Construction in the order the pieces depend on each other; each step is a method below.
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
+  check_run_flags(opt_);  // a bad value fails now, not after training
   device_ = pick_device(opt_.device);
   // Before any device work: the graph's stream is current from here on (train/graph_step.h).
   // The captured dropout draws from dropout_gen_ (set in build_model; its address is fixed).
   if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_, &dropout_gen_);
+  // Refused on cpu as --dtype bf16 is: a flag that would change nothing there is a mistake.
+  GLASS_CHECK(!opt_.tf32 || device_.kind != DeviceKind::cpu,
+              "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
+              "--device emu, or drop --tf32)");
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
-  const int threads = kernels::cpu::set_threads(opt_.threads);
+  threads_ = kernels::cpu::set_threads(opt_.threads);
   apply_model_preset();
-  GLASS_CHECK(opt_.on_nonfinite == "stop" || opt_.on_nonfinite == "skip",
-              "--on-nonfinite '{}': expected stop or skip", opt_.on_nonfinite);
-  GLASS_CHECK(opt_.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", opt_.keep_last);
-  parse_weight_layout(opt_.save_format);  // a bad --save-format fails now, not after training
   data_ = load_dataset(opt_.data, opt_.vocab_size);
   std::optional<LoadedCheckpoint> ck;
   std::optional<GPTWeights> init;
   choose_config(ck, init);
+  check_prompt();
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
   if (ck) restore(*ck);
@@ -119,11 +175,16 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   join_data_parallel();
   // Mixed precision: bf16 compute copies of the (now final) master weights.
   if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
-  if (!opt_.metrics.empty() && comm_->rank() == 0) {
-    metrics_.open(opt_.metrics, std::ios::app);
-    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+  if (comm_->rank() == 0) {  // rank 0 writes the files for all ranks
+    if (!opt_.metrics.empty()) {
+      metrics_.open(opt_.metrics, std::ios::app);
+      GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+    }
+    check_output_file("--save", opt_.save);
+    check_output_file("--trace", opt_.trace);
+    check_output_file("--report", opt_.report);
   }
-  log_setup(threads, attention);
+  log_setup(attention);
 }
 
 // --model gpt2 fixes the vocabulary (the GPT-2 tokenizer's).
@@ -218,9 +279,9 @@ void Trainer::join_data_parallel() {
              comm_->backend(), ddp_->buckets().size());
 }
 
-void Trainer::log_setup(int threads, AttentionKernel attention) const {
+void Trainer::log_setup(AttentionKernel attention) const {
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
-             threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
+             threads_, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info(
       "model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
       config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
@@ -439,24 +500,38 @@ double Trainer::evaluate(int64_t batches) {
   return total / static_cast<double>(batches);
 }
 
+// The tokens a sample continues: --prompt's (throws naming a character the vocabulary lacks), or
+// the start of a line or document.
+std::vector<int32_t> Trainer::sample_context() const {
+  if (!opt_.prompt.empty()) return data_.tokenizer->encode(opt_.prompt);
+  if (data_.vocab) {
+    // Character data starts after a newline (or the first character when there is none).
+    const auto newline = data_.vocab->chars().find('\n');
+    return {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  }
+  return {50256};  // GPT-2 tokens start a document after <|endoftext|>
+}
+
+// --prompt is encoded at start-up too, so that a character outside the vocabulary fails before
+// the training rather than after it. Without a tokenizer run() samples nothing (and says so).
+void Trainer::check_prompt() const {
+  if (opt_.sample == 0 || opt_.prompt.empty() || data_.tokenizer == nullptr) return;
+  try {
+    sample_context();
+  } catch (const Error& e) {
+    fail("--prompt: {}", e.what());
+  }
+}
+
 Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
   GLASS_CHECK(
       data_.tokenizer != nullptr,
       "sampling: no tokenizer for the tokens of {} (vocabulary {}): GPT-2 tokens (50257) "
       "need GPT-2's vocabulary (scripts/setup.sh) or a gpt2_tokenizer.bin beside the shards",
       data_.path, data_.vocab_size);
-  std::vector<int32_t> context;
-  if (!opt_.prompt.empty()) {
-    context = data_.tokenizer->encode(opt_.prompt);
-  } else if (data_.vocab) {
-    // Character data starts after a newline (or the first character when there is none).
-    const auto newline = data_.vocab->chars().find('\n');
-    context = {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-  } else {
-    context = {50256};  // GPT-2 tokens start a document after <|endoftext|>
-  }
   Sample s;
-  s.generation = generate(*model_, context, n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
+  s.generation =
+      generate(*model_, sample_context(), n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
   s.text = data_.tokenizer->decode(s.generation.tokens);
   return s;
 }
@@ -518,6 +593,10 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(device_);
   mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
   log().info("{}", mfu_->formula);
+  // The host's peak counts every core; a run on fewer threads cannot reach it (docs/profiling.md).
+  if (device_.kind != DeviceKind::cuda)
+    log().info("MFU is against the peak of all {} cores; this run uses {} thread{}",
+               kernels::cpu::hardware_peak().cores, threads_, threads_ == 1 ? "" : "s");
   int64_t saved_step = -1;  // the step of the checkpoint written last by this loop
   // A stop signal (train/shutdown.h) ends the loop between steps, never inside one.
   while (step_ < opt_.steps && stop_signal() == 0) {

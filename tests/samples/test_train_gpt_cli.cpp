@@ -2,6 +2,7 @@
 // run trains, saves weights, writes metrics and can start again from the saved weights.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -136,6 +137,55 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(again.status, 0) << again.out;
 }
 
+// Start-up checks (H2): a value that would only fail after training fails before step 1, in one
+// line naming the flag, and trains nothing.
+TEST(TrainGptCli, SamplingOptionsFailBeforeTraining) {
+  const std::string run = kData1 + "--steps 20 --sample 5 ";
+  expect_one_line_error(run + "--temperature -1", "--temperature -1 must be >= 0");
+  expect_one_line_error(run + "--top-k -3", "--top-k -3 must be >= 0");
+  expect_one_line_error(run + "--prompt '\xe6\x97\xa5'", "--prompt: character");
+  expect_one_line_error(kData1 + "--steps 20 --sample -5", "--sample -5");
+}
+
+TEST(TrainGptCli, OutputDirectoriesAreCheckedBeforeTraining) {
+  for (const std::string flag : {"--save", "--trace", "--report"})
+    expect_one_line_error(kTiny + "--steps 20 " + flag + " /nonexistent/dir/out",
+                          flag +
+                              " /nonexistent/dir/out: directory '/nonexistent/dir' does not "
+                              "exist");
+  const std::string dir = tmp("outdir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  expect_one_line_error(kTiny + "--steps 20 --save " + dir, "is a directory");
+  // The probe of a directory that is fine leaves nothing in it: --save's passes, --report's fails.
+  expect_one_line_error(
+      kTiny + "--steps 20 --save " + dir + "/w.safetensors --report /nonexistent/r",
+      "--report /nonexistent/r");
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  if (::geteuid() != 0) {  // root writes anywhere
+    std::filesystem::permissions(
+        dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    expect_one_line_error(kTiny + "--steps 20 --save " + dir + "/w.safetensors",
+                          "--save " + dir + "/w.safetensors: cannot write in directory");
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  }
+}
+
+// Values that are never valid name their flag (L2, L3).
+TEST(TrainGptCli, BadCountsNameTheirFlag) {
+  expect_one_line_error(kData1 + "--steps 0", "--steps 0 must be at least 1");
+  expect_one_line_error(kData1 + "--steps -1 --lr-schedule constant", "--steps -1");
+  expect_one_line_error(kData1 + "--steps 1 --eval-batches 0", "--eval-batches 0");
+  expect_one_line_error(kData1 + "--steps 1 --eval-batches -2", "--eval-batches -2");
+  expect_one_line_error(kData1 + "--steps 1 --eval-every -5", "--eval-every -5");
+  expect_one_line_error(kData1 + "--steps 1 --seq-len 0", "--seq-len 0 must be at least 1");
+  expect_one_line_error(kData1 + "--steps 1 --batch 0", "--batch 0");
+  expect_one_line_error(kData1 + "--steps 1 --threads -1", "--threads -1");
+  expect_one_line_error(kData1 + "--steps 1 --checkpoint-every 1",
+                        "--checkpoint-every 1 needs --checkpoint-dir");
+  expect_one_line_error(kTiny + "--steps 1 --device cpu --tf32", "--tf32 needs");
+}
+
 // A flag given twice says so (L1), in the words of the flag rather than CLI11's.
 TEST(TrainGptCli, AFlagGivenTwiceSaysSo) {
   const Outcome r = run_train_gpt(kTiny + "--steps 1 --data " + kData);
@@ -155,6 +205,13 @@ TEST(TrainGptCli, MakeTrainTakesDataFromArgs) {
   ASSERT_NE(line, std::string::npos) << r.out;
   const std::string cmd = r.out.substr(line, r.out.find('\n', line) - line);
   EXPECT_EQ(cmd, "samples/train_gpt --data mine.txt") << r.out;
+}
+
+// MFU's peak counts every core: the run says how many threads it used against them (L7).
+TEST(TrainGptCli, MfuLineNamesThreadsAndCores) {
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --device cpu");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(" cores; this run uses 1 thread\n"), std::string::npos) << r.out;
 }
 
 #if defined(GLASS_HAS_CUDA)

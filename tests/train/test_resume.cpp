@@ -53,6 +53,7 @@ TEST(Resume, CosineScheduleResumesBitExactToo) {
   // `latest` now names step 5; resume the step-2 checkpoint explicitly.
   TrainOptions r = o;
   r.checkpoint_dir.clear();
+  r.checkpoint_every = 0;  // no directory, no checkpoints (an error otherwise)
   r.resume = dir + "/ckpt_00000002.safetensors";
   Trainer resumed(r);
   EXPECT_EQ(resumed.step(), 2);
