@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   try {
     // The library's Trainer accepts 0 steps (a model to inspect); a run of nothing is a mistake.
     GLASS_CHECK(options.steps >= 1, "--steps {} must be at least 1", options.steps);
-    for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
+    // Which model flags the user set: the others are defaults, and yield to --init's file or
+    // --resume's checkpoint instead of contradicting it.
+    for (const char* flag :
+         {"--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab-size", "--dropout"})
       if (app.count(flag) > 0) options.shape_flags_given.emplace_back(flag);
     if (!options.model.empty()) {
       // A preset fixes the model's shape: a flag that would change it is a contradiction.

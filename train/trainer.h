@@ -59,8 +59,10 @@ struct TrainOptions {
   // Weights in (any layout: nn/gpt_weights.h) and out (in the layout save_format names: glass,
   // hf or llmc).
   std::string init, save, save_format = "glass";
-  // The shape flags set on the command line (of --n-layer, --n-head, --n-embd): --init's file
-  // must agree with them.
+  // The model flags set on the command line (of --n-layer, --n-head, --n-embd, --seq-len,
+  // --vocab-size, --dropout); the others are at their defaults. --init's file must agree with the
+  // shape flags, --resume's checkpoint with all of them; with --resume, --seq-len when not given
+  // is the checkpoint's.
   std::vector<std::string> shape_flags_given;
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)

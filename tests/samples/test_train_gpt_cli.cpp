@@ -214,6 +214,81 @@ TEST(TrainGptCli, MfuLineNamesThreadsAndCores) {
   EXPECT_NE(r.out.find(" cores; this run uses 1 thread\n"), std::string::npos) << r.out;
 }
 
+// --resume continues the checkpoint's run (H3): flags given that contradict it, --init beside it,
+// text of another vocabulary and a --steps it is already past are errors at start-up.
+class TrainGptResume : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::filesystem::remove_all(dir());
+    const Outcome r = run_train_gpt(kTiny + "--steps 2 --checkpoint-dir " + dir());
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  static std::string dir() { return tmp("resume_ck"); }
+  static std::string ckpt() { return dir() + "/ckpt_00000002.safetensors"; }
+};
+
+TEST_F(TrainGptResume, ShapeFlagsGivenMustAgreeWithTheCheckpoint) {
+  // The checkpoint: n_layer 1, n_head 2, n_embd 16, seq_len 8, dropout 0 (kTiny).
+  const std::string resume =
+      kData1 + "--batch 2 --sample 0 --threads 1 --steps 3 --resume " + dir() + " ";
+  const Outcome r = run_train_gpt(resume + "--n-embd 32");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out, "train_gpt: error: --resume " + ckpt() +
+                       " holds a GPT with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
+                       "dropout=0, but --n-embd is 32 (checkpoint: 16)\n");
+  expect_one_line_error(resume + "--n-head 4", "--n-head is 4 (checkpoint: 2)");
+  expect_one_line_error(resume + "--n-layer 2", "--n-layer is 2 (checkpoint: 1)");
+  expect_one_line_error(resume + "--seq-len 4", "--seq-len is 4 (checkpoint: 8)");
+  expect_one_line_error(resume + "--dropout 0.1", "--dropout is 0.1 (checkpoint: 0)");
+  expect_one_line_error(resume + "--vocab-size 100", "--vocab-size is 100 (checkpoint: 65)");
+  // Given and equal to the checkpoint's: fine.
+  const Outcome same = run_train_gpt(resume + "--n-head 2 --n-embd 16 --seq-len 8 --dropout 0");
+  EXPECT_EQ(same.status, 0) << same.out;
+}
+
+TEST_F(TrainGptResume, FlagsLeftAtTheirDefaultsYieldToTheCheckpoint) {
+  // No --n-layer/--n-head/--n-embd/--seq-len: their defaults (4, 4, 256, 128) do not count.
+  const Outcome r = run_train_gpt("--data " + kData +
+                                  " --batch 2 --sample 0 --eval-every 0 --eval-batches 1 "
+                                  "--threads 1 --steps 3 --resume " +
+                                  ckpt());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("step     3/3"), std::string::npos) << r.out;
+}
+
+TEST_F(TrainGptResume, InitAndResumeTogetherIsAnError) {
+  expect_one_line_error(kTiny + "--steps 3 --resume " + dir() + " --init " + ckpt(),
+                        "--init " + ckpt() + " and --resume " + dir() + ": give one");
+}
+
+TEST_F(TrainGptResume, DataOfAnotherVocabularyIsAnError) {
+  const std::string other = tmp("other.txt");
+  std::ofstream(other) << "abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop\n";
+  expect_one_line_error(kTinyShape + "--steps 3 --resume " + dir() + " --data " + other,
+                        "--resume " + ckpt() + " was trained on " + kData +
+                            " (a character vocabulary of 65), but --data " + other +
+                            " has another one (of 18 characters)");
+  // Another file with the same characters is the same data as far as the model can tell.
+  const std::string copy = tmp("copy.txt");
+  std::filesystem::copy_file(kData, copy, std::filesystem::copy_options::overwrite_existing);
+  const Outcome r = run_train_gpt(kTinyShape + "--steps 3 --resume " + ckpt() + " --data " + copy);
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+TEST_F(TrainGptResume, StepsAtOrBelowTheCheckpoint) {
+  expect_one_line_error(kTiny + "--steps 1 --resume " + dir(),
+                        "--steps 1: --resume " + ckpt() + " is already at step 2");
+  // At --steps: the same command run again after a crash at the very end finishes with nothing
+  // to train, and no "final loss nan".
+  const Outcome r = run_train_gpt(kTiny + "--steps 2 --resume " + ckpt());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("nothing to train: --resume " + ckpt() + " is already at step 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("done: 0 steps"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+}
+
 #if defined(GLASS_HAS_CUDA)
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
