@@ -25,8 +25,9 @@ build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target train_gpt
 
+# No --data here: train_gpt's default is data/tinyshakespeare.txt, and ARGS="--data X" replaces it.
 train: build
-	$(BUILD)/samples/train_gpt --data data/tinyshakespeare.txt $(ARGS)
+	$(BUILD)/samples/train_gpt $(ARGS)
 
 # One build checks everything CI can: every test under AddressSanitizer and UndefinedBehaviorSanitizer
 # (-O1 -g: RelWithDebInfo, which also runs the gdb walkthrough of docs/debugging.md; the tests' and

@@ -7,12 +7,12 @@
 // sum, then backward. It prints the tape, the loss and the gradient norms. docs/debugging.md walks
 // through it in gdb: LayerNorm's backward kernel on `cpu`, one CUDA thread of the softmax kernel on
 // `emu`. With rows >= 4 the softmax grid has a block 3; cols = 40 gives it two warps.
-#include <CLI/CLI.hpp>
 #include <cmath>
 
 #include "autograd/ops.h"
 #include "engine/error.h"
 #include "nn/layers.h"
+#include "samples/command_line.h"
 
 namespace {
 
@@ -66,14 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--rows", o.rows, "rows of x (softmax blocks on emu)");
   app.add_option("--cols", o.cols, "columns of x (LayerNorm width)");
   app.add_option("--seed", o.seed, "seed for x and w");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "debug_step: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "debug_step"))
+    return *status;
   try {
     run(o);
   } catch (const std::exception& e) {

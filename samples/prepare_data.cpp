@@ -9,7 +9,6 @@
 // most --shard-tokens tokens (header: magic 20240520, version 1, count; then uint16 tokens).
 // DIR/gpt2_tokenizer.bin (llm.c's decode table) lets train_gpt decode samples of these tokens.
 // Prints a progress bar on stderr and a summary. Errors: one line, "prepare_data: error: ...".
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +19,7 @@
 
 #include "engine/atomic_file.h"
 #include "engine/error.h"
+#include "samples/command_line.h"
 #include "train/data.h"
 #include "train/tokenizer/gpt2_tokenizer.h"
 #include "train/tokenizer/pretokenize.h"
@@ -79,14 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--vocab-dir", vocab_dir,
                  "directory of encoder.json and vocab.bpe (default: $GLASS_GPT2_VOCAB_DIR or the "
                  "npm package scripts/setup.sh fetched)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "prepare_data: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "prepare_data"))
+    return *status;
   try {
     GLASS_CHECK(val_fraction >= 0 && val_fraction < 1, "--val-fraction {} is not in [0, 1)",
                 val_fraction);

@@ -6,11 +6,11 @@
 // error is one line on stderr ("train_gpt: error: ...") and a non-zero exit status. SIGINT or
 // SIGTERM stop after the current step (with a checkpoint when --checkpoint-dir is set) and exit
 // with 130 or 143; a second one exits at once (docs/reliability.md).
-#include <CLI/CLI.hpp>
 #include <csignal>
 
 #include "comm/communicator.h"
 #include "engine/error.h"
+#include "samples/command_line.h"
 #include "samples/train_gpt_flags.h"
 #include "train/shutdown.h"
 #include "train/trainer.h"
@@ -19,16 +19,15 @@ int main(int argc, char** argv) {
   CLI::App app{"train_gpt: train a GPT with glass"};
   glass::train::TrainOptions options;
   glass::samples::add_train_gpt_flags(app, options);
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "train_gpt"))
+    return *status;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "train_gpt: error: {} (see --help)\n", e.what());
-    return 2;
-  }
-  try {
-    for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
+    // The library's Trainer accepts 0 steps (a model to inspect); a run of nothing is a mistake.
+    GLASS_CHECK(options.steps >= 1, "--steps {} must be at least 1", options.steps);
+    // Which model flags the user set: the others are defaults, and yield to --init's file or
+    // --resume's checkpoint instead of contradicting it.
+    for (const char* flag :
+         {"--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab-size", "--dropout"})
       if (app.count(flag) > 0) options.shape_flags_given.emplace_back(flag);
     if (!options.model.empty()) {
       // A preset fixes the model's shape: a flag that would change it is a contradiction.

@@ -151,6 +151,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
       {"optimizer_scalars",
        optim_scalars.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict)},
       {"data_path", state.data_path},
+      {"seq_len", std::to_string(state.seq_len)},
+      {"char_vocab", state.char_vocab.value_or("")},
   };
   const std::string file = fmt::format("ckpt_{:08d}.safetensors", state.step);
   const std::string path = (fs::path(dir) / file).string();
@@ -203,6 +205,11 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
     ck.state.data_position = std::stoll(meta("data_position"));
     ck.state.config = config_from_json(nlohmann::json::parse(meta("config")));
     ck.state.data_path = meta("data_path");
+    // Recorded since these checks exist; an older checkpoint has neither.
+    if (const auto it = f.metadata.find("seq_len"); it != f.metadata.end())
+      ck.state.seq_len = std::stoll(it->second);
+    if (const auto it = f.metadata.find("char_vocab"); it != f.metadata.end())
+      ck.state.char_vocab = it->second;
     const nlohmann::json scalars = nlohmann::json::parse(meta("optimizer_scalars"));
     for (const auto& [k, v] : scalars.items()) ck.optimizer_scalars[k] = v.get<double>();
   } catch (const Error&) {
@@ -218,6 +225,9 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
   take_prefixed(f.tensors, "optim.", ck.optimizer);
   GLASS_CHECK(!ck.model.empty(), "checkpoint '{}' holds no model weights", path);
   check_config_matches_weights(path, ck);
+  GLASS_CHECK(ck.state.seq_len >= 0 && ck.state.seq_len <= ck.state.config.block_size,
+              "checkpoint '{}': sequence length {} is not in [0, block size {}]", path,
+              ck.state.seq_len, ck.state.config.block_size);
   return ck;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "nn/gpt.h"
@@ -26,6 +27,12 @@ struct CheckpointState {
   int64_t data_position = 0;  // the batch index the next step reads
   GPTConfig config;
   std::string data_path;
+  // What a resumed run checks its flags and data against. Checkpoints written before these were
+  // recorded load with 0 and nullopt.
+  int64_t seq_len = 0;  // the sequence length T the run trained at (at most config.block_size)
+  // The data's character vocabulary (char_vocab_metadata: its characters in hex); "" for token
+  // data, which has none.
+  std::optional<std::string> char_vocab;
 };
 
 // Writes DIR/ckpt_<step>.safetensors and then DIR/latest, then keeps only the newest `keep_last`

@@ -23,10 +23,14 @@ std::vector<float> full_context_logits(const GPT& model, const std::vector<int32
 
 }  // namespace
 
-int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options, double u) {
-  GLASS_CHECK(!logits.empty(), "sample_token: no logits");
+void check_sampling_options(const SamplingOptions& options) {
   GLASS_CHECK(options.temperature >= 0, "--temperature {} must be >= 0", options.temperature);
   GLASS_CHECK(options.top_k >= 0, "--top-k {} must be >= 0", options.top_k);
+}
+
+int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options, double u) {
+  GLASS_CHECK(!logits.empty(), "sample_token: no logits");
+  check_sampling_options(options);
   const auto V = static_cast<int64_t>(logits.size());
   std::vector<int32_t> order(logits.size());
   for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) order[static_cast<size_t>(i)] = i;

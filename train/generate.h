@@ -21,6 +21,10 @@ struct SamplingOptions {
   uint64_t seed = 1337;
 };
 
+// Throws naming the flag (--temperature, --top-k) whose value sampling cannot use. sample_token
+// checks its options with it; train_gpt checks them at start-up, before any training.
+void check_sampling_options(const SamplingOptions& options);
+
 // The token drawn from softmax(logits / temperature) restricted to the top_k largest logits
 // (ties: the lower id first), by inverse CDF at u in [0, 1): the first id, in id order, where the
 // cumulative probability exceeds u. `logits` holds the classes only (no padded columns).

@@ -1,9 +1,17 @@
 #include "train/trainer.h"
 
 #include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <tuple>
 
 #include "autograd/ops.h"
@@ -12,6 +20,7 @@
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/hardware_peak.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
 #include "nn/gpt_weights.h"
@@ -54,6 +63,34 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // Mean cross-entropy of the model's next-token predictions for one batch.
 Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
+// The value a model-configuration flag sets in `c`.
+double config_field(const GPTConfig& c, std::string_view flag) {
+  if (flag == "--n-layer") return static_cast<double>(c.n_layer);
+  if (flag == "--n-head") return static_cast<double>(c.n_head);
+  if (flag == "--n-embd") return static_cast<double>(c.n_embd);
+  if (flag == "--vocab-size") return static_cast<double>(c.vocab_size);
+  if (flag == "--dropout") return c.dropout;
+  fail("{} is not a flag of the model's configuration", flag);
+}
+
+// Each of `flags` that was given on the command line must agree with the configuration a file
+// holds: `holds` says which file and what it holds, `file_word` what to call it in the error.
+// Flags left at their defaults yield to the file.
+void check_flags_agree(const GPTConfig& file, const TrainOptions& opt,
+                       std::initializer_list<std::string_view> flags, const std::string& holds,
+                       std::string_view file_word) {
+  const GPTConfig given{opt.vocab_size, opt.seq_len, opt.n_layer,
+                        opt.n_head,     opt.n_embd,  opt.dropout};
+  for (const std::string& flag : opt.shape_flags_given) {
+    if (std::find(flags.begin(), flags.end(), flag) == flags.end()) continue;
+    const double have = config_field(file, flag), want = config_field(given, flag);
+    // A file may leave a shape field 0: Hugging Face's and nanoGPT's do not say n_head.
+    const bool unknown = have == 0 && flag != "--dropout";
+    GLASS_CHECK(unknown || have == want, "{}, but {} is {} ({}: {})", holds, flag, want, file_word,
+                have);
+  }
+}
+
 // The model's shape for --init's weights: the file's, checked against the flags that fix a shape
 // (--model gpt2, or --n-layer/--n-head/--n-embd when given). With --model gpt2, wte grows to the
 // preset's padded rows (a Hugging Face file has 50257). `w.state` is adjusted in place.
@@ -72,17 +109,7 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
     w.state = pad_vocab_rows(w.state, preset.table_rows());
     c = preset;
   } else {
-    const GPTConfig flags{.n_layer = opt.n_layer, .n_head = opt.n_head, .n_embd = opt.n_embd};
-    for (const std::string& flag : opt.shape_flags_given) {
-      const int64_t have = flag == "--n-layer"  ? c.n_layer
-                           : flag == "--n-head" ? c.n_head
-                                                : c.n_embd;
-      const int64_t want = flag == "--n-layer"  ? flags.n_layer
-                           : flag == "--n-head" ? flags.n_head
-                                                : flags.n_embd;
-      GLASS_CHECK(have == 0 || have == want, "{}, but {} is {} (file: {})", holds, flag, want,
-                  have);
-    }
+    check_flags_agree(c, opt, {"--n-layer", "--n-head", "--n-embd"}, holds, "file");
     // Hugging Face's and nanoGPT's files do not say how many heads: --n-head does.
     if (c.n_head == 0) c.n_head = opt.n_head;
   }
@@ -90,26 +117,125 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
   return c;
 }
 
+bool flag_given(const TrainOptions& opt, std::string_view flag) {
+  return std::find(opt.shape_flags_given.begin(), opt.shape_flags_given.end(), flag) !=
+         opt.shape_flags_given.end();
+}
+
+// --resume continues the checkpoint's run: its model configuration and sequence length. A flag
+// given on the command line that says otherwise is an error (worded as --init's), not ignored.
+GPTConfig config_for_resume(const LoadedCheckpoint& ck, const TrainOptions& opt) {
+  const GPTConfig& c = ck.state.config;
+  const std::string holds = fmt::format("--resume {} holds a GPT with {}", ck.path, c.str());
+  if (opt.model == "gpt2") {
+    const std::string diff = shape_differences(c, GPTConfig::gpt2());
+    GLASS_CHECK(diff.empty(), "{}, but --model gpt2 is {}: {} (checkpoint vs flags)", holds,
+                GPTConfig::gpt2().str(), diff);
+  }
+  check_flags_agree(c, opt, {"--n-layer", "--n-head", "--n-embd", "--vocab-size", "--dropout"},
+                    holds, "checkpoint");
+  // The sequence length is the run's, not the model's (an --init run may train shorter sequences
+  // than its block size): older checkpoints did not record it, and trained at the block size
+  // unless they came from --init.
+  const int64_t trained = ck.state.seq_len > 0 ? ck.state.seq_len : c.block_size;
+  GLASS_CHECK(!flag_given(opt, "--seq-len") || ck.state.seq_len == 0 || opt.seq_len == trained,
+              "{}, but --seq-len is {} (checkpoint: {})", holds, opt.seq_len, trained);
+  return c;
+}
+
+// A resumed run must read the tokens its checkpoint was trained on: for text, the same character
+// vocabulary, or every id would mean another character (another file with the same characters is
+// fine). Checkpoints older than the recorded vocabulary are not checked.
+void check_resumed_data(const LoadedCheckpoint& ck, const Dataset& data) {
+  if (!ck.state.char_vocab) return;
+  const std::string trained_on =
+      fmt::format("--resume {} was trained on {}", ck.path, ck.state.data_path);
+  if (ck.state.char_vocab->empty()) {
+    GLASS_CHECK(!data.vocab, "{} (tokens), but --data {} is text (a character vocabulary of {})",
+                trained_on, data.path, data.vocab_size);
+    return;
+  }
+  const CharVocab vocab = char_vocab_from_metadata(*ck.state.char_vocab);
+  GLASS_CHECK(data.vocab, "{} (text, a character vocabulary of {}), but --data {} is tokens",
+              trained_on, vocab.size(), data.path);
+  GLASS_CHECK(
+      data.vocab->chars() == vocab.chars(),
+      "{} (a character vocabulary of {}), but --data {} has another one (of {} characters): "
+      "the token ids would mean other characters",
+      trained_on, vocab.size(), data.path, data.vocab->size());
+}
+
+// The flags whose values are wrong whatever the data, device and files: checked before anything
+// is loaded. Each error names the flag and its value, never the internal field it ends up in.
+void check_run_flags(const TrainOptions& o) {
+  // 0 builds a trainer that trains nothing (tests inspect its model); train_gpt refuses it.
+  GLASS_CHECK(o.steps >= 0, "--steps {} must be at least 1", o.steps);
+  GLASS_CHECK(o.seq_len >= 1, "--seq-len {} must be at least 1", o.seq_len);
+  GLASS_CHECK(o.batch >= 1, "--batch {} must be at least 1", o.batch);
+  GLASS_CHECK(o.threads >= 0, "--threads {} must be 0 (all cores) or more", o.threads);
+  GLASS_CHECK(o.eval_every >= 0, "--eval-every {} must be 0 (only at the end) or more",
+              o.eval_every);
+  GLASS_CHECK(o.eval_batches >= 1, "--eval-batches {} must be at least 1", o.eval_batches);
+  GLASS_CHECK(o.on_nonfinite == "stop" || o.on_nonfinite == "skip",
+              "--on-nonfinite '{}': expected stop or skip", o.on_nonfinite);
+  GLASS_CHECK(o.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", o.keep_last);
+  GLASS_CHECK(o.checkpoint_every >= 0, "--checkpoint-every {} must be 0 (only at the end) or more",
+              o.checkpoint_every);
+  GLASS_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+              "--checkpoint-every {} needs --checkpoint-dir: there is nowhere to write them",
+              o.checkpoint_every);
+  GLASS_CHECK(o.init.empty() || o.resume.empty(),
+              "--init {} and --resume {}: give one (--resume continues a run with its own "
+              "weights; --init starts a new run from weights)",
+              o.init, o.resume);
+  parse_weight_layout(o.save_format);
+  // The sampling after training: its options fail now, not after the training.
+  GLASS_CHECK(o.sample >= 0, "--sample {} must be 0 (no sample) or more", o.sample);
+  check_sampling_options({o.temperature, o.top_k, o.seed});
+}
+
+// The file `path` that `flag` writes at the end of the run: its directory must exist and take a
+// new file. Probed with a temp file removed at once, so that a typo fails now rather than after
+// the training whose results it would lose.
+void check_output_file(std::string_view flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  GLASS_CHECK(!fs::is_directory(path, ec), "{} {} is a directory, not a file name", flag, path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  GLASS_CHECK(fs::is_directory(dir, ec), "{} {}: directory '{}' does not exist", flag, path,
+              dir.string());
+  std::string probe = (dir / ".glass_probe_XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  const int err = errno;
+  GLASS_CHECK(fd >= 0, "{} {}: cannot write in directory '{}': {}", flag, path, dir.string(),
+              std::strerror(err));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 }  // namespace
 
 // Construction in the order the pieces depend on each other; each step is a method below.
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
+  check_run_flags(opt_);  // a bad value fails now, not after training
   device_ = pick_device(opt_.device);
   // Before any device work: the graph's stream is current from here on (train/graph_step.h).
   // The captured dropout draws from dropout_gen_ (set in build_model; its address is fixed).
   if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_, &dropout_gen_);
+  // Refused on cpu as --dtype bf16 is: a flag that would change nothing there is a mistake.
+  GLASS_CHECK(!opt_.tf32 || device_.kind != DeviceKind::cpu,
+              "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
+              "--device emu, or drop --tf32)");
   kernels::set_tf32(opt_.tf32);
   dtype_ = pick_dtype(opt_.dtype, device_);
-  const int threads = kernels::cpu::set_threads(opt_.threads);
+  threads_ = kernels::cpu::set_threads(opt_.threads);
   apply_model_preset();
-  GLASS_CHECK(opt_.on_nonfinite == "stop" || opt_.on_nonfinite == "skip",
-              "--on-nonfinite '{}': expected stop or skip", opt_.on_nonfinite);
-  GLASS_CHECK(opt_.keep_last >= 0, "--keep-last {} must be 0 (keep all) or more", opt_.keep_last);
-  parse_weight_layout(opt_.save_format);  // a bad --save-format fails now, not after training
   data_ = load_dataset(opt_.data, opt_.vocab_size);
   std::optional<LoadedCheckpoint> ck;
   std::optional<GPTWeights> init;
   choose_config(ck, init);
+  check_prompt();
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
   if (ck) restore(*ck);
@@ -119,11 +245,16 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   join_data_parallel();
   // Mixed precision: bf16 compute copies of the (now final) master weights.
   if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
-  if (!opt_.metrics.empty() && comm_->rank() == 0) {
-    metrics_.open(opt_.metrics, std::ios::app);
-    GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+  if (comm_->rank() == 0) {  // rank 0 writes the files for all ranks
+    if (!opt_.metrics.empty()) {
+      metrics_.open(opt_.metrics, std::ios::app);
+      GLASS_CHECK(metrics_.good(), "cannot open metrics file '{}' for writing", opt_.metrics);
+    }
+    check_output_file("--save", opt_.save);
+    check_output_file("--trace", opt_.trace);
+    check_output_file("--report", opt_.report);
   }
-  log_setup(threads, attention);
+  log_setup(attention);
 }
 
 // --model gpt2 fixes the vocabulary (the GPT-2 tokenizer's).
@@ -142,7 +273,18 @@ void Trainer::apply_model_preset() {
 void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init) {
   if (!opt_.resume.empty()) {
     ck = load_checkpoint(opt_.resume);
-    config_ = ck->state.config;
+    config_ = config_for_resume(*ck, opt_);
+    // The run's sequence length, as the model's configuration is the checkpoint's (older
+    // checkpoints did not record it: they trained at the block size unless they came from --init).
+    if (!flag_given(opt_, "--seq-len"))
+      opt_.seq_len = ck->state.seq_len > 0 ? ck->state.seq_len : config_.block_size;
+    check_resumed_data(*ck, data_);
+    // A resumed run continues to --steps, which counts the checkpoint's steps. At --steps it has
+    // nothing left to train (run() says so): the same command run again after a crash at the end.
+    GLASS_CHECK(opt_.steps >= ck->state.step,
+                "--steps {}: --resume {} is already at step {}; --steps counts every step of the "
+                "run, the checkpoint's included",
+                opt_.steps, ck->path, ck->state.step);
   } else if (!opt_.init.empty()) {
     init = load_gpt_weights(opt_.init);
     config_ = config_for_init(*init, opt_);
@@ -218,9 +360,9 @@ void Trainer::join_data_parallel() {
              comm_->backend(), ddp_->buckets().size());
 }
 
-void Trainer::log_setup(int threads, AttentionKernel attention) const {
+void Trainer::log_setup(AttentionKernel attention) const {
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
-             threads, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
+             threads_, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info(
       "model {} | {:.2f}M parameters | {} | batch {} x {} = {} tokens per step | attention {}",
       config_.str(), static_cast<double>(model_->num_parameters()) / 1e6,
@@ -439,24 +581,38 @@ double Trainer::evaluate(int64_t batches) {
   return total / static_cast<double>(batches);
 }
 
+// The tokens a sample continues: --prompt's (throws naming a character the vocabulary lacks), or
+// the start of a line or document.
+std::vector<int32_t> Trainer::sample_context() const {
+  if (!opt_.prompt.empty()) return data_.tokenizer->encode(opt_.prompt);
+  if (data_.vocab) {
+    // Character data starts after a newline (or the first character when there is none).
+    const auto newline = data_.vocab->chars().find('\n');
+    return {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  }
+  return {50256};  // GPT-2 tokens start a document after <|endoftext|>
+}
+
+// --prompt is encoded at start-up too, so that a character outside the vocabulary fails before
+// the training rather than after it. Without a tokenizer run() samples nothing (and says so).
+void Trainer::check_prompt() const {
+  if (opt_.sample == 0 || opt_.prompt.empty() || data_.tokenizer == nullptr) return;
+  try {
+    sample_context();
+  } catch (const Error& e) {
+    fail("--prompt: {}", e.what());
+  }
+}
+
 Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
   GLASS_CHECK(
       data_.tokenizer != nullptr,
       "sampling: no tokenizer for the tokens of {} (vocabulary {}): GPT-2 tokens (50257) "
       "need GPT-2's vocabulary (scripts/setup.sh) or a gpt2_tokenizer.bin beside the shards",
       data_.path, data_.vocab_size);
-  std::vector<int32_t> context;
-  if (!opt_.prompt.empty()) {
-    context = data_.tokenizer->encode(opt_.prompt);
-  } else if (data_.vocab) {
-    // Character data starts after a newline (or the first character when there is none).
-    const auto newline = data_.vocab->chars().find('\n');
-    context = {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-  } else {
-    context = {50256};  // GPT-2 tokens start a document after <|endoftext|>
-  }
   Sample s;
-  s.generation = generate(*model_, context, n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
+  s.generation =
+      generate(*model_, sample_context(), n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
   s.text = data_.tokenizer->decode(s.generation.tokens);
   return s;
 }
@@ -469,6 +625,8 @@ std::string Trainer::save_checkpoint_now() const {
   s.data_position = step_;
   s.config = config_;
   s.data_path = data_.path;
+  s.seq_len = opt_.seq_len;
+  s.char_vocab = data_.vocab ? char_vocab_metadata(*data_.vocab) : "";
   return save_checkpoint(opt_.checkpoint_dir, s, *model_, *optimizer_, opt_.keep_last);
 }
 
@@ -518,6 +676,12 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(device_);
   mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
   log().info("{}", mfu_->formula);
+  // The host's peak counts every core; a run on fewer threads cannot reach it (docs/profiling.md).
+  if (device_.kind != DeviceKind::cuda)
+    log().info("MFU is against the peak of all {} cores; this run uses {} thread{}",
+               kernels::cpu::hardware_peak().cores, threads_, threads_ == 1 ? "" : "s");
+  if (step_ >= opt_.steps)
+    log().info("nothing to train: --resume {} is already at step {} = --steps", opt_.resume, step_);
   int64_t saved_step = -1;  // the step of the checkpoint written last by this loop
   // A stop signal (train/shutdown.h) ends the loop between steps, never inside one.
   while (step_ < opt_.steps && stop_signal() == 0) {
@@ -569,13 +733,16 @@ void Trainer::run() {
     log().info("saved weights to {} ({} layout)", opt_.save, opt_.save_format);
   }
   const AllocatorStats mem = Allocator::for_device(device_).stats();
+  // No step run (resumed at --steps): no loss to report, rather than "final loss nan".
+  const std::string losses =
+      step_ == first ? ""
+                     : fmt::format(" | final loss {:.4f}{}", last_loss,
+                                   val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "");
   fmt::print(
-      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s | final loss {:.4f}{} | peak memory {:.1f} "
-      "MiB "
-      "allocated, {:.1f} MiB reserved\n",
+      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s{} | peak memory {:.1f} MiB allocated, {:.1f} "
+      "MiB reserved\n",
       step_ - first, ms_since(t0) / 1000.0, train_ms > 0 ? tokens / (train_ms / 1000.0) : 0.0,
-      last_loss, val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "",
-      static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
+      losses, static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
       static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
   if (!skipped_steps_.empty())
     fmt::print("skipped {} non-finite step(s) (--on-nonfinite skip): {}\n", skipped_steps_.size(),

@@ -59,8 +59,10 @@ struct TrainOptions {
   // Weights in (any layout: nn/gpt_weights.h) and out (in the layout save_format names: glass,
   // hf or llmc).
   std::string init, save, save_format = "glass";
-  // The shape flags set on the command line (of --n-layer, --n-head, --n-embd): --init's file
-  // must agree with them.
+  // The model flags set on the command line (of --n-layer, --n-head, --n-embd, --seq-len,
+  // --vocab-size, --dropout); the others are at their defaults. --init's file must agree with the
+  // shape flags, --resume's checkpoint with all of them; with --resume, --seq-len when not given
+  // is the checkpoint's.
   std::vector<std::string> shape_flags_given;
   std::string checkpoint_dir, resume;  // directories (or a checkpoint file for resume)
   int64_t checkpoint_every = 0;        // 0 = only at the end (when checkpoint_dir is set)
@@ -152,7 +154,9 @@ class Trainer {
   void build_optimizer_and_loaders();
   void restore(const LoadedCheckpoint& ck);
   void join_data_parallel();
-  void log_setup(int threads, AttentionKernel attention) const;
+  void log_setup(AttentionKernel attention) const;
+  std::vector<int32_t> sample_context() const;
+  void check_prompt() const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
   // The step's parts. forward_backward returns the micro-steps' loss sum (micro_step: one
@@ -188,6 +192,7 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_, val_loader_;
   int64_t step_ = 0;
   int64_t first_step_ = 0;  // the step this run started at (0, or the resumed checkpoint's)
+  int threads_ = 0;         // the cpu threads this run uses (--threads, 0 resolved)
   int stopped_by_signal_ = 0;
   std::vector<int64_t> skipped_steps_;  // 1-based numbers of the steps --on-nonfinite skip dropped
   std::ofstream metrics_;

@@ -2,6 +2,7 @@
 // run trains, saves weights, writes metrics and can start again from the saved weights.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -29,9 +30,12 @@ Outcome run_train_gpt(const std::string& args) {
 std::string tmp(const std::string& name) { return glass::testing::scratch_path(name); }
 
 const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
-const std::string kTiny = "--data " + kData +
-                          " --n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
-                          "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+const std::string kTinyShape =
+    "--n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
+    "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+const std::string kTiny = "--data " + kData + " " + kTinyShape;
+// The data alone: for the flags kTiny sets, whose errors come before the model's shape matters.
+const std::string kData1 = "--data " + kData + " ";
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
   glass::testing::expect_one_line_error("train_gpt", args, fragment);
@@ -131,6 +135,158 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(lines, 3);
   const Outcome again = run_train_gpt(kTiny + "--steps 1 --init " + weights);
   EXPECT_EQ(again.status, 0) << again.out;
+}
+
+// Start-up checks (H2): a value that would only fail after training fails before step 1, in one
+// line naming the flag, and trains nothing.
+TEST(TrainGptCli, SamplingOptionsFailBeforeTraining) {
+  const std::string run = kData1 + "--steps 20 --sample 5 ";
+  expect_one_line_error(run + "--temperature -1", "--temperature -1 must be >= 0");
+  expect_one_line_error(run + "--top-k -3", "--top-k -3 must be >= 0");
+  expect_one_line_error(run + "--prompt '\xe6\x97\xa5'", "--prompt: character");
+  expect_one_line_error(kData1 + "--steps 20 --sample -5", "--sample -5");
+}
+
+TEST(TrainGptCli, OutputDirectoriesAreCheckedBeforeTraining) {
+  for (const std::string flag : {"--save", "--trace", "--report"})
+    expect_one_line_error(kTiny + "--steps 20 " + flag + " /nonexistent/dir/out",
+                          flag +
+                              " /nonexistent/dir/out: directory '/nonexistent/dir' does not "
+                              "exist");
+  const std::string dir = tmp("outdir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  expect_one_line_error(kTiny + "--steps 20 --save " + dir, "is a directory");
+  // The probe of a directory that is fine leaves nothing in it: --save's passes, --report's fails.
+  expect_one_line_error(
+      kTiny + "--steps 20 --save " + dir + "/w.safetensors --report /nonexistent/r",
+      "--report /nonexistent/r");
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  if (::geteuid() != 0) {  // root writes anywhere
+    std::filesystem::permissions(
+        dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    expect_one_line_error(kTiny + "--steps 20 --save " + dir + "/w.safetensors",
+                          "--save " + dir + "/w.safetensors: cannot write in directory");
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  }
+}
+
+// Values that are never valid name their flag (L2, L3).
+TEST(TrainGptCli, BadCountsNameTheirFlag) {
+  expect_one_line_error(kData1 + "--steps 0", "--steps 0 must be at least 1");
+  expect_one_line_error(kData1 + "--steps -1 --lr-schedule constant", "--steps -1");
+  expect_one_line_error(kData1 + "--steps 1 --eval-batches 0", "--eval-batches 0");
+  expect_one_line_error(kData1 + "--steps 1 --eval-batches -2", "--eval-batches -2");
+  expect_one_line_error(kData1 + "--steps 1 --eval-every -5", "--eval-every -5");
+  expect_one_line_error(kData1 + "--steps 1 --seq-len 0", "--seq-len 0 must be at least 1");
+  expect_one_line_error(kData1 + "--steps 1 --batch 0", "--batch 0");
+  expect_one_line_error(kData1 + "--steps 1 --threads -1", "--threads -1");
+  expect_one_line_error(kData1 + "--steps 1 --checkpoint-every 1",
+                        "--checkpoint-every 1 needs --checkpoint-dir");
+  expect_one_line_error(kTiny + "--steps 1 --device cpu --tf32", "--tf32 needs");
+}
+
+// A flag given twice says so (L1), in the words of the flag rather than CLI11's.
+TEST(TrainGptCli, AFlagGivenTwiceSaysSo) {
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --data " + kData);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out, "train_gpt: error: --data given twice ('" + kData + "', '" + kData +
+                       "'): give it once (see --help)\n");
+  expect_one_line_error(kData1 + "--steps 1 --batch 3 --batch 4", "--batch given twice ('3', '4')");
+}
+
+// `make train ARGS="--data X"` passes X alone: the Makefile adds no --data of its own.
+TEST(TrainGptCli, MakeTrainTakesDataFromArgs) {
+  const Outcome r = glass::testing::run_command("make -n -C " + std::string(GLASS_SOURCE_DIR) +
+                                                " train ARGS='--data mine.txt'");
+  if (r.status == 127) GTEST_SKIP() << "no make";
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto line = r.out.find("samples/train_gpt ");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  const std::string cmd = r.out.substr(line, r.out.find('\n', line) - line);
+  EXPECT_EQ(cmd, "samples/train_gpt --data mine.txt") << r.out;
+}
+
+// MFU's peak counts every core: the run says how many threads it used against them (L7).
+TEST(TrainGptCli, MfuLineNamesThreadsAndCores) {
+  const Outcome r = run_train_gpt(kTiny + "--steps 1 --device cpu");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(" cores; this run uses 1 thread\n"), std::string::npos) << r.out;
+}
+
+// --resume continues the checkpoint's run (H3): flags given that contradict it, --init beside it,
+// text of another vocabulary and a --steps it is already past are errors at start-up.
+class TrainGptResume : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::filesystem::remove_all(dir());
+    const Outcome r = run_train_gpt(kTiny + "--steps 2 --checkpoint-dir " + dir());
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  static std::string dir() { return tmp("resume_ck"); }
+  static std::string ckpt() { return dir() + "/ckpt_00000002.safetensors"; }
+};
+
+TEST_F(TrainGptResume, ShapeFlagsGivenMustAgreeWithTheCheckpoint) {
+  // The checkpoint: n_layer 1, n_head 2, n_embd 16, seq_len 8, dropout 0 (kTiny).
+  const std::string resume =
+      kData1 + "--batch 2 --sample 0 --threads 1 --steps 3 --resume " + dir() + " ";
+  const Outcome r = run_train_gpt(resume + "--n-embd 32");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out, "train_gpt: error: --resume " + ckpt() +
+                       " holds a GPT with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
+                       "dropout=0, but --n-embd is 32 (checkpoint: 16)\n");
+  expect_one_line_error(resume + "--n-head 4", "--n-head is 4 (checkpoint: 2)");
+  expect_one_line_error(resume + "--n-layer 2", "--n-layer is 2 (checkpoint: 1)");
+  expect_one_line_error(resume + "--seq-len 4", "--seq-len is 4 (checkpoint: 8)");
+  expect_one_line_error(resume + "--dropout 0.1", "--dropout is 0.1 (checkpoint: 0)");
+  expect_one_line_error(resume + "--vocab-size 100", "--vocab-size is 100 (checkpoint: 65)");
+  // Given and equal to the checkpoint's: fine.
+  const Outcome same = run_train_gpt(resume + "--n-head 2 --n-embd 16 --seq-len 8 --dropout 0");
+  EXPECT_EQ(same.status, 0) << same.out;
+}
+
+TEST_F(TrainGptResume, FlagsLeftAtTheirDefaultsYieldToTheCheckpoint) {
+  // No --n-layer/--n-head/--n-embd/--seq-len: their defaults (4, 4, 256, 128) do not count.
+  const Outcome r = run_train_gpt("--data " + kData +
+                                  " --batch 2 --sample 0 --eval-every 0 --eval-batches 1 "
+                                  "--threads 1 --steps 3 --resume " +
+                                  ckpt());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("step     3/3"), std::string::npos) << r.out;
+}
+
+TEST_F(TrainGptResume, InitAndResumeTogetherIsAnError) {
+  expect_one_line_error(kTiny + "--steps 3 --resume " + dir() + " --init " + ckpt(),
+                        "--init " + ckpt() + " and --resume " + dir() + ": give one");
+}
+
+TEST_F(TrainGptResume, DataOfAnotherVocabularyIsAnError) {
+  const std::string other = tmp("other.txt");
+  std::ofstream(other) << "abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop\n";
+  expect_one_line_error(kTinyShape + "--steps 3 --resume " + dir() + " --data " + other,
+                        "--resume " + ckpt() + " was trained on " + kData +
+                            " (a character vocabulary of 65), but --data " + other +
+                            " has another one (of 18 characters)");
+  // Another file with the same characters is the same data as far as the model can tell.
+  const std::string copy = tmp("copy.txt");
+  std::filesystem::copy_file(kData, copy, std::filesystem::copy_options::overwrite_existing);
+  const Outcome r = run_train_gpt(kTinyShape + "--steps 3 --resume " + ckpt() + " --data " + copy);
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+TEST_F(TrainGptResume, StepsAtOrBelowTheCheckpoint) {
+  expect_one_line_error(kTiny + "--steps 1 --resume " + dir(),
+                        "--steps 1: --resume " + ckpt() + " is already at step 2");
+  // At --steps: the same command run again after a crash at the very end finishes with nothing
+  // to train, and no "final loss nan".
+  const Outcome r = run_train_gpt(kTiny + "--steps 2 --resume " + ckpt());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("nothing to train: --resume " + ckpt() + " is already at step 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("done: 0 steps"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
 }
 
 #if defined(GLASS_HAS_CUDA)

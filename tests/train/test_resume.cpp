@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "nn/safetensors.h"
+#include "tests/testing.h"
 #include "train/checkpoint.h"
 #include "train_testing.h"
 
@@ -53,11 +55,69 @@ TEST(Resume, CosineScheduleResumesBitExactToo) {
   // `latest` now names step 5; resume the step-2 checkpoint explicitly.
   TrainOptions r = o;
   r.checkpoint_dir.clear();
+  r.checkpoint_every = 0;  // no directory, no checkpoints (an error otherwise)
   r.resume = dir + "/ckpt_00000002.safetensors";
   Trainer resumed(r);
   EXPECT_EQ(resumed.step(), 2);
   resumed.run();
   EXPECT_EQ(weights(resumed), weights(full));
+}
+
+// The checkpoint records the run's sequence length and the text's characters, which a resume
+// checks its flags and data against (flags.shape_flags_given: what train_gpt's user typed).
+TEST(Resume, FlagsGivenMustAgreeWithTheCheckpointDefaultsYield) {
+  const std::string dir = testing::temp_dir("resume_flags");
+  TrainOptions o = testing::tiny_options();  // n_layer 2, n_head 2, n_embd 16, seq_len 12
+  o.steps = 2;
+  o.checkpoint_dir = dir;
+  Trainer(o).run();
+  const LoadedCheckpoint ck = load_checkpoint(dir);
+  EXPECT_EQ(ck.state.seq_len, 12);
+  ASSERT_TRUE(ck.state.char_vocab.has_value());
+  EXPECT_EQ(char_vocab_from_metadata(*ck.state.char_vocab).size(), 65);
+
+  TrainOptions r = o;
+  r.checkpoint_dir.clear();
+  r.resume = dir;
+  r.steps = 3;
+  r.n_embd = 32;
+  r.seq_len = 6;
+  r.shape_flags_given = {"--n-embd"};
+  EXPECT_TRUE(testing::contains_all(
+      testing::error_of([&] { Trainer t(r); }),
+      {"--resume " + ck.path + " holds a GPT with", "--n-embd is 32 (checkpoint: 16)"}));
+  // Not given: the checkpoint's shape and sequence length win over the options' values.
+  r.shape_flags_given.clear();
+  const Trainer t(r);
+  EXPECT_EQ(t.model().config.n_embd, 16);
+  EXPECT_EQ(t.step(), 2);
+  r.shape_flags_given = {"--seq-len"};
+  EXPECT_TRUE(testing::contains_all(testing::error_of([&] { Trainer t2(r); }),
+                                    {"--seq-len is 6 (checkpoint: 12)"}));
+}
+
+// A checkpoint from before seq_len and char_vocab were recorded resumes as it did: unchecked.
+TEST(Resume, OlderCheckpointsWithoutTheRecordedRunStillResume) {
+  const std::string dir = testing::temp_dir("resume_old");
+  TrainOptions o = testing::tiny_options();
+  o.steps = 2;
+  o.checkpoint_dir = dir;
+  Trainer(o).run();
+  const std::string path = dir + "/ckpt_00000002.safetensors";
+  SafeTensorsFile f = load_safetensors(path);
+  f.metadata.erase("seq_len");
+  f.metadata.erase("char_vocab");
+  save_safetensors(path, f.tensors, f.metadata);
+  const LoadedCheckpoint ck = load_checkpoint(dir);
+  EXPECT_EQ(ck.state.seq_len, 0);
+  EXPECT_FALSE(ck.state.char_vocab.has_value());
+  TrainOptions r = o;
+  r.checkpoint_dir.clear();
+  r.resume = dir;
+  r.steps = 3;
+  Trainer t(r);
+  t.run();
+  EXPECT_EQ(t.step(), 3);
 }
 
 TEST(Checkpoint, TruncatedOrForeignFilesGiveClearErrors) {
