@@ -147,6 +147,28 @@ TEST(RooflineCli, Gpt2Preset) {
   expect_one_line_error("roofline", "gpt --model gpt2 --n-layer 3", "drop --n-layer");
 }
 
+// cpu has f32 kernels and an f32 peak only: --dtype defaults to f32 there, in every subcommand,
+// and an explicit bf16 is one short line that says what to use.
+TEST(RooflineCli, CpuDefaultsToF32) {
+  for (const std::string cmd : {"gemm --m 64 --k 64 --n 64", "elementwise --n 1000",
+                                "attention --batch 1 --heads 2 --seq-len 16 --head-dim 8",
+                                "gpt --n-layer 1 --n-head 2 --n-embd 16 --vocab-size 65 "
+                                "--seq-len 8 --batch 2"}) {
+    SCOPED_TRACE(cmd);
+    const Outcome r = run_sample("roofline", cmd + " --device cpu");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("f32"), std::string::npos) << r.out;
+    const Outcome bf16 = run_sample("roofline", cmd + " --device cpu --dtype bf16");
+    expect_one_line_error("roofline", cmd + " --device cpu --dtype bf16", "use --dtype f32");
+    EXPECT_LT(bf16.out.size(), 140u) << bf16.out;
+  }
+  const Outcome help = run_sample("roofline", "gemm --help");
+  EXPECT_EQ(help.status, 0) << help.out;
+  EXPECT_NE(help.out.find("TEXT=h200"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("INT=0 REQUIRED"), std::string::npos) << help.out;  // --m: no default
+  EXPECT_NE(help.out.find("default: f32 on cpu, else bf16"), std::string::npos) << help.out;
+}
+
 TEST(RooflineCli, BadInputIsOneLine) {
   expect_one_line_error("roofline", "gemm --m 32 --k 4 --n 4 --device h300", "h300");
   expect_one_line_error("roofline", "gemm --m 0 --k 4 --n 4", "M=0");
