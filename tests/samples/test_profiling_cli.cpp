@@ -58,12 +58,43 @@ TEST(ProfileOpCli, MlpOnEmu) { expect_profile_of_mlp("emu"); }
 
 TEST(ProfileOpCli, BadInputIsOneLine) {
   const std::string out = " --output " + scratch_path("bad.json");
-  expect_one_line_error("profile_op", "--dtype bf16" + out, "no bf16 kernels");
+  expect_one_line_error("profile_op", "--dtype bf16" + out,
+                        "device cpu has no bf16 kernels (only f32); use --device emu or cuda");
   expect_one_line_error("profile_op", "--operation conv" + out, "unknown operation 'conv'");
   expect_one_line_error("profile_op", "--operation matmul --shape 3,4" + out, "M,K,N");
   expect_one_line_error("profile_op", "--shape 3,x,4" + out, "--shape '3,x,4'");
   expect_one_line_error("profile_op", "--device tpu" + out, "tpu");
   expect_one_line_error("profile_op", "--device cpu", "--output");
+}
+
+// emu's bf16 kernels profile like its f32 ones; their math is f32 on the host, so they are judged
+// against the host's f32 peak, and the JSON says which peak that is.
+TEST(ProfileOpCli, Bf16OnEmuIsJudgedAgainstTheHostsF32Peak) {
+  for (const std::string op :
+       {"softmax --shape 8,64", "matmul --shape 8,16,24", "mlp --shape 4,8"}) {
+    SCOPED_TRACE(op);
+    const std::string out = scratch_path("bf16.json");
+    const Outcome r = run_sample("profile_op",
+                                 "--device emu --dtype bf16 --warmup 0 --repeats 1 "
+                                 "--threads 2 --operation " +
+                                     op + " --output " + out);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json j = read_json(out);
+    EXPECT_EQ(j["dtype"], "bf16");
+    EXPECT_EQ(j["peak_dtype"], "f32");
+    EXPECT_TRUE(j["gradients_finite"].get<bool>());
+    EXPECT_FALSE(j["kernels"].empty());
+  }
+}
+
+// --help gives each default, and a --shape for every operation, those of --variant included.
+TEST(ProfileOpCli, HelpShowsDefaultsAndEveryShape) {
+  const Outcome r = run_sample("profile_op", "--help");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"layernorm rows, cols", "attention B, H, T, D", "matmul M,K,N",
+                           "(e.g. smem)", "TEXT=cpu", "TEXT=matmul", "INT=10"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in:\n" << r.out;
+  EXPECT_EQ(r.out.find("; \n"), std::string::npos) << r.out;
 }
 
 // --variant all: one row per rung of the kernel ladder, each checked against the launches' FLOPs
