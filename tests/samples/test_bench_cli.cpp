@@ -1,5 +1,5 @@
 // The benchmark programs' command lines (built with -DGLASS_BUILD_BENCH=ON; skipped without them):
-// bench_ladder runs every ladder it lists, attention included.
+// --help is a usage and exit 0, and bench_ladder runs every ladder it lists, attention included.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,6 +20,16 @@ Outcome run_bench(const std::string& program, const std::string& args) {
 #define RUN_BENCH(r, program, args)           \
   const Outcome r = run_bench(program, args); \
   if (r.status == -2) GTEST_SKIP() << r.out;
+
+TEST(BenchCli, HelpIsAUsageAndExitsZero) {
+  for (const std::string program :
+       {"op_overhead", "devices/bench_devices", "ladder/bench_ladder"}) {
+    SCOPED_TRACE(program);
+    RUN_BENCH(r, program, "--help");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("--repeats"), std::string::npos) << r.out;
+  }
+}
 
 TEST(BenchCli, LadderRunsAttentionWithItsShapeFlag) {
   RUN_BENCH(r, "ladder/bench_ladder", "--op attention --bhtd 1 1 8 16 --warmup 0 --repeats 1");
