@@ -97,6 +97,24 @@ TEST(ProfileOpCli, HelpShowsDefaultsAndEveryShape) {
   EXPECT_EQ(r.out.find("; \n"), std::string::npos) << r.out;
 }
 
+// GLASS_KERNEL_VARIANT is parsed on cpu as on emu: a bad value is the same error, not ignored.
+TEST(ProfileOpCli, ABadKernelVariantFailsOnCpuAsOnEmu) {
+  const std::string args = "--operation softmax --shape 4,8 --warmup 0 --repeats 1 --output " +
+                           scratch_path("variant.json");
+  for (const std::string device : {"cpu", "emu"}) {
+    const Outcome r = glass::testing::run_command(
+        "GLASS_KERNEL_VARIANT=softmax:7 " + std::string(GLASS_BINARY_DIR) +
+        "/samples/profile_op --device " + device + " " + args);
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("GLASS_KERNEL_VARIANT=softmax:7"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("softmax has no rung '7'"), std::string::npos) << r.out;
+  }
+  const Outcome ok = glass::testing::run_command("GLASS_KERNEL_VARIANT=softmax:1 " +
+                                                 std::string(GLASS_BINARY_DIR) +
+                                                 "/samples/profile_op --device cpu " + args);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+}
+
 // --variant all: one row per rung of the kernel ladder, each checked against the launches' FLOPs
 // and bytes (time and fraction positive; the production rung marked).
 TEST(ProfileOpCli, VariantTableOnEmu) {
