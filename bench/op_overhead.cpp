@@ -12,6 +12,7 @@
 //   build/bench/op_overhead [--ops 20000] [--size 16] [--repeats 5] [--threads 2] [--no-torch]
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,35 +91,24 @@ nlohmann::json measure_torch(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> int {
-      if (i + 1 >= argc) {
-        fmt::print(stderr, "op_overhead: {} needs a value\n", a);
-        std::exit(2);
-      }
-      return std::atoi(argv[++i]);
-    };
-    if (a == "--ops")
-      o.ops = value();
-    else if (a == "--size")
-      o.size = value();
-    else if (a == "--repeats")
-      o.repeats = value();
-    else if (a == "--threads")
-      o.threads = value();
-    else if (a == "--no-torch")
-      o.torch = false;
-    else {
-      fmt::print(stderr,
-                 "op_overhead: unknown argument {} (see the header of bench/op_overhead.cpp)\n", a);
-      return 2;
-    }
-  }
-  if (o.ops < 1 || o.size < 1 || o.repeats < 1) {
-    fmt::print(stderr, "op_overhead: --ops, --size and --repeats must be positive\n");
+  CLI::App app{"op_overhead: what one eager op costs beyond its arithmetic, next to PyTorch"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--ops", o.ops, "adds in the chain")->check(CLI::PositiveNumber);
+  app.add_option("--size", o.size, "elements of each tensor")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", o.repeats, "runs of each measurement (the best is reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "cpu threads, for glass and PyTorch alike");
+  bool no_torch = false;
+  app.add_flag("--no-torch", no_torch, "skip bench/torch_op_overhead.py");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "op_overhead: error: {} (see --help)\n", e.what());
     return 2;
   }
+  o.torch = !no_torch;
   glass::kernels::cpu::set_threads(o.threads);
   const nlohmann::json glass = measure_glass(o);
   fmt::print("{}\n", glass.dump());

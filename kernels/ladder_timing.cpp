@@ -36,17 +36,6 @@ Tensor random(const Shape& shape, Generator& gen, Device device) {
   return t;
 }
 
-const char* shape_names(Op op) {
-  switch (op) {
-    case Op::matmul:
-      return "M, N, K";
-    case Op::attention:
-      return "B, H, T, D";
-    default:
-      return "rows, cols";
-  }
-}
-
 // Random inputs for `op` at `shape` on `device`, and a call running rung N on them.
 std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, Generator& gen) {
   const size_t dims = op == Op::matmul ? 3 : op == Op::attention ? 4 : 2;
@@ -90,6 +79,28 @@ double median(std::vector<double> v) {
 }
 
 }  // namespace
+
+const char* shape_names(Op op) {
+  switch (op) {
+    case Op::matmul:
+      return "M, N, K";
+    case Op::attention:
+      return "B, H, T, D";
+    default:
+      return "rows, cols";
+  }
+}
+
+Shape default_shape(Op op) {
+  switch (op) {
+    case Op::matmul:
+      return {256, 256, 256};
+    case Op::attention:
+      return {1, 4, 128, 64};  // GPT-2's head dim; short enough for the emulator's naive rung
+    default:
+      return {256, 1000};
+  }
+}
 
 std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
                                    std::span<const int> rung_indices,

@@ -35,6 +35,11 @@ struct TimingOptions {
   uint64_t seed = 1;  // of the random inputs
 };
 
+// What a shape of `op` lists ("rows, cols" for softmax and layernorm, "M, N, K", "B, H, T, D"), and
+// the shape the tools time when given none.
+const char* shape_names(Op op);
+Shape default_shape(Op op);
+
 // Times `rungs` (all of the op's rungs when empty) of `op` on `device` (emu or cuda) with random
 // inputs of `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]),
 // attention [B, H, T, D] (qkv [B, T, 3 H D]).

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -43,8 +44,84 @@ std::string read_prefix(const std::string& path, size_t n) {
 std::map<std::string, std::string> metadata_for(GPTConfig config,
                                                 std::map<std::string, std::string> extra) {
   extra["format"] = "pt";
-  extra["config"] = config.str();
+  extra["config"] = config_metadata(config);
   return extra;
+}
+
+// The shape's fields, by their names in both forms of the "config" metadata.
+int64_t* config_field(GPTConfig& c, const std::string& key) {
+  return key == "vocab_size"          ? &c.vocab_size
+         : key == "block_size"        ? &c.block_size
+         : key == "n_layer"           ? &c.n_layer
+         : key == "n_head"            ? &c.n_head
+         : key == "n_embd"            ? &c.n_embd
+         : key == "padded_vocab_size" ? &c.padded_vocab_size
+                                      : nullptr;
+}
+
+// The JSON form. The five shape fields must be there (a file without one describes no model);
+// padded_vocab_size and dropout may be missing (0), and fields of a later version are skipped.
+// Integers must be JSON integers: 1e300 or "65" is refused, not converted.
+GPTConfig parse_config_json(const std::string& text, const std::string& what) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  GLASS_CHECK(j.is_object(), "{}: config '{}' is not valid JSON", what, text);
+  GPTConfig c;
+  for (const char* key : {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"})
+    GLASS_CHECK(j.contains(key), "{}: config '{}' has no {}", what, text, key);
+  for (const auto& [key, value] : j.items()) {
+    if (key == "dropout") {
+      GLASS_CHECK(value.is_number(), "{}: config '{}': dropout {} is not a number", what, text,
+                  value.dump());
+      c.dropout = value.get<double>();
+      continue;
+    }
+    int64_t* field = config_field(c, key);
+    if (field == nullptr) continue;
+    GLASS_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0,
+                "{}: config '{}': {} = {} is not a non-negative integer", what, text, key,
+                value.dump());
+    *field = value.get<int64_t>();
+  }
+  return c;
+}
+
+// The key=value form (GPTConfig::str()) of the weights files glass wrote before the metadata was
+// JSON. dropout is skipped: a training setting, not part of the shape.
+GPTConfig parse_config_key_values(const std::string& text, const std::string& what) {
+  GPTConfig c;
+  std::istringstream in(text);
+  std::string item;
+  while (in >> item) {
+    const size_t eq = item.find('=');
+    GLASS_CHECK(eq != std::string::npos,
+                "{}: config '{}': '{}' is not key=value (and the config is not JSON)", what, text,
+                item);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    int64_t* field = config_field(c, key);
+    if (field == nullptr) continue;  // dropout, or a field of a later version
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
+    GLASS_CHECK(ec == std::errc() && end == value.data() + value.size() && *field >= 0,
+                "{}: config '{}': {} = '{}' is not a non-negative integer", what, text, key, value);
+  }
+  return c;
+}
+
+// A training checkpoint (train/checkpoint.h, format "glass-checkpoint-N") holds the weights as
+// "model.<name>" beside the optimizer's state, "optim.<buffer>.<name>". --init and generate start
+// from the weights alone, so only those are taken (--resume is what continues with the rest).
+bool is_checkpoint(const std::map<std::string, std::string>& metadata) {
+  const auto format = metadata.find("format");
+  return format != metadata.end() && format->second.rfind("glass-checkpoint-", 0) == 0;
+}
+
+NamedTensors checkpoint_weights(const NamedTensors& tensors, const std::string& path) {
+  constexpr std::string_view kPrefix = "model.";
+  NamedTensors weights;
+  for (const auto& [name, t] : tensors)
+    if (name.starts_with(kPrefix)) weights.emplace_back(name.substr(kPrefix.size()), t);
+  GLASS_CHECK(!weights.empty(), "{}: a glass checkpoint without model.* tensors (no weights)",
+              path);
+  return weights;
 }
 
 }  // namespace
@@ -61,29 +138,21 @@ const char* weight_layout_name(WeightLayout layout) {
   fail("weight layout {}: unknown", static_cast<int>(layout));
 }
 
-GPTConfig parse_config_string(const std::string& text, const std::string& what) {
-  GPTConfig c;
-  std::istringstream in(text);
-  std::string item;
-  while (in >> item) {
-    const size_t eq = item.find('=');
-    GLASS_CHECK(eq != std::string::npos, "{}: config '{}': '{}' is not key=value", what, text,
-                item);
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "dropout") continue;  // a training setting, not part of the shape
-    int64_t* field = key == "vocab_size"          ? &c.vocab_size
-                     : key == "block_size"        ? &c.block_size
-                     : key == "n_layer"           ? &c.n_layer
-                     : key == "n_head"            ? &c.n_head
-                     : key == "n_embd"            ? &c.n_embd
-                     : key == "padded_vocab_size" ? &c.padded_vocab_size
-                                                  : nullptr;
-    if (field == nullptr) continue;  // a field of a later version
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *field);
-    GLASS_CHECK(ec == std::errc() && end == value.data() + value.size() && *field >= 0,
-                "{}: config '{}': {} = '{}' is not a non-negative integer", what, text, key, value);
-  }
-  return c;
+std::string config_metadata(const GPTConfig& c) {
+  return nlohmann::json{{"vocab_size", c.vocab_size},
+                        {"block_size", c.block_size},
+                        {"n_layer", c.n_layer},
+                        {"n_head", c.n_head},
+                        {"n_embd", c.n_embd},
+                        {"dropout", c.dropout},
+                        {"padded_vocab_size", c.padded_vocab_size}}
+      .dump();
+}
+
+GPTConfig parse_config_metadata(const std::string& text, const std::string& what) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return parse_config_json(text, what);
+  return parse_config_key_values(text, what);
 }
 
 GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared,
@@ -151,7 +220,10 @@ GPTWeights load_gpt_weights(const std::string& path) {
   SafeTensorsFile file = load_safetensors(path, kCPU);
   GPTWeights w;
   w.path = path;
-  if (looks_like_hf(file.tensors)) {
+  if (is_checkpoint(file.metadata)) {
+    w.layout = WeightLayout::glass;
+    w.state = checkpoint_weights(file.tensors, path);
+  } else if (looks_like_hf(file.tensors)) {
     w.layout = WeightLayout::hf;
     w.state = hf_to_glass(file.tensors, path);
   } else {
@@ -161,7 +233,7 @@ GPTWeights load_gpt_weights(const std::string& path) {
   const auto config = file.metadata.find("config");
   const GPTConfig declared = config == file.metadata.end()
                                  ? GPTConfig{}
-                                 : parse_config_string(config->second, path + " metadata");
+                                 : parse_config_metadata(config->second, path + " metadata");
   w.config = config_of_weights(w.state, declared, path);
   w.metadata = std::move(file.metadata);
   return w;

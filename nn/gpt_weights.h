@@ -2,7 +2,9 @@
 // --save --save-format):
 //
 //   glass  safetensors with nanoGPT's names and nn.Linear's [out, in] weights (what glass and
-//          nanoGPT save); the metadata "config" (GPTConfig::str()) carries n_head and the padding.
+//          nanoGPT save); the metadata "config" (config_metadata()) carries n_head and the padding.
+//          A training checkpoint (train/checkpoint.h) is read as this layout: its model.* tensors
+//          are the weights, its optimizer state (optim.*) is left out.
 //   hf     safetensors in Hugging Face's GPT-2 layout (nn/hf_weights.h): "h.N.attn.c_attn.weight"
 //          as Conv1D [in, out], with or without the "transformer." prefix.
 //   llmc   llm.c's checkpoint file (nn/llmc_weights.h): int32[256] header, then every parameter
@@ -59,8 +61,14 @@ void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& m
 GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared,
                             const std::string& what);
 
-// Parses GPTConfig::str() ("vocab_size=65 block_size=16 n_layer=2 ..."); an error names `what`.
-GPTConfig parse_config_string(const std::string& text, const std::string& what);
+// The "config" metadata of the safetensors files glass writes (weights and checkpoints alike): the
+// shape as a JSON object, {"block_size":16,"dropout":0.0,"n_embd":32,...}.
+std::string config_metadata(const GPTConfig& config);
+// Reads it back, and also the key=value form (GPTConfig::str(): "vocab_size=65 block_size=16 ...")
+// of weights files glass wrote before the metadata was JSON; the form is told by a leading '{'.
+// Fields missing from the key=value form are 0; the JSON form must have the five shape fields. An
+// error names `what` and the text.
+GPTConfig parse_config_metadata(const std::string& text, const std::string& what);
 
 // The differences between the shape a file holds and the shape asked for, as
 // "n_layer: 2 vs 12, n_embd: 32 vs 768" (empty when they agree). Sizes of 0 in `wanted` (n_head not

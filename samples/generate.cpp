@@ -3,13 +3,15 @@
 //   build/samples/generate --weights W --prompt "ROMEO:" --sample 200
 //                          [--temperature 0.8] [--top-k 40] [--seed 1337] [--device cpu]
 //
-// W is any layout train_gpt --init reads (nn/gpt_weights.h): glass safetensors (train_gpt --save),
-// Hugging Face's GPT-2 safetensors, or llm.c's checkpoint file. The model's shape comes from the
-// weights; n_head from the file (glass's "config" metadata, llm.c's header) or --n-head (Hugging
-// Face files keep it in a separate config.json). The tokenizer comes from the file's "tokenizer"
-// metadata, which train_gpt writes: "char" (the character vocabulary is stored beside it) or
-// "gpt2"; a Hugging Face or llm.c file without it is a GPT-2 model, so gpt2. Prints the prompt and
-// the sample, then tokens/s. Errors: one line, "generate: error: ...".
+// W is any layout train_gpt --init reads (nn/gpt_weights.h): glass safetensors (train_gpt --save,
+// or a training checkpoint), Hugging Face's GPT-2 safetensors, or llm.c's checkpoint file. The
+// model's shape comes from the weights; n_head from the file (glass's "config" metadata, llm.c's
+// header) or --n-head (Hugging Face files keep it in a separate config.json). The tokenizer comes
+// from the file's "tokenizer" metadata, which train_gpt --save writes: "char" (the character
+// vocabulary is stored beside it) or "gpt2"; a Hugging Face or llm.c file without it is a GPT-2
+// model, so gpt2. A --data text must have the vocabulary the weights were trained on (the stored
+// one, or the model's number of classes). Prints the prompt and the sample, then tokens/s.
+// Errors: one line, "generate: error: ...".
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -25,6 +27,26 @@ namespace {
 
 using namespace glass;
 
+// --data's character vocabulary, checked against the weights': the one stored with them
+// ("char_vocab") where there is one, else the model's number of classes. Another text's vocabulary
+// maps the ids to other characters, and the sample would be garbage.
+train::CharVocab data_vocab(const GPTWeights& weights, const std::string& data) {
+  train::CharVocab vocab = *train::load_text(data).vocab;
+  const auto stored = weights.metadata.find("char_vocab");
+  if (stored != weights.metadata.end()) {
+    const train::CharVocab theirs = train::char_vocab_from_metadata(stored->second);
+    GLASS_CHECK(vocab.chars() == theirs.chars(),
+                "--data {} has a vocabulary of {} characters, but {} was trained on another one "
+                "of {} (its \"char_vocab\" metadata): drop --data to use the stored one",
+                data, vocab.size(), weights.path, theirs.size());
+  }
+  GLASS_CHECK(vocab.size() == weights.config.vocab_size,
+              "--data {} has {} distinct characters, but the model in {} has {} classes: not the "
+              "text it was trained on",
+              data, vocab.size(), weights.path, weights.config.vocab_size);
+  return vocab;
+}
+
 // The tokenizer asked for, else the file's "tokenizer" metadata, else GPT-2's for the layouts that
 // only GPT-2 models come in.
 std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::string kind,
@@ -36,15 +58,20 @@ std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::s
       kind = t->second;
     else if (weights.layout != WeightLayout::glass)
       kind = "gpt2";
+    // A training checkpoint says which data it was trained on, but not its tokenizer.
+    const auto trained_on = metadata.find("data_path");
     GLASS_CHECK(!kind.empty(),
                 "the weights do not say their tokenizer (no \"tokenizer\" metadata): pass "
-                "--tokenizer char --data TEXT or --tokenizer gpt2");
+                "--tokenizer char --data TEXT or --tokenizer gpt2{}",
+                trained_on == metadata.end()
+                    ? std::string()
+                    : fmt::format(" ({} was trained on {})", weights.path, trained_on->second));
   }
   if (kind == "gpt2")
     return std::make_unique<train::Gpt2Tokenizer>(
         train::Gpt2Tokenizer::from_dir(train::Gpt2Tokenizer::default_dir()));
   GLASS_CHECK(kind == "char", "tokenizer '{}': expected char or gpt2", kind);
-  if (!data.empty()) return std::make_unique<train::CharVocab>(*train::load_text(data).vocab);
+  if (!data.empty()) return std::make_unique<train::CharVocab>(data_vocab(weights, data));
   const auto chars = metadata.find("char_vocab");
   GLASS_CHECK(chars != metadata.end(),
               "a character model's weights without \"char_vocab\" metadata: pass --data TEXT (the "
@@ -61,14 +88,18 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool full_context = false;
   train::SamplingOptions s;
+  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--weights", weights,
-                 "model weights: glass or Hugging Face safetensors, or llm.c's .bin")
+                 "model weights: glass (--save or a checkpoint) or Hugging Face safetensors, or "
+                 "llm.c's .bin")
       ->required();
   app.add_option("--device", device_name, "cpu | emu | cuda[:N]");
   app.add_option("--n-head", n_head,
-                 "attention heads (default: what the file says; Hugging Face files need it)");
+                 "attention heads (0: what the file says; Hugging Face files need it)");
   app.add_option("--tokenizer", tokenizer, "char | gpt2 (default: the file's metadata)");
-  app.add_option("--data", data, "the text a character model was trained on (its vocabulary)");
+  app.add_option(
+      "--data", data,
+      "the text a character model was trained on (its vocabulary, checked against the weights)");
   app.add_option("--prompt", prompt, "text to continue (default: a new line/document)");
   app.add_option("--sample", n, "tokens to generate");
   app.add_option("--temperature", s.temperature, "sampling temperature (0 = most likely token)");
@@ -86,6 +117,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // Before the weights load: the count would only be looked at after.
+    GLASS_CHECK(n >= 0, "--sample {}: the number of tokens to generate must be >= 0", n);
     kernels::cpu::set_threads(threads);
     const Device device = Device::parse(device_name);
     const GPTWeights file = load_gpt_weights(weights);

@@ -77,10 +77,9 @@ OpInstance instantiate(const OpCase& op) {
                   std::all_of(shape.begin(), shape.end(), [](int64_t v) { return v > 0; }),
               "--shape {}: {} takes {} positive sizes, {}", fmt::join(shape, ","), op.operation,
               def.default_shape.size(), def.shape_help);
-  // f32 only: cpu has no bf16 kernels, and emu's bf16 forms (README, bf16 mixed precision) have
-  // no bf16 peak to be judged against.
-  GLASS_CHECK(op.dtype == DType::f32, "--dtype {}: device {} has no {} kernels (only f32)",
-              dtype_name(op.dtype), op.device.str(), dtype_name(op.dtype));
+  GLASS_CHECK(op.dtype == DType::f32 || op.device.kind != DeviceKind::cpu,
+              "--dtype {}: device cpu has no {} kernels (only f32); use --device emu or cuda",
+              dtype_name(op.dtype), dtype_name(op.dtype));
   Generator gen(1234);
   OpInstance inst;
   for (const auto& [name, s] : def.leaves(shape)) {
@@ -124,6 +123,14 @@ bool gradients_finite(const OpInstance& inst) {
       if (!std::isfinite(g)) return false;
   }
   return true;
+}
+
+// The dtype whose FLOP/s peak the kernels are judged against. emu's bf16 kernels load and store
+// bf16 but do their math in f32 on the host, so the host's f32 peak is the one they can reach (as
+// train_gpt's MFU takes it); a GPU's bf16 math runs on its tensor cores, whose datasheet peak it is
+// judged against (a GPU without a datasheet row has no bf16 peak: the summary says so).
+DType peak_dtype(const OpCase& op) {
+  return op.device.kind == DeviceKind::emu ? DType::f32 : op.dtype;
 }
 
 double median(std::vector<double> v) {
@@ -181,7 +188,8 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
   recorder.stop();
   row.gradients_finite = gradients_finite(inst);
   row.memory = alloc.stats();
-  row.kernels = summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), op.dtype);
+  row.kernels =
+      summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), peak_dtype(op));
   return row;
 }
 
@@ -228,6 +236,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
           {"engine_version", engine_version},
           {"operation", row.op.operation},
           {"dtype", dtype_name(row.op.dtype)},
+          {"peak_dtype", dtype_name(row.kernels.dtype)},  // whose FLOP/s peak judges the kernels
           {"shapes", shapes},
           {"clock", row.clock},
           {"median_ms", row.median_ms},
@@ -242,6 +251,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
           {"peaks",
            {{"name", p.name},
             {"f32_flops", p.f32_flops},
+            {"bf16_flops", p.bf16_flops},
             {"bytes_per_s", p.bytes_per_s},
             {"source", p.source}}},
           {"gradients_finite", row.gradients_finite}};

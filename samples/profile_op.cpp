@@ -15,6 +15,7 @@
 #include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/ladder_timing.h"
 #include "samples/cli_args.h"
 #include "samples/op_timer.h"
 #include "samples/variant_table.h"
@@ -41,6 +42,19 @@ std::vector<int64_t> parse_shape(const std::string& text) {
     if (next == end) return out;
     p = next + 1;
   }
+}
+
+// --shape's meaning for each operation, then for the ops only --variant times (their ladders').
+std::string shape_help() {
+  std::vector<std::string> parts;
+  for (const std::string& o : glass::samples::operations())
+    parts.push_back(o + " " + glass::samples::operation_shape_help(o));
+  namespace ladder = glass::kernels::ladder;
+  std::vector<std::string> variant_only;
+  for (const ladder::Op op : {ladder::Op::layernorm, ladder::Op::attention})
+    variant_only.push_back(fmt::format("{} {}", ladder::op_name(op), ladder::shape_names(op)));
+  return fmt::format("{}; with --variant also {}", fmt::join(parts, "; "),
+                     fmt::join(variant_only, "; "));
 }
 
 void run(const Flags& f) {
@@ -70,16 +84,17 @@ void run(const Flags& f) {
 int main(int argc, char** argv) {
   CLI::App app{"profile_op: time one operation's forward + backward on a device"};
   Flags f;
-  std::string ops;
-  for (const std::string& o : glass::samples::operations())
-    ops += o + " (" + glass::samples::operation_shape_help(o) + "); ";
+  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--device", f.device, "cpu | emu | cuda");
   app.add_option("--operation", f.operation,
                  "matmul | softmax | mlp (with --variant: layernorm, attention)");
   app.add_option("--variant", f.variant,
-                 "N | all: time the operation's kernel ladder rung by rung (emu, cuda)");
-  app.add_option("--shape", f.shape, "sizes, comma-separated: " + ops);
-  app.add_option("--dtype", f.dtype, "f32 | bf16 (where the device has bf16 kernels)");
+                 "N, a rung's name (e.g. smem) or all: time the operation's kernel ladder rung by "
+                 "rung (emu, cuda)");
+  app.add_option("--shape", f.shape,
+                 "sizes, comma-separated (default: the operation's): " + shape_help());
+  app.add_option("--dtype", f.dtype,
+                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak)");
   app.add_option("--output", f.output, "write the measurements here (JSON)")->required();
   app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");

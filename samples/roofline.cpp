@@ -25,10 +25,10 @@
 namespace {
 
 struct Flags {
-  std::string device = "h200", dtype = "bf16";
-  int64_t m = 0, k = 0, n = 0;                        // gemm; n also elementwise
-  int inputs = 2, outputs = 1;                        // elementwise
-  double flops_per_element = 1;                       // elementwise
+  std::string device = "h200", dtype;  // dtype: resolve_dtype's default when not given
+  int64_t m = 0, k = 0, n = 0;         // gemm; n also elementwise
+  int inputs = 2, outputs = 1;         // elementwise
+  double flops_per_element = 1;        // elementwise
   glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
   int64_t batch = 8, seq_len = 1024;
   int64_t heads = 12, head_dim = 64;  // attention
@@ -41,6 +41,15 @@ glass::DevicePeaks peaks_of(const std::string& name) {
   std::string known = "cpu";
   for (const auto& g : glass::known_gpus()) known += ", " + g.name;
   glass::fail("--device '{}': unknown (known: {})", name, known);
+}
+
+// --dtype when not given: bf16 on the GPUs (their tensor-core peak), f32 on `cpu`, whose kernels
+// are f32 only and which has no bf16 peak (train_gpt picks the same way).
+void resolve_dtype(Flags& f) {
+  if (f.dtype.empty()) f.dtype = f.device == "cpu" ? "f32" : "bf16";
+  glass::samples::parse_dtype_flag(f.dtype);  // an unknown name fails here
+  GLASS_CHECK(f.dtype != "bf16" || f.device != "cpu",
+              "--dtype bf16: --device cpu has no bf16 peak (its kernels are f32); use --dtype f32");
 }
 
 // v with an SI prefix, from n to P: 9.6e-11 s -> "0.0955 ns", 1.07e9 FLOP -> "1.074 GFLOP".
@@ -145,7 +154,7 @@ void gpt(const Flags& f) {
 
 void add_common(CLI::App* cmd, Flags& f) {
   cmd->add_option("--device", f.device, "h200 | h100 | a100 | cpu (this machine)");
-  cmd->add_option("--dtype", f.dtype, "bf16 | f32");
+  cmd->add_option("--dtype", f.dtype, "bf16 | f32 (default: f32 on cpu, else bf16)");
 }
 
 }  // namespace
@@ -153,14 +162,16 @@ void add_common(CLI::App* cmd, Flags& f) {
 int main(int argc, char** argv) {
   CLI::App app{"roofline: FLOPs, bytes, bounds and memory budgets of the course's cost model"};
   app.require_subcommand(1);
+  // --help shows each default (subcommands too); required sizes have none to show.
+  app.option_defaults()->always_capture_default();
   Flags f;
   CLI::App* g = app.add_subcommand("gemm", "C[M,N] = A[M,K] B[K,N]");
-  g->add_option("--m", f.m, "rows of A and C")->required();
-  g->add_option("--k", f.k, "the reduction size")->required();
-  g->add_option("--n", f.n, "columns of B and C")->required();
+  g->add_option("--m", f.m, "rows of A and C")->required()->default_str("");
+  g->add_option("--k", f.k, "the reduction size")->required()->default_str("");
+  g->add_option("--n", f.n, "columns of B and C")->required()->default_str("");
   add_common(g, f);
   CLI::App* e = app.add_subcommand("elementwise", "an op over n elements of each tensor");
-  e->add_option("--n", f.n, "elements")->required();
+  e->add_option("--n", f.n, "elements")->required()->default_str("");
   e->add_option("--inputs", f.inputs, "tensors read");
   e->add_option("--outputs", f.outputs, "tensors written");
   e->add_option("--flops-per-element", f.flops_per_element, "FLOPs per output element");
@@ -193,6 +204,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    resolve_dtype(f);
     if (g->parsed()) gemm(f);
     if (e->parsed()) elementwise(f);
     if (a->parsed()) attention(f);

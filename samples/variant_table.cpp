@@ -14,19 +14,14 @@ namespace {
 
 // The ladder's shape from profile_op's: matmul's --shape is M,K,N there and [M, N, K] here.
 Shape ladder_shape(ladder::Op op, const std::vector<int64_t>& given) {
+  if (given.empty()) return ladder::default_shape(op);
   if (op == ladder::Op::matmul) {
-    if (given.empty()) return {256, 256, 256};
     GLASS_CHECK(given.size() == 3, "--variant: matmul's --shape is M,K,N");
     return {given[0], given[2], given[1]};
   }
-  if (op == ladder::Op::attention) {
-    if (given.empty()) return {1, 4, 128, 64};
-    GLASS_CHECK(given.size() == 4, "--variant: attention's --shape is B,H,T,D");
-    return {given[0], given[1], given[2], given[3]};
-  }
-  if (given.empty()) return {256, 1000};
-  GLASS_CHECK(given.size() == 2, "--variant: {}'s --shape is rows,cols", ladder::op_name(op));
-  return {given[0], given[1]};
+  GLASS_CHECK(given.size() == ladder::default_shape(op).size(), "--variant: {}'s --shape is {}",
+              ladder::op_name(op), ladder::shape_names(op));
+  return Shape(given);
 }
 
 }  // namespace

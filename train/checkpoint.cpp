@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/atomic_file.h"
+#include "nn/gpt_weights.h"
 #include "nn/safetensors.h"
 
 namespace glass::train {
@@ -21,39 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "glass-checkpoint-1";
-
-nlohmann::json config_json(const GPTConfig& c) {
-  return {{"vocab_size", c.vocab_size},
-          {"block_size", c.block_size},
-          {"n_layer", c.n_layer},
-          {"n_head", c.n_head},
-          {"n_embd", c.n_embd},
-          {"dropout", c.dropout},
-          {"padded_vocab_size", c.padded_vocab_size}};
-}
-
-// An integer field: a float (1e300) or a string is refused rather than converted, which for a
-// float out of int64's range would be undefined behaviour.
-int64_t int_field(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer())
-    throw std::invalid_argument(
-        fmt::format("config field '{}' is {}, not an integer", key, v.dump()));
-  return v.get<int64_t>();
-}
-
-GPTConfig config_from_json(const nlohmann::json& j) {
-  GPTConfig c;
-  c.vocab_size = int_field(j, "vocab_size");
-  c.block_size = int_field(j, "block_size");
-  c.n_layer = int_field(j, "n_layer");
-  c.n_head = int_field(j, "n_head");
-  c.n_embd = int_field(j, "n_embd");
-  c.dropout = j.at("dropout").get<double>();
-  // Older checkpoints have no padded_vocab_size: 0, none.
-  c.padded_vocab_size = j.contains("padded_vocab_size") ? int_field(j, "padded_vocab_size") : 0;
-  return c;
-}
 
 // Splits "prefix.rest" entries of a file into `out` (without the prefix).
 void take_prefixed(const NamedTensors& all, const std::string& prefix, NamedTensors& out) {
@@ -77,7 +45,7 @@ void check_config_matches_weights(const std::string& path, const LoadedCheckpoin
   GLASS_CHECK(wte == Shape({c.table_rows(), c.n_embd}) && wpe == Shape({c.block_size, c.n_embd}),
               "checkpoint '{}': its configuration ({}) does not match its embeddings (wte {}, wpe "
               "{})",
-              path, config_json(c).dump(), shape_str(wte), shape_str(wpe));
+              path, config_metadata(c), shape_str(wte), shape_str(wpe));
   std::set<std::string> blocks;
   for (const auto& [n, t] : ck.model)
     if (n.rfind("transformer.h.", 0) == 0) blocks.insert(n.substr(0, n.find('.', 14)));
@@ -146,7 +114,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
       {"rng_seed", std::to_string(state.rng_seed)},
       {"rng_offset", std::to_string(state.rng_offset)},
       {"data_position", std::to_string(state.data_position)},
-      {"config", config_json(state.config).dump()},
+      {"config", config_metadata(state.config)},  // the weights files' form: --init reads it
       {"optimizer", optimizer.name()},
       {"optimizer_scalars",
        optim_scalars.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict)},
@@ -203,7 +171,7 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
     ck.state.rng_seed = std::stoull(meta("rng_seed"));
     ck.state.rng_offset = std::stoull(meta("rng_offset"));
     ck.state.data_position = std::stoll(meta("data_position"));
-    ck.state.config = config_from_json(nlohmann::json::parse(meta("config")));
+    ck.state.config = parse_config_metadata(meta("config"), fmt::format("checkpoint '{}'", path));
     ck.state.data_path = meta("data_path");
     // Recorded since these checks exist; an older checkpoint has neither.
     if (const auto it = f.metadata.find("seq_len"); it != f.metadata.end())

@@ -7,6 +7,7 @@
 //   build/bench/devices/bench_devices [--repeats N]
 //
 // Each kernel runs once to warm up, then N times (default 5); the median wall time is reported.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -176,17 +177,16 @@ double median_ms(const std::function<void()>& run, int repeats) {
 
 int main(int argc, char** argv) {
   int repeats = 5;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-      repeats = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "bench_devices: error: unknown argument '%s' (usage: --repeats N)\n",
-                   argv[i]);
-      return 2;
-    }
-  }
-  if (repeats < 1) {
-    std::fprintf(stderr, "bench_devices: error: --repeats must be >= 1\n");
+  CLI::App app{"bench_devices: the main training kernels on cpu and on emu, side by side"};
+  app.add_option("--repeats", repeats, "timed runs of each kernel after one warm-up (the median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "bench_devices: error: %s (see --help)\n", e.what());
     return 2;
   }
   std::printf("| kernel | shape | cpu ms | emu ms | emu / cpu |\n|---|---|---|---|---|\n");

@@ -1,9 +1,10 @@
-// bench_ladder: prints the kernel-ladder table (kernels/ladder_timing.h) of softmax, LayerNorm and
-// matmul: time, GB/s of the ideal bytes and GFLOP/s per rung. On emu the numbers measure the
-// emulator on the CPU (fibers, barriers), not a GPU; docs/kernel_ladders.md says how to read them.
+// bench_ladder: prints the kernel-ladder table (kernels/ladder_timing.h) of softmax, LayerNorm,
+// matmul and attention: time, GB/s of the ideal bytes and GFLOP/s per rung. On emu the numbers
+// measure the emulator on the CPU (fibers, barriers), not a GPU; docs/kernel_ladders.md says how
+// to read them.
 //
-//   bench_ladder [--op all|softmax|layernorm|matmul] [--device emu] [--rows R --cols C]
-//                [--mnk M N K] [--warmup W] [--repeats N]
+//   bench_ladder [--op all|softmax|layernorm|matmul|attention] [--device emu] [--rows R --cols C]
+//                [--mnk M N K] [--bhtd B H T D] [--warmup W] [--repeats N]
 //
 // Errors are one line on stderr, "bench_ladder: error: ...", and a non-zero exit.
 #include <CLI/CLI.hpp>
@@ -16,22 +17,36 @@
 
 namespace {
 
-using glass::kernels::ladder::Op;
+namespace ladder = glass::kernels::ladder;
+using ladder::Op;
 
+// Each op's shape flag starts at the shape profile_op --variant times by default.
 struct Options {
   std::string op = "all", device = "emu";
-  int64_t rows = 256, cols = 1000;
-  std::vector<int64_t> mnk = {256, 256, 256};
-  glass::kernels::ladder::TimingOptions timing;
+  int64_t rows = ladder::default_shape(Op::softmax)[0],
+          cols = ladder::default_shape(Op::softmax)[1];
+  std::vector<int64_t> mnk = ladder::default_shape(Op::matmul).to_vector();
+  std::vector<int64_t> bhtd = ladder::default_shape(Op::attention).to_vector();
+  ladder::TimingOptions timing;
 };
+
+glass::Shape shape_of(Op op, const Options& o) {
+  switch (op) {
+    case Op::matmul:
+      return glass::Shape(o.mnk);
+    case Op::attention:
+      return glass::Shape(o.bhtd);
+    default:
+      return {o.rows, o.cols};
+  }
+}
 
 void run(const Options& o) {
   const glass::Device device = glass::Device::parse(o.device);
   std::vector<Op> ops(glass::kernels::ladder::kOps.begin(), glass::kernels::ladder::kOps.end());
   if (o.op != "all") ops = {glass::kernels::ladder::parse_op(o.op)};
   for (Op op : ops) {
-    const glass::Shape shape =
-        op == Op::matmul ? glass::Shape(o.mnk) : glass::Shape{o.rows, o.cols};
+    const glass::Shape shape = shape_of(op, o);
     const auto rows = glass::kernels::ladder::time_ladder(op, device, shape, {}, o.timing);
     std::printf(
         "%s [%s] on %s (median of %d after %d warm-up):\n%s\n", glass::kernels::ladder::op_name(op),
@@ -45,11 +60,13 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app("bench_ladder: the kernel-ladder table (docs/kernel_ladders.md)");
-  app.add_option("--op", o.op, "all, softmax, layernorm or matmul");
+  app.option_defaults()->always_capture_default();  // --help shows each default
+  app.add_option("--op", o.op, "all, softmax, layernorm, matmul or attention");
   app.add_option("--device", o.device, "emu (or cuda where built)");
   app.add_option("--rows", o.rows, "softmax and layernorm rows");
   app.add_option("--cols", o.cols, "softmax and layernorm columns");
   app.add_option("--mnk", o.mnk, "matmul sizes M N K")->expected(3);
+  app.add_option("--bhtd", o.bhtd, "attention sizes B H T D (qkv [B, T, 3 H D])")->expected(4);
   app.add_option("--warmup", o.timing.warmup, "untimed runs per rung");
   app.add_option("--repeats", o.timing.repeats, "timed runs per rung (the median is shown)");
   try {

@@ -1,5 +1,6 @@
 // The `cpu` kernel table, and the dispatch point that picks a table by device.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ladder.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
 #endif
@@ -74,8 +75,13 @@ const Backend& cuda_backend();  // kernels/cuda/backend_table.cu, compiled by nv
 
 const Backend& backend(Device d) {
   switch (d.kind) {
-    case DeviceKind::cpu:
+    case DeviceKind::cpu: {
+      // GLASS_KERNEL_VARIANT picks rungs of the emu/cuda kernel ladders, which cpu has none of.
+      // It is still parsed, by the parser emu uses, so that a bad value is the same error on
+      // every device instead of passing silently on cpu. Once: a bad value throws at each call.
+      [[maybe_unused]] static const bool variant_checked = (ladder::selection_from_env(), true);
       return cpu_backend;
+    }
     case DeviceKind::emu:
 #if defined(GLASS_HAS_EMU)
       return emu_backend();

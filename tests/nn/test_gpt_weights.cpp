@@ -227,12 +227,68 @@ TEST(GptWeights, ShapeDifferencesNameEachField) {
   EXPECT_EQ(shape_differences(file, GPTConfig::gpt2()),
             "vocab_size 65 vs 50257, block_size 16 vs 1024, n_layer 2 vs 12, n_embd 32 vs 768");
   EXPECT_EQ(shape_differences(file, file), "");
-  EXPECT_EQ(parse_config_string(GPTConfig::gpt2().str(), "m").str(), GPTConfig::gpt2().str());
-  EXPECT_TRUE(contains_all(error_of([] { parse_config_string("n_layer=x", "meta"); }),
+  EXPECT_EQ(parse_config_metadata(GPTConfig::gpt2().str(), "m").str(), GPTConfig::gpt2().str());
+  EXPECT_TRUE(contains_all(error_of([] { parse_config_metadata("n_layer=x", "meta"); }),
                            {"meta", "n_layer = 'x'"}));
   EXPECT_EQ(parse_weight_layout("llmc"), WeightLayout::llmc);
   EXPECT_TRUE(
       contains_all(error_of([] { parse_weight_layout("onnx"); }), {"'onnx'", "glass, hf or llmc"}));
+}
+
+// glass's files carry their shape as JSON, the form checkpoints have always used; weights files
+// written before, with GPTConfig::str()'s key=value form, still load.
+TEST(GptWeights, ConfigMetadataIsJsonAndOldKeyValueFilesStillLoad) {
+  const auto model = random_gpt();
+  const std::string text = config_metadata(model->config);
+  EXPECT_EQ(text.front(), '{') << text;
+  EXPECT_EQ(parse_config_metadata(text, "m").str(), model->config.str());
+  const std::string saved = scratch_path("json_config.safetensors");
+  save_gpt_weights(saved, WeightLayout::glass, *model);
+  EXPECT_EQ(load_safetensors(saved).metadata.at("config"), text);
+
+  const std::string old = scratch_path("key_value_config.safetensors");
+  save_safetensors(old, model->named_parameters(),
+                   {{"format", "pt"}, {"config", model->config.str()}});
+  const GPTWeights w = load_gpt_weights(old);
+  EXPECT_EQ(w.config.n_head, 2);
+  EXPECT_EQ(w.config.table_rows(), 64);
+  expect_same_bits(*model, *model_of(w));
+}
+
+TEST(GptWeights, MalformedConfigMetadataNamesTheFileAndTheProblem) {
+  const auto model = random_gpt();
+  const std::string path = scratch_path("bad_config.safetensors");
+  auto error_with_config = [&](const std::string& config) {
+    save_safetensors(path, model->named_parameters(), {{"format", "pt"}, {"config", config}});
+    return error_of([&] { load_gpt_weights(path); });
+  };
+  EXPECT_TRUE(contains_all(error_with_config(R"({"n_layer": 2,)"), {path, "not valid JSON"}));
+  EXPECT_TRUE(
+      contains_all(error_with_config(R"({"vocab_size":61,"block_size":8,"n_layer":2,"n_embd":16})"),
+                   {path, "has no n_head"}));
+  EXPECT_TRUE(contains_all(
+      error_with_config(R"({"vocab_size":61,"block_size":8,"n_layer":2.5,"n_head":2,"n_embd":16})"),
+      {path, "n_layer = 2.5 is not a non-negative integer"}));
+  EXPECT_TRUE(contains_all(error_with_config("n_layer:2"),
+                           {path, "'n_layer:2' is not key=value (and the config is not JSON)"}));
+}
+
+// A training checkpoint (train/checkpoint.h's layout, built here by hand: test_nn has no trainer)
+// gives its model.* weights; the optimizer's state is left out.
+TEST(GptWeights, ACheckpointGivesItsWeightsWithoutTheOptimizerState) {
+  const auto model = random_gpt();
+  NamedTensors tensors;
+  for (const auto& [name, t] : model->named_parameters()) {
+    tensors.emplace_back("model." + name, t);
+    tensors.emplace_back("optim.exp_avg." + name, zeros(t.shape()));
+  }
+  const std::string path = scratch_path("ckpt_00000004.safetensors");
+  save_safetensors(path, tensors,
+                   {{"format", "glass-checkpoint-1"}, {"config", config_metadata(model->config)}});
+  const GPTWeights w = load_gpt_weights(path);
+  EXPECT_EQ(w.layout, WeightLayout::glass);
+  EXPECT_EQ(w.state.size(), model->named_parameters().size());
+  expect_same_bits(*model, *model_of(w));
 }
 
 TEST(GptWeights, PaddingTheVocabularyAddsZeroRows) {

@@ -58,12 +58,61 @@ TEST(ProfileOpCli, MlpOnEmu) { expect_profile_of_mlp("emu"); }
 
 TEST(ProfileOpCli, BadInputIsOneLine) {
   const std::string out = " --output " + scratch_path("bad.json");
-  expect_one_line_error("profile_op", "--dtype bf16" + out, "no bf16 kernels");
+  expect_one_line_error("profile_op", "--dtype bf16" + out,
+                        "device cpu has no bf16 kernels (only f32); use --device emu or cuda");
   expect_one_line_error("profile_op", "--operation conv" + out, "unknown operation 'conv'");
   expect_one_line_error("profile_op", "--operation matmul --shape 3,4" + out, "M,K,N");
   expect_one_line_error("profile_op", "--shape 3,x,4" + out, "--shape '3,x,4'");
   expect_one_line_error("profile_op", "--device tpu" + out, "tpu");
   expect_one_line_error("profile_op", "--device cpu", "--output");
+}
+
+// emu's bf16 kernels profile like its f32 ones; their math is f32 on the host, so they are judged
+// against the host's f32 peak, and the JSON says which peak that is.
+TEST(ProfileOpCli, Bf16OnEmuIsJudgedAgainstTheHostsF32Peak) {
+  for (const std::string op :
+       {"softmax --shape 8,64", "matmul --shape 8,16,24", "mlp --shape 4,8"}) {
+    SCOPED_TRACE(op);
+    const std::string out = scratch_path("bf16.json");
+    const Outcome r = run_sample("profile_op",
+                                 "--device emu --dtype bf16 --warmup 0 --repeats 1 "
+                                 "--threads 2 --operation " +
+                                     op + " --output " + out);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json j = read_json(out);
+    EXPECT_EQ(j["dtype"], "bf16");
+    EXPECT_EQ(j["peak_dtype"], "f32");
+    EXPECT_TRUE(j["gradients_finite"].get<bool>());
+    EXPECT_FALSE(j["kernels"].empty());
+  }
+}
+
+// --help gives each default, and a --shape for every operation, those of --variant included.
+TEST(ProfileOpCli, HelpShowsDefaultsAndEveryShape) {
+  const Outcome r = run_sample("profile_op", "--help");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"layernorm rows, cols", "attention B, H, T, D", "matmul M,K,N",
+                           "(e.g. smem)", "TEXT=cpu", "TEXT=matmul", "INT=10"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in:\n" << r.out;
+  EXPECT_EQ(r.out.find("; \n"), std::string::npos) << r.out;
+}
+
+// GLASS_KERNEL_VARIANT is parsed on cpu as on emu: a bad value is the same error, not ignored.
+TEST(ProfileOpCli, ABadKernelVariantFailsOnCpuAsOnEmu) {
+  const std::string args = "--operation softmax --shape 4,8 --warmup 0 --repeats 1 --output " +
+                           scratch_path("variant.json");
+  for (const std::string device : {"cpu", "emu"}) {
+    const Outcome r = glass::testing::run_command(
+        "GLASS_KERNEL_VARIANT=softmax:7 " + std::string(GLASS_BINARY_DIR) +
+        "/samples/profile_op --device " + device + " " + args);
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("GLASS_KERNEL_VARIANT=softmax:7"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("softmax has no rung '7'"), std::string::npos) << r.out;
+  }
+  const Outcome ok = glass::testing::run_command("GLASS_KERNEL_VARIANT=softmax:1 " +
+                                                 std::string(GLASS_BINARY_DIR) +
+                                                 "/samples/profile_op --device cpu " + args);
+  EXPECT_EQ(ok.status, 0) << ok.out;
 }
 
 // --variant all: one row per rung of the kernel ladder, each checked against the launches' FLOPs
@@ -145,6 +194,28 @@ TEST(RooflineCli, Gpt2Preset) {
   EXPECT_NE(g.out.find("flash attention: LSE, no T x T"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("total"), std::string::npos) << g.out;
   expect_one_line_error("roofline", "gpt --model gpt2 --n-layer 3", "drop --n-layer");
+}
+
+// cpu has f32 kernels and an f32 peak only: --dtype defaults to f32 there, in every subcommand,
+// and an explicit bf16 is one short line that says what to use.
+TEST(RooflineCli, CpuDefaultsToF32) {
+  for (const std::string cmd : {"gemm --m 64 --k 64 --n 64", "elementwise --n 1000",
+                                "attention --batch 1 --heads 2 --seq-len 16 --head-dim 8",
+                                "gpt --n-layer 1 --n-head 2 --n-embd 16 --vocab-size 65 "
+                                "--seq-len 8 --batch 2"}) {
+    SCOPED_TRACE(cmd);
+    const Outcome r = run_sample("roofline", cmd + " --device cpu");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("f32"), std::string::npos) << r.out;
+    const Outcome bf16 = run_sample("roofline", cmd + " --device cpu --dtype bf16");
+    expect_one_line_error("roofline", cmd + " --device cpu --dtype bf16", "use --dtype f32");
+    EXPECT_LT(bf16.out.size(), 140u) << bf16.out;
+  }
+  const Outcome help = run_sample("roofline", "gemm --help");
+  EXPECT_EQ(help.status, 0) << help.out;
+  EXPECT_NE(help.out.find("TEXT=h200"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("INT=0 REQUIRED"), std::string::npos) << help.out;  // --m: no default
+  EXPECT_NE(help.out.find("default: f32 on cpu, else bf16"), std::string::npos) << help.out;
 }
 
 TEST(RooflineCli, BadInputIsOneLine) {

@@ -2,6 +2,7 @@
 // runs them.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 
 #include "cli_testing.h"
@@ -58,6 +59,79 @@ TEST(GenerateCli, SamplesTheSameTextFromEachLayout) {
   glass::testing::expect_one_line_error(
       "generate", "--weights " + glass::testing::scratch_path("gen.llmc") + " --n-head 4",
       "--n-head 4 disagrees");
+}
+
+// A training checkpoint holds the weights under the same names (beside the optimizer's state): it
+// starts a run with --init, and generate samples from it. It does not say its tokenizer, so
+// generate asks for one, naming the data it was trained on.
+TEST(WeightsCli, ACheckpointStartsTrainingAndGenerates) {
+  const std::string dir = glass::testing::scratch_path("ck");
+  const Outcome trained = glass::testing::run_sample(
+      "train_gpt", kTiny + "--steps 2 --checkpoint-dir " + dir + " --checkpoint-every 2");
+  ASSERT_EQ(trained.status, 0) << trained.out;
+  const std::string ckpt = dir + "/ckpt_00000002.safetensors";
+  const Outcome init = glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --init " + ckpt);
+  EXPECT_EQ(init.status, 0) << init.out;
+  const Outcome gen =
+      glass::testing::run_sample("generate", "--weights " + ckpt + " --tokenizer char --data " +
+                                                 kData + " --sample 20 --threads 1");
+  EXPECT_EQ(gen.status, 0) << gen.out;
+  EXPECT_NE(gen.out.find("generate: 20 tokens"), std::string::npos) << gen.out;
+  glass::testing::expect_one_line_error("generate", "--weights " + ckpt, "was trained on " + kData);
+}
+
+// A text of `chars` repeated: a vocabulary of its distinct characters.
+std::string text_file(const std::string& name, const std::string& chars) {
+  const std::string path = glass::testing::scratch_path(name);
+  std::string text;
+  while (text.size() < 4000) text += chars;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+// generate --data must be the text the weights were trained on: compared with the vocabulary
+// stored with them, or, where none is stored (a checkpoint), with the model's number of classes.
+TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
+  const std::string weights = glass::testing::scratch_path("vocab.glass");
+  const Outcome saved =
+      glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --save " + weights);
+  ASSERT_EQ(saved.status, 0) << saved.out;
+  const std::string other = text_file("other.txt", "hello world\n");
+  glass::testing::expect_one_line_error("generate", "--weights " + weights + " --data " + other,
+                                        "--data " + other +
+                                            " has a vocabulary of 9 characters, "
+                                            "but " +
+                                            weights + " was trained on another one of 65");
+  const std::string dir = glass::testing::scratch_path("vocab_ck");
+  ASSERT_EQ(glass::testing::run_sample(
+                "train_gpt", kTiny + "--steps 1 --checkpoint-dir " + dir + " --checkpoint-every 1")
+                .status,
+            0);
+  glass::testing::expect_one_line_error(
+      "generate",
+      "--weights " + dir + "/ckpt_00000001.safetensors --tokenizer char --data " + other,
+      "has 9 distinct characters, but the model in " + dir +
+          "/ckpt_00000001.safetensors has 65 classes");
+  // Its own text is accepted.
+  EXPECT_EQ(glass::testing::run_sample(
+                "generate", "--weights " + weights + " --data " + kData + " --sample 5 --threads 1")
+                .status,
+            0);
+}
+
+TEST(GenerateCli, ANegativeSampleCountNamesTheFlag) {
+  glass::testing::expect_one_line_error(
+      "generate", "--weights " + glass::testing::scratch_path("none.safetensors") + " --sample -5",
+      "--sample -5: the number of tokens to generate must be >= 0");
+}
+
+TEST(GenerateCli, HelpShowsDefaults) {
+  const Outcome r = glass::testing::run_sample("generate", "--help");
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"INT=200", "TEXT=cpu", "UINT=1337"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in:\n" << r.out;
 }
 
 // Without metadata, llm.c's file is taken for a GPT-2 model: a character model's 65 classes cannot
