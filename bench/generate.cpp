@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernels/cpu/threads.h"
+#include "samples/command_line.h"
 #include "train/generate.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
   int threads = 1;
   app.add_option("--tokens", n, "tokens to generate (128 = the model's block size)");
   app.add_option("--threads", threads, "cpu threads");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_generate"))
+    return *status;
   try {
     kernels::cpu::set_threads(threads);
     Generator gen(1337);

@@ -22,6 +22,7 @@
 
 #include "autograd/ops.h"
 #include "kernels/cpu/threads.h"
+#include "samples/command_line.h"
 
 namespace {
 
@@ -100,14 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "cpu threads, for glass and PyTorch alike");
   bool no_torch = false;
   app.add_flag("--no-torch", no_torch, "skip bench/torch_op_overhead.py");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "op_overhead: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "op_overhead"))
+    return *status;
   o.torch = !no_torch;
   glass::kernels::cpu::set_threads(o.threads);
   const nlohmann::json glass = measure_glass(o);

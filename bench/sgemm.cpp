@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/hardware_peak.h"
 #include "kernels/cpu/sgemm.h"
+#include "samples/command_line.h"
 
 extern "C" char* openblas_get_corename();
 
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
   CLI::App app{"glass sgemm against OpenBLAS cblas_sgemm"};
   app.add_option("--threads", threads, "OpenMP (and OpenBLAS) threads");
   app.add_option("--repeats", repeats, "best of this many timings per shape and system");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_sgemm"))
+    return *status;
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "samples/command_line.h"
 #include "train/tokenizer/gpt2_tokenizer.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_tokenize: GPT-2 encode MB/s"};
   std::string text_path = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
   app.add_option("--text", text_path, "text to encode");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_tokenize"))
+    return *status;
   try {
     std::ifstream in(text_path, std::ios::binary);
     std::ostringstream ss;

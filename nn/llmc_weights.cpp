@@ -109,7 +109,8 @@ GPTWeights parse_llmc_weights(std::string_view bytes, const std::string& name) {
   config.validate();
 
   // 3. Each parameter, copied out of its place in the file.
-  GPTWeights w{.path = name, .layout = WeightLayout::llmc, .state = {}, .config = config};
+  GPTWeights w{
+      .path = name, .layout = WeightLayout::llmc, .state = {}, .config = config, .metadata = {}};
   size_t offset = kLlmcHeaderBytes;
   for (const auto& [n, shape] : file_order(config)) {
     Tensor t = Tensor::empty(shape, dtype, kCPU);

@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "kernels/cpu/threads.h"
 #include "nn/gpt_weights.h"
+#include "samples/command_line.h"
 #include "train/data.h"
 #include "train/generate.h"
 #include "train/tokenizer/gpt2_tokenizer.h"
@@ -54,11 +55,14 @@ std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::s
   const auto& metadata = weights.metadata;
   if (kind.empty()) {
     const auto t = metadata.find("tokenizer");
+    const auto chars = metadata.find("char_vocab");
     if (t != metadata.end())
       kind = t->second;
+    else if (chars != metadata.end() && !chars->second.empty())
+      kind = "char";  // a training checkpoint of text data keeps its characters
     else if (weights.layout != WeightLayout::glass)
       kind = "gpt2";
-    // A training checkpoint says which data it was trained on, but not its tokenizer.
+    // A training checkpoint of token data says which data it was trained on, not its tokenizer.
     const auto trained_on = metadata.find("data_path");
     GLASS_CHECK(!kind.empty(),
                 "the weights do not say their tokenizer (no \"tokenizer\" metadata): pass "
@@ -108,14 +112,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "cpu threads (0 = all cores)");
   app.add_flag("--full-context", full_context,
                "re-run the whole context for every token instead of using the KV cache");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "generate: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "generate"))
+    return *status;
   try {
     // Before the weights load: the count would only be looked at after.
     GLASS_CHECK(n >= 0, "--sample {}: the number of tokens to generate must be >= 0", n);

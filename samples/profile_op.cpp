@@ -17,6 +17,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/ladder_timing.h"
 #include "samples/cli_args.h"
+#include "samples/command_line.h"
 #include "samples/op_timer.h"
 #include "samples/variant_table.h"
 
@@ -100,14 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");
   app.add_option("--repeats", f.plan.repeats, "timed runs (the median is reported)");
   app.add_option("--threads", f.threads, "cpu threads (0 = all cores)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "profile_op: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "profile_op"))
+    return *status;
   try {
     run(f);
   } catch (const std::exception& e) {

@@ -20,6 +20,7 @@
 #include "engine/roofline.h"
 #include "kernels/peaks.h"
 #include "samples/cli_args.h"
+#include "samples/command_line.h"
 #include "train/gpt_cost.h"
 
 namespace {
@@ -195,14 +196,8 @@ int main(int argc, char** argv) {
                 "attention, fused classifier)")
       ->check(CLI::IsMember({"gpt2"}));
   add_common(t, f);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "roofline: error: {} (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "roofline"))
+    return *status;
   try {
     resolve_dtype(f);
     if (g->parsed()) gemm(f);

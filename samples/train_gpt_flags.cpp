@@ -4,6 +4,7 @@
 namespace glass::samples {
 
 void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
+  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option(
       "--device", o.device,
       "cpu | emu (CUDA kernels on the CPU) | cuda[:N] | auto (cuda if a GPU is there, else cpu)");
@@ -69,8 +70,8 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
   app.add_option("--attention", o.attention,
-                 "attention kernel: naive | flash | cudnn (default: flash; naive on emu and "
-                 "cuda where the head dim does not suit flash)")
+                 "attention kernel: naive | flash | cudnn (cuda only) | auto (flash; naive on "
+                 "emu and cuda where the head dim does not suit the flash kernel)")
       ->check(CLI::IsMember({"auto", "naive", "flash", "cudnn"}));
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");

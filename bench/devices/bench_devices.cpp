@@ -19,6 +19,7 @@
 
 #include "autograd/ops.h"
 #include "kernels/backend.h"
+#include "samples/command_line.h"
 
 namespace {
 
@@ -181,14 +182,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed runs of each kernel after one warm-up (the median)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bench_devices: error: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_devices"))
+    return *status;
   std::printf("| kernel | shape | cpu ms | emu ms | emu / cpu |\n|---|---|---|---|---|\n");
   for (const Case& c : cases()) {
     double ms[2];

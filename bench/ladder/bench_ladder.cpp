@@ -14,6 +14,7 @@
 
 #include "engine/device.h"
 #include "kernels/ladder_timing.h"
+#include "samples/command_line.h"
 
 namespace {
 
@@ -69,14 +70,10 @@ int main(int argc, char** argv) {
   app.add_option("--bhtd", o.bhtd, "attention sizes B H T D (qkv [B, T, 3 H D])")->expected(4);
   app.add_option("--warmup", o.timing.warmup, "untimed runs per rung");
   app.add_option("--repeats", o.timing.repeats, "timed runs per rung (the median is shown)");
+  if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_ladder"))
+    return *status;
   try {
-    app.parse(argc, argv);
     run(o);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bench_ladder: error: %s (see --help)\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_ladder: error: %s\n", e.what());
     return 1;

@@ -72,12 +72,11 @@ TEST(WeightsCli, ACheckpointStartsTrainingAndGenerates) {
   const std::string ckpt = dir + "/ckpt_00000002.safetensors";
   const Outcome init = glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --init " + ckpt);
   EXPECT_EQ(init.status, 0) << init.out;
+  // The checkpoint keeps its characters ("char_vocab"), so it decodes without --data.
   const Outcome gen =
-      glass::testing::run_sample("generate", "--weights " + ckpt + " --tokenizer char --data " +
-                                                 kData + " --sample 20 --threads 1");
+      glass::testing::run_sample("generate", "--weights " + ckpt + " --sample 20 --threads 1");
   EXPECT_EQ(gen.status, 0) << gen.out;
   EXPECT_NE(gen.out.find("generate: 20 tokens"), std::string::npos) << gen.out;
-  glass::testing::expect_one_line_error("generate", "--weights " + ckpt, "was trained on " + kData);
 }
 
 // A text of `chars` repeated: a vocabulary of its distinct characters.
@@ -92,7 +91,8 @@ std::string text_file(const std::string& name, const std::string& chars) {
 }
 
 // generate --data must be the text the weights were trained on: compared with the vocabulary
-// stored with them, or, where none is stored (a checkpoint), with the model's number of classes.
+// stored with them (a --save file, a checkpoint), or, where none is stored (llm.c's layout), with
+// the model's number of classes.
 TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
   const std::string weights = glass::testing::scratch_path("vocab.glass");
   const Outcome saved =
@@ -109,11 +109,18 @@ TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
                 "train_gpt", kTiny + "--steps 1 --checkpoint-dir " + dir + " --checkpoint-every 1")
                 .status,
             0);
+  const std::string ckpt = dir + "/ckpt_00000001.safetensors";
   glass::testing::expect_one_line_error(
-      "generate",
-      "--weights " + dir + "/ckpt_00000001.safetensors --tokenizer char --data " + other,
-      "has 9 distinct characters, but the model in " + dir +
-          "/ckpt_00000001.safetensors has 65 classes");
+      "generate", "--weights " + ckpt + " --data " + other,
+      "has a vocabulary of 9 characters, but " + ckpt + " was trained on another one of 65");
+  const std::string llmc = glass::testing::scratch_path("vocab.bin");
+  ASSERT_EQ(glass::testing::run_sample("train_gpt",
+                                       kTiny + "--steps 1 --save " + llmc + " --save-format llmc")
+                .status,
+            0);
+  glass::testing::expect_one_line_error(
+      "generate", "--weights " + llmc + " --tokenizer char --data " + other,
+      "has 9 distinct characters, but the model in " + llmc + " has 65 classes");
   // Its own text is accepted.
   EXPECT_EQ(glass::testing::run_sample(
                 "generate", "--weights " + weights + " --data " + kData + " --sample 5 --threads 1")
