@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -69,6 +71,14 @@ std::string error_of(Fn&& fn) {
   }
   ADD_FAILURE() << "expected an exception (" << typeid(E).name() << ")";
   return "";
+}
+
+// A file's bytes, whole ("" when it cannot be read: the comparison that follows then fails).
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Passes when `text` contains every one of `parts`; on failure the message shows the text.

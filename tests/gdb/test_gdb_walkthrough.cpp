@@ -20,14 +20,6 @@ namespace {
 
 using namespace testing;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // gdb's output (stdout and stderr) for `gdb -batch -x docs/gdb/<script> --args debug_step <args>`,
 // run from the source root as the page says. LeakSanitizer cannot run under ptrace, so in the
 // sanitizer build it is switched off for the program gdb starts (the other checks stay on).
@@ -79,7 +71,7 @@ double last_value(const std::string& out, const std::string& name) {
 // The part of docs/debugging.md up to its section 2 (part 1: the switches, the tape, the cpu
 // walkthrough) or from there on (part 2: the emu walkthrough).
 std::string page_part(int part) {
-  const std::string page = read_file(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
+  const std::string page = file_bytes(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
   const size_t split = page.find("\n## 2. ");
   EXPECT_NE(split, std::string::npos) << "docs/debugging.md has no section 2";
   return part == 1 ? page.substr(0, split) : page.substr(split);
@@ -113,9 +105,9 @@ void expect_page_quotes(const std::string& part, const std::string& out,
 }
 
 TEST(GdbWalkthrough, ThePageQuotesEachScriptVerbatim) {
-  const std::string page = read_file(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
+  const std::string page = file_bytes(std::string(GLASS_SOURCE_DIR) + "/docs/debugging.md");
   for (const char* script : {"layernorm_backward_cpu.gdb", "softmax_thread_emu.gdb"}) {
-    const std::string text = read_file(std::string(GLASS_SOURCE_DIR) + "/docs/gdb/" + script);
+    const std::string text = file_bytes(std::string(GLASS_SOURCE_DIR) + "/docs/gdb/" + script);
     EXPECT_NE(page.find(text), std::string::npos) << script << " is not quoted verbatim";
   }
 }

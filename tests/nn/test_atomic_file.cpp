@@ -11,19 +11,12 @@ namespace {
 
 using namespace testing;
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(AtomicFile, WritesAndReplaces) {
   const std::string path = scratch_path("atomic_replace.bin");
   write_file_atomic(path, std::string_view("first version"));
-  EXPECT_EQ(read_all(path), "first version");
+  EXPECT_EQ(file_bytes(path), "first version");
   write_file_atomic(path, [](std::ostream& out) { out << "second"; });
-  EXPECT_EQ(read_all(path), "second");
+  EXPECT_EQ(file_bytes(path), "second");
 }
 
 TEST(AtomicFile, FailingWriterLeavesOldFileAndNoTemp) {
@@ -36,7 +29,7 @@ TEST(AtomicFile, FailingWriterLeavesOldFileAndNoTemp) {
     });
   });
   EXPECT_TRUE(contains_all(msg, {path, "disk on fire"}));
-  EXPECT_EQ(read_all(path), "old contents");
+  EXPECT_EQ(file_bytes(path), "old contents");
   for (const auto& entry :
        std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
     EXPECT_EQ(entry.path().string().find("atomic_fail.bin.tmp"), std::string::npos)

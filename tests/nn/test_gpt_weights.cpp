@@ -24,13 +24,6 @@ using namespace testing;
 
 const std::string kScript = std::string(GLASS_SOURCE_DIR) + "/tests/oracle/gpt2_layouts.py";
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A model built for `w`'s shape (n_head given where the file has none) holding its weights.
 std::unique_ptr<GPT> model_of(const GPTWeights& w, int64_t n_head = 0) {
   GPTConfig c = w.config;
@@ -295,7 +288,9 @@ TEST(GptWeights, PaddingTheVocabularyAddsZeroRows) {
   const Tensor wte = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
   const NamedTensors padded = pad_vocab_rows({{"transformer.wte.weight", wte}}, 5);
   EXPECT_EQ(values(padded[0].second), (std::vector<double>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0}));
-  EXPECT_TRUE(contains_all(error_of([&] { pad_vocab_rows({{"transformer.wte.weight", wte}}, 2); }),
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             pad_vocab_rows({{"transformer.wte.weight", wte}}, 2);
+                           }),
                            {"cannot grow wte", "to 2 rows"}));
 }
 

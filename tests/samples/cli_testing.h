@@ -1,4 +1,4 @@
-// Running the built sample programs from tests: exit status and output, scratch paths, and the
+// Running the built sample programs from tests: exit status and output, and the
 // one-line error convention every sample follows.
 #pragma once
 
@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "tests/testing.h"  // scratch_path, file_bytes
 
 namespace glass::testing {
 
@@ -64,13 +66,6 @@ inline int wait_status(pid_t pid) {
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-}
-
-// A path in this process's scratch directory.
-inline std::string scratch_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("glass_cli_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
 }
 
 // The run failed with one line, "<program>: error: ...", that contains `fragment`.

@@ -25,6 +25,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using glass::testing::file_bytes;
 using glass::testing::scratch_path;
 using glass::testing::spawn_sample;
 using glass::testing::wait_status;
@@ -69,13 +70,6 @@ std::vector<std::string> tiny_args(int steps, const std::string& dir, const std:
           save};
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Every tensor of two weight files, byte for byte.
 void expect_same_weights(const std::string& a, const std::string& b) {
   const glass::SafeTensorsFile fa = glass::load_safetensors(a), fb = glass::load_safetensors(b);
@@ -106,7 +100,7 @@ TEST(CrashConsistency, KillNineAtRandomInstantsThenResumeIsBitExact) {
   // 1. The uninterrupted run, timed: kill instants are drawn over its length.
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t ref = spawn_sample("train_gpt", tiny_args(kSteps, ref_dir, ref_weights), log);
-  ASSERT_EQ(wait_status(ref), 0) << read_all(log);
+  ASSERT_EQ(wait_status(ref), 0) << file_bytes(log);
   const double run_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -130,7 +124,7 @@ TEST(CrashConsistency, KillNineAtRandomInstantsThenResumeIsBitExact) {
     }
     const pid_t pid = spawn_sample("train_gpt", args, log);
     if (kills >= kMinKills) {
-      ASSERT_EQ(wait_status(pid), 0) << read_all(log);
+      ASSERT_EQ(wait_status(pid), 0) << file_bytes(log);
       break;
     }
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(instant(rng)));
@@ -145,7 +139,7 @@ TEST(CrashConsistency, KillNineAtRandomInstantsThenResumeIsBitExact) {
       last_step = -1;
       continue;
     }
-    ASSERT_EQ(status, -SIGKILL) << read_all(log);
+    ASSERT_EQ(status, -SIGKILL) << file_bytes(log);
     ++kills;
     if (fs::exists(dir) && has_temp_file(dir)) ++kills_mid_write;
   }
@@ -166,7 +160,7 @@ TEST(CrashConsistency, DiskFullLeavesLatestOnThePreviousCheckpoint) {
   ASSERT_EQ(
       wait_status(spawn_sample("train_gpt", tiny_args(2, dir, scratch_path("w.safetensors")), log)),
       0)
-      << read_all(log);
+      << file_bytes(log);
   const std::string good = glass::train::latest_checkpoint_name(dir);
   ASSERT_EQ(good, "ckpt_00000002.safetensors");
   const auto size = fs::file_size(dir + "/" + good);
@@ -204,12 +198,12 @@ std::pair<int, std::string> interrupt(int sig, const std::string& dir, const std
   }
   const pid_t pid = spawn_sample("train_gpt", args, log);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (read_all(log).find("step     3/") == std::string::npos &&
+  while (file_bytes(log).find("step     3/") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   kill(pid, sig);
   const int status = wait_status(pid);
-  return {status, read_all(log)};
+  return {status, file_bytes(log)};
 }
 
 TEST(CleanShutdown, SigintFinishesTheStepWritesACheckpointAndExits130) {

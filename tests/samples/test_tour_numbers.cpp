@@ -16,16 +16,9 @@
 
 namespace {
 
+using glass::testing::file_bytes;
 using glass::testing::run_sample;
 using glass::testing::scratch_path;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The integers of the first match of `pattern` in `text` (each capture group one number).
 std::vector<int> numbers_of(const std::string& text, const std::string& pattern) {
@@ -69,7 +62,7 @@ std::string folded(const std::vector<std::string>& kernels) {
 }
 
 TEST(TourNumbers, TheTourQuotesTheDefaultModelsStep) {
-  const std::string tour = read_text(std::string(GLASS_SOURCE_DIR) + "/docs/tour.md");
+  const std::string tour = file_bytes(std::string(GLASS_SOURCE_DIR) + "/docs/tour.md");
   const std::string trace = scratch_path("tour_trace.json");
   // the tour's command, on cpu, without the report (two steps; step 2 is recorded)
   const auto r = run_sample("train_gpt", "--data " + std::string(GLASS_SOURCE_DIR) +

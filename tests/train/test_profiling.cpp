@@ -23,13 +23,6 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
   const std::string trace = testing::temp_dir("prof_trace") + "/trace.json";
   Trainer trainer(testing::tiny_options());
@@ -84,7 +77,7 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
   const nlohmann::json events = read_json(o.trace).at("traceEvents");
   for (const auto& e : events) step_spans += e.value("cat", "") == "step";
   EXPECT_EQ(step_spans, 2);
-  const std::string html = read_text(o.report);
+  const std::string html = testing::file_bytes(o.report);
   for (const char* id : {"id=\"loss\"", "id=\"kernels\"", "id=\"roofline\"", "id=\"memory\""})
     EXPECT_NE(html.find(id), std::string::npos) << id;
   size_t svgs = 0;
