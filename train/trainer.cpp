@@ -220,6 +220,12 @@ void check_output_file(std::string_view flag, const std::string& path) {
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   check_run_flags(opt_);  // a bad value fails now, not after training
   device_ = pick_device(opt_.device);
+  // The kernel ladders are emu's and cuda's: on cpu a (valid) selection would change nothing, and
+  // a learner comparing rungs by step time should hear so rather than see equal times.
+  if (device_.kind == DeviceKind::cpu && std::getenv("GLASS_KERNEL_VARIANT") != nullptr)
+    log().warn(
+        "GLASS_KERNEL_VARIANT selects rungs of the emu and cuda kernels; cpu runs its own "
+        "kernels, so it changes nothing here");
   // Before any device work: the graph's stream is current from here on (train/graph_step.h).
   // The captured dropout draws from dropout_gen_ (set in build_model; its address is fixed).
   if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_, &dropout_gen_);

@@ -214,6 +214,20 @@ TEST(TrainGptCli, MfuLineNamesThreadsAndCores) {
   EXPECT_NE(r.out.find(" cores; this run uses 1 thread\n"), std::string::npos) << r.out;
 }
 
+// The kernel ladders are emu's and cuda's: on cpu a valid selection runs, and says it changes
+// nothing; without the variable nothing is said.
+TEST(TrainGptCli, KernelVariantOnCpuSaysItChangesNothing) {
+  const std::string variant = "GLASS_KERNEL_VARIANT=softmax:0 ";
+  const std::string program = std::string(GLASS_BINARY_DIR) + "/samples/train_gpt ";
+  const Outcome cpu =
+      glass::testing::run_command(variant + program + kTiny + "--steps 1 --device cpu");
+  ASSERT_EQ(cpu.status, 0) << cpu.out;
+  EXPECT_NE(cpu.out.find("cpu runs its own kernels, so it changes nothing here"), std::string::npos)
+      << cpu.out;
+  const Outcome plain = run_train_gpt(kTiny + "--steps 1 --device cpu");
+  EXPECT_EQ(plain.out.find("GLASS_KERNEL_VARIANT"), std::string::npos) << plain.out;
+}
+
 // --resume continues the checkpoint's run (H3): flags given that contradict it, --init beside it,
 // text of another vocabulary and a --steps it is already past are errors at start-up.
 class TrainGptResume : public ::testing::Test {
