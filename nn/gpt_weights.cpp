@@ -111,7 +111,7 @@ GPTConfig parse_config_key_values(const std::string& text, const std::string& wh
 // from the weights alone, so only those are taken (--resume is what continues with the rest).
 bool is_checkpoint(const std::map<std::string, std::string>& metadata) {
   const auto format = metadata.find("format");
-  return format != metadata.end() && format->second.rfind("glass-checkpoint-", 0) == 0;
+  return format != metadata.end() && format->second.starts_with(kCheckpointFormatPrefix);
 }
 
 NamedTensors checkpoint_weights(const NamedTensors& tensors, const std::string& path) {

@@ -16,6 +16,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "nn/gpt.h"
 
@@ -60,6 +61,12 @@ void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& m
 // vocab_size > 0), and checked against the tensors. `what` names the file in errors.
 GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared,
                             const std::string& what);
+
+// The "format" metadata of a training checkpoint (train/checkpoint.h writes it): load_gpt_weights
+// takes the weights of a file whose format starts with kCheckpointFormatPrefix and leaves its
+// optimizer state out; --resume reads the whole checkpoint, of exactly kCheckpointFormat.
+inline constexpr std::string_view kCheckpointFormatPrefix = "glass-checkpoint-";
+inline constexpr std::string_view kCheckpointFormat = "glass-checkpoint-1";
 
 // The "config" metadata of the safetensors files glass writes (weights and checkpoints alike): the
 // shape as a JSON object, {"block_size":16,"dropout":0.0,"n_embd":32,...}.

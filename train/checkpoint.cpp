@@ -21,8 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "glass-checkpoint-1";
-
 // Splits "prefix.rest" entries of a file into `out` (without the prefix).
 void take_prefixed(const NamedTensors& all, const std::string& prefix, NamedTensors& out) {
   for (const auto& [name, t] : all)
@@ -109,7 +107,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& state
 
   nlohmann::json optim_scalars = optimizer.state_scalars();
   const std::map<std::string, std::string> meta{
-      {"format", kFormat},
+      {"format", std::string(kCheckpointFormat)},
       {"step", std::to_string(state.step)},
       {"rng_seed", std::to_string(state.rng_seed)},
       {"rng_offset", std::to_string(state.rng_offset)},
@@ -161,8 +159,8 @@ LoadedCheckpoint load_checkpoint(const std::string& where) {
                 "checkpoint '{}': metadata has no '{}': not a glass checkpoint", path, key);
     return it->second;
   };
-  GLASS_CHECK(meta("format") == kFormat, "checkpoint '{}': format '{}' is not '{}'", path,
-              meta("format"), kFormat);
+  GLASS_CHECK(meta("format") == kCheckpointFormat, "checkpoint '{}': format '{}' is not '{}'", path,
+              meta("format"), kCheckpointFormat);
 
   LoadedCheckpoint ck;
   ck.path = path;
