@@ -137,13 +137,7 @@ int main(int argc, char** argv) {
     GPT model(config);
     model.to(device);
     model.load_state_dict(file.state);
-    std::vector<int32_t> context = tok->encode(prompt);
-    if (context.empty()) {
-      // A new document (GPT-2) or a new line (characters; the first one when there is none).
-      const auto* chars = dynamic_cast<const train::CharVocab*>(tok.get());
-      const auto newline = chars ? chars->chars().find('\n') : std::string::npos;
-      context = {chars ? static_cast<int32_t>(newline == std::string::npos ? 0 : newline) : 50256};
-    }
+    const std::vector<int32_t> context = train::sample_context(*tok, prompt);
     const train::Generation g = train::generate(model, context, n, s, !full_context);
     fmt::print("{}{}\n", prompt, tok->decode(g.tokens));
     std::fflush(stdout);  // the text before the summary line on stderr, also through one pipe

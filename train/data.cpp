@@ -88,6 +88,16 @@ std::string char_vocab_metadata(const CharVocab& vocab) {
   return hex;
 }
 
+std::vector<int32_t> sample_context(const Tokenizer& tokenizer, std::string_view prompt) {
+  std::vector<int32_t> context = tokenizer.encode(prompt);
+  if (!context.empty()) return context;
+  if (const auto* chars = dynamic_cast<const CharVocab*>(&tokenizer)) {
+    const size_t newline = chars->chars().find('\n');
+    return {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+  }
+  return {Gpt2Tokenizer::kEndOfText};
+}
+
 CharVocab char_vocab_from_metadata(const std::string& hex) {
   GLASS_CHECK(hex.size() % 2 == 0 && !hex.empty() &&
                   hex.find_first_not_of("0123456789abcdef") == std::string::npos,

@@ -38,6 +38,11 @@ class CharVocab : public Tokenizer {
 std::string char_vocab_metadata(const CharVocab& vocab);
 CharVocab char_vocab_from_metadata(const std::string& hex);
 
+// The tokens a sample continues: `prompt` encoded (throws naming a character the vocabulary
+// lacks), or, for an empty prompt, the start of a line (characters: a newline, or the first
+// character when there is none) or of a document (GPT-2's <|endoftext|>).
+std::vector<int32_t> sample_context(const Tokenizer& tokenizer, std::string_view prompt);
+
 struct Dataset {
   std::string path;
   std::vector<int32_t> train, val;  // token ids; val is the held-out tail

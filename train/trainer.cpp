@@ -587,24 +587,12 @@ double Trainer::evaluate(int64_t batches) {
   return total / static_cast<double>(batches);
 }
 
-// The tokens a sample continues: --prompt's (throws naming a character the vocabulary lacks), or
-// the start of a line or document.
-std::vector<int32_t> Trainer::sample_context() const {
-  if (!opt_.prompt.empty()) return data_.tokenizer->encode(opt_.prompt);
-  if (data_.vocab) {
-    // Character data starts after a newline (or the first character when there is none).
-    const auto newline = data_.vocab->chars().find('\n');
-    return {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
-  }
-  return {50256};  // GPT-2 tokens start a document after <|endoftext|>
-}
-
 // --prompt is encoded at start-up too, so that a character outside the vocabulary fails before
 // the training rather than after it. Without a tokenizer run() samples nothing (and says so).
 void Trainer::check_prompt() const {
   if (opt_.sample == 0 || opt_.prompt.empty() || data_.tokenizer == nullptr) return;
   try {
-    sample_context();
+    sample_context(*data_.tokenizer, opt_.prompt);
   } catch (const Error& e) {
     fail("--prompt: {}", e.what());
   }
@@ -617,8 +605,8 @@ Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
       "need GPT-2's vocabulary (scripts/setup.sh) or a gpt2_tokenizer.bin beside the shards",
       data_.path, data_.vocab_size);
   Sample s;
-  s.generation =
-      generate(*model_, sample_context(), n, {opt_.temperature, opt_.top_k, seed}, kv_cache);
+  s.generation = generate(*model_, sample_context(*data_.tokenizer, opt_.prompt), n,
+                          {opt_.temperature, opt_.top_k, seed}, kv_cache);
   s.text = data_.tokenizer->decode(s.generation.tokens);
   return s;
 }

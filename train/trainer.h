@@ -155,7 +155,6 @@ class Trainer {
   void restore(const LoadedCheckpoint& ck);
   void join_data_parallel();
   void log_setup(AttentionKernel attention) const;
-  std::vector<int32_t> sample_context() const;
   void check_prompt() const;
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
