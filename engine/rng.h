@@ -60,9 +60,9 @@ GLASS_HD inline double philox_normal(uint64_t key, uint64_t offset, uint64_t i) 
   // u1 in (0, 1] so that log(u1) is finite; u2 in [0, 1).
   const double u1 = (static_cast<double>(philox_word(key, offset, pair)) + 1.0) / 4294967296.0;
   const double u2 = static_cast<double>(philox_word(key, offset, pair + 1)) / 4294967296.0;
-  const double r = sqrt(-2.0 * log(u1));
+  const double r = std::sqrt(-2.0 * std::log(u1));
   const double theta = 6.283185307179586 * u2;
-  return (i & 1) ? r * sin(theta) : r * cos(theta);
+  return (i & 1) ? r * std::sin(theta) : r * std::cos(theta);
 }
 
 // The counter range of one random op as its kernel receives it: element i uses counter block

@@ -81,6 +81,15 @@ inline std::string file_bytes(const std::string& path) {
   return s.str();
 }
 
+// How many times `name` occurs in `names` (kernel names, say).
+inline int count_of(const std::vector<std::string>& names, std::string_view name) {
+  return static_cast<int>(std::count(names.begin(), names.end(), name));
+}
+
+// The text most tests train on.
+inline const std::string kTinyShakespeare =
+    std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+
 // Passes when `text` contains every one of `parts`; on failure the message shows the text.
 inline ::testing::AssertionResult contains_all(const std::string& text,
                                                std::initializer_list<std::string_view> parts) {

@@ -18,18 +18,18 @@ namespace {
 constexpr int64_t kChunkElems = 1 << 16;  // elements one work item sums (about)
 constexpr int64_t kMinChunkRows = 16;     // rows per chunk at least, so partials stay small
 constexpr int64_t kColBlock = 1024;       // columns per work item when summing across rows
-constexpr int kLanes = 8;                 // interleaved accumulators: vectorisable, fixed order
+constexpr int kSumLanes = 8;              // interleaved accumulators: vectorisable, fixed order
 
-// Sum of f(x[j]) for j < n in double: kLanes interleaved partial sums, combined in lane order.
+// Sum of f(x[j]) for j < n in double: kSumLanes interleaved partial sums, combined in lane order.
 template <class T, class F>
 double lane_sum(const T* x, int64_t n, F f) {
-  double acc[kLanes] = {};
+  double acc[kSumLanes] = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(static_cast<double>(x[j + l]));
+  for (; j + kSumLanes <= n; j += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l) acc[l] += f(static_cast<double>(x[j + l]));
   for (int l = 0; j < n; ++j, ++l) acc[l] += f(static_cast<double>(x[j]));
   double s = 0;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (int l = 0; l < kSumLanes; ++l) s += acc[l];
   return s;
 }
 

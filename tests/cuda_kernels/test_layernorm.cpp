@@ -20,7 +20,7 @@ using testing::expect_deterministic;
 using testing::on_device;
 using testing::to_cpu;
 
-constexpr int64_t kRows = 37;
+constexpr int64_t kLayerNormRows = 37;
 constexpr double kEps = 1e-5;
 
 double max_abs(const Tensor& t) {
@@ -43,9 +43,10 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   Generator gen(11);
   for (int64_t C : {1, 31, 33, 1000}) {
     SCOPED_TRACE("C " + std::to_string(C));
-    const Inputs in(kRows, C, gen);
+    const Inputs in(kLayerNormRows, C, gen);
     const Tensor y_ref = empty_like(in.x), dx_ref = empty_like(in.x);
-    const Tensor mean_ref = Tensor::empty({kRows}), rstd_ref = Tensor::empty({kRows});
+    const Tensor mean_ref = Tensor::empty({kLayerNormRows}),
+                 rstd_ref = Tensor::empty({kLayerNormRows});
     const Tensor dw_ref = empty_like(in.weight), db_ref = empty_like(in.weight);
     kernels::cpu::layernorm_forward(in.x, in.weight, in.bias, y_ref, mean_ref, rstd_ref, kEps);
     kernels::cpu::layernorm_backward(in.dy, in.x, in.weight, mean_ref, rstd_ref, dx_ref, dw_ref,
@@ -53,7 +54,7 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
 
     const Tensor x = on_device(in.x), weight = on_device(in.weight);
     const Tensor y = device_empty(in.x.shape()), dx = device_empty(in.x.shape());
-    const Tensor mean = device_empty({kRows}), rstd = device_empty({kRows});
+    const Tensor mean = device_empty({kLayerNormRows}), rstd = device_empty({kLayerNormRows});
     const Tensor dw = device_empty({C}), db = device_empty({C});
     kernels::cuda::layernorm_forward(x, weight, on_device(in.bias), y, mean, rstd, kEps);
     kernels::cuda::layernorm_backward(on_device(in.dy), x, weight, mean, rstd, dx, dw, db);
@@ -70,12 +71,12 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
 }
 
 TEST(CudaLayerNorm, RejectsMismatchedShapes) {
-  const Tensor x = device_empty({kRows, 8}), w = device_empty({8}), w7 = device_empty({7});
-  const Tensor mean = device_empty({kRows}), rstd = device_empty({kRows});
+  const Tensor x = device_empty({kLayerNormRows, 8}), w = device_empty({8}), w7 = device_empty({7});
+  const Tensor mean = device_empty({kLayerNormRows}), rstd = device_empty({kLayerNormRows});
   const std::string msg =
       error_of([&] { kernels::cuda::layernorm_forward(x, w7, w, x, mean, rstd, kEps); });
   EXPECT_TRUE(contains_all(msg, {"layernorm_forward", "f32[7]"}));
-  const Tensor x64 = Tensor::empty({kRows, 8}, DType::f64, testing::kKernelDevice);
+  const Tensor x64 = Tensor::empty({kLayerNormRows, 8}, DType::f64, testing::kKernelDevice);
   const std::string dtype_msg =
       error_of([&] { kernels::cuda::layernorm_backward(x64, x, w, mean, rstd, x, w, w); });
   EXPECT_TRUE(contains_all(dtype_msg, {"layernorm_backward", "f64[37, 8]"}));
@@ -141,7 +142,7 @@ TEST(CudaResidualLayerNorm, F32MatchesCpu) {
   Generator gen(13);
   for (int64_t C : {1, 31, 33, 1000}) {
     SCOPED_TRACE("C " + std::to_string(C));
-    const ResidualInputs in(kRows, C, gen);
+    const ResidualInputs in(kLayerNormRows, C, gen);
     const std::vector<Tensor> ref = cpu_residual_layernorm(in);
     const std::vector<Tensor> got = device_residual_layernorm(in, DType::f32);
     // As for layer_norm: dx's cancellation error scales with rstd * |dy * w|.
@@ -170,7 +171,7 @@ TEST(CudaResidualLayerNorm, Bf16MatchesCpuWithinBf16Rounding) {
   Generator gen(14);
   for (int64_t C : {31, 33, 1000}) {
     SCOPED_TRACE("C " + std::to_string(C));
-    ResidualInputs in(kRows, C, gen);
+    ResidualInputs in(kLayerNormRows, C, gen);
     for (Tensor* t : {&in.x, &in.delta, &in.weight, &in.bias, &in.dy, &in.dresidual})
       *t = cast(cast(*t, DType::bf16), DType::f32);  // both sides start from the same values
     const std::vector<Tensor> ref = cpu_residual_layernorm(in);
@@ -203,9 +204,9 @@ TEST(CudaResidualLayerNorm, BitIdenticalAcrossRunsAndThreadOrders) {
 }
 
 TEST(CudaResidualLayerNorm, RejectsMismatchedShapes) {
-  const Tensor x = device_empty({kRows, 8}), w = device_empty({8});
-  const Tensor mean = device_empty({kRows}), rstd = device_empty({kRows});
-  const Tensor short_delta = device_empty({kRows, 7});
+  const Tensor x = device_empty({kLayerNormRows, 8}), w = device_empty({8});
+  const Tensor mean = device_empty({kLayerNormRows}), rstd = device_empty({kLayerNormRows});
+  const Tensor short_delta = device_empty({kLayerNormRows, 7});
   const std::string msg = error_of([&] {
     kernels::cuda::residual_layernorm_forward(x, short_delta, w, w, x, x, mean, rstd, kEps);
   });

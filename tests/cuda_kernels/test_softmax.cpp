@@ -15,7 +15,7 @@ using testing::expect_deterministic;
 using testing::on_device;
 using testing::to_cpu;
 
-constexpr int64_t kRows = 37;
+constexpr int64_t kSoftmaxRows = 37;
 constexpr int64_t kIgnore = -100;
 const int64_t kWidths[] = {1, 31, 33, 1000};
 
@@ -51,8 +51,8 @@ TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
   for (const RowwisePair& pair : kPairs)
     for (int64_t cols : kWidths) {
       SCOPED_TRACE(std::string(pair.name) + " cols " + std::to_string(cols));
-      const Tensor x = randn({kRows, cols}, gen, 0, 3);
-      const Tensor dy = randn({kRows, cols}, gen);
+      const Tensor x = randn({kSoftmaxRows, cols}, gen, 0, 3);
+      const Tensor dy = randn({kSoftmaxRows, cols}, gen);
       const Tensor y_ref = empty_like(x), dx_ref = empty_like(x);
       pair.cpu_forward(x, y_ref);
       pair.cpu_backward(y_ref, dy, dx_ref);
@@ -67,7 +67,7 @@ TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
 // Logits near 1000: the max shift and the split logsumexp keep log_softmax accurate.
 TEST(CudaSoftmax, LogSoftmaxOfLargeLogits) {
   Generator gen(2);
-  const Tensor x = randn({kRows, 1000}, gen, 1000, 1);
+  const Tensor x = randn({kSoftmaxRows, 1000}, gen, 1000, 1);
   const Tensor y_ref = empty_like(x);
   kernels::cpu::log_softmax_forward(x, y_ref);
   const Tensor y = device_empty(x.shape());
@@ -79,16 +79,16 @@ TEST(CudaCrossEntropy, ForwardAndBackwardMatchCpu) {
   Generator gen(3);
   for (int64_t V : kWidths) {
     SCOPED_TRACE("V " + std::to_string(V));
-    const Tensor logits = randn({kRows, V}, gen, 0, 4);
-    const Tensor targets = random_targets(kRows, V, gen);
-    const Tensor dlosses = randn({kRows}, gen);
+    const Tensor logits = randn({kSoftmaxRows, V}, gen, 0, 4);
+    const Tensor targets = random_targets(kSoftmaxRows, V, gen);
+    const Tensor dlosses = randn({kSoftmaxRows}, gen);
     const Tensor losses_ref = empty_like(dlosses), lse_ref = empty_like(dlosses);
     const Tensor valid_ref = Tensor::empty({1}), dlogits_ref = empty_like(logits);
     kernels::cpu::cross_entropy_forward(logits, targets, losses_ref, lse_ref, valid_ref, kIgnore);
     kernels::cpu::cross_entropy_backward(logits, targets, lse_ref, dlosses, dlogits_ref, kIgnore);
 
     const Tensor d_logits = on_device(logits), d_targets = on_device(targets);
-    const Tensor losses = device_empty({kRows}), lse = device_empty({kRows});
+    const Tensor losses = device_empty({kSoftmaxRows}), lse = device_empty({kSoftmaxRows});
     const Tensor valid = device_empty({1}), dlogits = device_empty(logits.shape());
     kernels::cuda::cross_entropy_forward(d_logits, d_targets, losses, lse, valid, kIgnore);
     kernels::cuda::cross_entropy_backward(d_logits, d_targets, on_device(lse_ref),
@@ -106,21 +106,21 @@ TEST(CudaCrossEntropy, ForwardAndBackwardMatchCpu) {
 TEST(CudaCrossEntropy, BadTargetThrowsNamingRowAndValue) {
   Generator gen(4);
   const int64_t V = 33;
-  const Tensor logits = on_device(randn({kRows, V}, gen));
-  std::vector<int32_t> t(kRows, 1);
+  const Tensor logits = on_device(randn({kSoftmaxRows, V}, gen));
+  std::vector<int32_t> t(kSoftmaxRows, 1);
   t[11] = static_cast<int32_t>(V);  // first bad row
   t[20] = -7;
   t[3] = static_cast<int32_t>(kIgnore);
-  const Tensor targets = on_device(from_vector(t, {kRows}));
-  const Tensor losses = device_empty({kRows}), lse = device_empty({kRows});
-  const Tensor valid = device_empty({1}), dlogits = device_empty({kRows, V});
+  const Tensor targets = on_device(from_vector(t, {kSoftmaxRows}));
+  const Tensor losses = device_empty({kSoftmaxRows}), lse = device_empty({kSoftmaxRows});
+  const Tensor valid = device_empty({1}), dlogits = device_empty({kSoftmaxRows, V});
   const std::string fwd = error_of([&] {
     kernels::cuda::cross_entropy_forward(logits, targets, losses, lse, valid, kIgnore);
     check_device_flags(logits.device());
   });
   EXPECT_TRUE(contains_all(fwd, {"cross_entropy_forward", "target 33 at row 11"}));
   t[11] = 0;
-  const Tensor targets2 = on_device(from_vector(t, {kRows}));
+  const Tensor targets2 = on_device(from_vector(t, {kSoftmaxRows}));
   const std::string bwd = error_of([&] {
     kernels::cuda::cross_entropy_backward(logits, targets2, lse, losses, dlogits, kIgnore);
     check_device_flags(logits.device());
@@ -129,10 +129,10 @@ TEST(CudaCrossEntropy, BadTargetThrowsNamingRowAndValue) {
 }
 
 TEST(CudaSoftmax, RejectsWrongDtypeAndSize) {
-  const Tensor x64 = Tensor::empty({kRows, 5}, DType::f64, testing::kKernelDevice);
+  const Tensor x64 = Tensor::empty({kSoftmaxRows, 5}, DType::f64, testing::kKernelDevice);
   std::string msg = error_of([&] { kernels::cuda::softmax_forward(x64, x64); });
   EXPECT_TRUE(contains_all(msg, {"softmax_forward", "f32"}));
-  const Tensor x = device_empty({kRows, 5}), y = device_empty({kRows, 4});
+  const Tensor x = device_empty({kSoftmaxRows, 5}), y = device_empty({kSoftmaxRows, 4});
   msg = error_of([&] { kernels::cuda::log_softmax_forward(x, y); });
   EXPECT_TRUE(contains_all(msg, {"log_softmax_forward", "[37, 4]"}));
 }
@@ -140,14 +140,14 @@ TEST(CudaSoftmax, RejectsWrongDtypeAndSize) {
 TEST(CudaSoftmax, BitIdenticalAcrossRunsAndThreadOrders) {
   Generator gen(5);
   const int64_t V = 1000;
-  const Tensor x = on_device(randn({kRows, V}, gen, 0, 3));
-  const Tensor dy = on_device(randn({kRows, V}, gen));
-  const Tensor targets = on_device(random_targets(kRows, V, gen));
+  const Tensor x = on_device(randn({kSoftmaxRows, V}, gen, 0, 3));
+  const Tensor dy = on_device(randn({kSoftmaxRows, V}, gen));
+  const Tensor targets = on_device(random_targets(kSoftmaxRows, V, gen));
   const Tensor y = device_empty(x.shape()), dx = device_empty(x.shape());
   const Tensor ly = device_empty(x.shape()), ldx = device_empty(x.shape());
-  const Tensor losses = device_empty({kRows}), lse = device_empty({kRows});
+  const Tensor losses = device_empty({kSoftmaxRows}), lse = device_empty({kSoftmaxRows});
   const Tensor valid = device_empty({1}), dlogits = device_empty(x.shape());
-  const Tensor dlosses = on_device(randn({kRows}, gen));
+  const Tensor dlosses = on_device(randn({kSoftmaxRows}, gen));
   expect_deterministic({y, dx, ly, ldx, losses, lse, valid, dlogits}, [&] {
     kernels::cuda::softmax_forward(x, y);
     kernels::cuda::softmax_backward(y, dy, dx);

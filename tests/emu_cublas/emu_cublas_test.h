@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@
 #include "engine/tensor.h"
 
 namespace glass::emu_cublas_test {
+
+// Fills what a product must overwrite (or must not read): a NaN left over shows.
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // n standard normals times `scale`, from a Philox stream of their own.
 inline std::vector<float> randoms(size_t n, uint64_t seed, double scale = 1) {

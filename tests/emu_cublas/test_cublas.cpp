@@ -13,8 +13,6 @@ namespace {
 
 using glass::testing::all_close;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 // A handle for one test.
 struct Handle {
   cublasHandle_t h = nullptr;

@@ -16,8 +16,6 @@ namespace {
 
 using glass::testing::all_close;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 double gelu_ref(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }

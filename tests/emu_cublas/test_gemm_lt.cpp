@@ -19,7 +19,7 @@ using kernels::GemmArgs;
 using kernels::GemmBiasGrad;
 using kernels::GemmEpilogue;
 
-struct Case {
+struct LtCase {
   bool trans_a = false;
   int64_t m = 9, n = 13, k = 21;  // n = 13: aux rows padded to 16
   bool bias = false;
@@ -32,7 +32,7 @@ struct Case {
 struct Operands {
   GemmArgs g;
   GemmEpilogue e;
-  Operands(const Case& c, Device device) {
+  Operands(const LtCase& c, Device device) {
     g.trans_a = c.trans_a;
     g.m = c.m, g.n = c.n, g.k = c.k;
     g.lda = c.trans_a ? c.m : c.k, g.ldb = c.n, g.ldc = c.n;
@@ -53,7 +53,7 @@ struct Operands {
   }
 };
 
-void expect_same_as_cpu(const Case& c, const char* name) {
+void expect_lt_same_as_cpu(const LtCase& c, const char* name) {
   SCOPED_TRACE(name);
   const Operands emu(c, kEmu), cpu(c, kCPU);
   kernels::cuda::gemm_epilogue(emu.g, emu.e);
@@ -83,24 +83,24 @@ TEST(EmuGemmLt, EveryEpilogueMatchesCpu) {
   using A = GemmActivation;
   using G = GemmBiasGrad;
   for (bool ta : {false, true}) {
-    expect_same_as_cpu({.trans_a = ta, .bias = true}, "bias");
-    expect_same_as_cpu({.trans_a = ta, .bias = true, .activation = A::gelu}, "gelu + bias");
-    expect_same_as_cpu({.trans_a = ta, .activation = A::gelu}, "gelu");
-    expect_same_as_cpu({.trans_a = ta, .activation = A::gelu_backward}, "dgelu");
-    expect_same_as_cpu(
+    expect_lt_same_as_cpu({.trans_a = ta, .bias = true}, "bias");
+    expect_lt_same_as_cpu({.trans_a = ta, .bias = true, .activation = A::gelu}, "gelu + bias");
+    expect_lt_same_as_cpu({.trans_a = ta, .activation = A::gelu}, "gelu");
+    expect_lt_same_as_cpu({.trans_a = ta, .activation = A::gelu_backward}, "dgelu");
+    expect_lt_same_as_cpu(
         {.trans_a = ta, .activation = A::gelu_backward, .bias_grad = G::columns_of_c},
         "dgelu + bias gradient");
-    expect_same_as_cpu({.trans_a = ta, .bias_grad = G::rows_of_a}, "bias gradient of A");
-    expect_same_as_cpu({.trans_a = ta, .m = 1, .n = 1, .k = 1, .activation = A::gelu},
-                       "1 x 1 gelu");
-    expect_same_as_cpu(
+    expect_lt_same_as_cpu({.trans_a = ta, .bias_grad = G::rows_of_a}, "bias gradient of A");
+    expect_lt_same_as_cpu({.trans_a = ta, .m = 1, .n = 1, .k = 1, .activation = A::gelu},
+                          "1 x 1 gelu");
+    expect_lt_same_as_cpu(
         {.trans_a = ta, .m = 37, .n = 64, .k = 3, .bias = true, .activation = A::gelu},
         "aux without padding");
   }
 }
 
 TEST(EmuGemmLt, EachEpilogueIsOneLaunchNamedAfterIt) {
-  const Case c{.bias = true, .activation = GemmActivation::gelu};
+  const LtCase c{.bias = true, .activation = GemmActivation::gelu};
   const Operands emu(c, kEmu);
   testing::LaunchLog log;
   kernels::cuda::gemm_epilogue(emu.g, emu.e);
@@ -134,7 +134,7 @@ TEST(EmuGemmLt, Tf32OnlyWhenAsked) {
 }
 
 TEST(EmuGemmLt, HeuristicResultsAreCachedPerShape) {
-  const Case c{.m = 5, .n = 11, .k = 3, .bias = true};
+  const LtCase c{.m = 5, .n = 11, .k = 3, .bias = true};
   {
     const Operands first(c, kEmu);
     kernels::cuda::gemm_epilogue(first.g, first.e);
@@ -146,7 +146,7 @@ TEST(EmuGemmLt, HeuristicResultsAreCachedPerShape) {
   }
   // New tensors of the same shape (the allocator hands out aligned blocks): no new heuristic.
   EXPECT_EQ(kernels::cuda::gemm_lt_cached_shapes(), cached);
-  Case other = c;
+  LtCase other = c;
   other.k = 4;
   const Operands different(other, kEmu);
   kernels::cuda::gemm_epilogue(different.g, different.e);

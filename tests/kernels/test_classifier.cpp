@@ -20,11 +20,11 @@ using testing::all_close;
 using testing::contains_all;
 using testing::error_of;
 
-struct Case {
+struct ClassifierCase {
   int64_t rows, vocab, padded;
 };
 
-std::vector<int32_t> targets_for(const Case& c) {
+std::vector<int32_t> targets_for(const ClassifierCase& c) {
   std::vector<int32_t> t(static_cast<size_t>(c.rows));
   for (int64_t r = 0; r < c.rows; ++r)
     t[r] = r % 4 == 3 ? -100 : static_cast<int32_t>((r * 7919 + 13) % c.vocab);
@@ -33,7 +33,8 @@ std::vector<int32_t> targets_for(const Case& c) {
 }
 
 // mean over counted rows of logsumexp(x[r, :V]) - x[r, t_r], in double
-double naive_loss(const std::vector<double>& x, const std::vector<int32_t>& t, const Case& c) {
+double naive_loss(const std::vector<double>& x, const std::vector<int32_t>& t,
+                  const ClassifierCase& c) {
   double total = 0;
   int counted = 0;
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -49,7 +50,8 @@ double naive_loss(const std::vector<double>& x, const std::vector<int32_t>& t, c
 }
 
 TEST(FusedClassifier, EqualsLogSoftmaxCrossEntropyAndItsBackward) {
-  for (const Case c : {Case{7, 65, 65}, Case{7, 65, 128}, Case{6, 50257, 50304}}) {
+  for (const ClassifierCase c :
+       {ClassifierCase{7, 65, 65}, ClassifierCase{7, 65, 128}, ClassifierCase{6, 50257, 50304}}) {
     SCOPED_TRACE(fmt::format("rows {} vocab {} padded {}", c.rows, c.vocab, c.padded));
     Generator gen(42);
     // Logits with a spread like a model's (std 3), on cpu.
@@ -90,7 +92,7 @@ TEST(FusedClassifier, EqualsLogSoftmaxCrossEntropyAndItsBackward) {
 // of 2^-8 against the reference's largest magnitude. Padded columns: exactly 0.
 TEST(FusedClassifier, Bf16OnEmuMatchesTheF32ReferenceWithinBf16Rounding) {
   constexpr double kUnit = 1.0 / 256;  // 2^-8
-  for (const Case c : {Case{7, 65, 65}, Case{6, 50257, 50304}}) {
+  for (const ClassifierCase c : {ClassifierCase{7, 65, 65}, ClassifierCase{6, 50257, 50304}}) {
     SCOPED_TRACE(fmt::format("bf16 rows {} vocab {} padded {}", c.rows, c.vocab, c.padded));
     Generator gen(43);
     const Tensor x = cast(cast(randn({c.rows, c.padded}, gen, 0, 3), DType::bf16), DType::f32);

@@ -18,13 +18,9 @@
 namespace glass {
 namespace {
 
-int count(const std::vector<std::string>& names, const std::string& name) {
-  return static_cast<int>(std::count(names.begin(), names.end(), name));
-}
-
 // One step's forward and backward launches on emu, in `dtype`, default attention (auto), no
 // dropout.
-void expect_fused_step(const std::string& dtype) {
+void expect_fused_epilogues_step(const std::string& dtype) {
   train::TrainOptions o = testing::tiny_options();
   o.device = "emu";
   o.dtype = dtype;
@@ -47,17 +43,18 @@ void expect_fused_step(const std::string& dtype) {
   // linear's carry the bias; backward's dGELU GEMM also sums db_fc, and each dW GEMM of a linear
   // with a bias sums its db.
   const int layers = static_cast<int>(o.n_layer);
-  EXPECT_EQ(count(forward, "cublasLtMatmul_gelu_aux_bias"), layers);
-  EXPECT_EQ(count(forward, "cublasLtMatmul_bias"), 3 * layers);  // c_attn, attn c_proj, mlp c_proj
-  EXPECT_EQ(count(backward, "cublasLtMatmul_dgelu_bgrad"), layers);
-  EXPECT_EQ(count(backward, "cublasLtMatmul_bgradb"), 3 * layers);
+  EXPECT_EQ(testing::count_of(forward, "cublasLtMatmul_gelu_aux_bias"), layers);
+  EXPECT_EQ(testing::count_of(forward, "cublasLtMatmul_bias"),
+            3 * layers);  // c_attn, attn c_proj, mlp c_proj
+  EXPECT_EQ(testing::count_of(backward, "cublasLtMatmul_dgelu_bgrad"), layers);
+  EXPECT_EQ(testing::count_of(backward, "cublasLtMatmul_bgradb"), 3 * layers);
   // Attention: flash forward and backward once per layer, reading qkv where c_attn wrote it, so
   // no naive attention kernels.
   // The loss: the fused classifier, once.
-  EXPECT_EQ(count(forward, "flash_attention_forward"), layers);
-  EXPECT_EQ(count(backward, "flash_attention_backward_query"), layers);
-  EXPECT_EQ(count(backward, "flash_attention_backward_key"), layers);
-  EXPECT_EQ(count(forward, "fused_classifier"), 1);
+  EXPECT_EQ(testing::count_of(forward, "flash_attention_forward"), layers);
+  EXPECT_EQ(testing::count_of(backward, "flash_attention_backward_query"), layers);
+  EXPECT_EQ(testing::count_of(backward, "flash_attention_backward_key"), layers);
+  EXPECT_EQ(testing::count_of(forward, "fused_classifier"), 1);
   for (const auto* phase : {&forward, &backward})
     for (const std::string& k : *phase) {
       EXPECT_EQ(k.rfind("attention_", 0), std::string::npos) << "naive attention: " << k;
@@ -66,12 +63,12 @@ void expect_fused_step(const std::string& dtype) {
 }
 
 TEST(FusedEpilogues, TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
-  expect_fused_step("f32");
+  expect_fused_epilogues_step("f32");
 }
 
 // Issue 12's trace check for a bf16 step.
 TEST(FusedEpilogues, Bf16TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
-  expect_fused_step("bf16");
+  expect_fused_epilogues_step("bf16");
 }
 
 }  // namespace

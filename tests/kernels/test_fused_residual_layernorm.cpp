@@ -17,10 +17,6 @@
 namespace glass {
 namespace {
 
-int count(const std::vector<std::string>& names, const std::string& name) {
-  return static_cast<int>(std::count(names.begin(), names.end(), name));
-}
-
 // The launches of one training step with n_layer blocks (dropout off: the fused attention path).
 std::vector<LaunchRecord> step_launches(const std::string& device, const std::string& dtype,
                                         int64_t n_layer) {
@@ -49,18 +45,18 @@ int count_op(const std::vector<LaunchRecord>& launches, Phase phase, const std::
   }));
 }
 
-void expect_fused_step(const std::string& device, const std::string& dtype) {
+void expect_fused_residual_layernorm_step(const std::string& device, const std::string& dtype) {
   SCOPED_TRACE(device + " " + dtype);
   const int layers = 2;
   const std::vector<LaunchRecord> step = step_launches(device, dtype, layers);
   const std::vector<std::string> forward = kernels(step, Phase::forward),
                                  backward = kernels(step, Phase::backward);
-  EXPECT_EQ(count(forward, "layernorm_forward"), 1);
-  EXPECT_EQ(count(forward, "residual_layernorm_forward"), 2 * layers);
+  EXPECT_EQ(testing::count_of(forward, "layernorm_forward"), 1);
+  EXPECT_EQ(testing::count_of(forward, "residual_layernorm_forward"), 2 * layers);
   // The only add left in forward is the embeddings' (token + position).
   EXPECT_EQ(count_op(step, Phase::forward, "add"), 1);
-  EXPECT_EQ(count(backward, "residual_layernorm_backward"), 2 * layers - 1);
-  EXPECT_EQ(count(backward, "layernorm_backward"), 2);  // block 0's ln_1 and ln_f
+  EXPECT_EQ(testing::count_of(backward, "residual_layernorm_backward"), 2 * layers - 1);
+  EXPECT_EQ(testing::count_of(backward, "layernorm_backward"), 2);  // block 0's ln_1 and ln_f
   // Each residual sum has one reader (the next fused op), which adds its LayerNorm's gradient into
   // the stream's gradient itself. So one more block adds to the gradient sums backward() launches
   // (op grad_accumulate) only the delivery of its 12 parameters' gradients into their .grad (one
@@ -71,11 +67,13 @@ void expect_fused_step(const std::string& device, const std::string& dtype) {
             12);
 }
 
-TEST(FusedResidualLayerNorm, TrainingStepOnCpuRunsTheFusedOp) { expect_fused_step("cpu", "f32"); }
+TEST(FusedResidualLayerNorm, TrainingStepOnCpuRunsTheFusedOp) {
+  expect_fused_residual_layernorm_step("cpu", "f32");
+}
 
 TEST(FusedResidualLayerNorm, TrainingStepOnEmuRunsTheFusedOpInF32AndBf16) {
-  expect_fused_step("emu", "f32");
-  expect_fused_step("emu", "bf16");
+  expect_fused_residual_layernorm_step("emu", "f32");
+  expect_fused_residual_layernorm_step("emu", "bf16");
 }
 
 }  // namespace

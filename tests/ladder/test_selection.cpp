@@ -74,10 +74,6 @@ StepResult train_step(const std::string& device) {
   return {r.loss, r.grad_norm, log.kernels()};
 }
 
-int count(const std::vector<std::string>& kernels, const std::string& name) {
-  return static_cast<int>(std::count(kernels.begin(), kernels.end(), name));
-}
-
 // The production kernels and, per selection, the kernels that must replace them.
 const char* const kProduction[] = {"softmax_forward", "layernorm_forward",
                                    "cublasSgemmStridedBatched"};
@@ -85,7 +81,8 @@ const char* const kProduction[] = {"softmax_forward", "layernorm_forward",
 TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
   const StepResult cpu = train_step("cpu");
   const StepResult production = train_step("emu");
-  for (const char* kernel : kProduction) EXPECT_GT(count(production.kernels, kernel), 0) << kernel;
+  for (const char* kernel : kProduction)
+    EXPECT_GT(testing::count_of(production.kernels, kernel), 0) << kernel;
 
   const Selection selections[] = {{{0, 0, 0, 3}}, {{1, 1, 1, 3}}, {{3, 3, 2, 3}}};
   for (const Selection& s : selections) {
@@ -97,13 +94,14 @@ TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
       // every production launch of the op became a launch of the chosen rung (the production
       // gemm sends a GEMM with a bias to cuBLASLt: cublasLtMatmul_bias launches are gemm's too;
       // the fused epilogues of gemm_epilogue are not the ladder's and stay)
-      const int production_launches = count(production.kernels, kProduction[i]) +
-                                      (kernels::ladder::kOps[i] == kernels::ladder::Op::matmul
-                                           ? count(production.kernels, "cublasLtMatmul_bias") -
-                                                 count(emu.kernels, "cublasLtMatmul_bias")
-                                           : 0);
-      EXPECT_EQ(count(emu.kernels, kProduction[i]), 0) << kProduction[i];
-      EXPECT_EQ(count(emu.kernels, chosen), production_launches) << chosen;
+      const int production_launches =
+          testing::count_of(production.kernels, kProduction[i]) +
+          (kernels::ladder::kOps[i] == kernels::ladder::Op::matmul
+               ? testing::count_of(production.kernels, "cublasLtMatmul_bias") -
+                     testing::count_of(emu.kernels, "cublasLtMatmul_bias")
+               : 0);
+      EXPECT_EQ(testing::count_of(emu.kernels, kProduction[i]), 0) << kProduction[i];
+      EXPECT_EQ(testing::count_of(emu.kernels, chosen), production_launches) << chosen;
     }
     EXPECT_NEAR(emu.loss, cpu.loss, 1e-4 * cpu.loss);
     EXPECT_NEAR(emu.grad_norm, cpu.grad_norm, 1e-3 * cpu.grad_norm);

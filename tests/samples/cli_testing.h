@@ -19,6 +19,12 @@
 
 namespace glass::testing {
 
+// A model small enough for a test to train a step of in well under a second, one thread, no
+// sampling and one evaluation batch; `--data` and the step count are the caller's.
+inline const std::string kTinyRunFlags =
+    "--n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
+    "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
+
 struct Outcome {
   int status = 0;
   std::string out;  // stdout and stderr together

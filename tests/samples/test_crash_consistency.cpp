@@ -30,7 +30,7 @@ using glass::testing::scratch_path;
 using glass::testing::spawn_sample;
 using glass::testing::wait_status;
 
-const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+using glass::testing::kTinyShakespeare;
 
 // A tiny model (one thread, dropout on so the RNG state must survive too), a checkpoint after
 // every step so that kills land in writes often.
@@ -38,7 +38,7 @@ std::vector<std::string> tiny_args(int steps, const std::string& dir, const std:
   return {"--device",
           "cpu",
           "--data",
-          kData,
+          kTinyShakespeare,
           "--n-layer",
           "1",
           "--n-head",

@@ -40,8 +40,7 @@ TEST(PrepareDataCli, BadInputIsOneLine) {
 
 TEST(PrepareDataCli, ShardsThenTrainThenSampleDecodedText) {
   GLASS_REQUIRE_GPT2_REFERENCE();
-  const std::string text =
-      glass::testing::read_text(std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt", 12000);
+  const std::string text = glass::testing::read_text(glass::testing::kTinyShakespeare, 12000);
   const std::string a = scratch_path("doc_a.txt"), b = scratch_path("doc_b.txt");
   std::ofstream(a, std::ios::binary) << text.substr(0, 7000);
   std::ofstream(b, std::ios::binary) << text.substr(7000);

@@ -29,11 +29,8 @@ Outcome run_train_gpt(const std::string& args) {
 
 std::string tmp(const std::string& name) { return glass::testing::scratch_path(name); }
 
-const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
-const std::string kTinyShape =
-    "--n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
-    "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 ";
-const std::string kTiny = "--data " + kData + " " + kTinyShape;
+const std::string& kData = glass::testing::kTinyShakespeare;
+const std::string kTiny = "--data " + kData + " " + glass::testing::kTinyRunFlags;
 // The data alone: for the flags kTiny sets, whose errors come before the model's shape matters.
 const std::string kData1 = "--data " + kData + " ";
 
@@ -278,14 +275,16 @@ TEST_F(TrainGptResume, InitAndResumeTogetherIsAnError) {
 TEST_F(TrainGptResume, DataOfAnotherVocabularyIsAnError) {
   const std::string other = tmp("other.txt");
   std::ofstream(other) << "abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop abcdefghijklmnop\n";
-  expect_one_line_error(kTinyShape + "--steps 3 --resume " + dir() + " --data " + other,
-                        "--resume " + ckpt() + " was trained on " + kData +
-                            " (a character vocabulary of 65), but --data " + other +
-                            " has another one (of 18 characters)");
+  expect_one_line_error(
+      glass::testing::kTinyRunFlags + "--steps 3 --resume " + dir() + " --data " + other,
+      "--resume " + ckpt() + " was trained on " + kData +
+          " (a character vocabulary of 65), but --data " + other +
+          " has another one (of 18 characters)");
   // Another file with the same characters is the same data as far as the model can tell.
   const std::string copy = tmp("copy.txt");
   std::filesystem::copy_file(kData, copy, std::filesystem::copy_options::overwrite_existing);
-  const Outcome r = run_train_gpt(kTinyShape + "--steps 3 --resume " + ckpt() + " --data " + copy);
+  const Outcome r = run_train_gpt(glass::testing::kTinyRunFlags + "--steps 3 --resume " + ckpt() +
+                                  " --data " + copy);
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
@@ -304,11 +303,6 @@ TEST_F(TrainGptResume, StepsAtOrBelowTheCheckpoint) {
 }
 
 #if defined(GLASS_HAS_CUDA)
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // --cuda-graph from a fresh process (nothing cached by earlier runs): the capture takes its memory
 // from the graph's own pool, and the losses and final weights equal the run without the graph bit
 // for bit (the metrics' losses as printed with every digit, the saved weights byte for byte). With
@@ -329,7 +323,7 @@ TEST(TrainGptCli, CudaGraphFromAFreshProcessEqualsTheEagerRun) {
     std::ifstream in(m);
     for (std::string line; std::getline(in, line);)
       losses[graph].push_back(nlohmann::json::parse(line).at("loss").dump());
-    weights[graph] = file_bytes(w);
+    weights[graph] = glass::testing::file_bytes(w);
   }
   EXPECT_EQ(losses[0].size(), 4u);
   EXPECT_EQ(losses[1], losses[0]);

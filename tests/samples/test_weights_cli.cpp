@@ -12,28 +12,28 @@ namespace {
 
 using glass::testing::Outcome;
 
-const std::string kData = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
-const std::string kTiny = "--data " + kData +
-                          " --n-layer 1 --n-head 2 --n-embd 16 --seq-len 8 --batch 2 "
-                          "--sample 0 --eval-every 0 --eval-batches 1 --threads 1 --quiet ";
+using glass::testing::kTinyShakespeare;
+const std::string kTinyQuiet =
+    "--data " + kTinyShakespeare + " " + glass::testing::kTinyRunFlags + "--quiet ";
 
 TEST(WeightsCli, SavesInEachLayoutAndStartsAgainFromIt) {
   for (const std::string format : {"hf", "llmc"}) {
     const std::string path = glass::testing::scratch_path("w." + format);
     const Outcome saved = glass::testing::run_sample(
-        "train_gpt", kTiny + "--steps 1 --save " + path + " --save-format " + format);
+        "train_gpt", kTinyQuiet + "--steps 1 --save " + path + " --save-format " + format);
     ASSERT_EQ(saved.status, 0) << saved.out;
     EXPECT_NE(saved.out.find("(" + format + " layout)"), std::string::npos) << saved.out;
     const Outcome again =
-        glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --init " + path);
+        glass::testing::run_sample("train_gpt", kTinyQuiet + "--steps 1 --init " + path);
     EXPECT_EQ(again.status, 0) << again.out;
   }
-  glass::testing::expect_one_line_error("train_gpt", kTiny + "--steps 1 --save-format onnx",
+  glass::testing::expect_one_line_error("train_gpt", kTinyQuiet + "--steps 1 --save-format onnx",
                                         "--save-format");
-  glass::testing::expect_one_line_error(
-      "train_gpt",
-      "--data " + kData + " --n-layer 3 --steps 1 --init " + glass::testing::scratch_path("w.llmc"),
-      "--n-layer is 3 (file: 1)");
+  glass::testing::expect_one_line_error("train_gpt",
+                                        "--data " + kTinyShakespeare +
+                                            " --n-layer 3 --steps 1 --init " +
+                                            glass::testing::scratch_path("w.llmc"),
+                                        "--n-layer is 3 (file: 1)");
 }
 
 // The same trained model saved in each layout (training is deterministic for a seed) samples the
@@ -44,9 +44,10 @@ TEST(GenerateCli, SamplesTheSameTextFromEachLayout) {
   for (const std::string format : {"glass", "hf", "llmc"}) {
     const std::string path = glass::testing::scratch_path("gen." + format);
     const Outcome saved = glass::testing::run_sample(
-        "train_gpt", kTiny + "--steps 3 --seed 5 --save " + path + " --save-format " + format);
+        "train_gpt", kTinyQuiet + "--steps 3 --seed 5 --save " + path + " --save-format " + format);
     ASSERT_EQ(saved.status, 0) << saved.out;
-    const std::string vocab = format == "llmc" ? " --tokenizer char --data " + kData : "";
+    const std::string vocab =
+        format == "llmc" ? " --tokenizer char --data " + kTinyShakespeare : "";
     const Outcome gen = glass::testing::run_sample(
         "generate", "--weights " + path + vocab + " --sample 30 --seed 2 --threads 1");
     ASSERT_EQ(gen.status, 0) << format << ": " << gen.out;
@@ -67,10 +68,11 @@ TEST(GenerateCli, SamplesTheSameTextFromEachLayout) {
 TEST(WeightsCli, ACheckpointStartsTrainingAndGenerates) {
   const std::string dir = glass::testing::scratch_path("ck");
   const Outcome trained = glass::testing::run_sample(
-      "train_gpt", kTiny + "--steps 2 --checkpoint-dir " + dir + " --checkpoint-every 2");
+      "train_gpt", kTinyQuiet + "--steps 2 --checkpoint-dir " + dir + " --checkpoint-every 2");
   ASSERT_EQ(trained.status, 0) << trained.out;
   const std::string ckpt = dir + "/ckpt_00000002.safetensors";
-  const Outcome init = glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --init " + ckpt);
+  const Outcome init =
+      glass::testing::run_sample("train_gpt", kTinyQuiet + "--steps 1 --init " + ckpt);
   EXPECT_EQ(init.status, 0) << init.out;
   // The checkpoint keeps its characters ("char_vocab"), so it decodes without --data.
   const Outcome gen =
@@ -96,7 +98,7 @@ std::string text_file(const std::string& name, const std::string& chars) {
 TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
   const std::string weights = glass::testing::scratch_path("vocab.glass");
   const Outcome saved =
-      glass::testing::run_sample("train_gpt", kTiny + "--steps 1 --save " + weights);
+      glass::testing::run_sample("train_gpt", kTinyQuiet + "--steps 1 --save " + weights);
   ASSERT_EQ(saved.status, 0) << saved.out;
   const std::string other = text_file("other.txt", "hello world\n");
   glass::testing::expect_one_line_error("generate", "--weights " + weights + " --data " + other,
@@ -105,8 +107,8 @@ TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
                                             "but " +
                                             weights + " was trained on another one of 65");
   const std::string dir = glass::testing::scratch_path("vocab_ck");
-  ASSERT_EQ(glass::testing::run_sample(
-                "train_gpt", kTiny + "--steps 1 --checkpoint-dir " + dir + " --checkpoint-every 1")
+  ASSERT_EQ(glass::testing::run_sample("train_gpt", kTinyQuiet + "--steps 1 --checkpoint-dir " +
+                                                        dir + " --checkpoint-every 1")
                 .status,
             0);
   const std::string ckpt = dir + "/ckpt_00000001.safetensors";
@@ -114,16 +116,16 @@ TEST(GenerateCli, DataWithAnotherVocabularyIsAnErrorNamingBoth) {
       "generate", "--weights " + ckpt + " --data " + other,
       "has a vocabulary of 9 characters, but " + ckpt + " was trained on another one of 65");
   const std::string llmc = glass::testing::scratch_path("vocab.bin");
-  ASSERT_EQ(glass::testing::run_sample("train_gpt",
-                                       kTiny + "--steps 1 --save " + llmc + " --save-format llmc")
+  ASSERT_EQ(glass::testing::run_sample(
+                "train_gpt", kTinyQuiet + "--steps 1 --save " + llmc + " --save-format llmc")
                 .status,
             0);
   glass::testing::expect_one_line_error(
       "generate", "--weights " + llmc + " --tokenizer char --data " + other,
       "has 9 distinct characters, but the model in " + llmc + " has 65 classes");
   // Its own text is accepted.
-  EXPECT_EQ(glass::testing::run_sample(
-                "generate", "--weights " + weights + " --data " + kData + " --sample 5 --threads 1")
+  EXPECT_EQ(glass::testing::run_sample("generate", "--weights " + weights + " --data " +
+                                                       kTinyShakespeare + " --sample 5 --threads 1")
                 .status,
             0);
 }
@@ -147,7 +149,7 @@ TEST(GenerateCli, LlmcFileOfACharacterModelNeedsItsVocabulary) {
   GLASS_REQUIRE_GPT2_REFERENCE();
   const std::string path = glass::testing::scratch_path("chars.llmc");
   const Outcome saved = glass::testing::run_sample(
-      "train_gpt", kTiny + "--steps 1 --save " + path + " --save-format llmc");
+      "train_gpt", kTinyQuiet + "--steps 1 --save " + path + " --save-format llmc");
   ASSERT_EQ(saved.status, 0) << saved.out;
   glass::testing::expect_one_line_error("generate", "--weights " + path, "65 classes");
 }

@@ -95,10 +95,6 @@ TEST(CudaGraph, TheTraceShowsEachReplayedKernel) {
   expect_replay_of_the_eager_step(eager, replayed);
 }
 
-size_t count(const std::vector<std::string>& names, const std::string& name) {
-  return static_cast<size_t>(std::count(names.begin(), names.end(), name));
-}
-
 // --grad-accum 3: the graph holds the whole optimizer step, three micro-steps' forward and
 // backward on three batches copied (stacked) into the graph's inputs before each replay, then
 // clipping and AdamW once. Bit for bit the eager run, whose micro-steps read three different
@@ -122,9 +118,9 @@ TEST(CudaGraph, GradAccumCapturesTheWholeOptimizerStep) {
     EXPECT_EQ(replayed.host_syncs[s], 1) << "step " << s + 1;
   const std::vector<std::string> replay = expect_replay_of_the_eager_step(eager, replayed);
   // Three forwards in the replay (the same embedding lookups each), AdamW once.
-  EXPECT_GE(count(replay, "embedding_forward"), 3u);
-  EXPECT_EQ(count(replay, "embedding_forward") % 3, 0u);
-  EXPECT_GE(count(replay, "adamw_step"), 1u);
+  EXPECT_GE(testing::count_of(replay, "embedding_forward"), 3);
+  EXPECT_EQ(testing::count_of(replay, "embedding_forward") % 3, 0);
+  EXPECT_GE(testing::count_of(replay, "adamw_step"), 1);
 }
 
 // What a capture cannot hold fails at once with the call and the op that made it; the failed
@@ -335,8 +331,8 @@ TEST(CudaGraph, DropoutReplaysEqualTheEagerRunBitForBit) {
     for (size_t s = 1; s < replayed.host_syncs.size(); ++s)
       EXPECT_EQ(replayed.host_syncs[s], 1) << "step " << s + 1;
     const std::vector<std::string> replay = expect_replay_of_the_eager_step(eager, replayed);
-    EXPECT_GT(count(replay, "dropout_forward"), 0u);
-    EXPECT_GT(count(replay, "dropout_backward"), 0u);
+    EXPECT_GT(testing::count_of(replay, "dropout_forward"), 0);
+    EXPECT_GT(testing::count_of(replay, "dropout_backward"), 0);
   }
 }
 

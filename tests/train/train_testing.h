@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing.h"
 #include "train/trainer.h"
 
 namespace glass::testing {
@@ -35,7 +36,7 @@ inline std::string shard_bytes(int32_t magic, int32_t version, int32_t count,
 
 inline train::TrainOptions tiny_options() {
   train::TrainOptions o;
-  o.data = std::string(GLASS_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+  o.data = testing::kTinyShakespeare;
   o.n_layer = 2;
   o.n_head = 2;
   o.n_embd = 16;
