@@ -36,7 +36,8 @@ train: build
 # engine/emu/README.md): `--device cuda` runs here on emulated GPUs with asynchronous streams, so the
 # cross-device tests, the PyTorch oracle and the cuda runtime tests run on cuda too. Where nvcc is
 # found, the GPU's code is still compiled, as a check that fails CI but is not linked: nvcc compiles
-# kernels/cuda for sm_90 only (the same sources as sm_80; CUDA_ARCHS="80;90" for both), and the host
+# kernels/cuda's device code for sm_90 only (the same sources as sm_80; CUDA_ARCHS="80;90" for
+# both; -fatbin: the host half is the emu build's, kernels/cuda/nvcc/ptxas_resources.py), and the host
 # code that uses the CUDA runtime is compiled once more against the real runtime, NCCL and NVTX
 # headers (engine/cuda/real_runtime_check). Without a GPU none of that runs. One build rather than
 # a Release and a sanitizer build keeps CI well within its time.

@@ -11,11 +11,15 @@ function and architecture:
 
 Two modes, both run by the build (kernels/cuda/nvcc/CMakeLists.txt):
 
-  record -- <compiler command...>
+  record [--device-only] -- <compiler command...>
       The compiler launcher of the nvcc target: runs the command, keeps ptxas's lines in
       <object>.ptxas beside the object it writes (-o), and passes every other line of stderr
       through, so the build log keeps warnings but not a dozen lines per kernel. ccache replays a
       cached compile's stderr, so cache hits record too.
+      --device-only (the build on the emulated CUDA runtime, where nvcc's objects are a compile
+      check and never linked): nvcc compiles -fatbin instead of -c, the device code alone
+      (preprocessing, cicc, ptxas), and skips the host half (cudafe++ and the host compiler's
+      pass over the launchers), 6 of a file's 10 s. The "object" is then a fatbinary.
 
   collect --output kernel_resources.json --source-dir DIR <objects...>
       Reads each object's .ptxas and writes one JSON report, a row per kernel and architecture.
@@ -43,9 +47,11 @@ def is_ptxas_line(line):
     return line.startswith("ptxas info") or FRAME.search(line) is not None
 
 
-def record(command):
+def record(command, device_only=False):
     # Without a compiler launcher (no ccache) CMake still passes its empty place in the list.
     command = [arg for arg in command if arg != ""]
+    if device_only:
+        command = ["-fatbin" if arg == "-c" else arg for arg in command]
     output = None
     for i, arg in enumerate(command):
         if arg == "-o" and i + 1 < len(command):
@@ -228,7 +234,11 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "selftest":
         return selftest()
     if len(argv) >= 2 and argv[1] == "record" and "--" in argv:
-        return record(argv[argv.index("--") + 1:])
+        options = argv[2:argv.index("--")]
+        if any(o != "--device-only" for o in options):
+            print(f"ptxas_resources: unknown record option in {options}", file=sys.stderr)
+            return 2
+        return record(argv[argv.index("--") + 1:], device_only="--device-only" in options)
     if len(argv) >= 2 and argv[1] == "collect":
         args = argv[2:]
         output = args[args.index("--output") + 1]
