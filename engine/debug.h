@@ -36,7 +36,7 @@ namespace glass {
 struct DebugSettings {
   bool sync = false;
   bool check_nan = false;
-  std::vector<std::string> break_on;  // kernel or op names
+  std::vector<std::string> break_on{};  // kernel or op names
 
   bool any() const { return sync || check_nan || !break_on.empty(); }
   // The defaults overridden by GLASS_SYNC, GLASS_CHECK_NAN and GLASS_BREAK_ON; throws glass::Error

@@ -25,7 +25,7 @@ struct DevicePeaks {
   double bytes_per_s = 0;  // main-memory (HBM / DRAM) bandwidth
   std::string source;      // where the numbers come from
   double attainable_f32_flops = 0;  // the engine's measured f32 GEMM rate; 0 = not measured
-  std::string attainable_source;    // how it was measured
+  std::string attainable_source{};  // how it was measured
 
   // The peak for math in `dtype`; throws glass::Error when the device has no such peak.
   double flops(DType dtype) const;

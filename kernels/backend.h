@@ -35,11 +35,11 @@ struct AdamWHyper {
   // device, filled with adamw_scalar_table(params, *this) (kernels/optim_math.h) by the caller,
   // so that a CUDA graph that captured the launch reads each replay's values (optim/adamw.h);
   // undefined: the launcher uploads them itself. cpu reads the fields above.
-  Tensor scalars;
+  Tensor scalars{};
   // The finite gate (optim/step_status.h): f64 [1] on the params' device, read by the kernel;
   // 0 there leaves every parameter and moment as it is (a step whose loss or gradient norm is
   // not finite). Undefined: always update.
-  Tensor finite;
+  Tensor finite{};
 };
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };

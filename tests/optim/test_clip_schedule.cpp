@@ -126,7 +126,9 @@ TEST(ClipGradNorm, AnInfiniteBoundLaunchesOnlyTheSum) {
     EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "clip_scale"),
               std::isinf(max_norm) ? 0 : static_cast<long>(params.size()))
         << max_norm;
-    if (std::isinf(max_norm)) EXPECT_EQ(to_vector<float>(params[0].grad()), before);
+    if (std::isinf(max_norm)) {
+      EXPECT_EQ(to_vector<float>(params[0].grad()), before);
+    }
   }
 }
 
