@@ -75,10 +75,10 @@ enum class GemmActivation : uint8_t { none, gelu, gelu_backward };
 enum class GemmBiasGrad : uint8_t { none, rows_of_a, columns_of_c };
 struct GemmEpilogue {
   GemmActivation activation = GemmActivation::none;
-  Tensor aux;
+  Tensor aux{};
   int64_t aux_ld = 0;
   GemmBiasGrad bias_grad_of = GemmBiasGrad::none;
-  Tensor bias_grad;
+  Tensor bias_grad{};
 };
 inline int64_t gemm_aux_ld(int64_t n) { return (n + 7) / 8 * 8; }
 void check_gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e);  // throws naming the problem
