@@ -178,7 +178,7 @@ fi
 if [[ -n "$prebuilt" ]]; then
   # 1'. The bundle: the paths compiled into the tests lead here, and every program loads.
   bundle_stage() {
-    local manifest="$prebuilt/MANIFEST.txt" src bin here f so lib_dirs d missing
+    local manifest="$prebuilt/MANIFEST.txt" src bin here f so lib_dirs d missing known
     [[ -f "$manifest" ]] || { echo "result: no $manifest (scripts/gpu_bundle.sh makes it; carry it along)"; return 1; }
     here=$(pwd -P)
     src=$(sed -n 's/^source_dir //p' "$manifest")
@@ -194,9 +194,10 @@ if [[ -n "$prebuilt" ]]; then
     # the bundle's libraries where this machine's loader lacks them; CUDA's from the toolkit and
     # from PyTorch's nvidia-* wheels
     rm -rf "$prebuilt/lib-used" && mkdir -p "$prebuilt/lib-used"
+    known=$(ldconfig -p | awk 'NR > 1 {print $1}')
     for f in "$prebuilt"/lib/*; do
       so=$(basename "$f")
-      ldconfig -p | awk '{print $1}' | grep -qxF "$so" || ln -s "$here/$f" "$prebuilt/lib-used/$so"
+      grep -qxF "$so" <<<"$known" || ln -s "$here/$f" "$prebuilt/lib-used/$so"
     done
     lib_dirs="$here/$prebuilt/lib-used:/usr/local/cuda/lib64"
     for d in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
