@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/hardware_peak.h"
@@ -55,9 +57,11 @@ double seconds(auto&& fn) {
 
 int main(int argc, char** argv) {
   int threads = 2, repeats = 7;
+  std::string only;
   CLI::App app{"glass sgemm against OpenBLAS cblas_sgemm"};
   app.add_option("--threads", threads, "OpenMP (and OpenBLAS) threads");
   app.add_option("--repeats", repeats, "best of this many timings per shape and system");
+  app.add_option("--only", only, "only the shapes whose name contains this (e.g. dW)");
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_sgemm"))
     return *status;
   omp_set_num_threads(threads);
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
   for (const Shape& s : kShapes) {
+    if (std::string_view(s.what).find(only) == std::string_view::npos) continue;
     // stored sizes: A is m x k (k x m transposed), B k x n (n x k), C m x n
     std::vector<float> a(size_t(s.m) * s.k), b(size_t(s.k) * s.n), c(size_t(s.m) * s.n);
     for (float& x : a) x = uniform(rng);

@@ -147,7 +147,11 @@ HardwarePeak work_out() {
 
 double measure_clock_hz(int runs) {
 #if defined(__x86_64__)
-  constexpr long kAdds = 4'000'000;  // ~1-2 ms per run
+  // ~15 us a run, many runs: on a shared host a run the scheduler interrupts reads the clock low,
+  // and short runs are rarely interrupted. On the AMD EPYC VM of bench/RESULTS.md, 5 runs of 4M
+  // adds read 3.21-3.46 GHz from one minute to the next (the printed peak moved with the load);
+  // 400 runs of 50k read 3.45-3.52, also with three busy processes on its two cores.
+  constexpr long kAdds = 50'000;
   double best = 0;
   for (int r = 0; r < runs; ++r) {
     long x = 1;

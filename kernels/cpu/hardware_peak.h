@@ -51,6 +51,6 @@ const HardwarePeak& hardware_peak();
 
 // The clock in Hz from the dependent-add chain, the best of `runs`; 0 where it cannot be measured
 // (not x86-64).
-double measure_clock_hz(int runs = 5);
+double measure_clock_hz(int runs = 400);
 
 }  // namespace glass::kernels::cpu

@@ -254,6 +254,14 @@ void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, flo
   // them with a call to memset on the stack, in every call)
   Vec acc[kMR][2];
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = Vec{};
+  // A tile that adds onto C (a later k slab, or beta != 0) asks for its 16 cache lines now, so
+  // that they arrive while the k loop runs instead of stalling the write at the end: the weight
+  // gradients (k = 2048, 8 slabs) re-read C from L3 once a slab, and measured 3-9% faster so.
+  if (beta != 0.0f)
+    for (int r = 0; r < kMR; ++r) {
+      __builtin_prefetch(c + r * ldc, 1);
+      __builtin_prefetch(c + r * ldc + kLanes, 1);
+    }
   for (int64_t p = 0; p < kc; ++p, b += b_step) {
     // 2. one rank-1 update: B's row p (two vectors) times each of A's kMR values in column p
     const Vec b0 = load(b), b1 = load(b + kLanes);
