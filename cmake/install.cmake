@@ -74,6 +74,6 @@ if(GLASS_BUILD_TESTS)
     -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
     -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
     -P ${PROJECT_SOURCE_DIR}/cmake/test_consumer.cmake)
-  set_tests_properties(package_consumer PROPERTIES TIMEOUT 300
+  set_tests_properties(package_consumer PROPERTIES TIMEOUT 300 COST 15
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;OMP_NUM_THREADS=2")
 endif()
