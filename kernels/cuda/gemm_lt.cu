@@ -15,8 +15,9 @@
 // naming the call and every argument.
 //
 // Heuristics are cached: the first GEMM of a shape (sizes, leading dimensions, types, epilogue,
-// compute type, and the alignment of every pointer, which the heuristic's choice depends on)
-// asks cublasLtMatmulAlgoGetHeuristic and keeps its algorithm; later GEMMs of that shape reuse
+// compute type, and the alignment of every pointer, which the heuristic is told and its choice
+// depends on) asks cublasLtMatmulAlgoGetHeuristic and keeps its algorithm; later GEMMs of that
+// shape reuse
 // it. The workspace is allocated once per device and stream (kWorkspaceBytes, the size NVIDIA
 // suggests for Hopper) and offered to every call.
 //
@@ -93,12 +94,17 @@ const char* launch_name(cublasLtEpilogue_t ep) {
 
 cudaDataType_t lt_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// The largest power of two (up to 16) that divides a pointer's address: the heuristic's choice
-// of kernel depends on it, so it is part of a shape's key.
-int64_t alignment(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  int64_t align = 1;
-  while (align < 16 && a % (2 * align) == 0) align *= 2;
+// The alignment in bytes every matrix of an operand has: the largest power of two, up to 256,
+// that divides its address and, in a strided batch, the distance between its matrices. cuBLASLt's
+// heuristic never sees the pointers: it assumes 256 unless told (CUBLASLT_MATMUL_PREF_MIN_
+// ALIGNMENT_*_BYTES), and a kernel chosen for an alignment the data lacks fails with
+// CUBLAS_STATUS_NOT_SUPPORTED or faults with a misaligned address. So it is told, and the
+// alignment is part of a shape's key.
+uint32_t alignment(const void* p, int64_t batch = 1, int64_t stride_elems = 0, size_t elem = 1) {
+  auto a = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  if (batch > 1 && stride_elems != 0) a |= static_cast<uint64_t>(stride_elems) * elem;
+  uint32_t align = 1;
+  while (align < 256 && a % (2 * align) == 0) align *= 2;
   return align;
 }
 
@@ -224,6 +230,12 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
               "cublasLtMatrixLayoutCreate(B = our A)");
   make_layout(lc, out, g.n, g.m, g.ldc, g.stride_c, "cublasLtMatrixLayoutCreate(C = D)");
 
+  // Each operand's alignment, in cuBLASLt's names (its A is our B, its B our A; C and D are ours).
+  const size_t es_a = dtype_size(in), es_c = dtype_size(out);
+  const uint32_t align_a = alignment(b_ptr, g.batch, g.stride_b, es_a),
+                 align_b = alignment(a_ptr, g.batch, g.stride_a, es_a),
+                 align_cd = alignment(c_ptr, g.batch, g.stride_c, es_c);
+
   // The algorithm: from the cache, or from the heuristic the first time this shape is seen.
   const ShapeKey key = {static_cast<int64_t>(device.kind),
                         device.index,
@@ -244,9 +256,9 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
                         static_cast<int64_t>(ep),
                         static_cast<int64_t>(compute),
                         e.aux_ld,
-                        alignment(a_ptr),
-                        alignment(b_ptr),
-                        alignment(c_ptr),
+                        align_a,
+                        align_b,
+                        align_cd,
                         bias_ptr == nullptr ? 0 : alignment(bias_ptr),
                         aux_ptr == nullptr ? 0 : alignment(aux_ptr)};
   cublasLtMatmulHeuristicResult_t algo{};
@@ -267,6 +279,14 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
         cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &max_workspace, sizeof(max_workspace)),
         "SetAttribute(MAX_WORKSPACE_BYTES)", g, e);
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_cd},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_cd}};
+    for (const auto& [attr, bytes] : alignments)
+      check_lt(cublasLtMatmulPreferenceSetAttribute(pref.pref, attr, &bytes, sizeof(bytes)),
+               "SetAttribute(MIN_ALIGNMENT_*_BYTES)", g, e);
     int found = 0;
     check_lt(cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, lc.layout,
                                             lc.layout, pref.pref, 1, &algo, &found),

@@ -2,9 +2,12 @@
 // written here in double: every epilogue the engine uses, f32 and bf16 data, TF32 rounding,
 // transposes, padded leading dimensions, strided batches, and the argument checks that must fail
 // as they fail on a GPU (and leave D untouched).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "engine/dtype.h"
 #include "engine/emu/cublas/cublasLt.h"
@@ -22,6 +25,13 @@ double gelu_ref(double x) {
 double gelu_grad_ref(double x) {  // d/dx of gelu_ref, by the product and chain rules
   const double s = std::sqrt(2 / M_PI), t = std::tanh(s * (x + 0.044715 * x * x * x));
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x);
+}
+
+// The largest power of two up to 256 dividing p's address.
+uint32_t alignment_of(const void* p) {
+  uint32_t align = 1;
+  while (align < 256 && reinterpret_cast<uintptr_t>(p) % (2 * align) == 0) align *= 2;
+  return align;
 }
 
 // The handle and descriptors of one call, destroyed at the end of the test.
@@ -52,8 +62,21 @@ struct Lt {
     ASSERT_EQ(cublasLtMatrixLayoutCreate(&c, out, m, n, ldd), CUBLAS_STATUS_SUCCESS);
     ASSERT_EQ(cublasLtMatrixLayoutCreate(&d, out, m, n, ldd), CUBLAS_STATUS_SUCCESS);
   }
-  // The heuristic's algorithm, then the matmul with it (D = C in place).
+  // The heuristic's algorithm, then the matmul with it (D = C in place). The heuristic is told
+  // each pointer's alignment (as kernels/cuda/gemm_lt.cu does), at most max_alignment bytes (a
+  // strided batch's matrices are only as aligned as its stride).
+  uint32_t max_alignment = 256;
   cublasStatus_t matmul(float alpha, const void* A, const void* B, float beta, void* D) {
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> operands[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, A},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, B},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, D},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, D}};
+    for (const auto& [attr, p] : operands) {
+      const uint32_t bytes = std::min(alignment_of(p), max_alignment);
+      EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)),
+                CUBLAS_STATUS_SUCCESS);
+    }
     cublasLtMatmulHeuristicResult_t r{};
     int count = 0;
     const cublasStatus_t s =
@@ -292,6 +315,7 @@ TEST(EmuCublasLt, StridedBatchesUseTheirOffsetsAndTheBiasBatchStride) {
         cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, 8),
         CUBLAS_STATUS_SUCCESS);
   }
+  lt.max_alignment = 4;  // strides of 17 and 21 floats
   lt.set<uint32_t>(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
   const std::vector<float> a = randoms(sa * batch, 401), b = randoms(g.k * g.n, 402),
                            bias = randoms(g.m * batch, 403);
@@ -307,6 +331,71 @@ TEST(EmuCublasLt, StridedBatchesUseTheirOffsetsAndTheBiasBatchStride) {
     const std::vector<float> got(d.begin() + e * sd, d.begin() + e * sd + g.m * g.n);
     EXPECT_TRUE(all_close(as_double(got), expected, 1e-5)) << "batch entry " << e;
     EXPECT_TRUE(std::isnan(d[e * sd + g.m * g.n])) << "the gap after entry " << e << " was written";
+  }
+}
+
+// The heuristic picks its algorithm for the alignment it is told (256 bytes by default), and the
+// algorithm refuses data less aligned than that, where a GPU kernel chosen for wide loads could
+// fault with a misaligned address: a pointer one float into a buffer, or a batch stride of an odd
+// number of floats.
+TEST(EmuCublasLt, AnAlgorithmRefusesDataLessAlignedThanItWasChosenFor) {
+  const Geometry g{false, false, 4, 4, 4, 0};
+  alignas(256) static float a[64], b[64], d[64];
+  const std::vector<float> values = randoms(16, 501);
+  std::copy(values.begin(), values.end(), a + 1);
+  std::copy(values.begin(), values.end(), b);
+  auto problem = [&](Lt& lt) {
+    lt.layouts(CUDA_R_32F, CUDA_R_32F, g.m, g.k, g.m, g.k, g.n, g.k, g.m, g.n, g.m);
+  };
+  auto run = [&](Lt& lt, const float* A, uint32_t told_a) {
+    cublasLtMatmulHeuristicResult_t r{};
+    int count = 0;
+    EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(
+                  lt.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &told_a, sizeof(told_a)),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(lt.h, lt.desc, lt.a, lt.b, lt.c, lt.d, lt.pref, 1, &r,
+                                             &count),
+              CUBLAS_STATUS_SUCCESS);
+    const float one = 1, zero = 0;
+    return cublasLtMatmul(lt.h, lt.desc, &one, A, lt.a, b, lt.b, &zero, d, lt.c, d, lt.d, &r.algo,
+                          nullptr, 0, nullptr);
+  };
+  {  // told 256 (the default), A 4 bytes into a 256-byte aligned buffer: refused, D untouched
+    Lt lt;
+    problem(lt);
+    std::fill(d, d + 64, 7.0f);
+    EXPECT_EQ(run(lt, a + 1, 256), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(d[0], 7.0f);
+  }
+  {  // told 4: the same data is multiplied
+    Lt lt;
+    problem(lt);
+    ASSERT_EQ(run(lt, a + 1, 4), CUBLAS_STATUS_SUCCESS);
+    const std::vector<double> expected =
+        g.product(as_double(std::vector<float>(a + 1, a + 17)),
+                  as_double(std::vector<float>(b, b + 16)), 1, 0, std::vector<double>(16));
+    EXPECT_TRUE(all_close(as_double(std::vector<float>(d, d + 16)), expected, 1e-5));
+  }
+  {  // an aligned A whose batch stride (17 floats) is not
+    Lt lt;
+    problem(lt);
+    const int32_t two = 2;
+    const int64_t stride = 17, none = 0;
+    for (cublasLtMatrixLayout_t l : {lt.a, lt.b, lt.c, lt.d})
+      ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &two, 4),
+                CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(lt.a, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                               &stride, 8),
+              CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(lt.b, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                               &none, 8),
+              CUBLAS_STATUS_SUCCESS);
+    const int64_t d_stride = 16;
+    for (cublasLtMatrixLayout_t l : {lt.c, lt.d})
+      ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                 &d_stride, 8),
+                CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(run(lt, a, 16), CUBLAS_STATUS_INVALID_VALUE);
   }
 }
 

@@ -153,8 +153,14 @@ typedef enum {
 } cublasLtEpilogue_t;
 
 typedef enum {
-  CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,         // uint32_t, accepted
-  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1  // uint64_t, default 0
+  CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,          // uint32_t, accepted
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,  // uint64_t, default 0
+  // uint32_t, default 256 each: the alignment in bytes the chosen algorithm may assume of the
+  // pointers (and batch strides) of A, B, C and D; cublasLtMatmul refuses data that lacks it
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
 } cublasLtMatmulPreferenceAttributes_t;
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
@@ -183,8 +189,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     const void* buf, size_t size_in_bytes);
 
 // Checks the problem as cublasLtMatmul would and, when it is valid, returns one algorithm
-// (*return_count = 1) that needs no workspace; an invalid problem returns its status and
-// *return_count = 0.
+// (*return_count = 1) that needs no workspace and assumes the preference's alignments; an invalid
+// problem returns its status and *return_count = 0.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_desc,
     cublasLtMatrixLayout_t b_desc, cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
@@ -192,7 +198,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     int* return_count);
 
 // alpha and beta are host pointers to floats (the scale type). algo may be null (the library
-// then chooses, as the heuristic would).
+// then chooses, as the heuristic would). With an algorithm, a pointer (or batch stride) less
+// aligned than the heuristic was told is refused with CUBLAS_STATUS_INVALID_VALUE and a line on
+// stderr, where a GPU kernel might fault with a misaligned address.
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
                               const void* A, cublasLtMatrixLayout_t a_desc, const void* B,
                               cublasLtMatrixLayout_t b_desc, const void* beta, const void* C,

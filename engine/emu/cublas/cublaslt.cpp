@@ -6,6 +6,8 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -41,6 +43,7 @@ struct cublasLtMatrixLayoutOpaque {
 
 struct cublasLtMatmulPreferenceOpaque {
   uint64_t max_workspace = 0;
+  uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D in bytes: cuBLASLt's default
 };
 
 namespace {
@@ -282,6 +285,38 @@ void run_one(const Problem& p, const cublasLtMatmulDescOpaque& desc, float alpha
     }
 }
 
+// One matrix operand as cublasLtMatmul receives it.
+struct Operand {
+  const void* data;
+  cublasLtMatrixLayout_t layout;
+};
+
+// Whether every matrix of A, B, C and D (each batch's, batch_stride elements apart) is aligned as
+// the heuristic was told it would be (the algorithm carries it: data[1 + i], in bytes). A real
+// kernel chosen for 16-byte loads reads a less aligned pointer wrongly or faults with a misaligned
+// address; the emulator names the operand instead.
+bool aligned_as_chosen(const cublasLtMatmulAlgo_t& algo, const Problem& p, Operand a, Operand b,
+                       Operand c, Operand d) {
+  const Operand operands[] = {a, b, c, d};
+  for (int i = 0; i < 4; ++i) {
+    const Operand& o = operands[i];
+    if (o.data == nullptr) continue;
+    const size_t es = type_size(i < 2 ? p.in_type : p.out_type);
+    const uint64_t bytes = algo.data[1 + i];
+    const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(o.data));
+    const auto stride = static_cast<uint64_t>(o.layout->batch_stride) * es;
+    if (address % bytes == 0 && (p.batch == 1 || stride % bytes == 0)) continue;
+    std::fprintf(stderr,
+                 "emulated cublasLtMatmul: %c at %p (batch stride %llu bytes) is not %llu-byte "
+                 "aligned, the alignment its algorithm was chosen for "
+                 "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES, default 256)\n",
+                 "ABCD"[i], o.data, static_cast<unsigned long long>(stride),
+                 static_cast<unsigned long long>(bytes), "ABCD"[i]);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -459,6 +494,13 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
       return read_attr(buf, size, &u32) ? CUBLAS_STATUS_SUCCESS : kInvalid;
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
       return read_attr(buf, size, &pref->max_workspace) ? CUBLAS_STATUS_SUCCESS : kInvalid;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      if (!read_attr(buf, size, &u32) || u32 == 0) return kInvalid;
+      pref->min_alignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = u32;
+      return CUBLAS_STATUS_SUCCESS;
   }
   return kNotSupported;
 }
@@ -476,6 +518,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   if (status != CUBLAS_STATUS_SUCCESS) return status;
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = kAlgoTag;
+  for (int i = 0; i < 4; ++i) r.algo.data[1 + i] = pref->min_alignment[i];  // what it may assume
   r.workspaceSize = 0;  // the host product needs none
   r.state = CUBLAS_STATUS_SUCCESS;
   r.wavesCount = 1.0f;
@@ -498,6 +541,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (alpha == nullptr || beta == nullptr || A == nullptr || B == nullptr || D == nullptr)
     return kInvalid;
   if (algo != nullptr && algo->data[0] != kAlgoTag) return kInvalid;
+  if (algo != nullptr &&
+      !aligned_as_chosen(*algo, p, {A, a_desc}, {B, b_desc}, {C, c_desc}, {D, d_desc}))
+    return kInvalid;
   // In place (C and D the same memory) only with one layout.
   if (C == D && c_desc->ld != d_desc->ld) return kInvalid;
   float al, be;
