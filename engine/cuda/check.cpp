@@ -22,7 +22,9 @@ void check(cudaError_t err, const char* call, const char* what) {
 }
 
 void check_launch(cudaError_t err, const LaunchInfo& info, cudaStream_t stream) {
-  if (err == cudaSuccess && sync_mode()) err = cudaStreamSynchronize(stream);
+  // Not while capturing a graph: the kernel has not run, and a synchronisation would invalidate
+  // the capture (a replay's faults surface at the next synchronisation instead).
+  if (err == cudaSuccess && sync_mode() && !capturing_graph()) err = cudaStreamSynchronize(stream);
   if (err == cudaSuccess) return;
   cudaGetLastError();
   const LaunchContext& ctx = current_launch_context();  // what glass::launch filled in

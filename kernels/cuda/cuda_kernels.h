@@ -20,6 +20,12 @@ std::string describe_gemm_args(const GemmArgs& args);  // every argument, for er
 void gemm_lt(const GemmArgs& args, const GemmEpilogue& epilogue);
 int64_t gemm_lt_cached_shapes();  // how many shapes' heuristic results gemm_lt holds
 
+// The workspace cuBLAS and cuBLASLt get for GEMMs on the current stream (gemm.cu): one buffer of
+// kGemmWorkspaceBytes per (device, stream handle), allocated on first use and kept. One stream's
+// GEMMs run one after another, so its cuBLAS and cuBLASLt calls can share it; two streams never do.
+constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;  // what NVIDIA suggests for Hopper
+Tensor gemm_workspace(Device device);
+
 // classifier.cu: checks cross-entropy targets on the device (a target outside [0, vocab) that is
 // not ignore_index raises a device flag naming `kernel`, row and value) and, when `valid` is not
 // null, writes there the number of rows whose target counts. Never waits for the device.

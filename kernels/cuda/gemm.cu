@@ -33,9 +33,11 @@
 #endif
 
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kernels/cuda/common.h"
@@ -52,6 +54,18 @@ std::string describe_gemm_args(const GemmArgs& g) {
       g.m, g.n, g.k, g.batch, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b,
       g.stride_c, g.alpha, g.beta, g.a.describe(), g.b.describe(), g.c.describe(),
       g.bias.describe());
+}
+
+Tensor gemm_workspace(Device device) {
+  // Keyed by the stream's handle, not its id: the graph stream shares id 0 with the legacy
+  // default stream, and the two run unordered. Never destroyed (as the handles below).
+  static auto* workspaces = new std::map<std::tuple<int, int, uintptr_t>, Tensor>;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  Tensor& w = (*workspaces)[{static_cast<int>(device.kind), device.index,
+                             reinterpret_cast<uintptr_t>(launch_stream())}];
+  if (!w.defined()) w = Tensor::empty({kGemmWorkspaceBytes / 4}, DType::i32, device);
+  return w;
 }
 
 namespace {
@@ -75,8 +89,15 @@ class LockedHandle {
     cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
     if (handle == nullptr) check_cublas(cublasCreate(&handle), "cublasCreate", g);
     // The current stream, the one launch_cuda_kernel launches on, so that the GEMM runs in order
-    // with the kernels around it (cheap: cuBLAS only stores it).
+    // with the kernels around it (cheap: cuBLAS only stores it). cublasSetStream also resets the
+    // workspace to cuBLAS's own pool, which it fills with cudaMallocAsync: inside a graph capture
+    // that would record allocations outside glass's allocator, and cuBLAS promises the same bits
+    // run to run only with a workspace per stream. So each stream's own is set after it.
     check_cublas(cublasSetStream(handle, launch_stream()), "cublasSetStream", g);
+    const Tensor workspace = gemm_workspace(device);
+    check_cublas(
+        cublasSetWorkspace(handle, workspace.raw_data(), static_cast<size_t>(kGemmWorkspaceBytes)),
+        "cublasSetWorkspace", g);
     handle_ = handle;
   }
   cublasHandle_t get() const { return handle_; }
@@ -176,12 +197,11 @@ void gemm(const GemmArgs& g) {
             static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), CUBLAS_COMPUTE_32F,
             CUBLAS_GEMM_DEFAULT);
       else
-        status = cublasSgemmStridedBatched(handle.get(), op(g.trans_b), op(g.trans_a), m, n, k,
-                                           &alpha, g.b.data<float>(), static_cast<int>(g.ldb),
-                                           g.stride_b, g.a.data<float>(), static_cast<int>(g.lda),
-                                           g.stride_a, &beta, g.c.data<float>(),
-                                           static_cast<int>(g.ldc), g.stride_c,
-                                           static_cast<int>(g.batch));
+        status = cublasSgemmStridedBatched(
+            handle.get(), op(g.trans_b), op(g.trans_a), m, n, k, &alpha, g.b.data<float>(),
+            static_cast<int>(g.ldb), g.stride_b, g.a.data<float>(), static_cast<int>(g.lda),
+            g.stride_a, &beta, g.c.data<float>(), static_cast<int>(g.ldc), g.stride_c,
+            static_cast<int>(g.batch));
     });
   }
   check_cublas(status, info.kernel, g);

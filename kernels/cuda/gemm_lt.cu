@@ -17,9 +17,8 @@
 // Heuristics are cached: the first GEMM of a shape (sizes, leading dimensions, types, epilogue,
 // compute type, and the alignment of every pointer, which the heuristic is told and its choice
 // depends on) asks cublasLtMatmulAlgoGetHeuristic and keeps its algorithm; later GEMMs of that
-// shape reuse
-// it. The workspace is allocated once per device and stream (kWorkspaceBytes, the size NVIDIA
-// suggests for Hopper) and offered to every call.
+// shape reuse it. The workspace is gemm.cu's, one per device and stream (kGemmWorkspaceBytes, the
+// size NVIDIA suggests for Hopper), offered to every call.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLASLt of
 // engine/emu/cublas (cublasLt.h), which computes the same math on the host; so are they for `cuda`
@@ -35,7 +34,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -43,8 +41,6 @@
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
-
-constexpr int64_t kWorkspaceBytes = 32ll << 20;
 
 std::string describe(const GemmArgs& g, const GemmEpilogue& e) {
   return fmt::format("{} with epilogue {} (aux {}, aux_ld {}, bias_grad {}), tf32 {}",
@@ -111,14 +107,13 @@ uint32_t alignment(const void* p, int64_t batch = 1, int64_t stride_elems = 0, s
 // Everything the heuristic's answer depends on.
 using ShapeKey = std::array<int64_t, 24>;
 
-// The process's cuBLASLt state: a handle per device, the heuristic's algorithm per shape, a
-// workspace per (device, stream). Created on first use and never destroyed (as gemm.cu's cuBLAS
-// handles: static destruction could come after the CUDA context is gone).
+// The process's cuBLASLt state: a handle per device, the heuristic's algorithm per shape. Created
+// on first use and never destroyed (as gemm.cu's cuBLAS handles: static destruction could come
+// after the CUDA context is gone).
 struct LtState {
   std::mutex mutex;
   std::map<std::pair<int, int>, cublasLtHandle_t> handles;
   std::map<ShapeKey, cublasLtMatmulHeuristicResult_t> algos;
-  std::map<std::tuple<int, int, int>, Tensor> workspaces;
 };
 
 LtState& state() {
@@ -168,16 +163,13 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
 
   LtState& s = state();
   cublasLtHandle_t handle = nullptr;
-  Tensor workspace;
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
     cublasLtHandle_t& h = s.handles[{static_cast<int>(device.kind), device.index}];
     if (h == nullptr) check_lt(cublasLtCreate(&h), "cublasLtCreate", g, e);
     handle = h;
-    Tensor& w = s.workspaces[{static_cast<int>(device.kind), device.index, launch_stream_id()}];
-    if (!w.defined()) w = Tensor::empty({kWorkspaceBytes / 4}, DType::i32, device);
-    workspace = w;
   }
+  const Tensor workspace = gemm_workspace(device);
 
   // cuBLASLt's view: D (= our C^T) is n x m, its A is our B, its B our A.
   const auto ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -274,7 +266,7 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   if (!cached) {
     Preference pref;
     check_lt(cublasLtMatmulPreferenceCreate(&pref.pref), "cublasLtMatmulPreferenceCreate", g, e);
-    const uint64_t max_workspace = kWorkspaceBytes;
+    const uint64_t max_workspace = kGemmWorkspaceBytes;
     check_lt(
         cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &max_workspace, sizeof(max_workspace)),
@@ -320,7 +312,7 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   glass::launch(info, [&] {
     status = cublasLtMatmul(handle, desc.desc, &alpha, b_ptr, la.layout, a_ptr, lb.layout, &beta,
                             c_ptr, lc.layout, c_ptr, lc.layout, &algo.algo, workspace.raw_data(),
-                            static_cast<size_t>(kWorkspaceBytes), launch_stream());
+                            static_cast<size_t>(kGemmWorkspaceBytes), launch_stream());
   });
   check_lt(status, "cublasLtMatmul", g, e);
 }

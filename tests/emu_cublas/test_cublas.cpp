@@ -196,6 +196,13 @@ TEST(EmuCublas, HandlesStreamsAndStatusText) {
   EXPECT_EQ(cublasSetStream(h, reinterpret_cast<cudaStream_t>(0x20)), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasGetStream(h, &s), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(s, reinterpret_cast<cudaStream_t>(0x20));
+  // a workspace must be 256-byte aligned, as on a GPU; none (null, 0 bytes) is the library's own
+  alignas(256) static char workspace[512];
+  EXPECT_EQ(cublasSetWorkspace(h, workspace, 512), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasSetWorkspace(h, workspace + 16, 256), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSetWorkspace(h, nullptr, 256), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSetWorkspace(h, nullptr, 0), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasSetWorkspace(nullptr, workspace, 512), CUBLAS_STATUS_NOT_INITIALIZED);
   EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasCreate(nullptr), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasDestroy(nullptr), CUBLAS_STATUS_NOT_INITIALIZED);

@@ -53,6 +53,7 @@
 #define cublasDestroy glass_emu_cublasDestroy
 #define cublasSetStream glass_emu_cublasSetStream
 #define cublasGetStream glass_emu_cublasGetStream
+#define cublasSetWorkspace glass_emu_cublasSetWorkspace
 #define cublasGetStatusName glass_emu_cublasGetStatusName
 #define cublasGetStatusString glass_emu_cublasGetStatusString
 #define cublasSgemm glass_emu_cublasSgemm
@@ -110,6 +111,10 @@ cublasStatus_t glass_emu_cublasCreateStreamOrdered(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);
+// A workspace of the caller's for the handle's GEMMs (the host products need none, so it is only
+// checked: aligned to 256 bytes, or INVALID_VALUE as on a GPU). cublasSetStream drops it, as the
+// real library resets the workspace to its own pool.
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 
 // "CUBLAS_STATUS_INVALID_VALUE", and a sentence saying what it means.
 const char* cublasGetStatusName(cublasStatus_t status);
