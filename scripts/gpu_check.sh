@@ -304,10 +304,17 @@ attention_stage() {
   timeout 60 "$build/samples/profile_op" --device cuda --operation attention --variant all \
     --shape 8,12,1024,64 --output "$build/ladder_attention.json" || echo "profile_op attention: FAILED"
   local a ok=0
+  # cuDNN's SDPA engines compile their kernels with NVRTC at run time: without a libnvrtc the
+  # loader finds, heuristics return no engine. Say what the loader has, and let cuDNN log why
+  # (warnings and errors) into cudnn_log.txt, which the artifacts keep.
+  local dirs="${LD_LIBRARY_PATH:-}"
+  echo "cuDNN: $(ldd "$build/samples/train_gpt" | grep -oE 'libcudnn[a-z_]*\.so\.[0-9]+ => [^ ]+' | head -2 | tr '\n' ' ')"
+  echo "NVRTC: $({ ldconfig -p; for d in ${dirs//:/ }; do ls "$d" 2>/dev/null; done; } | grep -oE 'libnvrtc\.so\.[0-9]+' | sort -u | tr '\n' ' ')"
   for a in naive flash cudnn cudnn_again flash_bf16; do
     rm -f "$build/attn_$a.jsonl"
     local kernel=${a%_again} dtype=f32
     [ "$a" = flash_bf16 ] && { kernel=flash; dtype=bf16; }
+    CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$build/cudnn_log.txt" \
     timeout 60 "$build/samples/train_gpt" --data data/tinyshakespeare.txt --device cuda --attention "$kernel" --dtype "$dtype" \
       --n-layer 2 --n-head 12 --n-embd 768 --seq-len 1024 --batch 8 --steps 6 --grad-clip 1.0 \
       --eval-every 0 --sample 0 --quiet --metrics "$build/attn_$a.jsonl" >"$build/attn_$a.out" 2>&1 ||

@@ -39,6 +39,25 @@ else
   report "cuda, NCCL world of one == local" "SKIP (no cuda device: $(tail -1 <<<"$out_local"))"
 fi
 
+# 1b. The same under --cuda-graph: the all-reduces captured into the step's graph (issued from the
+#     capturing thread on a forked stream, joined before the capture ends) must train exactly like
+#     --comm local --cuda-graph.
+if out_local=$("$TRAIN" $TINY --device cuda --comm local --cuda-graph 2>&1); then
+  if out_nccl=$("$TRAIN" $TINY --device cuda --comm nccl --cuda-graph 2>&1); then
+    if [[ "$(final_loss "$out_nccl")" == "$(final_loss "$out_local")" ]]; then
+      report "cuda, NCCL in a CUDA graph == local in a graph" "PASS ($(final_loss "$out_nccl"))"
+    else
+      report "cuda, NCCL in a CUDA graph == local in a graph" "FAIL ($(final_loss "$out_nccl") vs $(final_loss "$out_local"))"
+    fi
+  elif grep -q "no nccl backend for device cuda" <<<"$out_nccl"; then
+    report "cuda, NCCL in a CUDA graph == local in a graph" "SKIP (this build has no NCCL backend for cuda)"
+  else
+    report "cuda, NCCL in a CUDA graph == local in a graph" "FAIL: $(tail -1 <<<"$out_nccl")"
+  fi
+else
+  report "cuda, NCCL in a CUDA graph == local in a graph" "SKIP (no cuda device: $(tail -1 <<<"$out_local"))"
+fi
+
 # 2. The emulated NCCL across 2 ranks (needs mpirun and test_comm_mpi: a prebuilt bundle has neither).
 if ! command -v mpirun >/dev/null || [[ ! -x "$BUILD/tests/test_comm_mpi" ]]; then
   report "emu, 2 ranks (tests/comm_mpi, train_gpt)" "SKIP (no mpirun or no test_comm_mpi here)"

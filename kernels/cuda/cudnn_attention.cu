@@ -21,20 +21,23 @@
 // Layouts: Q, K, V are strided views of qkv (cudnn_sdpa_layout in the header), O a strided view
 // of out; the graph reads and writes them in place, no transposing copies.
 //
-// dtypes: cuDNN's fused SDPA kernels take f16 and bf16 (NVIDIA's support tables; f32 graphs find
-// no engine). bf16 tensors go straight in. f32 tensors (the engine's training dtype today) are
-// converted: qkv (and out, dout) to bf16 scratch with the engine's cast kernel, and the bf16
-// results back to f32 - extra traffic of 6 bytes per element converted (read f32, write bf16) and
-// 6 per element converted back, i.e. about 24*B*T*C bytes forward and 54*B*T*C backward, against
-// the kernel's own ~8*B*T*C and ~18*B*T*C: a visible cost, shown as separate `cast` launches.
-// The results then carry bf16 rounding (~3 significant digits), unlike the f32 flash kernel.
+// dtypes: cuDNN's fused SDPA kernels take f16 and bf16 (NVIDIA's support tables; cuDNN 9.19 finds
+// an engine for an f32 forward graph, with TF32 math, but none for an f32 backward, and the lse
+// the backward reads must come from the same inputs). bf16 tensors go straight in. f32 tensors (the
+// engine's training dtype today) are converted: qkv (and out, dout) to bf16 scratch with the
+// engine's cast kernel, and the bf16 results back to f32 - extra traffic of 6 bytes per element
+// converted (read f32, write bf16) and 6 per element converted back, i.e. about 24*B*T*C bytes
+// forward and 54*B*T*C backward, against the kernel's own ~8*B*T*C and ~18*B*T*C: a visible cost,
+// shown as separate `cast` launches. The results then carry bf16 rounding (~3 significant digits),
+// unlike the f32 flash kernel.
 //
 // Determinism: the backward graph is the "deterministic" variant (dQ written by the matmul, not
 // accumulated with atomics in an f32 workspace), so the same inputs give the same bits.
 //
-// Plans: building a graph, querying heuristics and finalising a plan take milliseconds; they are
-// done once per (device, direction, B, H, T, D) and cached with the plan's workspace size. The
-// scale is passed by value at execution, so one plan serves every scale.
+// Plans: building a graph, querying heuristics and finalising a plan (the SDPA engines compile
+// their kernels at run time, with NVRTC) take about a second; they are done once per (device,
+// direction, B, H, T, D), outside any CUDA graph capture, and cached with the plan's workspace
+// size. The scale is passed by value at execution, so one plan serves every scale.
 //
 // In the emu build (no cuDNN there: NVIDIA ships no CPU cuDNN and the emulator emulates none) and
 // in a cuda build configured without cuDNN, the two functions check their arguments like the real
@@ -105,11 +108,29 @@ namespace {
 
 // --- errors: every cuDNN status is checked, naming the call, the attribute and the shape.
 
+// What cuDNN said about its last failure (cudnnGetLastErrorString), on one line: its lines joined
+// with " | ", at most 800 characters. Read right after each failure: a later call overwrites it
+// (the fallback heuristics' "graph pattern" complaints replaced mode A's real reason, a missing
+// libcuda or NVRTC, in a run without a GPU).
+std::string last_cudnn_error() {
+  std::vector<char> buffer(8192, '\0');
+  cudnnGetLastErrorString(buffer.data(), buffer.size());
+  std::string text;
+  for (const char* c = buffer.data(); *c != '\0'; ++c) {
+    if (*c != '\n') {
+      text += *c;
+    } else if (!text.empty() && c[1] != '\0') {
+      text += " | ";
+    }
+  }
+  if (text.size() > 800) text = text.substr(0, 800) + "...";
+  return text;
+}
+
 [[noreturn]] void cudnn_failed(cudnnStatus_t status, const char* call, const std::string& what) {
-  char detail[1024] = {};
-  cudnnGetLastErrorString(detail, sizeof detail);
+  const std::string detail = last_cudnn_error();
   fail("cudnn_attention: {} returned {} for {}{}{}", call, cudnnGetErrorString(status), what,
-       detail[0] ? ": " : "", detail);
+       detail.empty() ? "" : ": ", detail);
 }
 
 void check(cudnnStatus_t status, const char* call, const std::string& what) {
@@ -442,8 +463,10 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
     GLASS_CUDNN_SET(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                     1, &graph);
     GLASS_CUDNN_SET(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) {
-      tried.push_back(fmt::format("heuristics mode {}: not finalised", static_cast<int>(mode)));
+    if (const cudnnStatus_t status = cudnnBackendFinalize(heur); status != CUDNN_STATUS_SUCCESS) {
+      tried.push_back(fmt::format("heuristics mode {}: not finalised, {} ({})",
+                                  static_cast<int>(mode), cudnnGetErrorString(status),
+                                  last_cudnn_error()));
       continue;
     }
     int64_t count = 0;
@@ -458,8 +481,8 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
       check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, configs.data()),
             "cudnnBackendGetAttribute(CUDNN_ATTR_ENGINEHEUR_RESULTS)", g.what());
-    tried.push_back(
-        fmt::format("heuristics mode {}: {} configurations", static_cast<int>(mode), got));
+    tried.push_back(fmt::format("heuristics mode {}: {} configurations{}", static_cast<int>(mode),
+                                got, got == 0 ? " (" + last_cudnn_error() + ")" : ""));
     cudnnBackendDescriptor_t nondeterministic_plan = nullptr;
     for (int64_t i = 0; i < got; ++i) {
       // this configuration's engine and its numerical notes
@@ -484,7 +507,8 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
       const cudnnStatus_t status = cudnnBackendFinalize(candidate);
       if (status != CUDNN_STATUS_SUCCESS) {
-        tried.push_back(fmt::format("config {}: {}", i, cudnnGetErrorString(status)));
+        tried.push_back(
+            fmt::format("config {}: {} ({})", i, cudnnGetErrorString(status), last_cudnn_error()));
         continue;
       }
       if (nondeterministic) {
@@ -500,12 +524,10 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
     }
     if (plan->plan != nullptr) break;
   }
-  if (plan->plan == nullptr) {
-    char detail[1024] = {};
-    cudnnGetLastErrorString(detail, sizeof detail);
-    fail("cudnn_attention: no cuDNN engine runs the graph for {} (cuDNN {}; {}){}{}", g.what(),
-         cudnnGetVersion(), fmt::join(tried, "; "), detail[0] ? ": " : "", detail);
-  }
+  GLASS_CHECK(plan->plan != nullptr,
+              "cudnn_attention: no cuDNN engine runs the graph for {} (cuDNN {}; {}); "
+              "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr makes cuDNN say more",
+              g.what(), cudnnGetVersion(), fmt::join(tried, "; "));
   check(cudnnBackendGetAttribute(plan->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                  CUDNN_TYPE_INT64, 1, nullptr, &plan->workspace_bytes),
         "cudnnBackendGetAttribute(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)", g.what());
@@ -528,6 +550,8 @@ DeviceState& device_state(Device device, const std::string& what) {
   static auto* states = new std::map<int, DeviceState>;
   DeviceState& st = (*states)[device.index];
   if (st.handle == nullptr) {
+    refuse_in_graph_capture(device, "cudnn_attention's first use on a device",
+                            "cudnnCreate is not a capturable call; run one eager step first");
     const size_t version = cudnnGetVersion();
     GLASS_CHECK(version >= 90000,
                 "cudnn_attention: the cuDNN library loaded is {} (built with {}); "
@@ -539,10 +563,13 @@ DeviceState& device_state(Device device, const std::string& what) {
 }
 
 // The plan for this direction and shape: built on first use, then reused.
-Plan& plan_for(DeviceState& st, bool backward, const CudnnAttentionShape& s,
+Plan& plan_for(DeviceState& st, Device device, bool backward, const CudnnAttentionShape& s,
                const std::string& what) {
   auto& slot = st.plans[{backward, s.B, s.H, s.T, s.D}];
   if (slot == nullptr) {
+    refuse_in_graph_capture(device, "cudnn_attention on a shape not seen before",
+                            "building its plan compiles and loads kernels; run one eager step "
+                            "with this shape first");
     GraphBuilder g(what);
     if (backward)
       build_backward_graph(g, s.B, s.H, s.T, s.D);
@@ -559,6 +586,29 @@ void check_aligned(const char* name, const void* p, const std::string& what) {
               "cudnn_attention: {} at {} is not 16-byte aligned for {} (the views of q, k and v "
               "start at multiples of C and D elements: C and D must be multiples of 8)",
               name, p, what);
+}
+
+// The value the causal mask writes into S: -inf from cuDNN 9.10 on; before, the lowest finite
+// float, as NVIDIA's frontend does ("older cuDNN prefers lowest for the softmax mask": a row tile
+// with every entry masked would otherwise take exp(-inf - (-inf))).
+float causal_mask_value() {
+  return cudnnGetVersion() < 91000 ? std::numeric_limits<float>::lowest()
+                                   : -std::numeric_limits<float>::infinity();
+}
+
+// What the loaded cuDNN's SDPA does not take, said before any graph is built (NVIDIA's frontend
+// refuses the same).
+void check_cudnn_supports(bool backward, const CudnnAttentionShape& s, const std::string& what) {
+  const size_t version = cudnnGetVersion();
+  GLASS_CHECK(version != 91000 && version != 91001,
+              "{}: cuDNN {} has known wrong results in SDPA; use 9.10.2 or newer", what, version);
+  if (!backward) return;
+  GLASS_CHECK(s.T > 1, "{}: T = 1 (a single query and key) has no cuDNN SDPA backward engine",
+              what);
+  GLASS_CHECK(version > 91500 || s.T % 128 == 0,
+              "{}: cuDNN {} needs T a multiple of 128 in SDPA backward without a padding mask "
+              "(cuDNN newer than 9.15.0 takes any T)",
+              what, version);
 }
 
 // bf16 copies of f32 tensors, or the tensors themselves when already bf16.
@@ -642,6 +692,7 @@ void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const CudnnAttentionShape s(kernel, qkv, out, lse, n_head);
   if (s.B == 0 || s.T == 0) return;
   const std::string what = fmt::format("{} ({})", kernel, s.describe());
+  check_cudnn_supports(false, s, what);
   // bf16 operands (f32 is converted, see the top of the file)
   const Tensor qkv16 = as_bf16(qkv), out16 = bf16_like(out);
   auto* base = static_cast<char*>(qkv16.raw_data());
@@ -656,11 +707,11 @@ void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
                          {"lse", lse.raw_data()}})
     check_aligned(name, p, what);
   float scale_value = static_cast<float>(scale);
-  float neg_inf = -std::numeric_limits<float>::infinity();
+  float neg_inf = causal_mask_value();
   {
     const std::lock_guard<std::mutex> lock(state_mutex());
     DeviceState& st = device_state(qkv.device(), what);
-    Plan& plan = plan_for(st, false, s, what);
+    Plan& plan = plan_for(st, qkv.device(), false, s, what);
     const double bytes =
         2.0 * static_cast<double>(4 * s.B * s.T * s.C) + 4.0 * static_cast<double>(s.B * s.H * s.T);
     execute(st, plan,
@@ -684,17 +735,7 @@ void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   s.check_backward(kernel, qkv, dout, dqkv);
   if (s.B == 0 || s.T == 0) return;
   const std::string what = fmt::format("{} ({})", kernel, s.describe());
-  // What cuDNN's SDPA backward does not take, said before any graph is built.
-  const size_t version = cudnnGetVersion();
-  GLASS_CHECK(s.T > 1, "{}: T = 1 (a single query and key) has no cuDNN SDPA backward engine",
-              what);
-  GLASS_CHECK(version != 91000 && version != 91001,
-              "{}: cuDNN {} has known wrong results in SDPA backward; use 9.10.2 or newer", what,
-              version);
-  GLASS_CHECK(version > 91500 || s.T % 128 == 0,
-              "{}: cuDNN {} needs T a multiple of 128 in SDPA backward without a padding mask "
-              "(cuDNN 9.16 and newer take any T)",
-              what, version);
+  check_cudnn_supports(true, s, what);
   const Tensor qkv16 = as_bf16(qkv), out16 = as_bf16(out), dout16 = as_bf16(dout);
   const Tensor dqkv16 = bf16_like(dqkv);
   // rowsum(dO * O) per (batch, head, row): written and read by the graph
@@ -720,12 +761,12 @@ void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
                          {"rowsum(dO * O) scratch", dsum.raw_data()}})
     check_aligned(name, p, what);
   float scale_value = static_cast<float>(scale);
-  float neg_inf = -std::numeric_limits<float>::infinity();
+  float neg_inf = causal_mask_value();
   float one = 1.0f;
   {
     const std::lock_guard<std::mutex> lock(state_mutex());
     DeviceState& st = device_state(qkv.device(), what);
-    Plan& plan = plan_for(st, true, s, what);
+    Plan& plan = plan_for(st, qkv.device(), true, s, what);
     // qkv, out, dout read, dqkv written (bf16); lse read, dsum written and read (f32)
     const double bytes = 2.0 * static_cast<double>(8 * s.B * s.T * s.C) +
                          4.0 * 3.0 * static_cast<double>(s.B * s.H * s.T);

@@ -9,11 +9,15 @@
 // - cuDNN accepts every tensor and operation descriptor of both graphs (where the build has cuDNN:
 //   building descriptors needs no GPU).
 // - Bad arguments are refused with messages naming the tensor; on emu the functions refuse.
-// The operation graphs, plans and executions run only on a GPU (scripts/gpu_check.sh).
+// The operation graphs, plans and executions run only on a GPU: there, the cuda build's functions
+// against the cpu flash kernels, tensor by tensor (scripts/gpu_check.sh runs them).
 #include <cmath>
 
 #include "kernels/cuda/cudnn_attention.h"
 #include "tests/cuda_kernels/kernel_test.h"
+#if defined(GLASS_TEST_CUDNN_GRAPHS)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 namespace {
@@ -161,7 +165,11 @@ TEST(CudnnAttention, GraphMathMatchesTheCpuKernelsAndLseContract) {
 namespace kernels::cuda::on_gpu {
 int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
                                   int64_t head_dim);
-}
+void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                             int64_t n_head, double scale);
+void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                              const Tensor& dout, const Tensor& dqkv, int64_t n_head, double scale);
+}  // namespace kernels::cuda::on_gpu
 namespace {
 
 // cuDNN itself accepts every tensor and operation descriptor of both graphs (data types, dims,
@@ -173,6 +181,52 @@ TEST(CudnnAttention, CudnnAcceptsEveryDescriptorOfBothGraphs) {
     SCOPED_TRACE(fmt::format("B={} T={} H={} D={}", B, T, H, D));
     EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(false, B, T, H, D), 14);
     EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(true, B, T, H, D), 21);
+  }
+}
+
+// On a GPU (skipped without one): cuDNN's plans run, tensor by tensor against the cpu flash
+// kernels in f32 on the same bf16-rounded inputs (tests/cuda_kernels/test_flash_attention.cpp
+// checks those against the probs-based kernels), and the backward gives the same bits twice. The
+// bounds in units of bf16's 2^-8 of the reference's largest magnitude: cuDNN rounds P to bf16
+// before P V and stores O (out: 4 units); the backward also rounds dS and P for its products and
+// stores dQ, dK, dV (dqkv: 8 units); lse stays f32 (1e-3: exp and log on the GPU's fast paths).
+// A wrong mask, scale or operand order is off by far more. f32 tensors go through the same path
+// converted to bf16 (cudnn_attention.cu), so bf16 tensors are what is tested.
+TEST(CudnnAttention, OnAGpuMatchesTheCpuKernelsTensorByTensorAndRepeatsItsBits) {
+  if (cuda::device_count() == 0)
+    GTEST_SKIP() << "no GPU: cuDNN's plans and kernels run only on one (scripts/gpu_check.sh)";
+  constexpr double kUnit = 1.0 / 256;
+  auto on_gpu = [](const Tensor& host, DType dtype) {
+    const Tensor t = cast(host, dtype);
+    return Tensor::from_host(t.raw_data(), t.shape(), t.dtype(), kCUDA);
+  };
+  auto empty_gpu = [](const Shape& shape, DType dtype) {
+    return Tensor::empty(shape, dtype, kCUDA);
+  };
+  auto as_f32 = [](const Tensor& t) { return cast(testing::to_cpu(t), DType::f32); };
+  Generator gen(43);
+  for (auto [B, T, H, D] : {std::array<int64_t, 4>{2, 128, 3, 64}, {1, 256, 2, 128}}) {
+    SCOPED_TRACE(fmt::format("B={} T={} H={} D={}", B, T, H, D));
+    const int64_t C = H * D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const Tensor qkv = cast(cast(randn({B, T, 3 * C}, gen, 0, 1.5), DType::bf16), DType::f32);
+    const Tensor dout = cast(cast(randn({B, T, C}, gen), DType::bf16), DType::f32);
+    const Tensor out_ref = Tensor::empty({B, T, C}), lse_ref = Tensor::empty({B, H, T});
+    const Tensor dqkv_ref = Tensor::empty({B, T, 3 * C});
+    kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, scale);
+    kernels::cpu::flash_attention_backward(qkv, out_ref, lse_ref, dout, dqkv_ref, H, scale);
+
+    const Tensor gpu_qkv = on_gpu(qkv, DType::bf16), gpu_dout = on_gpu(dout, DType::bf16);
+    const Tensor out = empty_gpu({B, T, C}, DType::bf16), lse = empty_gpu({B, H, T}, DType::f32);
+    const Tensor dqkv = empty_gpu({B, T, 3 * C}, DType::bf16);
+    kernels::cuda::on_gpu::cudnn_attention_forward(gpu_qkv, out, lse, H, scale);
+    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, scale);
+    EXPECT_TRUE(all_close(as_f32(out), out_ref, 4 * kUnit));
+    EXPECT_TRUE(all_close(as_f32(lse), lse_ref, 1e-3));
+    EXPECT_TRUE(all_close(as_f32(dqkv), dqkv_ref, 8 * kUnit));
+    const std::vector<unsigned char> first = testing::bytes_of(dqkv);
+    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, scale);
+    EXPECT_TRUE(testing::bytes_of(dqkv) == first) << "the backward's bits differ run to run";
   }
 }
 #endif
