@@ -22,41 +22,28 @@ failed=0
 report() { printf '%-58s %s\n' "$1" "$2"; [[ "$2" == FAIL* ]] && failed=1; return 0; }
 final_loss() { grep -o 'final loss [0-9.]*' <<<"$1"; }
 
-# 1. NCCL on the GPU, one rank.
-if out_local=$("$TRAIN" $TINY --device cuda --comm local 2>&1); then
-  if out_nccl=$("$TRAIN" $TINY --device cuda --comm nccl 2>&1); then
+# 1. NCCL on the GPU, a world of one, against --comm local with the same flags: eagerly, then under
+#    --cuda-graph (the all-reduces captured into the step's graph, issued from the capturing thread
+#    on a forked stream and joined before the capture ends).
+nccl_world_of_one() {  # NAME [FLAGS...]
+  local name=$1 out_local out_nccl
+  shift
+  if ! out_local=$("$TRAIN" $TINY --device cuda --comm local "$@" 2>&1); then
+    report "$name" "SKIP (no cuda device: $(tail -1 <<<"$out_local"))"
+  elif out_nccl=$("$TRAIN" $TINY --device cuda --comm nccl "$@" 2>&1); then
     if [[ "$(final_loss "$out_nccl")" == "$(final_loss "$out_local")" ]]; then
-      report "cuda, NCCL world of one == local" "PASS ($(final_loss "$out_nccl"))"
+      report "$name" "PASS ($(final_loss "$out_nccl"))"
     else
-      report "cuda, NCCL world of one == local" "FAIL ($(final_loss "$out_nccl") vs $(final_loss "$out_local"))"
+      report "$name" "FAIL ($(final_loss "$out_nccl") vs $(final_loss "$out_local"))"
     fi
   elif grep -q "no nccl backend for device cuda" <<<"$out_nccl"; then
-    report "cuda, NCCL world of one == local" "SKIP (this build has no NCCL backend for cuda)"
+    report "$name" "SKIP (this build has no NCCL backend for cuda)"
   else
-    report "cuda, NCCL world of one == local" "FAIL: $(tail -1 <<<"$out_nccl")"
+    report "$name" "FAIL: $(tail -1 <<<"$out_nccl")"
   fi
-else
-  report "cuda, NCCL world of one == local" "SKIP (no cuda device: $(tail -1 <<<"$out_local"))"
-fi
-
-# 1b. The same under --cuda-graph: the all-reduces captured into the step's graph (issued from the
-#     capturing thread on a forked stream, joined before the capture ends) must train exactly like
-#     --comm local --cuda-graph.
-if out_local=$("$TRAIN" $TINY --device cuda --comm local --cuda-graph 2>&1); then
-  if out_nccl=$("$TRAIN" $TINY --device cuda --comm nccl --cuda-graph 2>&1); then
-    if [[ "$(final_loss "$out_nccl")" == "$(final_loss "$out_local")" ]]; then
-      report "cuda, NCCL in a CUDA graph == local in a graph" "PASS ($(final_loss "$out_nccl"))"
-    else
-      report "cuda, NCCL in a CUDA graph == local in a graph" "FAIL ($(final_loss "$out_nccl") vs $(final_loss "$out_local"))"
-    fi
-  elif grep -q "no nccl backend for device cuda" <<<"$out_nccl"; then
-    report "cuda, NCCL in a CUDA graph == local in a graph" "SKIP (this build has no NCCL backend for cuda)"
-  else
-    report "cuda, NCCL in a CUDA graph == local in a graph" "FAIL: $(tail -1 <<<"$out_nccl")"
-  fi
-else
-  report "cuda, NCCL in a CUDA graph == local in a graph" "SKIP (no cuda device: $(tail -1 <<<"$out_local"))"
-fi
+}
+nccl_world_of_one "cuda, NCCL world of one == local"
+nccl_world_of_one "cuda, NCCL in a CUDA graph == local in a graph" --cuda-graph
 
 # 2. The emulated NCCL across 2 ranks (needs mpirun and test_comm_mpi: a prebuilt bundle has neither).
 if ! command -v mpirun >/dev/null || [[ ! -x "$BUILD/tests/test_comm_mpi" ]]; then
