@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "engine/rng.h"
 #include "engine/tensor.h"
@@ -83,6 +84,17 @@ struct GemmEpilogue {
 inline int64_t gemm_aux_ld(int64_t n) { return (n + 7) / 8 * 8; }
 void check_gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e);  // throws naming the problem
 const char* gemm_epilogue_name(const GemmEpilogue& e);  // e.g. "gelu_bias", "dgelu_bgrad"
+// After a GEMM has written pre into C: the epilogue's activation and C's column sums as separate
+// launches of C's device's kernels (aux = pre by a copy, gelu_forward or gelu_backward in place,
+// sum_dim). cpu's epilogue is the GEMM and this; so is cuda's where cuBLASLt has no algorithm.
+void gemm_epilogue_passes(const GemmArgs& g, const GemmEpilogue& e);
+// cuda and emu: every GEMM cuBLASLt would run (a bias, an epilogue, TF32) as a cuBLAS GEMM and
+// separate launches instead, as for a shape cuBLASLt has no algorithm for (TF32 is then not used).
+// Off by default; for tests, and for timing the fused path against the unfused one on a GPU.
+void set_gemm_epilogues_in_passes(bool enabled);
+bool gemm_epilogues_in_passes();
+// Says once per shape (`what`) that cuBLASLt had no algorithm and the epilogue runs in passes.
+void note_gemm_epilogue_in_passes(const std::string& what);
 
 // TF32 for f32 GEMMs on cuda and emu (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to
 // 10 mantissa bits, f32 accumulation). Off by default, so that f32 stays the reference; a

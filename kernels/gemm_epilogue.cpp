@@ -1,17 +1,63 @@
 // The device-neutral part of GEMM epilogues (kernels/backend.h): the argument checks every device
-// makes, the epilogues' names, and the process-wide TF32 switch.
+// makes, the epilogues' names, the epilogue as separate passes (cpu's, and cuda's where cuBLASLt
+// has no algorithm), and the process-wide switches.
 #include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
 
+#include "engine/log.h"
 #include "kernels/backend.h"
 
 namespace glass::kernels {
 
 namespace {
 std::atomic<bool> g_tf32{false};
+std::atomic<bool> g_in_passes{false};
+
+// t itself when contiguous, else a contiguous copy on its device (gelu_backward and sum_dim read
+// contiguous tensors; a padded aux is not).
+Tensor contiguous_of(const Backend& be, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+  be.copy(t, c);
+  return c;
+}
 }  // namespace
 
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
+void set_gemm_epilogues_in_passes(bool enabled) { g_in_passes.store(enabled); }
+bool gemm_epilogues_in_passes() { return g_in_passes.load(); }
+
+void note_gemm_epilogue_in_passes(const std::string& what) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard lock(mutex);
+  if (said.insert(what).second)
+    log().warn("cuBLASLt has no algorithm for {}: its epilogue runs as separate launches", what);
+}
+
+void gemm_epilogue_passes(const GemmArgs& g, const GemmEpilogue& e) {
+  if (e.activation == GemmActivation::none && e.bias_grad_of != GemmBiasGrad::columns_of_c) return;
+  const Backend& be = backend(g.c.device());
+  const Tensor c = g.c.as_strided({g.m, g.n}, {g.n, 1}, g.c.offset());
+  switch (e.activation) {
+    case GemmActivation::gelu: {  // aux = pre; C = gelu(pre)
+      be.copy(c, e.aux.as_strided({g.m, g.n}, {e.aux_ld, 1}, e.aux.offset()));
+      be.gelu_forward(c, c);
+      break;
+    }
+    case GemmActivation::gelu_backward:  // C = pre * gelu'(aux)
+      be.gelu_backward(
+          contiguous_of(be, e.aux.as_strided({g.m, g.n}, {e.aux_ld, 1}, e.aux.offset())), c, c);
+      break;
+    case GemmActivation::none:
+      break;
+  }
+  if (e.bias_grad_of == GemmBiasGrad::columns_of_c)  // bias_grad[j] = sum over i of C[i][j]
+    be.sum_dim(c, e.bias_grad, 0);
+}
 
 const char* gemm_epilogue_name(const GemmEpilogue& e) {
   switch (e.activation) {

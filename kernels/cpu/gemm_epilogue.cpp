@@ -1,7 +1,8 @@
 // cpu GEMM epilogues (kernels/backend.h, GemmEpilogue): the GEMM, then the epilogue as the cpu's
-// own passes, each a visible launch (the copy of the pre-activation into aux, gelu_forward or
-// gelu_backward in place, sum_dim for C's column sums). The same math cuBLASLt fuses into one
-// call on cuda and emu, written with the kernels the unfused ops use, so that cpu is an
+// own passes, each a visible launch (gemm_epilogue_passes, kernels/gemm_epilogue.cpp: the copy of
+// the pre-activation into aux, gelu_forward or gelu_backward in place, sum_dim for C's column
+// sums; cuda runs the same passes where cuBLASLt has no algorithm). The same math cuBLASLt fuses
+// into one call on cuda and emu, written with the kernels the unfused ops use, so that cpu is an
 // independent reference for the fused path. The one exception is the row sums of A (a linear
 // layer's bias gradient): glass's GEMM takes them while it packs A (`gemm_bgrad_a`), because a
 // sum_dim of its own read the whole of dy from memory again, 12 of 18 sum_dim launches of the
@@ -12,24 +13,8 @@
 
 namespace glass::kernels::cpu {
 
-namespace {
-
-// t itself when contiguous, else a contiguous copy (sum_dim and gelu_backward read contiguous).
-Tensor contiguous_of(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
-  copy(t, c);
-  return c;
-}
-
-}  // namespace
-
 void gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e) {
   check_gemm_epilogue(g, e);
-  const int64_t m = g.m, n = g.n;
-  const Tensor c = g.c.as_strided({m, n}, {n, 1}, g.c.offset());
-  const Tensor aux =
-      e.aux.defined() ? e.aux.as_strided({m, n}, {e.aux_ld, 1}, e.aux.offset()) : Tensor();
   // pre = alpha op(A) op(B) (+ bias) + beta C into args.c, and op(A)'s row sums with it when asked
   const auto product = [&](const GemmArgs& args) {
     if (e.bias_grad_of == GemmBiasGrad::rows_of_a)
@@ -39,33 +24,16 @@ void gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e) {
   };
   // GELU with unpadded aux rows (n a multiple of 8) and beta == 0: the GEMM writes pre straight
   // into aux, and gelu_forward reads it from there.
-  if (e.activation == GemmActivation::gelu && e.aux_ld == n && g.beta == 0) {
+  if (e.activation == GemmActivation::gelu && e.aux_ld == g.n && g.beta == 0) {
     GemmArgs into_aux = g;
     into_aux.c = e.aux;
     product(into_aux);
-    gelu_forward(aux, c);
+    gelu_forward(e.aux.as_strided({g.m, g.n}, {g.n, 1}, e.aux.offset()),
+                 g.c.as_strided({g.m, g.n}, {g.n, 1}, g.c.offset()));
     return;
   }
-  product(g);  // C = pre
-  switch (e.activation) {
-    case GemmActivation::gelu:  // aux = pre; C = gelu(pre)
-      copy(c, aux);
-      gelu_forward(c, c);
-      break;
-    case GemmActivation::gelu_backward:  // C = pre * gelu'(aux)
-      gelu_backward(contiguous_of(aux), c, c);
-      break;
-    case GemmActivation::none:
-      break;
-  }
-  switch (e.bias_grad_of) {
-    case GemmBiasGrad::columns_of_c:  // bias_grad[j] = sum over i of C[i][j]
-      sum_dim(c, e.bias_grad, 0);
-      break;
-    case GemmBiasGrad::rows_of_a:  // bias_grad[i] = sum over l of op(A)[i][l]: the GEMM took it
-    case GemmBiasGrad::none:
-      break;
-  }
+  product(g);                  // C = pre (and the row sums of A: the GEMM took them)
+  gemm_epilogue_passes(g, e);  // aux, the activation, C's column sums
 }
 
 }  // namespace glass::kernels::cpu

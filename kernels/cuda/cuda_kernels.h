@@ -13,7 +13,8 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 #include "kernels/kernel_functions.inc"
 
-void check_gemm_args(const GemmArgs& args);            // throws naming what gemm() would refuse
+void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
+void gemm_cublas(const GemmArgs& args);  // checked arguments, no bias: cuBLAS, never TF32 (gemm.cu)
 std::string describe_gemm_args(const GemmArgs& args);  // every argument, for error messages
 // One cublasLtMatmul (gemm_lt.cu) for checked arguments: gemm() sends it the GEMMs with a bias and,
 // under --tf32, every f32 GEMM; gemm_epilogue() the fused ones.

@@ -169,6 +169,11 @@ void gemm(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   // A bias is cuBLASLt's BIAS epilogue, and TF32 is a cuBLASLt compute type (gemm_lt.cu).
   if (g.bias.defined() || tf32_enabled()) return gemm_lt(g, GemmEpilogue{});
+  gemm_cublas(g);
+}
+
+void gemm_cublas(const GemmArgs& g) {
+  GLASS_CHECK(!g.bias.defined(), "gemm_cublas: cuBLAS adds no bias ({})", describe_gemm_args(g));
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
   // one), C written (and read when beta != 0).

@@ -20,6 +20,11 @@
 // shape reuse it. The workspace is gemm.cu's, one per device and stream (kGemmWorkspaceBytes, the
 // size NVIDIA suggests for Hopper), offered to every call.
 //
+// Where the heuristic has no algorithm for a shape (CUBLAS_STATUS_NOT_SUPPORTED or none found:
+// cuBLASLt does not cover every epilogue for every type, layout and alignment), the GEMM goes to
+// cuBLAS and the epilogue runs as separate launches (gemm_in_passes: the same passes as cpu's),
+// said once per shape in the log; set_gemm_epilogues_in_passes forces that path everywhere.
+//
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLASLt of
 // engine/emu/cublas (cublasLt.h), which computes the same math on the host; so are they for `cuda`
 // on the emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the product is queued on
@@ -33,6 +38,7 @@
 #include <array>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -114,6 +120,7 @@ struct LtState {
   std::mutex mutex;
   std::map<std::pair<int, int>, cublasLtHandle_t> handles;
   std::map<ShapeKey, cublasLtMatmulHeuristicResult_t> algos;
+  std::set<ShapeKey> no_algorithm;  // shapes the heuristic had nothing for: run in passes
 };
 
 LtState& state() {
@@ -141,12 +148,37 @@ struct Preference {
   }
 };
 
+// bias_grad[i] = sum over l of op(A)[i][l]: op(A) copied contiguous, then summed by sum_dim.
+void sum_rows_of_op_a(const GemmArgs& g, const Tensor& bias_grad) {
+  const int64_t rows = g.trans_a ? g.k : g.m, cols = g.trans_a ? g.m : g.k;
+  const Tensor a = Tensor::empty({rows, cols}, g.a.dtype(), g.a.device());
+  copy(g.a.as_strided({rows, cols}, {g.lda, 1}, g.a.offset()), a);
+  sum_dim(a, bias_grad, g.trans_a ? 0 : 1);
+}
+
+// What cublasLtMatmul would do, without it: op(A)'s row sums (before the product: C may not be
+// A, but the order costs nothing), the product by cuBLAS (no TF32), the bias added to each row by
+// a broadcast add, then the epilogue's passes. For a shape the heuristic had no algorithm for, or
+// every shape under set_gemm_epilogues_in_passes.
+void gemm_in_passes(const GemmArgs& g, const GemmEpilogue& e) {
+  if (e.bias_grad_of == GemmBiasGrad::rows_of_a) sum_rows_of_op_a(g, e.bias_grad);
+  GemmArgs product = g;
+  product.bias = Tensor();
+  gemm_cublas(product);
+  if (g.bias.defined()) {  // C[b][i][j] += bias[j], every batch entry in one launch
+    const Tensor c = g.c.as_strided({g.batch, g.m, g.n}, {g.stride_c, g.ldc, 1}, g.c.offset());
+    binary(BinaryOp::add, c, g.bias.as_strided({g.batch, g.m, g.n}, {0, 0, 1}, g.bias.offset()), c);
+  }
+  gemm_epilogue_passes(g, e);
+}
+
 }  // namespace
 
 // GemmArgs (+ epilogue) as one cublasLtMatmul. Callers have checked the arguments
 // (check_gemm_args, and check_gemm_epilogue when there is an epilogue).
 void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   if (g.m == 0 || g.n == 0) return;
+  if (gemm_epilogues_in_passes()) return gemm_in_passes(g, e);
   const bool bias = g.bias.defined();
   const cublasLtEpilogue_t ep = lt_epilogue(e, bias);
   const DType in = g.a.dtype(), out = g.c.dtype();
@@ -254,15 +286,17 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
                         bias_ptr == nullptr ? 0 : alignment(bias_ptr),
                         aux_ptr == nullptr ? 0 : alignment(aux_ptr)};
   cublasLtMatmulHeuristicResult_t algo{};
-  bool cached = false;
+  bool cached = false, no_algorithm = false;
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
+    no_algorithm = s.no_algorithm.count(key) != 0;
     const auto found = s.algos.find(key);
     if (found != s.algos.end()) {
       algo = found->second;
       cached = true;
     }
   }
+  if (no_algorithm) return gemm_in_passes(g, e);
   if (!cached) {
     Preference pref;
     check_lt(cublasLtMatmulPreferenceCreate(&pref.pref), "cublasLtMatmulPreferenceCreate", g, e);
@@ -280,10 +314,19 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
       check_lt(cublasLtMatmulPreferenceSetAttribute(pref.pref, attr, &bytes, sizeof(bytes)),
                "SetAttribute(MIN_ALIGNMENT_*_BYTES)", g, e);
     int found = 0;
-    check_lt(cublasLtMatmulAlgoGetHeuristic(handle, desc.desc, la.layout, lb.layout, lc.layout,
-                                            lc.layout, pref.pref, 1, &algo, &found),
-             "cublasLtMatmulAlgoGetHeuristic", g, e);
-    GLASS_CHECK(found == 1, "gemm (cuBLASLt): no algorithm for {}", describe(g, e));
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        handle, desc.desc, la.layout, lb.layout, lc.layout, lc.layout, pref.pref, 1, &algo, &found);
+    // Nothing for this combination (epilogue, types, layouts, alignment): the same math in passes.
+    // A wrong argument (INVALID_VALUE and the rest) is still an error.
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      note_gemm_epilogue_in_passes(describe(g, e));
+      {
+        const std::lock_guard<std::mutex> lock(s.mutex);
+        s.no_algorithm.insert(key);
+      }
+      return gemm_in_passes(g, e);
+    }
+    check_lt(status, "cublasLtMatmulAlgoGetHeuristic", g, e);
     const std::lock_guard<std::mutex> lock(s.mutex);
     s.algos.emplace(key, algo);
   }
@@ -330,11 +373,7 @@ void gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e) {
   // No product to fuse into. The column sums of an empty C are zeros (or empty); the row sums
   // of op(A) (m x k, stored k x m when transposed) are still owed when only n is 0.
   if (e.bias_grad_of == GemmBiasGrad::columns_of_c) fill(e.bias_grad, 0);
-  if (e.bias_grad_of != GemmBiasGrad::rows_of_a || g.m == 0) return;
-  const int64_t rows = g.trans_a ? g.k : g.m, cols = g.trans_a ? g.m : g.k;
-  const Tensor a = Tensor::empty({rows, cols}, g.a.dtype(), g.a.device());
-  copy(g.a.as_strided({rows, cols}, {g.lda, 1}, g.a.offset()), a);
-  sum_dim(a, e.bias_grad, g.trans_a ? 0 : 1);
+  if (e.bias_grad_of == GemmBiasGrad::rows_of_a && g.m > 0) sum_rows_of_op_a(g, e.bias_grad);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -4,6 +4,7 @@
 // only when asked; the heuristic cache; and the errors.
 #include <cmath>
 
+#include "engine/emu/cublas/cublasLt.h"
 #include "engine/launch.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -79,24 +80,97 @@ void expect_lt_same_as_cpu(const LtCase& c, const char* name) {
   }
 }
 
-TEST(EmuGemmLt, EveryEpilogueMatchesCpu) {
+// Every epilogue the engine uses, both A layouts, odd sizes, padded and unpadded aux rows.
+void for_every_epilogue(void (*check)(const LtCase&, const char*)) {
   using A = GemmActivation;
   using G = GemmBiasGrad;
   for (bool ta : {false, true}) {
-    expect_lt_same_as_cpu({.trans_a = ta, .bias = true}, "bias");
-    expect_lt_same_as_cpu({.trans_a = ta, .bias = true, .activation = A::gelu}, "gelu + bias");
-    expect_lt_same_as_cpu({.trans_a = ta, .activation = A::gelu}, "gelu");
-    expect_lt_same_as_cpu({.trans_a = ta, .activation = A::gelu_backward}, "dgelu");
-    expect_lt_same_as_cpu(
-        {.trans_a = ta, .activation = A::gelu_backward, .bias_grad = G::columns_of_c},
-        "dgelu + bias gradient");
-    expect_lt_same_as_cpu({.trans_a = ta, .bias_grad = G::rows_of_a}, "bias gradient of A");
-    expect_lt_same_as_cpu({.trans_a = ta, .m = 1, .n = 1, .k = 1, .activation = A::gelu},
-                          "1 x 1 gelu");
-    expect_lt_same_as_cpu(
-        {.trans_a = ta, .m = 37, .n = 64, .k = 3, .bias = true, .activation = A::gelu},
-        "aux without padding");
+    check({.trans_a = ta, .bias = true}, "bias");
+    check({.trans_a = ta, .bias = true, .activation = A::gelu}, "gelu + bias");
+    check({.trans_a = ta, .activation = A::gelu}, "gelu");
+    check({.trans_a = ta, .activation = A::gelu_backward}, "dgelu");
+    check({.trans_a = ta, .activation = A::gelu_backward, .bias_grad = G::columns_of_c},
+          "dgelu + bias gradient");
+    check({.trans_a = ta, .bias_grad = G::rows_of_a}, "bias gradient of A");
+    check({.trans_a = ta, .m = 1, .n = 1, .k = 1, .activation = A::gelu}, "1 x 1 gelu");
+    check({.trans_a = ta, .m = 37, .n = 64, .k = 3, .bias = true, .activation = A::gelu},
+          "aux without padding");
   }
+}
+
+TEST(EmuGemmLt, EveryEpilogueMatchesCpu) { for_every_epilogue(expect_lt_same_as_cpu); }
+
+// While alive, every GEMM cuBLASLt would run goes to cuBLAS and separate launches instead (what
+// gemm_lt does for a shape the heuristic has no algorithm for).
+struct InPasses {
+  InPasses() { kernels::set_gemm_epilogues_in_passes(true); }
+  ~InPasses() { kernels::set_gemm_epilogues_in_passes(false); }
+  InPasses(const InPasses&) = delete;
+  InPasses& operator=(const InPasses&) = delete;
+};
+
+// The fallback for what cuBLASLt cannot run: the same results as cpu's epilogues. Its passes are
+// cpu's (gemm_epilogue_passes, run with emu's kernels), so this checks the cuBLAS product, the
+// bias add, the row sums and emu's kernels; the fused call above, whose epilogue the emulated
+// cuBLASLt computes in its own loops, is the independent check of the passes.
+TEST(EmuGemmLt, InPassesEveryEpilogueMatchesCpu) {
+  const InPasses in_passes;
+  for_every_epilogue(expect_lt_same_as_cpu);
+}
+
+TEST(EmuGemmLt, InPassesAnEpilogueIsAGemmAndItsLaunches) {
+  const InPasses in_passes;
+  const Operands emu({.bias = true, .activation = GemmActivation::gelu}, kEmu);
+  testing::LaunchLog log;
+  kernels::cuda::gemm_epilogue(emu.g, emu.e);
+  EXPECT_EQ(log.kernels(),
+            (std::vector<std::string>{"cublasSgemmStridedBatched", "add", "copy", "gelu_forward"}));
+}
+
+// The path itself: the emulated cuBLASLt's heuristic made to find nothing for DGELU_BGRAD, as the
+// real one does for a combination it has no kernel for. gemm_lt runs that shape in passes (right,
+// and said in the log), and remembers it: the next call asks no heuristic.
+TEST(EmuGemmLt, AShapeTheHeuristicHasNoAlgorithmForRunsInPasses) {
+  struct NoAlgorithm {
+    NoAlgorithm() { glass_emu_cublasLtFindNoAlgorithmFor(CUBLASLT_EPILOGUE_DGELU_BGRAD); }
+    ~NoAlgorithm() { glass_emu_cublasLtFindNoAlgorithmFor(CUBLASLT_EPILOGUE_DEFAULT); }
+  } no_algorithm;
+  const LtCase c{.m = 6,
+                 .n = 10,
+                 .k = 5,
+                 .activation = GemmActivation::gelu_backward,
+                 .bias_grad = GemmBiasGrad::columns_of_c};
+  expect_lt_same_as_cpu(c, "dgelu + bias gradient without an algorithm");
+  const int64_t cached = kernels::cuda::gemm_lt_cached_shapes();
+  const Operands again(c, kEmu);
+  testing::LaunchLog log;
+  kernels::cuda::gemm_epilogue(again.g, again.e);
+  // aux rows padded to 16: gelu_backward reads a contiguous copy
+  EXPECT_EQ(log.kernels(), (std::vector<std::string>{"cublasSgemmStridedBatched", "copy",
+                                                     "gelu_backward", "sum_dim"}));
+  EXPECT_EQ(kernels::cuda::gemm_lt_cached_shapes(), cached);
+}
+
+// gemm() with a bias over a strided batch with padded rows: the bias reaches every row of every
+// entry, and nothing between them.
+TEST(EmuGemmLt, InPassesABatchedGemmGetsItsBiasInEveryEntry) {
+  const InPasses in_passes;
+  const int64_t m = 3, n = 5, k = 4, batch = 2, ldc = 7, stride_c = m * ldc + 2;
+  auto operands = [&](Device device) {
+    GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.batch = batch;
+    g.lda = k, g.ldb = n, g.ldc = ldc;
+    g.stride_a = m * k, g.stride_b = 0, g.stride_c = stride_c;
+    g.a = make(randoms(batch * m * k, 11), {batch * m * k}, device);
+    g.b = make(randoms(k * n, 12), {k * n}, device);
+    g.c = make(randoms(batch * stride_c, 13), {batch * stride_c}, device);
+    g.bias = make(randoms(n, 14), {n}, device);
+    return g;
+  };
+  const GemmArgs emu = operands(kEmu), cpu = operands(kCPU);
+  kernels::cuda::gemm(emu);
+  kernels::cpu::gemm(cpu);
+  EXPECT_TRUE(all_close(as_double(read(emu.c)), as_double(read(cpu.c)), 1e-5));
 }
 
 TEST(EmuGemmLt, EachEpilogueIsOneLaunchNamedAfterIt) {

@@ -166,6 +166,10 @@ typedef enum {
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
 // cublasLtCreate for `cuda` on the emulated CUDA runtime: cublasLtMatmul queues on its stream.
 cublasStatus_t glass_emu_cublasLtCreateStreamOrdered(cublasLtHandle_t* handle);
+// For tests of a caller's fallback: from now on the heuristic finds no algorithm (returns success
+// with *return_count = 0, as the real library does for a combination it has no kernel for) for
+// problems with this epilogue; CUBLASLT_EPILOGUE_DEFAULT clears it. Process-wide.
+void glass_emu_cublasLtFindNoAlgorithmFor(cublasLtEpilogue_t epilogue);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle);
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,

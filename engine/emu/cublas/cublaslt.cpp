@@ -5,6 +5,7 @@
 // Like the real library it sees sizes, leading dimensions and raw pointers, never glass tensors.
 #include <cblas.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -505,6 +506,14 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   return kNotSupported;
 }
 
+namespace {
+std::atomic<uint32_t> g_no_algorithm_for{CUBLASLT_EPILOGUE_DEFAULT};
+}  // namespace
+
+void glass_emu_cublasLtFindNoAlgorithmFor(cublasLtEpilogue_t epilogue) {
+  g_no_algorithm_for.store(epilogue);
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_desc,
     cublasLtMatrixLayout_t b_desc, cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
@@ -516,6 +525,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   Problem p;
   const cublasStatus_t status = check_problem(handle, desc, a_desc, b_desc, c_desc, d_desc, &p);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
+  const uint32_t refused = g_no_algorithm_for.load();
+  if (refused != CUBLASLT_EPILOGUE_DEFAULT && desc->epilogue == refused) return status;
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = kAlgoTag;
   for (int i = 0; i < 4; ++i) r.algo.data[1 + i] = pref->min_alignment[i];  // what it may assume
