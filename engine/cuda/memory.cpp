@@ -47,11 +47,15 @@ class StagingRing {
   // buffer after the earlier one, and the host reads the buffer only after synchronising.
   char* acquire(bool download, cudaStream_t stream) {
     Slot& slot = slots_[next_];
-    if (!(download && slot.stream == stream) && cudaEventQuery(slot.free) == cudaErrorNotReady) {
+    if (download && slot.stream == stream) return static_cast<char*>(slot.buffer->data());
+    const cudaError_t state = cudaEventQuery(slot.free);
+    if (state == cudaErrorNotReady) {
       int device = 0;
       cudaGetDevice(&device);
       note_host_sync({DeviceKind::cuda, device}, "staging ring full");
       GLASS_CUDA_CHECK(cudaEventSynchronize(slot.free), "staging");
+    } else {  // done, or an error (a fault in earlier work): not a buffer to overwrite silently
+      GLASS_CUDA_CHECK(state, "staging (the last copy through this buffer)");
     }
     return static_cast<char*>(slot.buffer->data());
   }
