@@ -156,10 +156,9 @@ void sum_rows_of_op_a(const GemmArgs& g, const Tensor& bias_grad) {
   sum_dim(a, bias_grad, g.trans_a ? 0 : 1);
 }
 
-// What cublasLtMatmul would do, without it: op(A)'s row sums (before the product: C may not be
-// A, but the order costs nothing), the product by cuBLAS (no TF32), the bias added to each row by
-// a broadcast add, then the epilogue's passes. For a shape the heuristic had no algorithm for, or
-// every shape under set_gemm_epilogues_in_passes.
+// What cublasLtMatmul would do, without it: op(A)'s row sums, the product by cuBLAS (no TF32),
+// the bias added to each row by a broadcast add, then the epilogue's passes. For a shape the
+// heuristic had no algorithm for, or every shape under set_gemm_epilogues_in_passes.
 void gemm_in_passes(const GemmArgs& g, const GemmEpilogue& e) {
   if (e.bias_grad_of == GemmBiasGrad::rows_of_a) sum_rows_of_op_a(g, e.bias_grad);
   GemmArgs product = g;
