@@ -2,8 +2,6 @@
 // makes, the epilogues' names, the epilogue as separate passes (cpu's, and cuda's where cuBLASLt
 // has no algorithm), and the process-wide switches.
 #include <atomic>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "engine/log.h"
@@ -31,26 +29,22 @@ void set_gemm_epilogues_in_passes(bool enabled) { g_in_passes.store(enabled); }
 bool gemm_epilogues_in_passes() { return g_in_passes.load(); }
 
 void note_gemm_epilogue_in_passes(const std::string& what) {
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  const std::lock_guard lock(mutex);
-  if (said.insert(what).second)
-    log().warn("cuBLASLt has no algorithm for {}: its epilogue runs as separate launches", what);
+  log().warn("cuBLASLt has no algorithm for {}: its epilogue runs as separate launches", what);
 }
 
 void gemm_epilogue_passes(const GemmArgs& g, const GemmEpilogue& e) {
   if (e.activation == GemmActivation::none && e.bias_grad_of != GemmBiasGrad::columns_of_c) return;
   const Backend& be = backend(g.c.device());
   const Tensor c = g.c.as_strided({g.m, g.n}, {g.n, 1}, g.c.offset());
+  const Tensor aux =
+      e.aux.defined() ? e.aux.as_strided({g.m, g.n}, {e.aux_ld, 1}, e.aux.offset()) : Tensor();
   switch (e.activation) {
-    case GemmActivation::gelu: {  // aux = pre; C = gelu(pre)
-      be.copy(c, e.aux.as_strided({g.m, g.n}, {e.aux_ld, 1}, e.aux.offset()));
+    case GemmActivation::gelu:  // aux = pre; C = gelu(pre)
+      be.copy(c, aux);
       be.gelu_forward(c, c);
       break;
-    }
     case GemmActivation::gelu_backward:  // C = pre * gelu'(aux)
-      be.gelu_backward(
-          contiguous_of(be, e.aux.as_strided({g.m, g.n}, {e.aux_ld, 1}, e.aux.offset())), c, c);
+      be.gelu_backward(contiguous_of(be, aux), c, c);
       break;
     case GemmActivation::none:
       break;

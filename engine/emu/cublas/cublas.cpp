@@ -21,8 +21,6 @@
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the default stream until cublasSetStream
   bool stream_ordered = false;    // GEMMs queued on `stream` of the emulated CUDA runtime
-  void* workspace = nullptr;      // the caller's (cublasSetWorkspace), null: the library's own
-  size_t workspace_bytes = 0;
 };
 
 namespace {
@@ -154,8 +152,6 @@ cublasStatus_t cublasDestroy(cublasHandle_t handle) {
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->stream = stream;
-  handle->workspace = nullptr;  // back to the library's pool, as cuBLAS does
-  handle->workspace_bytes = 0;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -163,9 +159,7 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0 || (workspace == nullptr && bytes != 0))
     return CUBLAS_STATUS_INVALID_VALUE;
-  handle->workspace = workspace;
-  handle->workspace_bytes = bytes;
-  return CUBLAS_STATUS_SUCCESS;
+  return CUBLAS_STATUS_SUCCESS;  // the host products need no workspace: nothing to keep
 }
 
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream) {

@@ -111,9 +111,8 @@ cublasStatus_t glass_emu_cublasCreateStreamOrdered(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);
-// A workspace of the caller's for the handle's GEMMs (the host products need none, so it is only
-// checked: aligned to 256 bytes, or INVALID_VALUE as on a GPU). cublasSetStream drops it, as the
-// real library resets the workspace to its own pool.
+// A workspace of the caller's for the handle's GEMMs. The host products need none, so it is only
+// checked (aligned to 256 bytes, or INVALID_VALUE as on a GPU) and not kept.
 cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 
 // "CUBLAS_STATUS_INVALID_VALUE", and a sentence saying what it means.
