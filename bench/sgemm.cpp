@@ -2,9 +2,11 @@
 // the GEMM shapes of one training step of the default model (L4 H4 C256 T128 B16: 2048 tokens)
 // and a square 512^3, in one run. The two alternate, best of --repeats each, same threads; also
 // prints the OpenBLAS kernel in use (it follows OPENBLAS_CORETYPE and the CPU model) and the
-// hardware peak the MFU uses.
+// hardware peak the MFU uses. --slab-depth N also times glass with k slabs of N (sgemm.h's
+// set_sgemm_slab_depth), interleaved with the machine's own depth, for comparing blockings on
+// the same machine load.
 //
-//   build/bench/bench_sgemm [--threads 2] [--repeats 7]
+//   build/bench/bench_sgemm [--threads 2] [--repeats 7] [--only dW] [--slab-depth 256]
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
@@ -36,7 +38,9 @@ constexpr Shape kShapes[] = {
     {"qkv forward  x W^T", false, true, 2048, 768, 256},
     {"fc forward   x W^T", false, true, 2048, 1024, 256},
     {"proj forward x W^T", false, true, 2048, 256, 1024},
+    {"qkv dx       dy W", false, false, 2048, 256, 768},
     {"fc dx        dy W", false, false, 2048, 256, 1024},
+    {"mlp proj dx  dy W", false, false, 2048, 1024, 256},
     {"qkv dW       dy^T x", true, false, 768, 256, 2048},
     {"attn proj dW dy^T x", true, false, 256, 256, 2048},
     {"fc dW        dy^T x", true, false, 1024, 256, 2048},
@@ -56,12 +60,15 @@ double seconds(auto&& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, repeats = 7;
+  int threads = 2, repeats = 7, other_depth = 0;
   std::string only;
   CLI::App app{"glass sgemm against OpenBLAS cblas_sgemm"};
   app.add_option("--threads", threads, "OpenMP (and OpenBLAS) threads");
   app.add_option("--repeats", repeats, "best of this many timings per shape and system");
   app.add_option("--only", only, "only the shapes whose name contains this (e.g. dW)");
+  app.add_option("--slab-depth", other_depth,
+                 "also time glass with k slabs of this depth, beside the machine's own")
+      ->check(CLI::PositiveNumber);
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_sgemm"))
     return *status;
   omp_set_num_threads(threads);
@@ -74,8 +81,9 @@ int main(int argc, char** argv) {
       threads, openblas_get_corename(), blocking.mr, blocking.nr, blocking.vector_bits, blocking.kc,
       blocking.mc, blocking.nc);
   fmt::print("hardware peak {:.1f} GFLOP/s ({})\n", peak.flops() / 1e9, peak.derivation());
-  fmt::print("{:<22}{:>16}{:>14}{:>14}{:>9}\n", "shape", "m x n x k", "glass GF/s", "OpenBLAS GF/s",
-             "ratio");
+  const std::string other_column = fmt::format("KC {} GF/s", other_depth);
+  fmt::print("{:<22}{:>16}{:>14}{:>14}{:>9}{:>16}\n", "shape", "m x n x k", "glass GF/s",
+             "OpenBLAS GF/s", "ratio", other_depth ? other_column : "");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
   for (const Shape& s : kShapes) {
@@ -99,13 +107,18 @@ int main(int argc, char** argv) {
                     s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(),
                     ldb, 0.0f, c.data(), s.n);
     };
-    double t_ours = 1e30, t_theirs = 1e30;
-    for (int r = 0; r < repeats; ++r) {  // alternate, so both see the same machine load
+    double t_ours = 1e30, t_theirs = 1e30, t_other = 1e30;
+    for (int r = 0; r < repeats; ++r) {  // alternate, so all see the same machine load
       t_ours = std::min(t_ours, seconds(ours));
       t_theirs = std::min(t_theirs, seconds(theirs));
+      if (!other_depth) continue;
+      glass::kernels::cpu::set_sgemm_slab_depth(other_depth);
+      t_other = std::min(t_other, seconds(ours));
+      glass::kernels::cpu::set_sgemm_slab_depth(0);
     }
-    const double g_ours = flops * calls / t_ours / 1e9, g_theirs = flops * calls / t_theirs / 1e9;
-    fmt::print("{:<22}{:>16}{:>14.1f}{:>14.1f}{:>8.2f}x\n", s.what,
-               fmt::format("{}x{}x{}", s.m, s.n, s.k), g_ours, g_theirs, g_ours / g_theirs);
+    const auto rate = [&](double t) { return flops * calls / t / 1e9; };
+    fmt::print("{:<22}{:>16}{:>14.1f}{:>14.1f}{:>8.2f}x{:>16}\n", s.what,
+               fmt::format("{}x{}x{}", s.m, s.n, s.k), rate(t_ours), rate(t_theirs),
+               t_theirs / t_ours, other_depth ? fmt::format("{:.1f}", rate(t_other)) : "");
   }
 }

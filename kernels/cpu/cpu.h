@@ -147,16 +147,18 @@ void gemm_with_row_sums_of_a(const GemmArgs& g, const Tensor& a_row_sums);
 // e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
 // with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
 // r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to
-// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp.
+// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp. The last term is
+// r * c7, not r / 5040: a division by a constant stays a (slow) vector division, and GELU's loop
+// ran 8% faster without it.
 inline float exp_vectorisable(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
   // k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in float arithmetic (no libm).
   const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
   const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
-  const float p =
-      1 +
-      r * (1 + r * (1.f / 2 +
-                    r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r / 5040))))));
+  // e^r by Horner's rule, with 1/n! as constants
+  constexpr float c2 = 1.f / 2, c3 = 1.f / 6, c4 = 1.f / 24, c5 = 1.f / 120, c6 = 1.f / 720,
+                  c7 = 1.f / 5040;
+  const float p = 1 + r * (1 + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * c7))))));
   return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
 }
 

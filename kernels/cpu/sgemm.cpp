@@ -15,12 +15,18 @@
 //                                              KC rank-1 updates, then C written once
 //
 // Packing makes every load of the micro-kernel contiguous (a transpose is only a packing order)
-// and keeps the working set in cache: a B panel (KC x NR, 32 KB) in L1 while the MR panels of A
-// (MC x KC, in L2) stream past it. The micro-kernel does MR x NR/16 vector FMAs per k for NR/16
+// and keeps the working set in cache: the block of A (MC x KC) in L2, B's panels (KC x NR) in L2
+// or L1, the packed B block in L3. The micro-kernel does MR x NR/16 vector FMAs per k for NR/16
 // vector loads of B and MR broadcasts of A: with MR = 8 that is 16 FMAs per 2 loads, and its 16
 // independent accumulators hide the FMA latency (4 cycles x 2 FMA units needs at least 8). Tiles of
-// 6, 12 and 14 rows and slabs of 128 and 384 measured within a few percent of this one
-// (bench/RESULTS.md).
+// 6, 12 and 14 rows measured within a few percent of this one (bench/RESULTS.md).
+//
+// The slab depth KC is the deepest of 1024, 512 and 256 whose block of A fills at most half of
+// this machine's L2 (slab_depth). Every slab after the first adds onto C, so C is read and written
+// once per slab: slabs of 1024 made the default model's GEMMs with k = 768 ... 2048 5-12% faster
+// than slabs of 256 on two threads of a 1 MB-L2 core (bench/RESULTS.md, 2026-12-05), although a
+// B panel (128 KB) then streams from L2 instead of sitting in L1: the micro-kernel reads 160 bytes
+// per 8 cycles, well within what L2 delivers.
 //
 // Three additions, each for a caller that needs it: a small operand is read where it is stored
 // instead of packed (flash attention's products, where packing cost as much as the arithmetic);
@@ -29,11 +35,15 @@
 #include "kernels/cpu/sgemm.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,8 +55,7 @@ using Vec = float __attribute__((vector_size(64)));  // 16 floats
 constexpr int kLanes = 16;
 constexpr int kMR = 8;           // rows of the register tile
 constexpr int kNR = 2 * kLanes;  // columns of the register tile: two vectors
-constexpr int kKC = 256;         // k slab: a B panel is kKC x kNR floats = 32 KB
-constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x 256 floats = 96 KB
+constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x KC floats, 96 KB at KC 256
 constexpr int kNC = 1024;        // columns of B packed at once: 256 x 1024 floats = 1 MB
 
 Vec load(const float* p) {
@@ -357,14 +366,31 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
     }
 }
 
+// The k slab, KC (see the top of the file): the deepest of 1024, 512 and 256 whose block of A
+// (kMC x KC floats) takes at most half of L2, leaving the rest to B's panels and C; 256 where the
+// system does not say how large L2 is. Fixed for the process (unless set_sgemm_slab_depth says
+// otherwise), so the order of every sum is too.
+std::atomic<int64_t> slab_depth_override{0};
+int64_t slab_depth() {
+  static const int64_t machine_depth = [] {
+    const long l2_bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    for (const int64_t kc : {1024, 512})
+      if (l2_bytes > 0 && kMC * kc * int64_t{sizeof(float)} <= l2_bytes / 2) return kc;
+    return int64_t{256};
+  }();
+  const int64_t override_depth = slab_depth_override.load(std::memory_order_relaxed);
+  return override_depth > 0 ? override_depth : machine_depth;
+}
+
 // Packed panels of A and of B, one pair per thread, kept between calls: no allocation per call.
 float* a_pack_buffer() {
   thread_local PackBuffer buffer;
-  return buffer.get(kMC * kKC);
+  return buffer.get(static_cast<size_t>(kMC * slab_depth()));
 }
 float* b_pack_buffer(int64_t n) {
   thread_local PackBuffer buffer;
-  return buffer.get(static_cast<size_t>(kKC) * ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
+  return buffer.get(static_cast<size_t>(slab_depth()) *
+                    ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
 }
 
 // A small operand is read where it is stored instead of packed, when its layout lets the
@@ -398,6 +424,7 @@ void sum_rows_of_a(const Operand& a, int64_t m, int64_t k, double* sums) {
 // The product on the calling thread: the blocked loops above.
 void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
                   float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+  const int64_t slab = slab_depth();
   const bool a_stored = !a.trans && m * k <= kStoredFloats;
   const bool b_stored = !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
   float* a_packed = a_stored ? nullptr : a_pack_buffer();
@@ -408,8 +435,8 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
     double* row_sums = options.a_row_sums && a.trans && j0 == 0 ? sums.data() : nullptr;
-    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
-      const int64_t kc = std::min<int64_t>(kKC, k - p0);
+    for (int64_t p0 = 0; p0 < k; p0 += slab) {
+      const int64_t kc = std::min<int64_t>(slab, k - p0);
       BPanels panels{b_packed, kc, kNR};
       if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
@@ -486,6 +513,15 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
 }
 
+void set_sgemm_slab_depth(int64_t kc) {
+  if (kc < 0)
+    throw std::invalid_argument(
+        "set_sgemm_slab_depth: the k slab depth must be positive (or 0 for "
+        "the machine's choice), got " +
+        std::to_string(kc));
+  slab_depth_override.store(kc, std::memory_order_relaxed);
+}
+
 SgemmBlocking sgemm_blocking() {
 #if defined(__AVX512F__)
   const int bits = 512;
@@ -494,7 +530,7 @@ SgemmBlocking sgemm_blocking() {
 #else
   const int bits = 128;
 #endif
-  return {kMR, kNR, kKC, kMC, kNC, bits};
+  return {kMR, kNR, static_cast<int>(slab_depth()), kMC, kNC, bits};
 }
 
 }  // namespace glass::kernels::cpu

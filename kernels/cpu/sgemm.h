@@ -39,6 +39,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            const SgemmOptions& options = {});
 
+// The depth of sgemm's k slabs (KC) is chosen once per process from the size of the L2 cache
+// (kernels/cpu/sgemm.cpp). This overrides it for the process, for a test that crosses slab edges
+// with small products or a benchmark that compares depths; 0 restores the machine's choice. The
+// depth sets the order of C's sums, so it changes the last bits. Not while a product runs.
+void set_sgemm_slab_depth(int64_t kc);
+
 // The register tile and cache blocks sgemm uses, for reports and tests.
 struct SgemmBlocking {
   int mr, nr;       // the micro-kernel's tile of C held in registers

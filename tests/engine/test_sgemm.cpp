@@ -1,7 +1,9 @@
 // glass's own f32 GEMM (kernels/cpu/sgemm.cpp) against a plain triple loop in double: an
 // independent reference that shares no code with it (no packing, no blocking, no vectors).
 // The shapes straddle every edge of the blocking: the register tile (MR x NR), the k slab (KC),
-// the row block (MC) and the column panel (NC), for all four transpose combinations.
+// the row block (MC) and the column panel (NC), for all four transpose combinations. The edge
+// tests run with slabs of 256 (ShallowSlabs); Sgemm.AtThisMachinesSlabDepth crosses the depth
+// the machine chose (up to 1024, where the edge tests' shapes would cost three times as much).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +18,7 @@
 
 namespace {
 
+using glass::kernels::cpu::set_sgemm_slab_depth;
 using glass::kernels::cpu::sgemm;
 using glass::kernels::cpu::sgemm_blocking;
 using glass::kernels::cpu::SgemmOptions;
@@ -102,7 +105,16 @@ void check(const Problem& p) {
   expect_matches_reference(p, o, c);
 }
 
+// Slabs of 256 k for one test, whatever the machine's depth.
+struct ShallowSlabs {
+  ShallowSlabs() { set_sgemm_slab_depth(256); }
+  ~ShallowSlabs() { set_sgemm_slab_depth(0); }
+  ShallowSlabs(const ShallowSlabs&) = delete;
+  ShallowSlabs& operator=(const ShallowSlabs&) = delete;
+};
+
 TEST(Sgemm, MatchesATripleLoopAcrossEveryBlockingEdge) {
+  const ShallowSlabs shallow;
   const auto blk = sgemm_blocking();
   // one partial tile, a whole tile and a partial one, several row blocks; the same for columns
   // (and two whole column panels); one k slab and two; k = 45 packs a transposed panel partly
@@ -135,6 +147,7 @@ TEST(Sgemm, AlphaBetaAndLeadingDimensions) {
 // The bias is added once (with the first k slab), in whole tiles and at the edges, and by each
 // thread to its own columns when the threads split C by columns.
 TEST(Sgemm, BiasOnEveryRow) {
+  const ShallowSlabs shallow;
   const auto blk = sgemm_blocking();
   check({false, true, 2 * blk.mr + 3, 2 * blk.nr + 7, blk.kc + 5, 2, 1.0f, 0.0f, true});
   check({true, false, 9, 3 * blk.nr + 1, 2 * blk.kc + 1, 0, 0.5f, 1.0f, true});
@@ -156,6 +169,7 @@ TEST(Sgemm, BetaZeroNeverReadsC) {
 // holds), or split its columns (a short C); every element still sums over k in the same order,
 // so the bits do not depend on the thread count, nor on being called inside a parallel region.
 TEST(Sgemm, SameBitsWhateverTheThreadCount) {
+  const ShallowSlabs shallow;
   const auto blk = sgemm_blocking();
   for (const Problem& p :
        {Problem{false, true, 4 * blk.mc + 5, 40, 2 * blk.kc + 30},
@@ -280,6 +294,7 @@ void check_causal(const CausalProblem& cp) {
 // (a band that starts or stops inside a later slab) and both thread splits (a tall C by rows, a
 // short one by columns: the diagonal moves with the share's corner).
 TEST(Sgemm, CausalProductsSkipOnlyWhatTheBandAllows) {
+  const ShallowSlabs shallow;
   const auto blk = sgemm_blocking();
   const int64_t tall = 4 * blk.mc + 5;  // split by rows with 2 threads
   for (Causal::Kind kind : {Causal::kLowerC, Causal::kLowerA, Causal::kUpperA})
@@ -338,6 +353,7 @@ void check_row_sums(const Problem& p) {
 }
 
 TEST(Sgemm, RowSumsOfA) {
+  const ShallowSlabs shallow;
   const auto blk = sgemm_blocking();
   for (bool ta : {true, false}) {
     check_row_sums({ta, false, blk.mc + 3, 2 * blk.nr + 5, 2 * blk.kc + 9});  // row blocks, slabs
@@ -349,6 +365,19 @@ TEST(Sgemm, RowSumsOfA) {
     check_row_sums({ta, false, 13, 35, 0});                   // k = 0: the sums are 0
     check_row_sums({ta, false, 13, 35, 21, 0, 0.0f, 1.0f});   // alpha = 0: A is still summed
   }
+}
+
+// The depth this machine's products use (sgemm.h): one slab and two, with bias, beta and the row
+// sums of A, split by rows and by columns.
+TEST(Sgemm, AtThisMachinesSlabDepth) {
+  const auto blk = sgemm_blocking();
+  EXPECT_GE(blk.kc, 256);
+  check({false, true, blk.mr + 1, 2 * blk.nr + 5, blk.kc + 9, 1, 1.0f, 0.0f, true});
+  check({true, false, blk.mc + 3, blk.nr + 1, 2 * blk.kc + 1, 0, 0.5f, 1.0f});
+  check({false, false, 4 * blk.mc + 5, 40, blk.kc - 3});  // by rows
+  check({true, true, 20, 400, blk.kc + 30});              // by columns
+  check_row_sums({true, false, blk.mc + 3, 2 * blk.nr + 5, blk.kc + 9});
+  check_row_sums({false, true, 4 * blk.mc + 5, 40, 2 * blk.kc + 1});
 }
 
 }  // namespace
