@@ -2,11 +2,12 @@
 // against CUDA's documented semantics: a capturing stream runs nothing, each cudaGraphLaunch runs
 // the captured work again in order with the arguments it was captured with, a stream that waits
 // for an event of a capture is forked into it and must be joined back before the capture ends,
-// and calls that cannot be captured fail with cudaErrorStreamCaptureUnsupported and invalidate the
-// capture.
+// its branch runs concurrently with the rest at a replay, and calls that cannot be captured fail
+// with cudaErrorStreamCaptureUnsupported and invalidate the capture.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -23,9 +24,16 @@ void twice_plus(float* x, float add, int n) {
   if (i < n) x[i] = x[i] * 2 + add;
 }
 
+// The same after a pause of 200 ms, on one thread: a slow branch of a graph.
+void slow_twice_plus(float* x, float add, int n) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < n; ++i) x[i] = x[i] * 2 + add;
+}
+
 struct GraphTest : ::testing::Test {
   void SetUp() override {
     emu::runtime::register_kernel(&twice_plus, "twice_plus");
+    emu::runtime::register_kernel(&slow_twice_plus, "slow_twice_plus");
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)), cudaSuccess);
@@ -306,6 +314,45 @@ TEST_F(GraphTest, AForkedStreamIsCapturedAndItsWorkRunsOnlyOnReplay) {
   ASSERT_EQ(launch_on(y, 0.0f, side), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
   EXPECT_EQ(read(y), std::vector<float>(n, 254.0f));
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+}
+
+// At a replay the forked branch runs on a stream of its own, concurrently with the origin's nodes
+// that do not depend on it, as on a GPU. So a dependency the capture left out shows as the race it
+// would be there: here the origin copies y while the slow side branch still writes it (the copy
+// should have waited for an event recorded after the side's kernel), and reads y as it was. Run in
+// issue order, the replay would have hidden the missing edge (x = 11). Work queued after the
+// launch still waits for both branches.
+TEST_F(GraphTest, AReplayRunsAForkedBranchConcurrentlySoAMissingDependencyShows) {
+  const cudaEvent_t fork = new_event(), join = new_event();
+  fill(x, 7.0f);
+  fill(y, 5.0f);
+  // The graph: fork | side: y = 2y + 1 (slow) | origin: x = y, without waiting | join.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side, fork, 0), cudaSuccess);
+  int count = n;
+  float add = 1.0f;
+  void* args[] = {&y, &add, &count};
+  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&slow_twice_plus), dim3(1), dim3(1),
+                             args, 0, side),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(x, y, n * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(join, side), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream, join, 0), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  // queued after the launch: runs once both branches are done, so y is 11 here
+  ASSERT_EQ(cudaMemcpyAsync(pinned, y, n * sizeof(float), cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(read(x), std::vector<float>(n, 5.0f)) << "the copy waited for the side branch";
+  EXPECT_EQ(std::vector<float>(pinned, pinned + n), std::vector<float>(n, 11.0f));
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
 }

@@ -14,13 +14,16 @@
 // every stream of the capture stops capturing. A stream of one capture waiting for an event of
 // another is cudaErrorStreamCaptureMerge.
 //
-// Replay: the graph keeps its nodes in the order the host issued them, over all its streams, with
-// the dependencies they were captured with (used for the join check). cudaGraphLaunch queues the
-// nodes of an instantiated graph on one stream in that issue order, every time it is called: the
-// host could issue a node only after the nodes it depends on, so issue order is one order
-// consistent with the captured dependencies, and the emulation of a replay is the captured
-// operations run again, one after another, with the arguments they were captured with. A GPU may
-// run independent branches (the forked stream's work) concurrently; the results are the same.
+// Replay: the graph keeps its nodes in the order the host issued them, over all its streams, each
+// with the dependencies it was captured with and its branch (the capture's stream it was issued
+// on: the origin, or a fork). cudaGraphInstantiate gives each forked branch a stream of its own;
+// cudaGraphLaunch queues the origin's nodes on the stream it is given and each branch's on its
+// stream, with the captured operations' arguments, a node waiting for the nodes of other branches
+// it depends on. So the branches run concurrently, as a GPU may run them, and a dependency the
+// capture left out is a race at the replay too (a wrong result; a report under
+// GLASS_EMU_STREAM_CHECK; likelier under GLASS_EMU_STREAM_DELAY_SEED), where running the nodes in
+// issue order would have hidden it. Every branch starts after the work queued before the launch,
+// and work queued after it waits for every branch.
 //
 // Calls that cannot be captured fail as CUDA's do, with cudaErrorStreamCaptureUnsupported
 // ("operation not permitted when stream is capturing"), and invalidate the capture, so that its

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -14,12 +15,19 @@
 #include "engine/emu/runtime/capture.h"
 
 // cudaGraph_t and cudaGraphExec_t point to these (incomplete types in the CUDA headers): the
-// captured operations, in the order the host issued them (capture.h: the replay order).
+// captured operations in the order the host issued them, each with its branch and the nodes it
+// depends on (capture.h: the replay).
 struct CUgraph_st {
   std::vector<glass::emu::runtime::Operation> nodes;
+  std::vector<std::vector<size_t>> depends_on;  // per node: the nodes it waits for
+  std::vector<size_t> branch;  // per node: the capture's stream it was issued on, 0 the origin
+  size_t branches = 1;
 };
+// An executable graph: a copy of the graph, and a stream of its own for each branch but the
+// first, which runs on the stream the graph is launched on.
 struct CUgraphExec_st {
-  std::vector<glass::emu::runtime::Operation> nodes;
+  CUgraph_st graph;
+  std::vector<CUstream_st*> branch_streams;  // branch b > 0 runs on branch_streams[b - 1]
   int device = 0;
 };
 
@@ -32,10 +40,11 @@ struct Capture {
   std::thread::id thread;
   const CUstream_st* origin = nullptr;  // the stream that began it, the one to end it
   std::unique_ptr<CUgraph_st> graph = std::make_unique<CUgraph_st>();
-  std::vector<std::vector<size_t>> depends_on;  // per node: the nodes it waits for
   // Per stream of the capture (the origin and the streams forked into it): the nodes its next
-  // node will depend on (its last node, and the nodes of the events it waited for since).
+  // node will depend on (its last node, and the nodes of the events it waited for since), and
+  // its branch number (the origin 0, then the forks in the order they joined the capture).
   std::map<const CUstream_st*, std::vector<size_t>> next_depends_on;
+  std::map<const CUstream_st*, size_t> branch_of;
   std::string invalidated_by;  // the call that broke the capture; empty while it is valid
 
   // Whether every node is the origin's last node or one of its ancestors: every forked stream
@@ -48,7 +57,7 @@ struct Capture {
       todo.pop_back();
       if (reached[n]) continue;
       reached[n] = true;
-      todo.insert(todo.end(), depends_on[n].begin(), depends_on[n].end());
+      todo.insert(todo.end(), graph->depends_on[n].begin(), graph->depends_on[n].end());
     }
     return std::find(reached.begin(), reached.end(), false) == reached.end();
   }
@@ -101,9 +110,12 @@ bool capture_locked(CUstream_st* stream, Operation& op) {
   Capture& c = *it->second;
   op.waits.clear();  // within the graph, the captured dependencies are the only order
   std::vector<size_t>& next = c.next_depends_on[stream];
-  c.depends_on.push_back(std::move(next));
-  next = {c.graph->nodes.size()};
-  c.graph->nodes.push_back(std::move(op));
+  CUgraph_st& g = *c.graph;
+  g.depends_on.push_back(std::move(next));
+  next = {g.nodes.size()};
+  g.branch.push_back(c.branch_of.emplace(stream, c.branch_of.size()).first->second);
+  g.branches = c.branch_of.size();
+  g.nodes.push_back(std::move(op));
   return true;
 }
 
@@ -190,6 +202,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   c->thread = std::this_thread::get_id();
   c->origin = s;
   c->next_depends_on[s] = {};
+  c->branch_of[s] = 0;
   captures[s] = c;
   return cudaSuccess;
 }
@@ -241,16 +254,22 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags) {
   if (exec == nullptr || graph == nullptr || flags != 0) return cudaErrorInvalidValue;
   auto e = std::make_unique<CUgraphExec_st>();
-  e->nodes = graph->nodes;  // an executable graph is a copy: destroying the graph leaves it
+  e->graph = *graph;  // an executable graph is a copy: destroying the graph leaves it
   e->device = current_device();
+  for (size_t b = 1; b < graph->branches; ++b)
+    e->branch_streams.push_back(create_stream(e->device, /*non_blocking=*/true));
   *exec = e.release();
   return cudaSuccess;
 }
 
 // Each node is queued as the operation it was captured as (same name, same memory), so the stream
-// checks and the delays of GLASS_EMU_STREAM_DELAY_SEED see a replay as they see eager work. All
-// nodes go on `stream` in issue order, whichever stream of the capture they were captured on: an
-// order consistent with their dependencies (capture.h).
+// checks and the delays of GLASS_EMU_STREAM_DELAY_SEED see a replay as they see eager work. The
+// origin's nodes go on `stream`, each forked branch's on a stream of the executable graph, and a
+// node that depends on a node of another branch waits for it there, as on a GPU: the branches run
+// concurrently, so a dependency the capture missed shows up as a race (a wrong result, or a report
+// of the stream check), not hidden by running every node in issue order. Every branch starts after
+// the work queued on `stream` before the launch, and work queued on `stream` after it waits for
+// every branch.
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   std::lock_guard lock(state_mutex());
@@ -258,12 +277,34 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (is_capturing_locked(s)) return cudaErrorNotSupported;  // no graphs inside graphs here
   if (stream_device(s) != exec->device) return cudaErrorInvalidValue;
   if (const cudaError_t e = gpu_locked(exec->device).sticky) return e;
-  for (const Operation& node : exec->nodes) push_locked(s, node);
+  const CUgraph_st& g = exec->graph;
+  const auto stream_of = [&](size_t branch) {
+    return branch == 0 ? s : exec->branch_streams[branch - 1];
+  };
+  Operation launch;
+  launch.what = "cudaGraphLaunch";
+  const Dependency before = push_locked(s, std::move(launch));
+  std::vector<Dependency> queued(g.nodes.size());
+  std::vector<std::optional<Dependency>> last_of_branch(g.branches);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    Operation op = g.nodes[n];
+    const size_t branch = g.branch[n];
+    for (const size_t d : g.depends_on[n])
+      if (g.branch[d] != branch) op.waits.push_back(queued[d]);
+    if (branch != 0 && !last_of_branch[branch]) op.waits.push_back(before);
+    queued[n] = push_locked(stream_of(branch), std::move(op));
+    last_of_branch[branch] = queued[n];
+  }
+  for (size_t b = 1; b < g.branches; ++b)
+    if (last_of_branch[b]) push_wait_locked(s, *last_of_branch[b]);
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  delete exec;  // queued replays own copies of the nodes' work
+  if (exec == nullptr) return cudaErrorInvalidValue;
+  // the branch streams run what replays queued on them (their own copies of the nodes' work)
+  for (CUstream_st* branch : exec->branch_streams) destroy_stream(branch);
+  delete exec;
   return cudaSuccess;
 }
 
