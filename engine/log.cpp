@@ -1,5 +1,7 @@
 #include "engine/log.h"
 
+#include "engine/log_warning.h"
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <cstdlib>
@@ -16,5 +18,7 @@ spdlog::logger& log() {
   }();
   return *logger;
 }
+
+void log_warning(const std::string& message) { log().warn("{}", message); }
 
 }  // namespace glass

@@ -93,9 +93,6 @@ void gemm_epilogue_passes(const GemmArgs& g, const GemmEpilogue& e);
 // Off by default; for tests, and for timing the fused path against the unfused one on a GPU.
 void set_gemm_epilogues_in_passes(bool enabled);
 bool gemm_epilogues_in_passes();
-// Logs that cuBLASLt had no algorithm for `what` and its epilogue runs in passes (gemm_lt calls it
-// once per shape: it remembers the shapes).
-void note_gemm_epilogue_in_passes(const std::string& what);
 
 // TF32 for f32 GEMMs on cuda and emu (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to
 // 10 mantissa bits, f32 accumulation). Off by default, so that f32 stays the reference; a

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <string>
 
-#include "engine/log.h"
 #include "kernels/backend.h"
 
 namespace glass::kernels {
@@ -27,10 +26,6 @@ void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
 void set_gemm_epilogues_in_passes(bool enabled) { g_in_passes.store(enabled); }
 bool gemm_epilogues_in_passes() { return g_in_passes.load(); }
-
-void note_gemm_epilogue_in_passes(const std::string& what) {
-  log().warn("cuBLASLt has no algorithm for {}: its epilogue runs as separate launches", what);
-}
 
 void gemm_epilogue_passes(const GemmArgs& g, const GemmEpilogue& e) {
   if (e.activation == GemmActivation::none && e.bias_grad_of != GemmBiasGrad::columns_of_c) return;

@@ -32,12 +32,16 @@
 // unlike the f32 flash kernel.
 //
 // Determinism: the backward graph is the "deterministic" variant (dQ written by the matmul, not
-// accumulated with atomics in an f32 workspace), so the same inputs give the same bits.
+// accumulated with atomics in an f32 workspace), so the same inputs give the same bits. Engines
+// cuDNN notes as non-deterministic are passed over; where one is all there is, it is used and the
+// log says so, once per shape.
 //
 // Plans: building a graph, querying heuristics and finalising a plan (the SDPA engines compile
 // their kernels at run time, with NVRTC) take about a second; they are done once per (device,
 // direction, B, H, T, D), outside any CUDA graph capture, and cached with the plan's workspace
-// size. The scale is passed by value at execution, so one plan serves every scale.
+// size. The scale is passed by value at execution, so one plan serves every scale. The cache is
+// not bounded: a captured CUDA graph replays kernels that belong to its plans, so none may be
+// freed while the process runs (sampling without a KV cache builds one per sequence length).
 //
 // In the emu build (no cuDNN there: NVIDIA ships no CPU cuDNN and the emulator emulates none) and
 // in a cuda build configured without cuDNN, the two functions check their arguments like the real
@@ -53,6 +57,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/log_warning.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -576,6 +581,11 @@ Plan& plan_for(DeviceState& st, Device device, bool backward, const CudnnAttenti
     else
       build_forward_graph(g, s.B, s.H, s.T, s.D);
     slot = make_plan(st.handle, g);
+    if (!slot->deterministic)
+      log_warning(fmt::format(
+          "cudnn_attention: cuDNN {} has no deterministic engine for {}; the one in use may give "
+          "different bits for the same inputs (--attention flash is deterministic)",
+          cudnnGetVersion(), what));
   }
   return *slot;
 }

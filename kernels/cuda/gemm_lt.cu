@@ -41,6 +41,7 @@
 #include <set>
 #include <string>
 
+#include "engine/log_warning.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
 
@@ -318,7 +319,9 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
     // Nothing for this combination (epilogue, types, layouts, alignment): the same math in passes.
     // A wrong argument (INVALID_VALUE and the rest) is still an error.
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-      note_gemm_epilogue_in_passes(describe(g, e));
+      // once per shape: the shape is remembered below
+      log_warning("cuBLASLt has no algorithm for " + describe(g, e) +
+                  ": its epilogue runs as separate launches");
       {
         const std::lock_guard<std::mutex> lock(s.mutex);
         s.no_algorithm.insert(key);
