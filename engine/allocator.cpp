@@ -215,7 +215,12 @@ void* Allocator::allocate(size_t bytes) {
   std::lock_guard lock(mu_);
   Pool* pool = pool_id != 0 ? &pools_.at(pool_id) : nullptr;
   stats_.alloc_count++;
-  void* p = exact ? nullptr : (pool ? pool->free : free_).take(size, current_stream());
+  // A pool serves a capture: of its free blocks only those freed on this stream, because one
+  // freed on another stream of the capture could be reused safely only after an event query
+  // (FreeBlocks::take), which a capture refuses, and nothing in the graph orders the two uses.
+  void* p = exact  ? nullptr
+            : pool ? pool->free.take(size, current_stream(), /*same_stream_only=*/true)
+                   : free_.take(size, current_stream());
   if (p == nullptr && pool != nullptr) p = adopt_cached_block(pool_id, *pool, size);
   if (p != nullptr) {
     stats_.cache_hits++;

@@ -10,7 +10,9 @@
 // stream that was current when it was freed.
 //
 // Private pools (CUDA graphs, engine/cuda/graph.h): while a PoolScope is active on a thread, that
-// thread's requests to this allocator are served from the pool's own free lists; a miss there
+// thread's requests to this allocator are served from the pool's own free lists (only blocks freed
+// on the requesting stream: telling whether another stream of the capture is done with a block
+// would take an event query, which a capture refuses); a miss there
 // takes over a shared cached block freed on the thread's current stream (which becomes the
 // pool's), and only then fresh device memory for the pool. Every block freed
 // while the scope is active goes to the pool, also one that was allocated before it: the captured

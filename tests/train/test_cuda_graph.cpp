@@ -212,6 +212,37 @@ TEST(CudaGraph, ACaptureWithAColdCacheAllocatesFromTheGraphsOwnPool) {
   EXPECT_EQ(allocator.stats().pool_reserved_bytes, 0);
 }
 
+// Inside a capture, a block that went back to the graph's pool on one stream of the capture (a
+// forked side stream, as the data-parallel all-reduces use) is not handed to a request on another:
+// telling whether the side stream's work on it is done needs an event query, which a capture
+// refuses (and invalidates the capture for), and nothing in the graph orders the two uses anyway.
+TEST(CudaGraph, APoolBlockFreedOnAForkedStreamIsNotReusedOnTheOrigin) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  cuda::Graph graph;
+  const cuda::StreamGuard on(graph.stream());
+  const cuda::Stream side(0);
+  cuda::Event fork, join;
+  const Tensor x = from_vector<float>({1, 2, 3}, {3}, kCUDA);
+  void* side_block = nullptr;
+  Tensor out;
+  graph.capture([&] {
+    fork.record(graph.stream().handle());
+    side.wait(fork.handle());
+    {
+      const cuda::StreamGuard on_side(side);
+      const Tensor temp = x * 2.0;  // allocated and freed on the side stream
+      side_block = block_of(temp);
+      join.record(side.handle());
+    }
+    graph.stream().wait(join.handle());
+    out = x * 3.0;  // the same size class, on the origin
+  });
+  ASSERT_TRUE(graph.captured());
+  EXPECT_NE(block_of(out), side_block);
+  graph.replay();
+  EXPECT_EQ(to_vector<float>(out), (std::vector<float>{3, 6, 9}));
+}
+
 // A capture after an eager warm-up takes over the warm-up's cached blocks (freed on the graph's
 // stream) instead of fresh memory: the step's working memory is reserved once, not once in the
 // shared cache and again in the pool. The adopted blocks are the pool's: eager work after the
