@@ -46,10 +46,15 @@ void allow_dynamic_shared_memory(void (*kernel)(Params...), const char* name, si
   int optin = 0;
   GLASS_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                    name);
-  if (bytes > static_cast<size_t>(optin))
+  // the kernel's static __shared__ bytes count against the same limit
+  cudaFuncAttributes attributes{};
+  GLASS_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)), name);
+  if (bytes + attributes.sharedSizeBytes > static_cast<size_t>(optin))
     throw glass::Error("kernel '" + std::string(name) + "': cannot opt into " +
                        std::to_string(bytes) +
-                       " bytes of dynamic shared memory per block: the device's opt-in limit "
+                       " bytes of dynamic shared memory per block on top of " +
+                       std::to_string(attributes.sharedSizeBytes) +
+                       " static: the device's opt-in limit "
                        "(cudaDevAttrMaxSharedMemoryPerBlockOptin) is " +
                        std::to_string(optin) + " bytes on cuda:" + std::to_string(device));
   GLASS_CUDA_CHECK(
