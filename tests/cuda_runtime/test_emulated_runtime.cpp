@@ -165,6 +165,39 @@ TEST(EmulatedRuntime, SeveralGpusWithTheH200sProperties) {
 // A __global__ function as the emulator runs it: every CUDA thread stores `value`.
 void store(float* out, float value) { *out = value; }
 
+// CUDA's rules for several GPUs in one process ("Stream and Event Behavior"): a kernel launch onto
+// a stream of another GPU than the current one fails, and so does recording an event on a stream
+// of another GPU than the event's; a copy onto such a stream, and a wait for an event of another
+// GPU, are allowed.
+TEST(EmulatedRuntime, ALaunchOrAnEventRecordOnAnotherGpusStreamFails) {
+  emu::runtime::register_kernel(&store, "store");
+  const void* kernel = reinterpret_cast<const void*>(&store);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  cudaStream_t on_gpu1;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&on_gpu1, cudaStreamNonBlocking), cudaSuccess);
+  float* out = device_floats(1);  // on GPU 1
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaEvent_t of_gpu0;
+  ASSERT_EQ(cudaEventCreate(&of_gpu0), cudaSuccess);
+  float value = 3.0f;
+  void* args[] = {&out, &value};
+  EXPECT_EQ(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, on_gpu1),
+            cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventRecord(of_gpu0, on_gpu1), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  ASSERT_EQ(cudaEventRecord(of_gpu0, nullptr), cudaSuccess);  // GPU 0's legacy stream
+  EXPECT_EQ(cudaStreamWaitEvent(on_gpu1, of_gpu0, 0), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(out, 0, sizeof(float), on_gpu1), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);  // the stream's GPU current: the launch goes
+  EXPECT_EQ(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, on_gpu1), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(on_gpu1), cudaSuccess);
+  EXPECT_EQ(get_from_device(out), 3.0f);
+  cudaFree(out);
+  cudaStreamDestroy(on_gpu1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaEventDestroy(of_gpu0);
+}
+
 TEST(EmulatedRuntime, LaunchesCopyTheirArgumentsAndFailOverTheLimitsAsOnTheGpu) {
   const void* kernel = reinterpret_cast<const void*>(&store);
   float* out = device_floats(1);

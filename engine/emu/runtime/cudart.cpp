@@ -555,6 +555,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return result(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(state_mutex());
   CUstream_st* s = resolve_locked(stream);
+  // CUDA: "cudaEventRecord() will fail if the input event and input stream are associated to
+  // different devices" (an event belongs to the device current when it was created).
+  if (event->device != stream_device(s)) return result(cudaErrorInvalidResourceHandle);
   auto time = std::make_shared<std::chrono::steady_clock::time_point>();
   Operation marker;
   marker.what = "an event record";
@@ -613,6 +616,9 @@ cudaError_t cudaLaunchKernel(const void* function, dim3 grid, dim3 block, void**
     return result(cudaErrorInvalidDeviceFunction);
   const KernelEntry& k = it->second;
   CUstream_st* s = resolve_locked(stream);
+  // CUDA: "a kernel launch will fail if it is issued to a stream that is not associated to the
+  // current device" (a multi-GPU program must make the stream's device current first).
+  if (stream_device(s) != current_device()) return result(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = sticky_locked(stream_device(s))) return result(e);
   if (const cudaError_t e = check_configuration(function, grid, block, shared)) return result(e);
   std::vector<Access> accesses;
