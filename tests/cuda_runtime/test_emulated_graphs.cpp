@@ -24,9 +24,10 @@ void twice_plus(float* x, float add, int n) {
   if (i < n) x[i] = x[i] * 2 + add;
 }
 
-// The same after a pause of 200 ms, on one thread: a slow branch of a graph.
+// The same after a pause of 500 ms (time enough for the other branch on a loaded machine), on one
+// thread: a slow branch of a graph.
 void slow_twice_plus(float* x, float add, int n) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   for (int i = 0; i < n; ++i) x[i] = x[i] * 2 + add;
 }
 
