@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <span>
-#include <string>
 
 #include "engine/rng.h"
 #include "engine/tensor.h"

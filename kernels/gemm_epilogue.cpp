@@ -2,7 +2,6 @@
 // makes, the epilogues' names, the epilogue as separate passes (cpu's, and cuda's where cuBLASLt
 // has no algorithm), and the process-wide switches.
 #include <atomic>
-#include <string>
 
 #include "kernels/backend.h"
 

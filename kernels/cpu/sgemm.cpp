@@ -55,7 +55,7 @@ using Vec = float __attribute__((vector_size(64)));  // 16 floats
 constexpr int kLanes = 16;
 constexpr int kMR = 8;           // rows of the register tile
 constexpr int kNR = 2 * kLanes;  // columns of the register tile: two vectors
-constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x KC floats, 96 KB at KC 256
+constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x KC floats, 384 KB at KC 1024
 constexpr int kNC = 1024;        // columns of B packed at once: 256 x 1024 floats = 1 MB
 
 Vec load(const float* p) {
@@ -382,14 +382,15 @@ int64_t slab_depth() {
   return override_depth > 0 ? override_depth : machine_depth;
 }
 
-// Packed panels of A and of B, one pair per thread, kept between calls: no allocation per call.
-float* a_pack_buffer() {
+// Packed panels of A and of B for slabs of `slab` k, one pair per thread, kept between calls: no
+// allocation per call.
+float* a_pack_buffer(int64_t slab) {
   thread_local PackBuffer buffer;
-  return buffer.get(static_cast<size_t>(kMC * slab_depth()));
+  return buffer.get(static_cast<size_t>(kMC * slab));
 }
-float* b_pack_buffer(int64_t n) {
+float* b_pack_buffer(int64_t n, int64_t slab) {
   thread_local PackBuffer buffer;
-  return buffer.get(static_cast<size_t>(slab_depth()) *
+  return buffer.get(static_cast<size_t>(slab) *
                     ((std::min<int64_t>(n, kNC) + kNR - 1) / kNR * kNR));
 }
 
@@ -427,8 +428,8 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
   const int64_t slab = slab_depth();
   const bool a_stored = !a.trans && m * k <= kStoredFloats;
   const bool b_stored = !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
-  float* a_packed = a_stored ? nullptr : a_pack_buffer();
-  float* b_packed = b_stored ? nullptr : b_pack_buffer(n);
+  float* a_packed = a_stored ? nullptr : a_pack_buffer(slab);
+  float* b_packed = b_stored ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
   if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());

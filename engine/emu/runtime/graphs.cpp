@@ -21,7 +21,6 @@ struct CUgraph_st {
   std::vector<glass::emu::runtime::Operation> nodes;
   std::vector<std::vector<size_t>> depends_on;  // per node: the nodes it waits for
   std::vector<size_t> branch;  // per node: the capture's stream it was issued on, 0 the origin
-  size_t branches = 1;
 };
 // An executable graph: a copy of the graph, and a stream of its own for each branch but the
 // first, which runs on the stream the graph is launched on.
@@ -114,7 +113,6 @@ bool capture_locked(CUstream_st* stream, Operation& op) {
   g.depends_on.push_back(std::move(next));
   next = {g.nodes.size()};
   g.branch.push_back(c.branch_of.emplace(stream, c.branch_of.size()).first->second);
-  g.branches = c.branch_of.size();
   g.nodes.push_back(std::move(op));
   return true;
 }
@@ -256,7 +254,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
   auto e = std::make_unique<CUgraphExec_st>();
   e->graph = *graph;  // an executable graph is a copy: destroying the graph leaves it
   e->device = current_device();
-  for (size_t b = 1; b < graph->branches; ++b)
+  const size_t branches =
+      graph->branch.empty() ? 1 : *std::max_element(graph->branch.begin(), graph->branch.end()) + 1;
+  for (size_t b = 1; b < branches; ++b)
     e->branch_streams.push_back(create_stream(e->device, /*non_blocking=*/true));
   *exec = e.release();
   return cudaSuccess;
@@ -285,7 +285,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   launch.what = "cudaGraphLaunch";
   const Dependency before = push_locked(s, std::move(launch));
   std::vector<Dependency> queued(g.nodes.size());
-  std::vector<std::optional<Dependency>> last_of_branch(g.branches);
+  const size_t branches = exec->branch_streams.size() + 1;
+  std::vector<std::optional<Dependency>> last_of_branch(branches);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     Operation op = g.nodes[n];
     const size_t branch = g.branch[n];
@@ -295,7 +296,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     queued[n] = push_locked(stream_of(branch), std::move(op));
     last_of_branch[branch] = queued[n];
   }
-  for (size_t b = 1; b < g.branches; ++b)
+  for (size_t b = 1; b < branches; ++b)
     if (last_of_branch[b]) push_wait_locked(s, *last_of_branch[b]);
   return cudaSuccess;
 }
