@@ -30,6 +30,20 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
+const char* compute_unit_name(ComputeUnit u) {
+  switch (u) {
+    case ComputeUnit::cuda_core:
+      return "cuda_core";
+    case ComputeUnit::tensor_core_bf16:
+      return "tensor_core_bf16";
+    case ComputeUnit::tensor_core_tf32:
+      return "tensor_core_tf32";
+    case ComputeUnit::memory:
+      return "memory";
+  }
+  return "?";
+}
+
 namespace {
 std::mutex observers_mu;
 std::vector<LaunchObserver*> observers;

@@ -20,6 +20,14 @@ namespace glass {
 enum class Phase : uint8_t { forward, backward, optimizer, comm, other };
 const char* phase_name(Phase p);
 
+// The unit of the GPU that does a launch's FLOPs, whose peak is the launch's compute roof
+// (engine/roofline.h): the CUDA cores (scalar f32/f64 FMA: every hand-written kernel without mma),
+// the Tensor Cores on bf16 (or f16) inputs or on TF32 inputs (cuBLAS GEMMs, the mma kernels), or
+// no unit at all: a launch that only moves bytes (copy, memset, fill). On cpu every launch is
+// `cuda_core` (the vector FMA units): the field only distinguishes the GPU's units.
+enum class ComputeUnit : uint8_t { cuda_core, tensor_core_bf16, tensor_core_tf32, memory };
+const char* compute_unit_name(ComputeUnit u);  // "cuda_core", "tensor_core_bf16", ...
+
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
@@ -39,6 +47,7 @@ struct LaunchInfo {
   void* native_stream = nullptr;
   double flops = 0;  // floating-point operations the kernel must do
   double bytes = 0;  // bytes it must move to and from memory (ideal, each touched once)
+  ComputeUnit unit = ComputeUnit::cuda_core;  // which unit does the FLOPs (see ComputeUnit)
   // Filled in by launch() from the current LaunchScope:
   const char* op = "";   // autograd op or optimizer ("layernorm", "adamw", ...)
   int64_t node_id = -1;  // autograd node id, -1 outside autograd

@@ -52,6 +52,18 @@ unsigned active_mask();
 
 void* dynamic_shared_memory();
 
+// Tensor Core instructions (engine/emu/tensor_core.cpp), behind kernels/cuda/tensor_core.h, which
+// says what each does and what the emulator checks. mma and ldmatrix are warp collectives of all
+// 32 lanes; `r` receives `matrices` registers.
+void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                       const float (&c)[4], Site site);
+void ldmatrix(uint32_t* r, int matrices, bool trans, const void* row, Site site);
+// cp.async of `bytes` (4, 8 or 16) from src to dst; only the first `src_bytes` are read, the rest
+// of dst is zero-filled.
+void cp_async(void* dst, const void* src, int bytes, int src_bytes, Site site);
+void cp_async_commit(Site site);
+void cp_async_wait(int pending_groups, Site site);
+
 [[noreturn]] void trap(Site site);
 
 }  // namespace glass::emu::detail
