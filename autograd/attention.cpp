@@ -1,7 +1,8 @@
 // causal_attention: softmax(q k^T / sqrt(D), causal mask) v, forward and backward side by side.
 // - on [B, H, T, D]: the probs-based kernels, probabilities [B, H, T, T] saved for backward;
 // - on the fused qkv layout [B, T, 3C]: the same op with the kernel behind it chosen here (naive,
-//   flash or cudnn, see AttentionKernel in autograd/ops.h) and nowhere else.
+//   flash, flash-simt, flash-mma or cudnn, see AttentionKernel in autograd/ops.h) and nowhere
+//   else.
 #include <cmath>
 #include <string>
 
@@ -45,6 +46,10 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "naive";
     case AttentionKernel::flash:
       return "flash";
+    case AttentionKernel::flash_simt:
+      return "flash-simt";
+    case AttentionKernel::flash_mma:
+      return "flash-mma";
     case AttentionKernel::cudnn:
       return "cudnn";
   }
@@ -52,26 +57,54 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 }
 
 AttentionKernel parse_attention_kernel(const std::string& name) {
-  for (AttentionKernel k : {AttentionKernel::automatic, AttentionKernel::naive,
-                            AttentionKernel::flash, AttentionKernel::cudnn})
+  for (AttentionKernel k :
+       {AttentionKernel::automatic, AttentionKernel::naive, AttentionKernel::flash,
+        AttentionKernel::flash_simt, AttentionKernel::flash_mma, AttentionKernel::cudnn})
     if (name == attention_kernel_name(k)) return k;
-  fail("unknown attention kernel '{}' (naive, flash, cudnn or auto)", name);
+  fail("unknown attention kernel '{}' (naive, flash, flash-simt, flash-mma, cudnn or auto)", name);
 }
 
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
-  if (kernel != AttentionKernel::automatic) return kernel;
-  // cpu's flash kernel takes any head dim; the CUDA one needs flash_head_dim_ok
-  if (device.kind == DeviceKind::cpu || kernels::flash_head_dim_ok(head_dim))
-    return AttentionKernel::flash;
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, DType dtype,
+                                         int64_t head_dim) {
+  if (kernel != AttentionKernel::automatic && kernel != AttentionKernel::flash) return kernel;
+  // cpu's flash kernel takes any head dim and dtype
+  if (device.kind == DeviceKind::cpu) return AttentionKernel::flash;
+  if (dtype == DType::bf16 && kernels::flash_mma_head_dim_ok(head_dim))
+    return AttentionKernel::flash_mma;
+  // an explicit flash stays the CUDA-core kernel (which names the head dim it refuses)
+  if (kernel == AttentionKernel::flash || kernels::flash_head_dim_ok(head_dim))
+    return AttentionKernel::flash_simt;
   return AttentionKernel::naive;
 }
 
-void check_attention_kernel(AttentionKernel kernel, Device device) {
-  if (kernel != AttentionKernel::cudnn) return;
-  GLASS_CHECK(device.kind == DeviceKind::cuda, "cudnn attention runs on cuda only (not on {})",
-              device.str());
-  GLASS_CHECK(kernels::backend(device).cudnn_attention_forward != nullptr,
-              "cudnn attention is not built");
+void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, int64_t head_dim) {
+  const char* name = attention_kernel_name(kernel);
+  switch (kernel) {
+    case AttentionKernel::cudnn:
+      GLASS_CHECK(device.kind == DeviceKind::cuda, "cudnn attention runs on cuda only (not on {})",
+                  device.str());
+      GLASS_CHECK(kernels::backend(device).cudnn_attention_forward != nullptr,
+                  "cudnn attention is not built");
+      return;
+    case AttentionKernel::flash_simt:
+    case AttentionKernel::flash_mma:
+      GLASS_CHECK(device.kind != DeviceKind::cpu,
+                  "{} attention runs on emu and cuda only (cpu: --attention flash or naive)", name);
+      break;
+    default:
+      return;
+  }
+  if (kernel == AttentionKernel::flash_simt) {
+    GLASS_CHECK(kernels::flash_head_dim_ok(head_dim),
+                "flash-simt attention takes head dims that are multiples of 8 in {}..{}, not {}",
+                kernels::kFlashMinHeadDim, kernels::kFlashMaxHeadDim, head_dim);
+    return;
+  }
+  GLASS_CHECK(dtype == DType::bf16,
+              "flash-mma attention runs in bf16 only, not {} (f32: --attention flash-simt)",
+              dtype_name(dtype));
+  GLASS_CHECK(kernels::flash_mma_head_dim_ok(head_dim),
+              "flash-mma attention takes head dims 32, 64 and 128, not {}", head_dim);
 }
 
 namespace {
@@ -159,12 +192,17 @@ Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kerne
   Tensor qkvc = contiguous(qkv);
   const kernels::Backend& be = kernels::backend(qkvc);
   OpScope op("attention", {qkvc});
-  switch (resolve_attention_kernel(kernel, qkvc.device(), D)) {
-    case AttentionKernel::flash:
+  const AttentionKernel resolved = resolve_attention_kernel(kernel, qkvc.device(), qkvc.dtype(), D);
+  check_attention_kernel(resolved, qkvc.device(), qkvc.dtype(), D);
+  switch (resolved) {
+    case AttentionKernel::flash:  // cpu
+    case AttentionKernel::flash_simt:
       return fused_attention(qkvc, n_head, scale, be.flash_attention_forward,
                              be.flash_attention_backward, op);
+    case AttentionKernel::flash_mma:
+      return fused_attention(qkvc, n_head, scale, be.flash_attention_forward_mma,
+                             be.flash_attention_backward_mma, op);
     case AttentionKernel::cudnn:
-      check_attention_kernel(AttentionKernel::cudnn, qkvc.device());
       return fused_attention(qkvc, n_head, scale, be.cudnn_attention_forward,
                              be.cudnn_attention_backward, op);
     default:

@@ -197,21 +197,31 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // The kernel behind causal self-attention on the fused qkv layout (below):
 //   naive  the probs-based kernels: q, k, v copied out to [B, H, T, D], probs [B, H, T, T] saved
 //          for backward, the output copied back to [B, T, C]
-//   flash  FlashAttention (kernels/cuda/flash_attention.cu; the cpu's is query blocks of GEMMs,
-//          kernels/cpu/flash_attention.cpp): reads qkv in place, saves only out and the per-row
-//          log-sum-exp [B, H, T]
+//   flash-simt  FlashAttention on the CUDA cores (kernels/cuda/flash_attention.cu), emu and cuda,
+//          f32 and bf16, head dims flash_head_dim_ok: reads qkv in place, saves only out and the
+//          per-row log-sum-exp [B, H, T]
+//   flash-mma  FlashAttention-2 on the Tensor Cores (kernels/cuda/flash_attention_mma.cu), emu
+//          and cuda, bf16, head dims 32, 64, 128 (flash_mma_head_dim_ok); same layouts and saved
+//          tensors
+//   flash  the device's best hand-written flash kernel: on cpu the cpu's (query blocks of GEMMs,
+//          kernels/cpu/flash_attention.cpp, any head dim and dtype); on emu and cuda flash-mma
+//          where it applies (bf16, its head dims), otherwise flash-simt
 //   cudnn  cuDNN's fused attention, `cuda` only, same layouts and saved tensors as flash
-//   automatic  flash on cpu; on emu and cuda (f32 and bf16) flash when the head dim suits it
-//          (flash_head_dim_ok), otherwise naive
-enum class AttentionKernel : uint8_t { automatic, naive, flash, cudnn };
+//   automatic  flash on cpu; on emu and cuda flash-mma for bf16 with its head dims, else
+//          flash-simt where the head dim suits it, otherwise naive
+enum class AttentionKernel : uint8_t { automatic, naive, flash, flash_simt, flash_mma, cudnn };
 const char* attention_kernel_name(AttentionKernel kernel);
-// "naive" | "flash" | "cudnn" | "auto"; throws naming the valid names otherwise.
+// "naive" | "flash" | "flash-simt" | "flash-mma" | "cudnn" | "auto"; throws naming the valid
+// names otherwise.
 AttentionKernel parse_attention_kernel(const std::string& name);
-// What `kernel` means on `device` for head dim D (automatic resolved; others returned as is).
-AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim);
-// Throws one line when `kernel` cannot run on `device`: "cudnn attention runs on cuda only" on
-// cpu and emu, "cudnn attention is not built" on cuda without it.
-void check_attention_kernel(AttentionKernel kernel, Device device);
+// The kernel that runs for `kernel` on `device` for qkv of `dtype` and head dim D: automatic and
+// (on emu and cuda) flash resolved as above; the others returned as they are.
+AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, DType dtype,
+                                         int64_t head_dim);
+// Throws one line when `kernel` cannot run on `device` for `dtype` and head dim D: cudnn off cuda
+// ("cudnn attention runs on cuda only") or not built; flash-simt and flash-mma on cpu;
+// flash-simt with a head dim it does not take; flash-mma with f32 or a head dim it does not take.
+void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, int64_t head_dim);
 
 // Causal self-attention read from the fused c_attn output: qkv [B, T, 3C] (q, k, v side by side,
 // each n_head heads of D = C / n_head) -> [B, T, C], scale 1/sqrt(D). One op and one tape node

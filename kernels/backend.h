@@ -206,14 +206,23 @@ struct Backend {
   // qkv [B, T, 3C] (head h of q at columns h*D.., of k at C + h*D.., of v at 2C + h*D..),
   // D = C / n_head; out [B, T, C]; lse f32 [B, n_head, T] = per-row log-sum-exp of the scaled,
   // masked scores, saved for backward (P_ij = exp(S_ij - lse_i) is recomputed from it).
-  // On emu and cuda D must be a multiple of 8 in 16..128 (hand-written FlashAttention); the cpu
-  // entries take any D, and f64.
+  // On emu and cuda D must be a multiple of 8 in 16..128 (hand-written FlashAttention on the CUDA
+  // cores, kernels/cuda/flash_attention.cu: `--attention flash-simt`); the cpu entries take any D,
+  // and f64.
   void (*flash_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                   int64_t n_head, double scale);
   // dout [B, T, C] -> dqkv [B, T, 3C] (overwritten). Deterministic: no float atomics.
   void (*flash_attention_backward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                    const Tensor& dout, const Tensor& dqkv, int64_t n_head,
                                    double scale);
+  // FlashAttention-2 on the Tensor Cores (kernels/cuda/flash_attention_mma.cu), the flash
+  // entries' contract for bf16 and D in {32, 64, 128} (flash_mma_head_dim_ok); emu and cuda only,
+  // null in the cpu table.
+  void (*flash_attention_forward_mma)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                      int64_t n_head, double scale);
+  void (*flash_attention_backward_mma)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                       const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                                       double scale);
   // cuDNN's fused attention (cuDNN 9 graph API), the flash entries' contract; `cuda` only, null
   // in the other tables (autograd/attention.cpp refuses it there with one line).
   void (*cudnn_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -245,6 +254,9 @@ constexpr int64_t kFlashMinHeadDim = 16, kFlashMaxHeadDim = 128;  // and multipl
 constexpr bool flash_head_dim_ok(int64_t D) {
   return D % 8 == 0 && D >= kFlashMinHeadDim && D <= kFlashMaxHeadDim;
 }
+
+// The head dims of the Tensor Core FlashAttention kernel (bf16).
+constexpr bool flash_mma_head_dim_ok(int64_t D) { return D == 32 || D == 64 || D == 128; }
 
 const Backend& backend(Device d);
 inline const Backend& backend(const Tensor& t) { return backend(t.device()); }

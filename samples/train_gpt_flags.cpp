@@ -70,9 +70,12 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
   app.add_option("--threads", o.threads, "cpu threads (0 = all cores)");
   app.add_option("--attention", o.attention,
-                 "attention kernel: naive | flash | cudnn (cuda only) | auto (flash; naive on "
-                 "emu and cuda where the head dim does not suit the flash kernel)")
-      ->check(CLI::IsMember({"auto", "naive", "flash", "cudnn"}));
+                 "attention kernel: naive | flash (the device's best hand-written one) | "
+                 "flash-simt (CUDA cores; emu, cuda) | flash-mma (Tensor Cores, bf16, head dim "
+                 "32/64/128; emu, cuda) | cudnn (cuda only) | auto (cpu: flash; emu and cuda: "
+                 "flash-mma where it applies, else flash-simt, naive where neither suits the "
+                 "head dim)")
+      ->check(CLI::IsMember({"auto", "naive", "flash", "flash-simt", "flash-mma", "cudnn"}));
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");

@@ -324,7 +324,9 @@ AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
   model_->to(device_);
   if (init) model_->load_state_dict(init->state);
   const AttentionKernel attention = parse_attention_kernel(opt_.attention);
-  check_attention_kernel(attention, device_);
+  check_attention_kernel(resolve_attention_kernel(attention, device_, dtype_,
+                                                  config_.n_embd / config_.n_head),
+                         device_, dtype_, config_.n_embd / config_.n_head);
   model_->set_attention(attention);
   return attention;
 }
@@ -375,7 +377,7 @@ void Trainer::log_setup(AttentionKernel attention) const {
       dtype_ == DType::f32 ? "f32" : "bf16 mixed precision (f32 master weights)", opt_.batch,
       opt_.seq_len, opt_.batch * opt_.seq_len,
       attention_kernel_name(
-          resolve_attention_kernel(attention, device_, config_.n_embd / config_.n_head)));
+          resolve_attention_kernel(attention, device_, dtype_, config_.n_embd / config_.n_head)));
 }
 
 StepResult Trainer::train_step() {

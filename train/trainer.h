@@ -83,8 +83,10 @@ struct TrainOptions {
   double temperature = 1.0;  // 0 = the most likely token every time
   int64_t top_k = 0;         // 0 = all tokens
   int threads = 0;           // 0 = all cores
-  // The kernel behind causal attention: auto (flash; on emu and cuda naive where the head dim does
-  // not suit it) | naive | flash | cudnn (autograd/ops.h: AttentionKernel).
+  // The kernel behind causal attention: auto (cpu: flash; emu and cuda: flash-mma for bf16 with
+  // head dim 32, 64 or 128, else flash-simt, naive where the head dim suits neither) | naive |
+  // flash (the device's best hand-written one) | flash-simt | flash-mma | cudnn (autograd/ops.h:
+  // AttentionKernel).
   std::string attention = "auto";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/

@@ -57,6 +57,8 @@ const Backend cpu_backend{
     .attention_backward = cpu::attention_backward,
     .flash_attention_forward = cpu::flash_attention_forward,
     .flash_attention_backward = cpu::flash_attention_backward,
+    .flash_attention_forward_mma = nullptr,  // emu and cuda only
+    .flash_attention_backward_mma = nullptr,
     .cudnn_attention_forward = nullptr,  // cuda only
     .cudnn_attention_backward = nullptr,
     .embedding_forward = cpu::embedding_forward,

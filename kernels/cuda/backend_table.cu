@@ -50,6 +50,8 @@ Backend cuda_kernel_table(const char* name) {
       .attention_backward = k::attention_backward,
       .flash_attention_forward = k::flash_attention_forward,
       .flash_attention_backward = k::flash_attention_backward,
+      .flash_attention_forward_mma = k::flash_attention_forward_mma,
+      .flash_attention_backward_mma = k::flash_attention_backward_mma,
   // cuDNN's fused attention (kernels/cuda/cudnn_attention.cu): in the nvcc build where cuDNN 9
   // was found; never on emu.
 #if !defined(GLASS_EMU) && defined(GLASS_HAS_CUDNN)

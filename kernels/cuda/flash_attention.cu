@@ -31,7 +31,17 @@
 // c owns columns c and c + kLanes) and its head dims (lane c owns d = c, c + kLanes, ...); row max
 // and sum are butterfly shuffles over those lanes. Shared memory stays within the 48 KB a block
 // gets without opting in, for every head dim up to kFlashMaxHeadDim (largest: backward kernel 2 at
-// D = 128, 35 KB; forward 34 KB).
+// D = 128, 35 KB; forward 35 KB).
+//
+// Bank conflicts: the [rows][D] f32 tiles have a row pitch of D + 1 floats (tile_pitch). A score
+// dot product has the 8 lanes of a row read 8 different key rows (forward, query kernel) or query
+// rows (key kernel) at the same head dim d: word c * pitch + d, bank (c * pitch + d) mod 32. With
+// pitch D (a multiple of 8, and of 32 for the usual head dims) all 8 words sit in one bank: 8-way
+// conflict, the dot products run at 1/8 of shared memory's rate. With pitch D + 1 the bank is
+// (c * (D + 1) + d) mod 32 = (c * D + c + d) mod 32, for D a multiple of 32 just c + d: 8
+// different banks (for D = 8 mod 32 and the like, c * (D + 1) mod 32 still differs for c = 0..7,
+// D + 1 being odd). The P V and dS K loops read consecutive d from one row: consecutive banks
+// with any pitch.
 //
 // Element types E: f32, and bf16 for mixed precision (qkv, out, dout, dqkv bf16; lse and the D
 // scratch f32). Tiles, shared memory and every sum are f32 whatever E is: a bf16 element is
@@ -61,14 +71,18 @@ constexpr int kForwardThreads = kForwardRows * kLanes;  // a forward block
 constexpr int kPerLane = kFlashMaxHeadDim / kLanes;     // head dims one lane owns, at most
 constexpr int kPad = kTile + 1;  // row pitch of the S/P/dS tiles (no bank clash)
 
-// Rows row0..row0+rows-1 of one head (row stride `pitch` elements), as an f32 tile [rows][D];
-// rows at or past T read as 0. Consecutive threads read consecutive head dims (coalesced).
+// Row pitch, in floats, of the [rows][D] tiles: D + 1 (header: the bank arithmetic).
+__host__ __device__ constexpr int tile_pitch(int D) { return D + 1; }
+
+// Rows row0..row0+rows-1 of one head (row stride `pitch` elements), as an f32 tile [rows][D]
+// of row pitch tile_pitch(D); rows at or past T read as 0. Consecutive threads read consecutive
+// head dims (coalesced).
 template <class E>
 __device__ void load_tile(float* tile, const E* head, int64_t pitch, int64_t row0, int64_t T, int D,
                           int rows = kTile) {
   for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
     const int r = idx / D, d = idx % D;
-    tile[idx] = row0 + r < T ? to_compute(head[(row0 + r) * pitch + d]) : 0.0f;
+    tile[r * tile_pitch(D) + d] = row0 + r < T ? to_compute(head[(row0 + r) * pitch + d]) : 0.0f;
   }
 }
 
@@ -95,9 +109,9 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
                                                int64_t C, int64_t H, int D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Qs = shared;
-  float* Ks = Qs + kForwardRows * D;
-  float* Vs = Ks + kTile * D;
-  float* Ps = Vs + kTile * D;
+  float* Ks = Qs + kForwardRows * tile_pitch(D);
+  float* Vs = Ks + kTile * tile_pitch(D);
+  float* Ps = Vs + kTile * tile_pitch(D);
   const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kForwardRows;
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
@@ -122,7 +136,7 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
     for (int half = 0; half < 2; ++half) {
       const int c = lane + half * kLanes;
       const int64_t j = k0 + c;
-      s[half] = j <= i && j < T ? head_dot(Qs + r * D, Ks + c * D, D) * scale : -INFINITY;
+      s[half] = j <= i && j < T ? head_dot(Qs + r * tile_pitch(D), Ks + c * tile_pitch(D), D) * scale : -INFINITY;
     }
     // 4. online softmax: the new running max (finite: key 0 of the first tile is never masked),
     //    the tile's exp(S - m_new), and the factor exp(m_old - m_new) that rescales what came
@@ -140,7 +154,7 @@ __global__ void flash_attention_forward_kernel(const E* qkv, E* out, float* lse,
       const int d = lane + n * kLanes;
       if (d >= D) break;
       float pv = 0;
-      for (int c = 0; c < kTile; ++c) pv += Ps[r * kPad + c] * Vs[c * D + d];
+      for (int c = 0; c < kTile; ++c) pv += Ps[r * kPad + c] * Vs[c * tile_pitch(D) + d];
       acc[n] = acc[n] * rescale + pv;
     }
   }
@@ -161,10 +175,10 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
                                                       float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Qs = shared;
-  float* dOs = Qs + kTile * D;
-  float* Ks = dOs + kTile * D;
-  float* Vs = Ks + kTile * D;
-  float* dSs = Vs + kTile * D;
+  float* dOs = Qs + kTile * tile_pitch(D);
+  float* Ks = dOs + kTile * tile_pitch(D);
+  float* Vs = Ks + kTile * tile_pitch(D);
+  float* dSs = Vs + kTile * tile_pitch(D);
   const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
@@ -181,7 +195,7 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
   float part = 0;
   if (row_valid) {
     const E* o = out + (b * T + i) * C + h * D;
-    for (int d = lane; d < D; d += kLanes) part += dOs[r * D + d] * to_compute(o[d]);
+    for (int d = lane; d < D; d += kLanes) part += dOs[r * tile_pitch(D) + d] * to_compute(o[d]);
   }
   const float delta_i = row_reduce(part, Sum{});
   if (row_valid && lane == 0) delta[slice * T + i] = delta_i;
@@ -200,8 +214,8 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
       const int64_t j = k0 + c;
       float ds = 0;
       if (row_valid && j <= i) {
-        const float p = expf(head_dot(Qs + r * D, Ks + c * D, D) * scale - lse_i);
-        ds = p * (head_dot(dOs + r * D, Vs + c * D, D) - delta_i);
+        const float p = expf(head_dot(Qs + r * tile_pitch(D), Ks + c * tile_pitch(D), D) * scale - lse_i);
+        ds = p * (head_dot(dOs + r * tile_pitch(D), Vs + c * tile_pitch(D), D) - delta_i);
       }
       dSs[r * kPad + c] = ds;
     }
@@ -211,7 +225,7 @@ __global__ void flash_attention_backward_query_kernel(const E* qkv, const E* out
       const int d = lane + n * kLanes;
       if (d >= D) break;
       float sum = 0;
-      for (int c = 0; c < kTile; ++c) sum += dSs[r * kPad + c] * Ks[c * D + d];
+      for (int c = 0; c < kTile; ++c) sum += dSs[r * kPad + c] * Ks[c * tile_pitch(D) + d];
       acc[n] += sum;
     }
   }
@@ -231,10 +245,10 @@ __global__ void flash_attention_backward_key_kernel(const E* qkv, const float* l
                                                     int64_t C, int64_t H, int D, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* Ks = shared;
-  float* Vs = Ks + kTile * D;
-  float* Qs = Vs + kTile * D;
-  float* dOs = Qs + kTile * D;
-  float* Ps = dOs + kTile * D;
+  float* Vs = Ks + kTile * tile_pitch(D);
+  float* Qs = Vs + kTile * tile_pitch(D);
+  float* dOs = Qs + kTile * tile_pitch(D);
+  float* Ps = dOs + kTile * tile_pitch(D);
   float* dSs = Ps + kTile * kPad;
   float* lse_s = dSs + kTile * kPad;
   float* delta_s = lse_s + kTile;
@@ -268,32 +282,39 @@ __global__ void flash_attention_backward_key_kernel(const E* qkv, const float* l
       const int64_t i = q0 + r;
       float p = 0, ds = 0;
       if (i < T && j <= i) {
-        p = expf(head_dot(Qs + r * D, Ks + c * D, D) * scale - lse_s[r]);
-        ds = p * (head_dot(dOs + r * D, Vs + c * D, D) - delta_s[r]);
+        p = expf(head_dot(Qs + r * tile_pitch(D), Ks + c * tile_pitch(D), D) * scale - lse_s[r]);
+        ds = p * (head_dot(dOs + r * tile_pitch(D), Vs + c * tile_pitch(D), D) - delta_s[r]);
       }
       Ps[r * kPad + c] = p;
       dSs[r * kPad + c] = ds;
     }
     __syncwarp();  // the key's column of P and dS is written and read by the key's own lanes
-    // 4. dV_j += sum_i P_ij dO_i;  dK_j += sum_i dS_ij Q_i, over the tile's queries
-    for (int n = 0; n < kPerLane; ++n) {
-      const int d = lane + n * kLanes;
-      if (d >= D) break;
-      float pv = 0, sq = 0;
-      for (int r = 0; r < kTile; ++r) {
-        pv += Ps[r * kPad + c] * dOs[r * D + d];
-        sq += dSs[r * kPad + c] * Qs[r * D + d];
+    // 4. dV_j += sum_i P_ij dO_i;  dK_j += sum_i dS_ij Q_i, over the tile's queries in order. The
+    //    inner loop over this lane's head dims runs its full compile-time count with the dims past
+    //    D skipped inside (no `break` on the run-time D): ptxas unrolls it and keeps dk and dv in
+    //    registers (indexed at run time they would live in local memory).
+    for (int r = 0; r < kTile; ++r) {
+      const float p = Ps[r * kPad + c], ds = dSs[r * kPad + c];
+      const float* dO_r = dOs + r * tile_pitch(D);
+      const float* Q_r = Qs + r * tile_pitch(D);
+      for (int n = 0; n < kPerLane; ++n) {
+        const int d = lane + n * kLanes;
+        if (d < D) {
+          dv[n] += p * dO_r[d];
+          dk[n] += ds * Q_r[d];
+        }
       }
-      dv[n] += pv;
-      dk[n] += sq;
     }
   }
   if (j >= T) return;
   // 5. dK_j = dk * scale and dV_j = dv, written once into the k and v columns of dqkv
   E* dkv = dqkv + (b * T + j) * 3 * C + h * D;
-  for (int n = 0; n < kPerLane && lane + n * kLanes < D; ++n) {
-    dkv[C + lane + n * kLanes] = from_compute<E>(dk[n] * scale);
-    dkv[2 * C + lane + n * kLanes] = from_compute<E>(dv[n]);
+  for (int n = 0; n < kPerLane; ++n) {
+    const int d = lane + n * kLanes;
+    if (d < D) {
+      dkv[C + d] = from_compute<E>(dk[n] * scale);
+      dkv[2 * C + d] = from_compute<E>(dv[n]);
+    }
   }
 }
 
@@ -321,11 +342,11 @@ struct FlashGeometry : FlashAttentionShape {
   // shared memory of `tiles` [kTile][D] tiles, `blocks` [kTile][kPad] ones and `rows` [kTile]
   // ones; in the forward the Q tile and P block have kForwardRows rows
   size_t shared_bytes(int tiles, int blocks, int rows) const {
-    return static_cast<size_t>(tiles * kTile * D + blocks * kTile * kPad + rows * kTile) *
+    return static_cast<size_t>(tiles * kTile * tile_pitch(D) + blocks * kTile * kPad + rows * kTile) *
            sizeof(float);
   }
   size_t forward_shared_bytes() const {
-    return static_cast<size_t>(kForwardRows * D + 2 * kTile * D + kForwardRows * kPad) *
+    return static_cast<size_t>((kForwardRows + 2 * kTile) * tile_pitch(D) + kForwardRows * kPad) *
            sizeof(float);
   }
   // the causal entries (i, j <= i) of all slices: what the math needs
