@@ -15,6 +15,7 @@
 #include "engine/emu/runtime/runtime.h"
 #include "engine/emu/runtime/streams.h"
 #include "engine/emu/shared_memory_limits.h"
+#include "engine/emu/static_shared.h"
 
 struct CUevent_st {
   int device = 0;
@@ -640,6 +641,29 @@ cudaError_t cudaFuncSetAttribute(const void* function, cudaFuncAttribute attr, i
   auto it = kernels.find(function);
   const char* name = it == kernels.end() || it->second.name == nullptr ? "?" : it->second.name;
   glass::emu::set_max_dynamic_shared_bytes(function, name, size_t(value));  // checked above
+  return cudaSuccess;
+}
+
+// What the emulator knows of a kernel: its static __shared__ bytes as its launches so far have
+// measured them (0 before its first launch: the emulator learns them by running it, and checks
+// static + dynamic against the limits at every launch anyway), the dynamic shared memory it may
+// use, and the block limit. Registers and local memory are ptxas's business (the nvcc build's
+// kernel_resources.json), 0 here.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* function) {
+  if (attributes == nullptr) return result(cudaErrorInvalidValue);
+  if (function == nullptr) return result(cudaErrorInvalidDeviceFunction);
+  std::lock_guard lock(state_mutex());
+  auto it = kernels.find(function);
+  const char* name = it == kernels.end() || it->second.name == nullptr ? "?" : it->second.name;
+  size_t static_bytes = 0;
+  if (const auto known = glass::emu::detail::known_static_shared(function, name))
+    for (size_t i : *known) static_bytes += glass::emu::detail::static_shared_variables()[i].bytes;
+  *attributes = cudaFuncAttributes{};
+  attributes->sharedSizeBytes = static_bytes;
+  attributes->maxDynamicSharedSizeBytes =
+      static_cast<int>(glass::emu::max_dynamic_shared_bytes(function));
+  attributes->maxThreadsPerBlock = 1024;
+  attributes->binaryVersion = attributes->ptxVersion = 90;
   return cudaSuccess;
 }
 

@@ -43,6 +43,7 @@
 #define cudaEventElapsedTime glass_emu_cudaEventElapsedTime
 #define cudaLaunchKernel glass_emu_cudaLaunchKernel
 #define cudaFuncSetAttribute glass_emu_cudaFuncSetAttribute
+#define cudaFuncGetAttributes glass_emu_cudaFuncGetAttributes
 #define cudaStreamBeginCapture glass_emu_cudaStreamBeginCapture
 #define cudaStreamEndCapture glass_emu_cudaStreamEndCapture
 #define cudaStreamIsCapturing glass_emu_cudaStreamIsCapturing
