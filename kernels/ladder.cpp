@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kVariable = "GLASS_KERNEL_VARIANT";
 
-const Rung kSoftmaxRungs[kRungs] = {
+const Rung kSoftmaxRungs[] = {
     {0, "naive", "softmax_forward_naive",
      "one thread per row: a warp reads 32 rows at once, cols floats apart (uncoalesced)", false},
     {1, "coalesced", "softmax_forward_coalesced",
@@ -29,7 +29,7 @@ const Rung kSoftmaxRungs[kRungs] = {
      false},
 };
 
-const Rung kLayerNormRungs[kRungs] = {
+const Rung kLayerNormRungs[] = {
     {0, "naive", "layernorm_forward_naive",
      "one thread per row: a warp reads 32 rows at once, C floats apart (uncoalesced)", false},
     {1, "coalesced", "layernorm_forward_coalesced",
@@ -43,7 +43,7 @@ const Rung kLayerNormRungs[kRungs] = {
      false},
 };
 
-const Rung kMatmulRungs[kRungs] = {
+const Rung kMatmulRungs[] = {
     {0, "naive", "matmul_naive",
      "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false},
     {1, "smem", "matmul_smem_tiled",
@@ -53,7 +53,7 @@ const Rung kMatmulRungs[kRungs] = {
     {3, "cublas", "cublasSgemmStridedBatched", "production (gemm.cu): cuBLAS SGEMM", true},
 };
 
-const Rung kAttentionRungs[kRungs] = {
+const Rung kAttentionRungs[] = {
     {0, "naive", "attention_scores_naive",
      "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false},
     {1, "row-fused", "attention_row_fused",
@@ -65,6 +65,10 @@ const Rung kAttentionRungs[kRungs] = {
     {3, "flash", "flash_attention_forward",
      "production (flash_attention.cu): 8 threads per row share its scores and dims (shuffles)",
      true},
+    {4, "mma", "flash_attention_forward_mma",
+     "FlashAttention-2 on the Tensor Cores (flash_attention_mma.cu, bf16): S and P V by mma.sync, "
+     "softmax on the accumulators in registers",
+     false, DType::bf16, ComputeUnit::tensor_core_bf16},
 };
 
 // "0 naive, 1 coalesced, 2 shuffle (production), 3 float4"
@@ -94,7 +98,7 @@ int find_rung(Op op, std::string_view text) {
   int index = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
   if (ec == std::errc() && end == text.data() + text.size())
-    return index >= 0 && index < kRungs ? index : -1;
+    return index >= 0 && index < static_cast<int>(rungs(op).size()) ? index : -1;
   for (const Rung& r : rungs(op))
     if (text == r.name) return r.index;
   return -1;
@@ -157,8 +161,8 @@ std::span<const Rung> rungs(Op op) {
 }
 
 const Rung& rung(Op op, int index) {
-  GLASS_CHECK(index >= 0 && index < kRungs, "kernel ladder: {} has no rung {} (rungs: {})",
-              op_name(op), index, rung_list(op));
+  GLASS_CHECK(index >= 0 && index < static_cast<int>(rungs(op).size()),
+              "kernel ladder: {} has no rung {} (rungs: {})", op_name(op), index, rung_list(op));
   return rungs(op)[index];
 }
 

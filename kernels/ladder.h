@@ -19,13 +19,16 @@
 #include <string>
 #include <string_view>
 
+#include "engine/launch.h"
 #include "kernels/backend.h"
 
 namespace glass::kernels::ladder {
 
 enum class Op : uint8_t { softmax, layernorm, matmul, attention };
 inline constexpr std::array<Op, 4> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention};
-inline constexpr int kRungs = 4;  // every ladder has four rungs, 0 (naive) to 3
+// Rungs 0 (naive) up: four for softmax, LayerNorm and matmul, five for attention (its rung 4 is
+// FlashAttention-2 on the Tensor Cores, bf16). The tables below have room for the longest ladder.
+inline constexpr int kMaxRungs = 5;
 
 const char* op_name(Op op);
 Op parse_op(std::string_view name);  // throws listing the ops
@@ -36,9 +39,13 @@ struct Rung {
   const char* kernel;       // the LaunchInfo kernel name of its launch
   const char* description;  // one line: what changed and why it should be faster
   bool production;          // the kernel the backend runs by default
+  // The dtype of the tensors it takes (the ladder's timing gives it inputs of that dtype) and the
+  // unit that does its FLOPs (whose peak is its roofline's compute roof).
+  DType dtype = DType::f32;
+  ComputeUnit unit = ComputeUnit::cuda_core;
 };
 
-std::span<const Rung> rungs(Op op);
+std::span<const Rung> rungs(Op op);  // rung i at index i
 const Rung& rung(Op op, int index);  // throws naming the op and listing its rungs
 int production_rung(Op op);
 
@@ -85,15 +92,16 @@ void selected_gemm(const GemmArgs& args);
 void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                 int64_t n_head, double scale);
 
-// One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_emu.cpp for emu).
+// One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_table.cu), null
+// past the op's last rung.
 struct LadderTable {
-  std::array<void (*)(const Tensor&, const Tensor&), kRungs> softmax_forward;
+  std::array<void (*)(const Tensor&, const Tensor&), kMaxRungs> softmax_forward;
   std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       const Tensor&, double),
-             kRungs>
+             kMaxRungs>
       layernorm_forward;
-  std::array<void (*)(const GemmArgs&), kRungs> gemm;
-  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double), kRungs>
+  std::array<void (*)(const GemmArgs&), kMaxRungs> gemm;
+  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double), kMaxRungs>
       attention_forward;
 };
 const LadderTable& ladder_table(Device d);  // throws for a device without ladders (cpu)

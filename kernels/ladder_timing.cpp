@@ -62,11 +62,18 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
       return [=](int rung) { run_matmul(rung, a, b, c); };
     }
     case Op::attention: {
+      // the bf16 rung (Tensor Cores) gets the same numbers rounded to bf16, and a bf16 output
       const int64_t B = shape[0], H = shape[1], T = shape[2], D = shape[3];
       const Tensor qkv = random({B, T, 3 * H * D}, gen, device), out = empty({B, T, H * D});
+      const Tensor qkv_bf16 = Tensor::empty(qkv.shape(), DType::bf16, device);
+      backend(device).cast(qkv, qkv_bf16);
+      const Tensor out_bf16 = Tensor::empty(out.shape(), DType::bf16, device);
       const Tensor lse = empty({B, H, T});
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-      return [=](int rung) { run_attention_forward(rung, qkv, out, lse, H, scale); };
+      return [=](int index) {
+        const bool bf16 = rung(Op::attention, index).dtype == DType::bf16;
+        run_attention_forward(index, bf16 ? qkv_bf16 : qkv, bf16 ? out_bf16 : out, lse, H, scale);
+      };
     }
   }
   fail("time_ladder: unknown op {}", static_cast<int>(op));
@@ -140,15 +147,17 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
 
 std::string ladder_table(std::span<const LadderRow> rows) {
   std::string out = fmt::format(
-      "{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
-      "kernel", "median us", "min us", "bytes", "GB/s", "GFLOP/s", "alloc MiB");
+      "{:<10} {:>4}  {:<10} {:<28} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}  {}\n", "op",
+      "rung", "name", "kernel", "median us", "min us", "FLOPs", "bytes", "GB/s", "GFLOP/s",
+      "alloc MiB", "unit");
   for (const LadderRow& r : rows)
     out += fmt::format(
-        "{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
-        "{:>11.3f}\n",
+        "{:<10} {:>3}{:1}  {:<10} {:<28} {:>12.1f} {:>12.1f} {:>12.4g} {:>12.4g} {:>9.3f} {:>9.3f} "
+        "{:>11.3f}  {} {}\n",
         op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name, r.rung->kernel,
-        r.median_us, r.min_us, r.bytes, r.gb_per_s(), r.gflop_per_s(),
-        r.allocated_bytes / (1024.0 * 1024.0));
+        r.median_us, r.min_us, r.flops, r.bytes, r.gb_per_s(), r.gflop_per_s(),
+        r.allocated_bytes / (1024.0 * 1024.0), compute_unit_name(r.rung->unit),
+        dtype_name(r.rung->dtype));
   return out;
 }
 

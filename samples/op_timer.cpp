@@ -26,7 +26,9 @@ struct OperationDef {
   std::vector<int64_t> default_shape;
   // The leaves' shapes for a --shape; forward on the leaves.
   std::function<std::vector<std::pair<std::string, Shape>>(const std::vector<int64_t>&)> leaves;
-  std::function<Tensor(const std::vector<Tensor>&)> forward;
+  // forward on the leaves, given --shape's sizes and the attention kernel (attention only)
+  std::function<Tensor(const std::vector<Tensor>&, const std::vector<int64_t>&, AttentionKernel)>
+      forward;
 };
 
 const std::vector<OperationDef>& definitions() {
@@ -38,14 +40,18 @@ const std::vector<OperationDef>& definitions() {
          return std::vector<std::pair<std::string, Shape>>{{"a", {s[0], s[1]}},
                                                            {"b", {s[1], s[2]}}};
        },
-       [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); }},
+       [](const std::vector<Tensor>& x, const std::vector<int64_t>&, AttentionKernel) {
+         return matmul(x[0], x[1]);
+       }},
       {"softmax",
        "R,C: softmax over the last dim of x [R,C]",
        {256, 1000},
        [](const std::vector<int64_t>& s) {
          return std::vector<std::pair<std::string, Shape>>{{"x", {s[0], s[1]}}};
        },
-       [](const std::vector<Tensor>& x) { return softmax(x[0]); }},
+       [](const std::vector<Tensor>& x, const std::vector<int64_t>&, AttentionKernel) {
+         return softmax(x[0]);
+       }},
       {"mlp",
        "T,C: GPT MLP on x [T,C]: Linear(C,4C) -> GELU -> Linear(4C,C)",
        {128, 96},
@@ -57,8 +63,17 @@ const std::vector<OperationDef>& definitions() {
                                                            {"c_proj.weight", {C, 4 * C}},
                                                            {"c_proj.bias", {C}}};
        },
-       [](const std::vector<Tensor>& x) {
+       [](const std::vector<Tensor>& x, const std::vector<int64_t>&, AttentionKernel) {
          return linear(gelu(linear(x[0], x[1], x[2])), x[3], x[4]);
+       }},
+      {"attention",
+       "B,H,T,D: causal self-attention on the fused qkv [B,T,3HD] (the kernel: --attention)",
+       {4, 12, 256, 64},
+       [](const std::vector<int64_t>& s) {
+         return std::vector<std::pair<std::string, Shape>>{{"qkv", {s[0], s[2], 3 * s[1] * s[3]}}};
+       },
+       [](const std::vector<Tensor>& x, const std::vector<int64_t>& s, AttentionKernel kernel) {
+         return causal_attention(x[0], s[1], kernel);
        }},
   };
   return defs;
@@ -80,6 +95,10 @@ OpInstance instantiate(const OpCase& op) {
   GLASS_CHECK(op.dtype == DType::f32 || op.device.kind != DeviceKind::cpu,
               "--dtype {}: device cpu has no {} kernels (only f32); use --device emu or cuda",
               dtype_name(op.dtype), dtype_name(op.dtype));
+  const AttentionKernel attention = parse_attention_kernel(op.attention);
+  if (op.operation == "attention")  // one line for a kernel that cannot run here
+    check_attention_kernel(resolve_attention_kernel(attention, op.device, op.dtype, shape[3]),
+                           op.device, op.dtype, shape[3]);
   Generator gen(1234);
   OpInstance inst;
   for (const auto& [name, s] : def.leaves(shape)) {
@@ -87,7 +106,9 @@ OpInstance instantiate(const OpCase& op) {
     t.set_requires_grad(true);
     inst.leaves.emplace_back(name, t);
   }
-  inst.forward = def.forward;
+  inst.forward = [forward = def.forward, shape, attention](const std::vector<Tensor>& x) {
+    return forward(x, shape, attention);
+  };
   std::vector<Tensor> probe;
   for (const auto& l : inst.leaves) probe.push_back(l.second);
   Shape out_shape;
@@ -235,6 +256,8 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
           {"device_name", device_name(row.op.device)},
           {"engine_version", engine_version},
           {"operation", row.op.operation},
+          // the attention kernel asked for (the kernels that ran are the kernel rows)
+          {"attention", row.op.operation == "attention" ? row.op.attention : ""},
           {"dtype", dtype_name(row.op.dtype)},
           {"peak_dtype", dtype_name(row.kernels.dtype)},  // whose FLOP/s peak judges the kernels
           {"shapes", shapes},

@@ -19,9 +19,10 @@ namespace glass::samples {
 
 struct OpCase {
   Device device = kCPU;
-  std::string operation = "matmul";  // matmul | softmax | mlp
+  std::string operation = "matmul";  // matmul | softmax | mlp | attention
   std::vector<int64_t> shape;        // empty: the operation's default (see operation_shape_help)
   DType dtype = DType::f32;
+  std::string attention = "auto";  // attention's kernel (autograd/ops.h: AttentionKernel's names)
 };
 
 struct TimingPlan {

@@ -25,6 +25,7 @@ namespace {
 
 struct Flags {
   std::string device = "cpu", operation = "matmul", shape, dtype = "f32", output, trace, variant;
+  std::string attention = "auto";
   glass::samples::TimingPlan plan;
   int threads = 0;
 };
@@ -52,7 +53,7 @@ std::string shape_help() {
     parts.push_back(o + " " + glass::samples::operation_shape_help(o));
   namespace ladder = glass::kernels::ladder;
   std::vector<std::string> variant_only;
-  for (const ladder::Op op : {ladder::Op::layernorm, ladder::Op::attention})
+  for (const ladder::Op op : {ladder::Op::layernorm})
     variant_only.push_back(fmt::format("{} {}", ladder::op_name(op), ladder::shape_names(op)));
   return fmt::format("{}; with --variant also {}", fmt::join(parts, "; "),
                      fmt::join(variant_only, "; "));
@@ -69,7 +70,7 @@ void run(const Flags& f) {
     return;
   }
   const glass::samples::OpCase op{glass::Device::parse(f.device), f.operation, parse_shape(f.shape),
-                                  glass::samples::parse_dtype_flag(f.dtype)};
+                                  glass::samples::parse_dtype_flag(f.dtype), f.attention};
   glass::TraceRecorder recorder;
   const glass::samples::OpRow row = glass::samples::time_op(op, f.plan, recorder);
   const nlohmann::json j = glass::samples::row_json(row, GLASS_VERSION);
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--device", f.device, "cpu | emu | cuda");
   app.add_option("--operation", f.operation,
-                 "matmul | softmax | mlp (with --variant: layernorm, attention)");
+                 "matmul | softmax | mlp | attention (with --variant: layernorm, and attention's "
+                 "ladder)");
   app.add_option("--variant", f.variant,
                  "N, a rung's name (e.g. smem) or all: time the operation's kernel ladder rung by "
                  "rung (emu, cuda)");
@@ -96,6 +98,9 @@ int main(int argc, char** argv) {
                  "sizes, comma-separated (default: the operation's): " + shape_help());
   app.add_option("--dtype", f.dtype,
                  "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak)");
+  app.add_option("--attention", f.attention,
+                 "the attention operation's kernel: auto | naive | flash | flash-simt | flash-mma "
+                 "| cudnn");
   app.add_option("--output", f.output, "write the measurements here (JSON)")->required();
   app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");

@@ -21,6 +21,10 @@
 #                  D=64): profile_op's attention table, and train_gpt with each
 #                  --attention (f32, and flash in bf16): step-1 loss (forward) and
 #                  gradient norm (backward) agree, tokens/s
+#   attention-mma  FlashAttention-2 on the Tensor Cores vs flash-simt vs cudnn:     240 s
+#                  test_cuda_kernels' GPU-only agreement at T = 1k/4k/16k, D = 64/128;
+#                  forward + backward time of each (profile_op, bf16) at those
+#                  shapes; GPT-2 124M bf16 tokens/s with each --attention
 #   gpt2           --model gpt2 (124M, bf16, B=8, T=1024) eager and --cuda-graph:   150 s
 #                  tokens/s, MFU, host syncs, peak memory
 #   cuda-tests     the cuda cases of test_engine, test_train, test_cuda_kernels     120 s
@@ -354,7 +358,58 @@ PY
 }
 stage attention 45 120 attention_stage
 
-# 7. GPT-2 124M in bf16 (the default on cuda), eager and replayed as a CUDA graph.
+# 7. FlashAttention-2 on the Tensor Cores (flash-mma, the default for bf16) against the CUDA-core
+#    kernel (flash-simt) and cuDNN: (a) agreement, from test_cuda_kernels' GPU-only case (out and
+#    dqkv of flash-mma and cudnn within bf16 tolerance of flash-simt's at T = 1k, 4k, 16k and
+#    D = 64, 128); (b) forward + backward time of each kernel at those shapes (profile_op's
+#    attention operation, bf16; B x T = 8k tokens, H x D = 768); (c) GPT-2 124M bf16 tokens/s
+#    with each --attention.
+attention_mma_stage() {
+  local ok=0 t d a b h ms line parts=()
+  (cd "$build" && OMP_NUM_THREADS=2 tests/test_cuda_kernels --gtest_filter='FlashAttentionMma.*' \
+    --gtest_brief=1) >"$build/attention_mma_tests.log" 2>&1 || ok=1
+  parts+=("tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$build/attention_mma_tests.log" | tr '\n' ' ')")
+  for t in 1024 4096 16384; do
+    for d in 64 128; do
+      b=$((8192 / t)); ((b < 1)) && b=1
+      h=$((768 / d))
+      line="B=$b H=$h T=$t D=$d fwd+bwd:"
+      for a in flash-simt flash-mma cudnn; do
+        if timeout 60 "$build/samples/profile_op" --device cuda --dtype bf16 --operation attention \
+          --attention "$a" --shape "$b,$h,$t,$d" --warmup 2 --repeats 5 \
+          --output "$build/attn_mma_${a}_${t}_${d}.json" >"$build/attn_mma_${a}_${t}_${d}.out" 2>&1; then
+          ms=$(python3 -c 'import json, sys; print(f"{json.load(open(sys.argv[1]))[\"median_ms\"]:.2f}")' \
+            "$build/attn_mma_${a}_${t}_${d}.json")
+          line+=" $a $ms ms"
+        else
+          line+=" $a FAILED ($(tail -1 "$build/attn_mma_${a}_${t}_${d}.out"))"
+          ok=1
+        fi
+      done
+      echo "$line"
+      parts+=("$line")
+    done
+  done
+  for a in flash-simt flash-mma cudnn; do
+    rm -f "$build/gpt2_attn_$a.jsonl"
+    if timeout 60 "$build/samples/train_gpt" --model gpt2 --data "$gpt2_data" --device cuda --batch 8 \
+      --steps 12 --eval-every 0 --eval-batches 1 --sample 0 --quiet --attention "$a" \
+      --metrics "$build/gpt2_attn_$a.jsonl" >"$build/gpt2_attn_$a.out" 2>&1; then
+      read -r tps mfu syncs loss n mem <<<"$(summary "$build/gpt2_attn_$a.jsonl")"
+      line="GPT-2 124M bf16 --attention $a: $tps tok/s, MFU $mfu%, loss $loss after $n steps"
+    else
+      line="GPT-2 124M bf16 --attention $a: FAILED ($(tail -1 "$build/gpt2_attn_$a.out"))"
+      ok=1
+    fi
+    echo "$line"
+    parts+=("$line")
+  done
+  echo "result: $(IFS=';'; echo "${parts[*]}")"
+  return $ok
+}
+stage attention-mma 60 240 attention_mma_stage
+
+# 8. GPT-2 124M in bf16 (the default on cuda), eager and replayed as a CUDA graph.
 gpt2_stage() {
   local mode ok=0 parts=()
   for mode in eager graph; do
@@ -372,7 +427,7 @@ gpt2_stage() {
 }
 stage gpt2 60 150 gpt2_stage
 
-# 8. The cuda cases of the other suites: devices, streams, host syncs, CUDA graphs, cuDNN's graphs.
+# 9. The cuda cases of the other suites: devices, streams, host syncs, CUDA graphs, cuDNN's graphs.
 cuda_tests_stage() {
   local status=0 suite
   for suite in test_engine test_train test_cuda_kernels test_samples; do
@@ -384,7 +439,7 @@ cuda_tests_stage() {
 }
 stage cuda-tests 30 120 cuda_tests_stage
 
-# 9. compute-sanitizer's memcheck over two steps of a small model, f32 and bf16 (bad addresses,
+# 10. compute-sanitizer's memcheck over two steps of a small model, f32 and bf16 (bad addresses,
 #    misaligned accesses, out-of-bounds shared memory, CUDA API errors).
 sanitizer_stage() {
   local sanitizer dtype ok=0 parts=()
@@ -402,7 +457,7 @@ sanitizer_stage() {
 }
 stage sanitizer 30 90 sanitizer_stage
 
-# 10. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
+# 11. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
 ladders_stage() {
   local op ok=0
   for op in softmax:4096,1024 layernorm:4096,1024 matmul:2048,2048,2048; do
@@ -414,7 +469,7 @@ ladders_stage() {
 }
 stage ladders 30 90 ladders_stage
 
-# 11. NCCL: a world of one on the GPU (and, with a build here, the 2-rank checks of the emulator).
+# 12. NCCL: a world of one on the GPU (and, with a build here, the 2-rank checks of the emulator).
 nccl_stage() {
   if [[ -z "$prebuilt" ]]; then
     cmake --build "$build" -j "$jobs" --target test_comm_mpi >>"$build/build.log" 2>&1 ||
@@ -424,7 +479,7 @@ nccl_stage() {
 }
 stage nccl 30 150 nccl_stage
 
-# 12. Everything else, and the whole suite, each test under a time limit (a build here only).
+# 13. Everything else, and the whole suite, each test under a time limit (a build here only).
 ctest_stage() {
   cmake --build "$build" -j "$jobs" >>"$build/build.log" 2>&1 || { echo "result: build of the rest failed"; return 1; }
   (cd "$build" && ctest -j "$jobs" --timeout 300 --output-on-failure) >"$build/ctest.log" 2>&1

@@ -86,9 +86,9 @@ namespace tc = tensor_core;
 
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = 32 * kWarps;
-constexpr int kWarpRows = 16;                 // rows of one warp: mma's m
+constexpr int kWarpRows = 16;                  // rows of one warp: mma's m
 constexpr int kTileRows = kWarps * kWarpRows;  // query rows of a forward / query-kernel block,
-                                              // keys of a key-kernel block, keys of a key tile
+                                               // keys of a key-kernel block, keys of a key tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -125,8 +125,8 @@ __device__ void load_tile_async(bf16* tile, const bf16* head, int64_t stride, in
 // grow0 + r (stride elements apart; rows at or past T skipped), 16 bytes per lane per step, the
 // same chunk mapping as load_tile_async.
 template <int D>
-__device__ void store_rows(bf16* global, int64_t stride, int64_t grow0, int64_t T,
-                           const bf16* tile, int row0, int lane) {
+__device__ void store_rows(bf16* global, int64_t stride, int64_t grow0, int64_t T, const bf16* tile,
+                           int row0, int lane) {
   constexpr int kChunks = D / 8;
   for (int idx = lane; idx < kWarpRows * kChunks; idx += 32) {
     const int r = idx % 8 + 8 * (idx / (8 * kChunks)), c = (idx / 8) % kChunks;
@@ -235,8 +235,8 @@ __device__ float group_reduce(float value, Op op) {
 // buffers of K and V tiles [64][D + 8]; Q passes through buffer 1 first.
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
-    flash_attention_forward_mma_kernel(const bf16* qkv, bf16* out, float* lse, int64_t T,
-                                       int64_t C, int64_t H, float scale_log2) {
+    flash_attention_forward_mma_kernel(const bf16* qkv, bf16* out, float* lse, int64_t T, int64_t C,
+                                       int64_t H, float scale_log2) {
   constexpr int P = pitch<D>(), kTileElems = kTileRows * P, kN = kTileRows / 8;
   GLASS_DYNAMIC_SHARED(bf16, shared);
   // buffer i: K at shared + 2i tiles, V after it (pointer arithmetic rather than arrays of
@@ -331,9 +331,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
     flash_attention_backward_mma_query_kernel(const bf16* qkv, const bf16* out, const float* lse,
-                                              const bf16* dout, float* delta, bf16* dqkv,
-                                              int64_t T, int64_t C, int64_t H, float scale,
-                                              float scale_log2) {
+                                              const bf16* dout, float* delta, bf16* dqkv, int64_t T,
+                                              int64_t C, int64_t H, float scale, float scale_log2) {
   constexpr int P = pitch<D>(), kTileElems = kTileRows * P, kN = kTileRows / 8;
   GLASS_DYNAMIC_SHARED(bf16, shared);
   bf16* Qs = shared;
@@ -544,8 +543,8 @@ struct MmaGeometry : FlashAttentionShape {
   double stats_bytes() const { return static_cast<double>(slices() * T) * sizeof(float); }
   LaunchInfo info(const char* name, const Tensor& on, int rows, size_t shared, double flops,
                   double bytes) const {
-    LaunchInfo li = kernel_launch_info(name, on, grid(rows), dim3(kBlockThreads), shared, flops,
-                                       bytes);
+    LaunchInfo li =
+        kernel_launch_info(name, on, grid(rows), dim3(kBlockThreads), shared, flops, bytes);
     li.unit = ComputeUnit::tensor_core_bf16;
     return li;
   }
@@ -598,31 +597,31 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
   //    2D per row. Bytes: Q, dO, O read and dQ written once, K and V once per query tile that sees
   //    them, lse read and D written.
   const size_t query_shared = 6 * tile_bytes(kTileRows, g.D);
-  const LaunchInfo query_info = g.info(
-      "flash_attention_backward_mma_query", qkv, kTileRows, query_shared,
-      g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
-      g.head_bytes(4.0 * g.T + 2 * g.key_rows_loaded()) + 2 * g.stats_bytes());
+  const LaunchInfo query_info =
+      g.info("flash_attention_backward_mma_query", qkv, kTileRows, query_shared,
+             g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
+             g.head_bytes(4.0 * g.T + 2 * g.key_rows_loaded()) + 2 * g.stats_bytes());
   // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
   //    dK, dV written once; Q, dO, lse and D once per key tile that sees them.
-  const LaunchInfo key_info = g.info(
-      "flash_attention_backward_mma_key", qkv, kTileRows, 0, g.entries() * (8.0 * g.D + 4),
-      g.head_bytes(4.0 * g.T + 2 * g.query_rows_loaded()) +
-          2 * static_cast<double>(g.slices()) * g.query_rows_loaded() * sizeof(float));
+  const LaunchInfo key_info =
+      g.info("flash_attention_backward_mma_key", qkv, kTileRows, 0, g.entries() * (8.0 * g.D + 4),
+             g.head_bytes(4.0 * g.T + 2 * g.query_rows_loaded()) +
+                 2 * static_cast<double>(g.slices()) * g.query_rows_loaded() * sizeof(float));
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    allow_dynamic_shared_memory(flash_attention_backward_mma_query_kernel<D>, kernel,
-                                query_shared);
-    launch_cuda_kernel(query_info, flash_attention_backward_mma_query_kernel<D>,
-                       qkv.data<bf16>(), out.data<bf16>(), lse.data<float>(), dout.data<bf16>(),
-                       delta.data<float>(), dqkv.data<bf16>(), g.T, g.C, g.H, scale_f, scale_log2);
+    allow_dynamic_shared_memory(flash_attention_backward_mma_query_kernel<D>, kernel, query_shared);
+    launch_cuda_kernel(query_info, flash_attention_backward_mma_query_kernel<D>, qkv.data<bf16>(),
+                       out.data<bf16>(), lse.data<float>(), dout.data<bf16>(), delta.data<float>(),
+                       dqkv.data<bf16>(), g.T, g.C, g.H, scale_f, scale_log2);
     constexpr int kQ = key_kernel_queries<D>();
     LaunchInfo info = key_info;
-    info.shared_bytes = 2 * tile_bytes(kTileRows, D) + 4 * tile_bytes(kQ, D) + 4 * kQ * sizeof(float);
+    info.shared_bytes =
+        2 * tile_bytes(kTileRows, D) + 4 * tile_bytes(kQ, D) + 4 * kQ * sizeof(float);
     allow_dynamic_shared_memory(flash_attention_backward_mma_key_kernel<D>, kernel,
                                 info.shared_bytes);
     launch_cuda_kernel(info, flash_attention_backward_mma_key_kernel<D>, qkv.data<bf16>(),
-                       lse.data<float>(), dout.data<bf16>(), delta.data<float>(),
-                       dqkv.data<bf16>(), g.T, g.C, g.H, scale_f, scale_log2);
+                       lse.data<float>(), dout.data<bf16>(), delta.data<float>(), dqkv.data<bf16>(),
+                       g.T, g.C, g.H, scale_f, scale_log2);
   });
 }
 

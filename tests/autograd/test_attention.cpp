@@ -250,15 +250,40 @@ TEST(Attention, QkvLayoutIsOneNodeAndFlashCopiesNothing) {
 
 TEST(Attention, KernelNamesAndRefusals) {
   EXPECT_EQ(parse_attention_kernel("flash"), AttentionKernel::flash);
+  EXPECT_EQ(parse_attention_kernel("flash-simt"), AttentionKernel::flash_simt);
+  EXPECT_EQ(parse_attention_kernel("flash-mma"), AttentionKernel::flash_mma);
   EXPECT_TRUE(contains_all(error_of([] { parse_attention_kernel("fast"); }),
-                           {"'fast'", "naive, flash, cudnn"}));
-  // automatic: flash on emu and cuda where the head dim suits it; flash on cpu for any head dim
-  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 64), AttentionKernel::flash);
-  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kEmu, 4), AttentionKernel::naive);
-  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 64), AttentionKernel::flash);
-  EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kCPU, 4), AttentionKernel::flash);
-  EXPECT_EQ(error_of([] { check_attention_kernel(AttentionKernel::cudnn, kEmu); }),
+                           {"'fast'", "naive, flash, flash-simt, flash-mma, cudnn"}));
+  using K = AttentionKernel;
+  const DType f32 = DType::f32, bf16 = DType::bf16;
+  // automatic on emu and cuda: the Tensor Core kernel for bf16 with its head dims, the CUDA-core
+  // one where only it suits the head dim, else naive; on cpu the cpu flash for any head dim
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kEmu, bf16, 64), K::flash_mma);
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kEmu, bf16, 48), K::flash_simt);
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kEmu, f32, 64), K::flash_simt);
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kEmu, f32, 4), K::naive);
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kCPU, bf16, 64), K::flash);
+  EXPECT_EQ(resolve_attention_kernel(K::automatic, kCPU, f32, 4), K::flash);
+  // flash: the device's best hand-written kernel
+  EXPECT_EQ(resolve_attention_kernel(K::flash, kEmu, bf16, 128), K::flash_mma);
+  EXPECT_EQ(resolve_attention_kernel(K::flash, kEmu, f32, 128), K::flash_simt);
+  EXPECT_EQ(resolve_attention_kernel(K::flash, kCPU, bf16, 128), K::flash);
+  EXPECT_EQ(resolve_attention_kernel(K::flash_simt, kEmu, bf16, 64), K::flash_simt);
+  EXPECT_EQ(error_of([] { check_attention_kernel(K::cudnn, kEmu, f32, 64); }),
             "cudnn attention runs on cuda only (not on emu)");
+  EXPECT_EQ(error_of([] { check_attention_kernel(K::flash_mma, kEmu, f32, 64); }),
+            "flash-mma attention runs in bf16 only, not f32 (f32: --attention flash-simt)");
+  EXPECT_EQ(error_of([] { check_attention_kernel(K::flash_mma, kEmu, bf16, 48); }),
+            "flash-mma attention takes head dims 32, 64 and 128, not 48");
+  EXPECT_EQ(error_of([] { check_attention_kernel(K::flash_simt, kEmu, f32, 4); }),
+            "flash-simt attention takes head dims that are multiples of 8 in 16..128, not 4");
+  for (const K kernel : {K::flash_simt, K::flash_mma})
+    EXPECT_TRUE(contains_all(error_of([&] { check_attention_kernel(kernel, kCPU, bf16, 64); }),
+                             {attention_kernel_name(kernel), "runs on emu and cuda only"}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             causal_attention(zeros({1, 4, 96}), 2, K::flash_mma);
+                           }),
+                           {"flash-mma attention runs on emu and cuda only"}));
   const Tensor qkv = zeros({1, 4, 96});
   EXPECT_TRUE(contains_all(error_of([&] { causal_attention(qkv, 2, AttentionKernel::cudnn); }),
                            {"cudnn attention runs on cuda only (not on cpu)"}));

@@ -20,6 +20,9 @@
 #include "nn/safetensors.h"
 #include "tests/testing.h"
 #include "tests/train/train_testing.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass {
 namespace {
@@ -55,12 +58,14 @@ void write_shard(const std::string& path, const std::vector<int32_t>& tokens) {
   }
 }
 
-// 3 AdamW steps of `train_gpt --device emu --dtype bf16 --attention <attention>` against PyTorch
-// f32, with n_head heads of 32 / n_head dims each.
-void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head) {
-  SCOPED_TRACE("--attention " + attention);
+// 3 AdamW steps of `train_gpt --device <device> --dtype bf16 --attention <attention>` against
+// PyTorch f32, with n_head heads of 32 / n_head dims each; `launched`: the attention kernel the
+// steps must have launched (none: "").
+void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head,
+                                const std::string& launched, const std::string& device = "emu") {
+  SCOPED_TRACE("--device " + device + " --attention " + attention);
   const std::string script = std::string(GLASS_SOURCE_DIR) + "/tests/oracle/torch_gpt.py";
-  const std::string dir = testing::temp_dir("bf16_oracle_" + attention);
+  const std::string dir = testing::temp_dir("bf16_oracle_" + device + "_" + attention);
   // 1. A tiny GPT's f32 weights, and a token shard whose training split is exactly one batch of
   //    B x T tokens, so that every step reads the same batch (the oracle's K steps on one batch):
   //    71 tokens, 10% (7) held out, 64 = 4 x 16 for training.
@@ -81,7 +86,7 @@ void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head) {
   // 2. train_gpt --device emu --dtype bf16 from those weights: constant lr, no clipping (the
   //    oracle has none), no dropout.
   train::TrainOptions o = testing::tiny_options();
-  o.device = "emu";
+  o.device = device;
   o.dtype = "bf16";
   o.data = shard;
   o.vocab_size = V;
@@ -104,7 +109,10 @@ void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head) {
   save_safetensors(batch, {{"x", b.x}, {"y", b.y}});
   std::vector<double> losses;
   for (int s = 0; s < o.steps; ++s) losses.push_back(trainer.train_step().loss);
-  EXPECT_EQ(log.launches("flash_attention_forward").empty(), attention != "flash");
+  if (launched.empty())
+    EXPECT_TRUE(log.launches("flash_attention_forward").empty());
+  else
+    EXPECT_FALSE(log.launches(launched).empty()) << launched;
 
   // 3. PyTorch in f32 on the same weights and batch.
   const std::string cmd = fmt::format(
@@ -152,10 +160,23 @@ void expect_matches_pytorch_f32(const std::string& attention, int64_t n_head) {
 }
 
 // The naive attention kernel (head dim 8, which flash does not take) and FlashAttention (head dim
-// 16) in bf16.
-TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) { expect_matches_pytorch_f32("naive", 4); }
+// 16: the CUDA-core kernel) in bf16.
+TEST(TrainBf16, ThreeAdamWStepsMatchPyTorchF32) { expect_matches_pytorch_f32("naive", 4, ""); }
 TEST(TrainBf16, ThreeAdamWStepsWithFlashAttentionMatchPyTorchF32) {
-  expect_matches_pytorch_f32("flash", 2);
+  expect_matches_pytorch_f32("flash", 2, "flash_attention_forward");
+}
+// FlashAttention-2 on the Tensor Cores (head dim 32), on emu and on cuda (a GPU, or the emulated
+// CUDA runtime: the cuda build's host code and launches).
+TEST(TrainBf16, ThreeAdamWStepsWithFlashMmaAttentionMatchPyTorchF32) {
+  expect_matches_pytorch_f32("flash-mma", 1, "flash_attention_forward_mma");
+}
+TEST(TrainBf16, ThreeAdamWStepsOnCudaWithFlashMmaAttentionMatchPyTorchF32) {
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU (and not the emulated runtime)";
+  expect_matches_pytorch_f32("flash-mma", 1, "flash_attention_backward_mma_key", "cuda");
+#else
+  GTEST_SKIP() << "built without the cuda device";
+#endif
 }
 
 // bf16 on emu with --attention flash against f32 on cpu (naive attention: kernels/cpu, GEMMs

@@ -1,7 +1,9 @@
-// The attention ladder (kernels/cuda/ladder/attention_ladder.cu) on emu: every rung against the
-// cpu flash entry run in f64 (out and lse), with T of one partial tile, several tiles, and the
-// largest head dim; the bytes and the memory each rung reports, as docs/kernel_ladders.md argues
-// them (the T x T matrix through memory four times, then twice, then never); and the backend entry
+// The attention ladder (kernels/cuda/ladder/attention_ladder.cu, and rung 4, the Tensor Core
+// kernel kernels/cuda/flash_attention_mma.cu) on emu: every rung against the cpu flash entry run
+// in f64 (out and lse), with T of one partial tile, several tiles, and the largest head dim (the
+// bf16 rung on bf16-rounded inputs, to bf16 rounding, where it takes the head dim); the bytes and
+// the memory each rung reports, as docs/kernel_ladders.md argues them (the T x T matrix through
+// memory four times, then twice, then never; the mma rung's heads in bf16); and the backend entry
 // following GLASS_KERNEL_VARIANT's attention rung.
 #include <cmath>
 
@@ -25,32 +27,39 @@ TEST(AttentionRungs, EveryRungMatchesTheF64Reference) {
   for (const Case c : {Case{1, 3, 7, 16}, Case{2, 1, 45, 32}, Case{1, 1, 20, 128}}) {
     const int64_t C = c.H * c.D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
-    const Tensor qkv = randn({c.B, c.T, 3 * C}, gen);
+    // bf16-representable inputs, so that the bf16 rung starts from the same numbers
+    const Tensor qkv = cast(cast(randn({c.B, c.T, 3 * C}, gen), DType::bf16), DType::f32);
     const Tensor out64 = Tensor::empty({c.B, c.T, C}, DType::f64);
     const Tensor lse64 = Tensor::empty({c.B, c.H, c.T});
     kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, scale);
-    for (int rung = 0; rung < ladder::kRungs; ++rung) {
-      SCOPED_TRACE("rung " + std::to_string(rung) + " T " + std::to_string(c.T) + " D " +
+    for (const ladder::Rung& rung : ladder::rungs(ladder::Op::attention)) {
+      SCOPED_TRACE("rung " + std::to_string(rung.index) + " T " + std::to_string(c.T) + " D " +
                    std::to_string(c.D));
-      const Tensor out = device_empty({c.B, c.T, C}), lse = device_empty({c.B, c.H, c.T});
-      ladder::run_attention_forward(rung, on_device(qkv), out, lse, c.H, scale);
-      EXPECT_TRUE(all_close(to_cpu(out), out64, 1e-5));
-      EXPECT_TRUE(all_close(to_cpu(lse), lse64, 1e-6));
+      const DType dtype = rung.dtype;
+      if (dtype == DType::bf16 && !kernels::flash_mma_head_dim_ok(c.D)) continue;
+      const Tensor out = device_empty({c.B, c.T, C}, dtype), lse = device_empty({c.B, c.H, c.T});
+      ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, scale);
+      // bf16: the output stored in bf16 and P rounded to bf16 before P V (2 units of 2^-8, as
+      // tests/cuda_kernels/test_flash_attention_mma.cpp argues); lse stays f32
+      EXPECT_TRUE(
+          all_close(cast(to_cpu(out), DType::f32), out64, dtype == DType::bf16 ? 2.0 / 256 : 1e-5));
+      EXPECT_TRUE(all_close(to_cpu(lse), lse64, dtype == DType::bf16 ? 2e-5 : 1e-6));
     }
   }
 }
 
 TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
-  const int64_t B = 1, H = 2, T = 64, D = 16;
+  const int64_t B = 1, H = 2, T = 64, D = 32;  // a head dim every rung takes
   const std::vector<ladder::LadderRow> rows =
       ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice, {B, H, T, D}, {}, {0, 1});
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 5u);
   const double square = B * H * T * T * 4.0;  // one [B, H, T, T] f32
   // rungs 0 and 1 hold the T x T matrix; the tiled rungs allocate nothing
   EXPECT_GE(rows[0].allocated_bytes, square);
   EXPECT_GE(rows[1].allocated_bytes, square);
   EXPECT_EQ(rows[2].allocated_bytes, 0);
   EXPECT_EQ(rows[3].allocated_bytes, 0);
+  EXPECT_EQ(rows[4].allocated_bytes, 0);
   // the T x T matrix through memory: S written, S read, P written, P read (rung 0); P written and
   // read (rung 1); never (rungs 2 and 3, whose bytes are the heads and lse only)
   const double heads = B * T * H * D * 4.0;  // one of q, k, v or out
@@ -61,6 +70,9 @@ TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
   // tiles, which read keys 0..31 and 0..63 (1.5 T rows)
   EXPECT_DOUBLE_EQ(rows[2].bytes, (2 + 2 * 1.5) * heads + lse);
   EXPECT_DOUBLE_EQ(rows[3].bytes, (2 + 2 * 1.5) * heads + lse);
+  // the mma rung: heads in bf16 (half the bytes) and 64-row query tiles, so at T = 64 one tile
+  // reads K and V once (1.0 T rows)
+  EXPECT_DOUBLE_EQ(rows[4].bytes, (2 + 2 * 1.0) * heads / 2 + lse);
   // every rung does the same useful FLOPs up to the softmax's count
   for (const ladder::LadderRow& r : rows) EXPECT_GT(r.flops, 4.0 * D * B * H * T * (T + 1) / 2);
 }

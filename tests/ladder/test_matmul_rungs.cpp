@@ -133,7 +133,9 @@ TEST(MatmulLadder, BitIdenticalAcrossRunsAndThreadOrders) {
   Generator gen(13);
   const GemmInputs in(kCases[3], gen);
   const GemmArgs g = in.with(on_device);
-  for (int rung = 0; rung < kernels::ladder::kRungs; ++rung) {
+  for (int rung = 0;
+       rung < static_cast<int>(kernels::ladder::rungs(kernels::ladder::Op::matmul).size());
+       ++rung) {
     SCOPED_TRACE(fmt::format("rung {}", rung));
     // beta != 0 reads C: start each run from the same C
     const Tensor c0 = on_device(in.c);

@@ -18,7 +18,8 @@ LadderTable this_builds_ladder() {
                             k::layernorm_forward, k::layernorm_forward_float4},
       .gemm = {k::matmul_naive, k::matmul_smem_tiled, k::matmul_register_tiled, k::gemm},
       .attention_forward = {k::attention_forward_naive, k::attention_forward_row_fused,
-                            k::attention_forward_tiled, k::flash_attention_forward},
+                            k::attention_forward_tiled, k::flash_attention_forward,
+                            k::flash_attention_forward_mma},
   };
 }
 

@@ -1,0 +1,235 @@
+// kernels/cuda/flash_attention_mma.cu (FlashAttention-2 on the Tensor Cores, bf16) on emu and on
+// cuda (a GPU, or the emulated CUDA runtime), against an independent reference: the probs-based
+// cpu kernels in f32 (kernels/cpu/attention.cpp, with the whole T x T matrix) on the same
+// bf16-rounded inputs, and the cpu flash entry's lse. Head dims 32, 64, 128; T in {1, 17, 100}
+// (a partial tile, and a full tile plus a partial one: the tails and the diagonal masking); two
+// slices with batch and head strides. Then: the same bits run to run and under a shuffled thread
+// order; both kernels clean under the emulator's race check and uninitialised-memory check; the
+// launches' names, unit and FLOPs; the inputs they refuse.
+#include <cmath>
+
+#include "engine/emu/settings.h"
+#include "engine/launch.h"
+#include "tests/cuda_kernels/kernel_test.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
+
+// (a namespace of its own: the suite's files share one translation unit in the unity build, and
+// test_flash_attention.cpp has helpers of the same names)
+namespace glass::flash_mma_test {
+namespace {
+
+using testing::all_close;
+using testing::contains_all;
+using testing::error_of;
+using testing::expect_deterministic;
+
+constexpr double kUnit = 1.0 / 256;  // bf16's relative rounding, 2^-8
+
+// The devices that run kernels/cuda here: emu, and cuda where this build has it.
+std::vector<Device> mma_devices() {
+  std::vector<Device> devices{kEmu};
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() > 0) devices.push_back(kCUDA);
+#endif
+  return devices;
+}
+
+Tensor round_to_bf16(const Tensor& t) { return cast(cast(t, DType::bf16), DType::f32); }
+Tensor on(Device device, const Tensor& host) {
+  return Tensor::from_host(host.raw_data(), host.shape(), host.dtype(), device);
+}
+Tensor back_to_cpu(const Tensor& t) { return to_device(t, kCPU); }
+
+// The probs-based cpu kernels' answers for qkv [B, T, 3C]: out [B, T, C] and dqkv [B, T, 3C].
+struct Reference {
+  Tensor out, dqkv, lse;
+};
+
+Reference f32_reference(const Tensor& qkv, const Tensor& dout, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto to_heads = [&](const Tensor& t) {
+    return contiguous(transpose(view(t, {B, T, H, D}), 1, 2));
+  };
+  auto from_heads = [&](const Tensor& t) { return reshape(transpose(t, 1, 2), {B, T, C}); };
+  const std::vector<Tensor> parts = split(qkv, C, 2);
+  const Tensor q = to_heads(parts[0]), k = to_heads(parts[1]), v = to_heads(parts[2]);
+  const Tensor out = empty_like(q), probs = Tensor::empty({B, H, T, T});
+  kernels::cpu::attention_forward(q, k, v, out, probs, scale);
+  const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
+  kernels::cpu::attention_backward(q, k, v, probs, to_heads(dout), dq, dk, dv, scale);
+  const Tensor out_flash = Tensor::empty({B, T, C}), lse = Tensor::empty({B, H, T});
+  kernels::cpu::flash_attention_forward(qkv, out_flash, lse, H, scale);
+  return {from_heads(out), concat({from_heads(dq), from_heads(dk), from_heads(dv)}, 2), lse};
+}
+
+struct Outputs {
+  Tensor out, lse, dqkv;
+};
+
+// Both mma entries on `device`, from cpu f32 inputs (cast to bf16 there).
+Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C / H));
+  const kernels::Backend& be = kernels::backend(device);
+  const Tensor dev_qkv = on(device, cast(qkv, DType::bf16));
+  Outputs o{Tensor::empty({B, T, C}, DType::bf16, device),
+            Tensor::empty({B, H, T}, DType::f32, device),
+            Tensor::empty({B, T, 3 * C}, DType::bf16, device)};
+  be.flash_attention_forward_mma(dev_qkv, o.out, o.lse, H, scale);
+  be.flash_attention_backward_mma(dev_qkv, o.out, o.lse, on(device, cast(dout, DType::bf16)),
+                                  o.dqkv, H, scale);
+  return o;
+}
+
+// Both sides start from the same bf16 numbers; the reference is f32 throughout. The mma kernel
+// rounds to bf16 what the CUDA-core one keeps in f32: P before P V (out), P and dS before dV =
+// P^T dO, dK = dS^T Q and dQ = dS K. Each is one rounding of at most 2^-9 relative of a term in
+// a sum, which moves the sum by at most half a unit (2^-8) of the sum of the terms' magnitudes;
+// measured, the largest errors are ~0.9 units (out) and ~1.3 (dqkv) of the reference's largest
+// magnitude, as flash-simt's are ~0.9 and ~1.3. So the bounds are flash-simt's
+// (tests/cuda_kernels/test_flash_attention.cpp): out 2 units, dqkv 4 units; lse f32: 2e-5
+// relative against the cpu flash entry (S and the running max and sum stay f32; a kernel that
+// rounded them to bf16 would miss this by orders of magnitude). A wrong mask, tile or fragment
+// mapping is off by O(1) (a mask shifted by one key fails every T > 1 case).
+TEST(FlashAttentionMma, MatchesTheF32CpuKernelsWithinBf16Rounding) {
+  Generator gen(41);
+  for (const Device device : mma_devices())
+    for (const int64_t T : {1, 17, 100}) {
+      const int64_t B = T % 2 ? 1 : 2, H = 2 / B;  // two slices: batch or head strides
+      for (const int64_t D : {32, 64, 128}) {
+        SCOPED_TRACE(device.str() + " T " + std::to_string(T) + " D " + std::to_string(D));
+        const int64_t C = H * D;
+        const Tensor qkv = round_to_bf16(randn({B, T, 3 * C}, gen, 0, 1.5));
+        const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
+        const Reference ref = f32_reference(qkv, dout, H);
+        const Outputs got = run_mma(device, qkv, dout, H);
+        EXPECT_TRUE(all_close(back_to_cpu(got.out), ref.out, 2 * kUnit));
+        EXPECT_TRUE(all_close(back_to_cpu(got.dqkv), ref.dqkv, 4 * kUnit));
+        EXPECT_TRUE(all_close(back_to_cpu(got.lse), ref.lse, 2e-5));
+      }
+    }
+}
+
+TEST(FlashAttentionMma, IsBitIdenticalAcrossRunsAndThreadOrders) {
+  Generator gen(42);
+  const int64_t B = 1, H = 2, T = 70, D = 32, C = H * D;
+  const Tensor qkv = on(kEmu, cast(randn({B, T, 3 * C}, gen), DType::bf16));
+  const Tensor dout = on(kEmu, cast(randn({B, T, C}, gen), DType::bf16));
+  const Tensor out = Tensor::empty({B, T, C}, DType::bf16, kEmu);
+  const Tensor lse = Tensor::empty({B, H, T}, DType::f32, kEmu);
+  const Tensor dqkv = Tensor::empty({B, T, 3 * C}, DType::bf16, kEmu);
+  expect_deterministic({out, lse, dqkv}, [&] {
+    kernels::cuda::flash_attention_forward_mma(qkv, out, lse, H, 0.25);
+    kernels::cuda::flash_attention_backward_mma(qkv, out, lse, dout, dqkv, H, 0.25);
+  });
+}
+
+// The emulator's race check (every launch under several thread orders) and uninitialised-memory
+// check (results that depend on memory never written) find nothing in either kernel: the
+// barriers around the double buffers, the cp.async waits, the zero-filled tails.
+TEST(FlashAttentionMma, CleanUnderRaceCheckAndInitCheck) {
+  Generator gen(43);
+  const emu::Settings saved = emu::settings();
+  emu::Settings checked = saved;
+  checked.race_check = true;
+  checked.init_check = true;
+  emu::set_settings(checked);
+  for (const int64_t D : {32, 128}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    const int64_t B = 1, H = 1, T = 70, C = D;
+    const Tensor qkv = round_to_bf16(randn({B, T, 3 * C}, gen));
+    const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
+    try {
+      const Outputs got = run_mma(kEmu, qkv, dout, H);
+      EXPECT_TRUE(all_close(back_to_cpu(got.out), f32_reference(qkv, dout, H).out, 2 * kUnit));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+  emu::set_settings(saved);
+}
+
+TEST(FlashAttentionMma, LaunchesNamedOnTheTensorCores) {
+  Generator gen(44);
+  const int64_t B = 1, H = 1, T = 20, D = 32;
+  testing::LaunchLog log;
+  run_mma(kEmu, randn({B, T, 3 * D}, gen), randn({B, T, D}, gen), H);
+  const std::vector<LaunchInfo> launches = log.launches("flash_attention_");
+  ASSERT_EQ(launches.size(), 3u);
+  EXPECT_EQ(launches[0].kernel, std::string("flash_attention_forward_mma"));
+  EXPECT_EQ(launches[1].kernel, std::string("flash_attention_backward_mma_query"));
+  EXPECT_EQ(launches[2].kernel, std::string("flash_attention_backward_mma_key"));
+  // FLOPs: the causal entries T (T + 1) / 2 times (4D + 5) forward
+  EXPECT_DOUBLE_EQ(launches[0].flops, T * (T + 1) / 2 * (4.0 * D + 5));
+  for (const LaunchInfo& l : launches) EXPECT_EQ(l.unit, ComputeUnit::tensor_core_bf16) << l.kernel;
+}
+
+// On a GPU only (on the emulated runtime these shapes would take hours; scripts/gpu_check.sh's
+// attention-mma stage runs it): the Tensor Core kernel and cuDNN (where built) against flash-simt
+// at long sequences, T = 1k, 4k, 16k and D = 64, 128, one batch of two heads, bf16. Each of the
+// three rounds differently (flash-simt keeps P and dS in f32; mma rounds them to bf16; cuDNN is
+// its own), so they agree to a few units of bf16 of the largest magnitude: 8 units for out and
+// dqkv, as against the f32 reference above; a wrong tile at long T is off by O(1).
+TEST(FlashAttentionMma, OnAGpuAgreesWithFlashSimtAndCudnnAtLongSequences) {
+#if defined(GLASS_HAS_CUDA) && !defined(GLASS_CUDA_RUNTIME_EMU)
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  Generator gen(45);
+  const kernels::Backend& be = kernels::backend(kCUDA);
+  for (const int64_t T : {1024, 4096, 16384})
+    for (const int64_t D : {64, 128}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " D " + std::to_string(D));
+      const int64_t B = 1, H = 2, C = H * D;
+      const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+      const Tensor qkv = on(kCUDA, cast(randn({B, T, 3 * C}, gen, 0, 1.5), DType::bf16));
+      const Tensor dout = on(kCUDA, cast(randn({B, T, C}, gen), DType::bf16));
+      using Forward = decltype(be.flash_attention_forward);
+      using Backward = decltype(be.flash_attention_backward);
+      auto run = [&](Forward forward, Backward backward) {
+        Outputs o{Tensor::empty({B, T, C}, DType::bf16, kCUDA),
+                  Tensor::empty({B, H, T}, DType::f32, kCUDA),
+                  Tensor::empty({B, T, 3 * C}, DType::bf16, kCUDA)};
+        forward(qkv, o.out, o.lse, H, scale);
+        backward(qkv, o.out, o.lse, dout, o.dqkv, H, scale);
+        return o;
+      };
+      const Outputs simt = run(be.flash_attention_forward, be.flash_attention_backward);
+      const Tensor simt_out = cast(back_to_cpu(simt.out), DType::f32);
+      const Tensor simt_dqkv = cast(back_to_cpu(simt.dqkv), DType::f32);
+      std::vector<std::pair<const char*, Outputs>> others;
+      others.emplace_back("flash-mma",
+                          run(be.flash_attention_forward_mma, be.flash_attention_backward_mma));
+      if (be.cudnn_attention_forward)
+        others.emplace_back("cudnn", run(be.cudnn_attention_forward, be.cudnn_attention_backward));
+      for (const auto& [name, o] : others) {
+        SCOPED_TRACE(name);
+        EXPECT_TRUE(all_close(cast(back_to_cpu(o.out), DType::f32), simt_out, 8 * kUnit));
+        EXPECT_TRUE(all_close(cast(back_to_cpu(o.dqkv), DType::f32), simt_dqkv, 8 * kUnit));
+        EXPECT_TRUE(all_close(back_to_cpu(o.lse), back_to_cpu(simt.lse), 1e-4));
+      }
+    }
+#else
+  GTEST_SKIP() << "needs a GPU (not the emulated CUDA runtime)";
+#endif
+}
+
+TEST(FlashAttentionMma, RefusesF32AndHeadDimsItDoesNotTake) {
+  const Tensor lse = Tensor::empty({1, 1, 5}, DType::f32, kEmu);
+  const Tensor qkv32 = Tensor::empty({1, 5, 96}, DType::f32, kEmu);
+  const Tensor out32 = Tensor::empty({1, 5, 32}, DType::f32, kEmu);
+  EXPECT_TRUE(contains_all(
+      error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv32, out32, lse, 1, 1); }),
+      {"flash_attention_forward_mma", "f32", "bf16 only", "flash-simt"}));
+  for (const int64_t D : {16, 48, 256}) {
+    const Tensor qkv = Tensor::empty({1, 5, 3 * D}, DType::bf16, kEmu);
+    const Tensor out = Tensor::empty({1, 5, D}, DType::bf16, kEmu);
+    EXPECT_TRUE(contains_all(
+        error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv, out, lse, 1, 1); }),
+        {"flash_attention_forward_mma", "head dim D", std::to_string(D), "32, 64 or 128"}));
+  }
+}
+
+}  // namespace
+}  // namespace glass::flash_mma_test
