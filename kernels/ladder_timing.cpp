@@ -79,6 +79,14 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
   fail("time_ladder: unknown op {}", static_cast<int>(op));
 }
 
+// Whether `rung` takes `shape`: the Tensor Core attention rung only its head dims (32, 64, 128);
+// every other rung any shape its op takes.
+bool takes_shape(Op op, const Rung& rung, const Shape& shape) {
+  if (op == Op::attention && rung.unit == ComputeUnit::tensor_core_bf16)
+    return shape.size() == 4 && flash_mma_head_dim_ok(shape[3]);
+  return true;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -117,8 +125,9 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
               options.repeats);
   ladder_table(device);  // throws for a device without ladders
   std::vector<int> indices(rung_indices.begin(), rung_indices.end());
-  if (indices.empty())
-    for (const Rung& r : rungs(op)) indices.push_back(r.index);
+  if (indices.empty())  // all the rungs that take the shape (a rung asked for by name must)
+    for (const Rung& r : rungs(op))
+      if (takes_shape(op, r, shape)) indices.push_back(r.index);
   for (int i : indices) rung(op, i);  // throws for a bad index before anything runs
   Generator gen(options.seed);
   const std::function<void(int)> run = make_problem(op, device, shape, gen);

@@ -40,9 +40,10 @@ struct TimingOptions {
 const char* shape_names(Op op);
 Shape default_shape(Op op);
 
-// Times `rungs` (all of the op's rungs when empty) of `op` on `device` (emu or cuda) with random
-// inputs of `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]),
-// attention [B, H, T, D] (qkv [B, T, 3 H D]).
+// Times `rungs` (when empty: all of the op's rungs that take the shape; attention's Tensor Core
+// rung takes head dims 32, 64, 128 only) of `op` on `device` (emu or cuda) with random inputs of
+// `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]), attention
+// [B, H, T, D] (qkv [B, T, 3 H D]; the bf16 rung gets it rounded to bf16).
 // Not thread-safe against launches from other threads (they would be counted).
 std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
                                    std::span<const int> rungs = {},

@@ -67,7 +67,7 @@ const std::vector<OperationDef>& definitions() {
          return linear(gelu(linear(x[0], x[1], x[2])), x[3], x[4]);
        }},
       {"attention",
-       "B,H,T,D: causal self-attention on the fused qkv [B,T,3HD] (the kernel: --attention)",
+       "B, H, T, D: causal self-attention on the fused qkv [B,T,3HD] (the kernel: --attention)",
        {4, 12, 256, 64},
        [](const std::vector<int64_t>& s) {
          return std::vector<std::pair<std::string, Shape>>{{"qkv", {s[0], s[2], 3 * s[1] * s[3]}}};
@@ -114,7 +114,7 @@ OpInstance instantiate(const OpCase& op) {
   Shape out_shape;
   {
     NoGradGuard no_grad;
-    out_shape = def.forward(probe).shape();
+    out_shape = inst.forward(probe).shape();
   }
   inst.upstream = randn(out_shape, gen, 0, 1, op.dtype, op.device);
   return inst;

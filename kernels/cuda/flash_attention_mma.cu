@@ -51,20 +51,23 @@
 // quarter-warp of 16-byte stores). Row r starts at word r * (D/2 + 4), i.e. bank quad
 // r * (D/8 + 1) mod 8, and D/8 + 1 = 5, 9, 17 for D = 32, 64, 128 is odd, so the 8 rows of one
 // 8x8 ldmatrix matrix (consecutive rows, same columns) land on the 8 different quads:
-// conflict-free. (Unpadded, the pitch D/2 words is a multiple of 16 and all 8 rows hit the same
-// quad: 8-way.) The cp.async stores are mapped the same way: 8 consecutive threads write one
-// 16-byte column chunk of 8 consecutive rows (quads (r * (D/8 + 1) + c) mod 8: distinct), while a
-// warp still reads whole 64-byte row segments from global memory (coalesced). The accumulator
-// stores of the epilogue (O, dQ, dK, dV staged through shared memory for 16-byte global stores)
-// write 4 bytes per lane at row g, word 4n + t of the tile: bank (g * (D/2 + 4) + 4n + t) mod 32
-// = 4 * (g * (D/8 + 1) mod 8) + t + const, all 32 lanes distinct.
+// conflict-free. (Unpadded, the pitch is D/2 words: for D >= 64 a multiple of 32, so all 8 rows
+// hit the same quad, 8-way; at D = 32 rows alternate between two quads, 4-way.) The cp.async stores
+// are mapped the same way: 8 consecutive threads write one 16-byte column chunk of 8 consecutive
+// rows (quads (r * (D/8 + 1) + c) mod 8: distinct), while a warp still reads whole 64-byte row
+// segments from global memory (coalesced). The accumulator stores of the epilogue (O, dQ, dK, dV
+// staged through shared memory for 16-byte global stores) write 4 bytes per lane at row g, word 4n
+// + t of the tile: bank (g * (D/2 + 4) + 4n + t) mod 32 = 4 * (g * (D/8 + 1) mod 8) + t + const,
+// all 32 lanes distinct.
 //
 // Pipelining: the tiles the loop walks (K and V in the forward and the query kernel, Q, dO, lse
-// and D in the key kernel) are double-buffered: the cp.async of tile n + 1 is issued before the
-// math of tile n and waited for (cp.async.wait_group 1) after it. Shared memory per block (bf16,
-// pitch D + 8): forward 2 x (K, V) of 64 rows: 70 KB at D = 128; query kernel Q, dO + 2 x (K, V):
-// 104 KB; key kernel K, V + 2 x (Q, dO): 70 KB; over 48 KB the launcher opts in
-// (kernels/cuda/shared_memory.h).
+// and D in the key kernel) are double-buffered: iteration n issues the cp.async of tile n + 1 into
+// the other buffer, commits it, and waits with cp.async.wait_group 1, i.e. for tile n only, so
+// tile n + 1's copy runs during tile n's math (the last iteration commits an empty group, which
+// keeps the count uniform); a barrier after the math frees tile n's buffer for tile n + 2.
+// Shared memory per block (bf16, pitch D + 8) at D = 128: forward 2 x (K, V) of 64 rows, 70 KB;
+// query kernel Q, dO + 2 x (K, V), 104 KB; key kernel K, V + 2 x (Q, dO of 32 rows), 70 KB; over
+// 48 KB the launcher opts in (kernels/cuda/shared_memory.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -77,6 +77,21 @@ TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
   for (const ladder::LadderRow& r : rows) EXPECT_GT(r.flops, 4.0 * D * B * H * T * (T + 1) / 2);
 }
 
+TEST(AttentionRungs, AllRungsLeaveOutTheTensorCoreRungWhereItCannotRun) {
+  const ladder::TimingOptions quick{0, 1};
+  const std::vector<ladder::LadderRow> rows =
+      ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice, {1, 1, 8, 16}, {}, quick);
+  ASSERT_EQ(rows.size(), 4u);  // head dim 16: rungs 0..3
+  EXPECT_EQ(rows.back().rung->index, 3);
+  const int mma[] = {4};  // asked for by name, it says why not
+  EXPECT_TRUE(
+      testing::contains_all(testing::error_of([&] {
+                              ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice,
+                                                  {1, 1, 8, 16}, mma, quick);
+                            }),
+                            {"flash_attention_forward_mma", "head dim D", "32, 64 or 128"}));
+}
+
 TEST(AttentionRungs, TheBackendEntryRunsTheSelectedRung) {
   Generator gen(42);
   const int64_t B = 1, T = 9, H = 2, C = 32;

@@ -2,6 +2,7 @@
 // emu (and a trace), roofline reproduces the course's numbers, and bad input is one error line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -85,6 +86,31 @@ TEST(ProfileOpCli, Bf16OnEmuIsJudgedAgainstTheHostsF32Peak) {
     EXPECT_TRUE(j["gradients_finite"].get<bool>());
     EXPECT_FALSE(j["kernels"].empty());
   }
+}
+
+// The attention operation times forward + backward of the kernel --attention names: flash-mma's
+// three launches (bf16 on emu) with their FLOPs, and one line for a kernel that cannot run.
+TEST(ProfileOpCli, AttentionTimesTheChosenKernel) {
+  const std::string out = scratch_path("attention.json");
+  const Outcome r = run_sample("profile_op",
+                               "--device emu --dtype bf16 --warmup 0 --repeats 1 --threads 2 "
+                               "--operation attention --attention flash-mma --shape 1,2,20,32 "
+                               "--output " +
+                                   out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = read_json(out);
+  EXPECT_EQ(j["attention"], "flash-mma");
+  std::vector<std::string> kernels;
+  for (const auto& k : j["kernels"]) kernels.push_back(k["kernel"]);
+  for (const char* name : {"flash_attention_forward_mma", "flash_attention_backward_mma_query",
+                           "flash_attention_backward_mma_key"})
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), name), kernels.end()) << name;
+  EXPECT_TRUE(j["gradients_finite"].get<bool>());
+  expect_one_line_error("profile_op",
+                        "--device emu --operation attention --attention flash-mma --shape "
+                        "1,2,20,32 --output " +
+                            out,
+                        "flash-mma attention runs in bf16 only, not f32");
 }
 
 // --help gives each default, and a --shape for every operation, those of --variant included.
