@@ -43,7 +43,7 @@ const Rung kLayerNormRungs[kRungs] = {
      false},
 };
 
-const Rung kMatmulRungs[kRungs] = {
+const Rung kMatmulLadder[kMatmulRungs] = {
     {0, "naive", "matmul_naive",
      "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false},
     {1, "smem", "matmul_smem_tiled",
@@ -51,6 +51,10 @@ const Rung kMatmulRungs[kRungs] = {
     {2, "register", "matmul_register_tiled",
      "64x64 block tile, 4x4 outputs per thread in registers: 4x more reuse per shared read", false},
     {3, "cublas", "cublasSgemmStridedBatched", "production (gemm.cu): cuBLAS SGEMM", true},
+    {4, "tensor_core", "matmul_tensor_core_mma",
+     "bf16 mma.sync on the Tensor Cores (f32 inputs rounded to bf16, f32 sums), ldmatrix, "
+     "cp.async double-buffered 128x128x32 tiles",
+     false},
 };
 
 const Rung kAttentionRungs[kRungs] = {
@@ -94,7 +98,7 @@ int find_rung(Op op, std::string_view text) {
   int index = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
   if (ec == std::errc() && end == text.data() + text.size())
-    return index >= 0 && index < kRungs ? index : -1;
+    return index >= 0 && index < rung_count(op) ? index : -1;
   for (const Rung& r : rungs(op))
     if (text == r.name) return r.index;
   return -1;
@@ -149,15 +153,17 @@ std::span<const Rung> rungs(Op op) {
     case Op::layernorm:
       return kLayerNormRungs;
     case Op::matmul:
-      return kMatmulRungs;
+      return kMatmulLadder;
     case Op::attention:
       return kAttentionRungs;
   }
   fail("kernel ladder: unknown op {}", static_cast<int>(op));
 }
 
+int rung_count(Op op) { return static_cast<int>(rungs(op).size()); }
+
 const Rung& rung(Op op, int index) {
-  GLASS_CHECK(index >= 0 && index < kRungs, "kernel ladder: {} has no rung {} (rungs: {})",
+  GLASS_CHECK(index >= 0 && index < rung_count(op), "kernel ladder: {} has no rung {} (rungs: {})",
               op_name(op), index, rung_list(op));
   return rungs(op)[index];
 }
