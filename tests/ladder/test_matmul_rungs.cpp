@@ -114,10 +114,10 @@ TEST(MatmulLadder, EveryRungMatchesCpu) {
       kernels::ladder::run_gemm(r.index, g);
       // Every rung is one launch; the production rung sends a GEMM with a bias to cuBLASLt, whose
       // BIAS epilogue adds it inside the GEMM; the Tensor Core rung rounds f32 A and B to bf16
-      // first (nothing to multiply when m or n is 0).
+      // first (unless k = 0: then there is nothing to read).
       std::vector<std::string> launches = {r.production && c.bias ? "cublasLtMatmul_bias"
                                                                   : std::string(r.kernel)};
-      if (tensor_core)
+      if (tensor_core && c.k > 0)
         launches.insert(launches.begin(), 2, std::string("matmul_tensor_core_round_bf16"));
       EXPECT_EQ(log.kernels(), launches);
       EXPECT_TRUE(all_close(to_cpu(g.c), tensor_core ? expected_bf16 : expected, 1e-5,
@@ -141,11 +141,17 @@ TEST(MatmulLadder, PlainMatmulOfTensors) {
   g.lda = 45;
   g.ldb = g.ldc = 17;
   kernels::cpu::gemm(g);
+  // the Tensor Core rung: against the product of the inputs rounded to bf16
+  const Tensor expected_bf16 = Tensor::empty({33, 17});
+  g.a = rounded_to_bf16(a);
+  g.b = rounded_to_bf16(b);
+  g.c = expected_bf16;
+  kernels::cpu::gemm(g);
   for (const Rung& r : rungs(Op::matmul)) {
     SCOPED_TRACE(r.name);
     const Tensor c = testing::device_empty({33, 17});
     kernels::ladder::run_matmul(r.index, on_device(a), on_device(b), c);
-    EXPECT_TRUE(all_close(to_cpu(c), expected, 1e-5));
+    EXPECT_TRUE(all_close(to_cpu(c), r.index == kTensorCoreRung ? expected_bf16 : expected, 1e-5));
   }
   const std::string msg = testing::error_of([&] {
     kernels::ladder::run_matmul(0, on_device(a), on_device(a), testing::device_empty({33, 17}));

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/emu/dynamic_shared.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
@@ -205,8 +206,12 @@ struct TcTile {
   static constexpr int stride = cols + kTcPad;
 };
 static_assert(kTcBlockM == kTcBlockN, "one tile shape serves A and B");
-constexpr int kTcStageElems =
-    std::max(TcTile<true>::rows * TcTile<true>::stride, TcTile<false>::rows* TcTile<false>::stride);
+constexpr int kATileElems = TcTile<true>::rows * TcTile<true>::stride;    // 128 x 40
+constexpr int kBTileElems = TcTile<false>::rows * TcTile<false>::stride;  // 32 x 136
+constexpr int kTcStageElems = kATileElems > kBTileElems ? kATileElems : kBTileElems;
+// dynamic shared memory: two stages of A, then two of B: 40 KiB, within the 48 KiB a block gets
+// without opting in to more
+constexpr size_t kTcSharedBytes = 4 * kTcStageElems * sizeof(uint16_t);
 
 // GemmArgs with bf16 operands as the kernel takes them; T (float or bf16) is C's and the bias's.
 template <class T>
@@ -241,7 +246,6 @@ __device__ void tc_load_tile(uint16_t* dst, const bf16* src, int64_t ld, int64_t
   constexpr int kChunksPerRow = Tile::cols / kChunk;
   constexpr int kPerThread = Tile::rows * kChunksPerRow / kTcThreads;
   static_assert(Tile::rows * kChunksPerRow % kTcThreads == 0, "whole chunks per thread");
-#pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int e = i * kTcThreads + tid;
     const int r = e / kChunksPerRow, c = e % kChunksPerRow * kChunk;
@@ -295,8 +299,11 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
   constexpr bool kAAlongRows = !kTransA, kBAlongRows = kTransB;  // where k runs in the stored rows
   using ATile = TcTile<kAAlongRows>;
   using BTile = TcTile<kBAlongRows>;
-  __shared__ __align__(16) uint16_t a_tiles[2][kTcStageElems];
-  __shared__ __align__(16) uint16_t b_tiles[2][kTcStageElems];
+  // dynamic shared memory: A's two stages, then B's (a template kernel's static __shared__ would
+  // be one variable per instantiation)
+  GLASS_DYNAMIC_SHARED(uint16_t, shared);
+  uint16_t* const a_tiles[2] = {shared, shared + kTcStageElems};
+  uint16_t* const b_tiles[2] = {shared + 2 * kTcStageElems, shared + 3 * kTcStageElems};
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / kTcWarpsN * kTcWarpM, warp_n = warp % kTcWarpsN * kTcWarpN;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTcBlockM;
@@ -329,13 +336,10 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
       tc::cp_async_commit();  // an empty group keeps "all but the newest" meaning stage s
     tc::cp_async_wait<1>();   // this thread's copies of stage s have landed
     __syncthreads();          // and everyone's
-#pragma unroll
     for (int kk = 0; kk < kTcBlockK; kk += mma::kK) {
       uint32_t a_frag[kTcTilesM][4], b_frag[kTcTilesN][2];
-#pragma unroll
       for (int mi = 0; mi < kTcTilesM; ++mi)
         tc_load_a<kAAlongRows, kSwapRows>(a_frag[mi], a_tiles[s], warp_m + mma::kM * mi, kk, lane);
-#pragma unroll
       for (int ni = 0; ni < kTcTilesN; ni += 2) {
         uint32_t pair[4];
         tc_load_b<kBAlongRows>(pair, b_tiles[s], warp_n + mma::kN * ni, kk, lane);
@@ -344,9 +348,7 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
         b_frag[ni + 1][0] = pair[2];
         b_frag[ni + 1][1] = pair[3];
       }
-#pragma unroll
       for (int mi = 0; mi < kTcTilesM; ++mi)
-#pragma unroll
         for (int ni = 0; ni < kTcTilesN; ++ni)
           tc::mma_m16n8k16_bf16(acc[mi][ni], a_frag[mi], b_frag[ni], acc[mi][ni]);
     }
@@ -354,11 +356,8 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
   }
   tc::cp_async_wait<0>();  // nothing may be in flight when the thread exits
 
-#pragma unroll
   for (int mi = 0; mi < kTcTilesM; ++mi)
-#pragma unroll
     for (int ni = 0; ni < kTcTilesN; ++ni)
-#pragma unroll
       for (int e = 0; e < 4; ++e) {
         const mma::RowCol rc = mma::c_element(lane, e);
         const int64_t i = row0 + warp_m + mma::kM * mi + rc.row;
@@ -472,6 +471,7 @@ struct Bf16Operand {
 Bf16Operand bf16_operand(const Tensor& x, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
                          int64_t batch) {
   if (x.dtype() == DType::bf16) return {Tensor(), x.data<bf16>(), ld, stride};
+  if (rows == 0 || cols == 0) return {Tensor(), nullptr, kChunk, 0};  // k = 0: nothing is read
   const int64_t copies = stride == 0 ? 1 : batch, out_ld = (std::max<int64_t>(cols, 1) + 7) / 8 * 8;
   const Tensor out = Tensor::empty({copies, rows, out_ld}, DType::bf16, x.device());
   const RoundArgs r{x.data<float>(), out.data<bf16>(),      rows, cols, ld, stride,
@@ -523,9 +523,9 @@ void launch_tensor_core(const char* kernel, const GemmArgs& g) {
     fn = g.trans_b ? matmul_tensor_core_mma_kernel<false, true, T, false>
                    : matmul_tensor_core_mma_kernel<false, false, T, false>;
   }
-  LaunchInfo info =
-      kernel_launch_info(kernel, g.c, tile_grid(g, kTcBlockM, kTcBlockN), dim3(kTcThreads), 0,
-                         gemm_flops(g), ideal_bytes(g, 2, static_cast<double>(sizeof(T))));
+  LaunchInfo info = kernel_launch_info(kernel, g.c, tile_grid(g, kTcBlockM, kTcBlockN),
+                                       dim3(kTcThreads), kTcSharedBytes, gemm_flops(g),
+                                       ideal_bytes(g, 2, static_cast<double>(sizeof(T))));
   info.unit = ComputeUnit::tensor_core_bf16;
   launch_cuda_kernel(info, fn, p);
 }
