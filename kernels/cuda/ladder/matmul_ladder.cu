@@ -246,6 +246,7 @@ __device__ void tc_load_tile(uint16_t* dst, const bf16* src, int64_t ld, int64_t
   constexpr int kChunksPerRow = Tile::cols / kChunk;
   constexpr int kPerThread = Tile::rows * kChunksPerRow / kTcThreads;
   static_assert(Tile::rows * kChunksPerRow % kTcThreads == 0, "whole chunks per thread");
+  GLASS_UNROLL
   for (int i = 0; i < kPerThread; ++i) {
     const int e = i * kTcThreads + tid;
     const int r = e / kChunksPerRow, c = e % kChunksPerRow * kChunk;
@@ -299,11 +300,11 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
   constexpr bool kAAlongRows = !kTransA, kBAlongRows = kTransB;  // where k runs in the stored rows
   using ATile = TcTile<kAAlongRows>;
   using BTile = TcTile<kBAlongRows>;
-  // dynamic shared memory: A's two stages, then B's (a template kernel's static __shared__ would
-  // be one variable per instantiation)
+  // Dynamic shared memory: A's stages 0 and 1, then B's. Stage s's tiles are computed from s, not
+  // looked up in an array of pointers (indexed at run time, that array would live in local memory).
   GLASS_DYNAMIC_SHARED(uint16_t, shared);
-  uint16_t* const a_tiles[2] = {shared, shared + kTcStageElems};
-  uint16_t* const b_tiles[2] = {shared + 2 * kTcStageElems, shared + 3 * kTcStageElems};
+  auto a_tile = [&](int s) { return shared + s * kTcStageElems; };
+  auto b_tile = [&](int s) { return shared + (2 + s) * kTcStageElems; };
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / kTcWarpsN * kTcWarpM, warp_n = warp % kTcWarpsN * kTcWarpN;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTcBlockM;
@@ -315,13 +316,13 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
   // The copies of the k tile at k0 into stage s, as one cp.async group.
   auto load_stage = [&](int s, int64_t k0) {
     if (kAAlongRows)
-      tc_load_tile<ATile>(a_tiles[s], a, p.lda, row0, k0, p.m - row0, p.k - k0, tid);
+      tc_load_tile<ATile>(a_tile(s), a, p.lda, row0, k0, p.m - row0, p.k - k0, tid);
     else
-      tc_load_tile<ATile>(a_tiles[s], a, p.lda, k0, row0, p.k - k0, p.m - row0, tid);
+      tc_load_tile<ATile>(a_tile(s), a, p.lda, k0, row0, p.k - k0, p.m - row0, tid);
     if (kBAlongRows)
-      tc_load_tile<BTile>(b_tiles[s], b, p.ldb, col0, k0, p.n - col0, p.k - k0, tid);
+      tc_load_tile<BTile>(b_tile(s), b, p.ldb, col0, k0, p.n - col0, p.k - k0, tid);
     else
-      tc_load_tile<BTile>(b_tiles[s], b, p.ldb, k0, col0, p.k - k0, p.n - col0, tid);
+      tc_load_tile<BTile>(b_tile(s), b, p.ldb, k0, col0, p.k - k0, p.n - col0, tid);
     tc::cp_async_commit();
   };
 
@@ -336,34 +337,45 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensor_core_mma_kernel(TcPr
       tc::cp_async_commit();  // an empty group keeps "all but the newest" meaning stage s
     tc::cp_async_wait<1>();   // this thread's copies of stage s have landed
     __syncthreads();          // and everyone's
+    GLASS_UNROLL
     for (int kk = 0; kk < kTcBlockK; kk += mma::kK) {
       uint32_t a_frag[kTcTilesM][4], b_frag[kTcTilesN][2];
+      GLASS_UNROLL
       for (int mi = 0; mi < kTcTilesM; ++mi)
-        tc_load_a<kAAlongRows, kSwapRows>(a_frag[mi], a_tiles[s], warp_m + mma::kM * mi, kk, lane);
+        tc_load_a<kAAlongRows, kSwapRows>(a_frag[mi], a_tile(s), warp_m + mma::kM * mi, kk, lane);
+      GLASS_UNROLL
       for (int ni = 0; ni < kTcTilesN; ni += 2) {
         uint32_t pair[4];
-        tc_load_b<kBAlongRows>(pair, b_tiles[s], warp_n + mma::kN * ni, kk, lane);
+        tc_load_b<kBAlongRows>(pair, b_tile(s), warp_n + mma::kN * ni, kk, lane);
         b_frag[ni][0] = pair[0];
         b_frag[ni][1] = pair[1];
         b_frag[ni + 1][0] = pair[2];
         b_frag[ni + 1][1] = pair[3];
       }
-      for (int mi = 0; mi < kTcTilesM; ++mi)
+      GLASS_UNROLL
+      for (int mi = 0; mi < kTcTilesM; ++mi) {
+        GLASS_UNROLL
         for (int ni = 0; ni < kTcTilesN; ++ni)
           tc::mma_m16n8k16_bf16(acc[mi][ni], a_frag[mi], b_frag[ni], acc[mi][ni]);
+      }
     }
     __syncthreads();  // everyone is done with stage s before the next step refills it
   }
   tc::cp_async_wait<0>();  // nothing may be in flight when the thread exits
 
-  for (int mi = 0; mi < kTcTilesM; ++mi)
-    for (int ni = 0; ni < kTcTilesN; ++ni)
+  GLASS_UNROLL
+  for (int mi = 0; mi < kTcTilesM; ++mi) {
+    GLASS_UNROLL
+    for (int ni = 0; ni < kTcTilesN; ++ni) {
+      GLASS_UNROLL
       for (int e = 0; e < 4; ++e) {
         const mma::RowCol rc = mma::c_element(lane, e);
         const int64_t i = row0 + warp_m + mma::kM * mi + rc.row;
         const int64_t j = col0 + warp_n + mma::kN * ni + rc.col;
         if (i < p.m && j < p.n) p.store(batch, i, j, acc[mi][ni][e]);
       }
+    }
+  }
 }
 
 // f32 -> bf16 for rung 4's f32 operands: `copies` matrices of rows x cols (row stride ld, batch
