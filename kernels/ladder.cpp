@@ -17,58 +17,63 @@ constexpr const char* kVariable = "GLASS_KERNEL_VARIANT";
 
 const Rung kSoftmaxRungs[kRungs] = {
     {0, "naive", "softmax_forward_naive",
-     "one thread per row: a warp reads 32 rows at once, cols floats apart (uncoalesced)", false},
+     "one thread per row: a warp reads 32 rows at once, cols floats apart (uncoalesced)", false,
+     false},
     {1, "coalesced", "softmax_forward_coalesced",
      "one block per row, threads stride over columns (coalesced); thread 0 adds the partials",
-     false},
+     false, false},
     {2, "shuffle", "softmax_forward",
      "production (softmax.cu): warp-shuffle butterfly reductions, log2 steps instead of blockDim",
-     true},
+     true, false},
     {3, "float4", "softmax_forward_float4",
-     "128-bit loads and stores (scalar head and tail), a quarter of the memory instructions",
+     "128-bit loads and stores (scalar head and tail), a quarter of the memory instructions", false,
      false},
 };
 
 const Rung kLayerNormRungs[kRungs] = {
     {0, "naive", "layernorm_forward_naive",
-     "one thread per row: a warp reads 32 rows at once, C floats apart (uncoalesced)", false},
+     "one thread per row: a warp reads 32 rows at once, C floats apart (uncoalesced)", false,
+     false},
     {1, "coalesced", "layernorm_forward_coalesced",
      "one block per row, threads stride over columns (coalesced); thread 0 adds the partials",
-     false},
+     false, false},
     {2, "shuffle", "layernorm_forward",
      "production (layernorm.cu): warp-shuffle butterfly reductions, log2 steps instead of blockDim",
-     true},
+     true, false},
     {3, "float4", "layernorm_forward_float4",
      "128-bit loads and stores of x and y (scalar head and tail), a quarter of the instructions",
-     false},
+     false, false},
 };
 
 const Rung kMatmulLadder[kMatmulRungs] = {
     {0, "naive", "matmul_naive",
-     "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false},
+     "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false, false},
     {1, "smem", "matmul_smem_tiled",
-     "16x16 tiles of A and B staged in shared memory: each load serves 16 outputs", false},
+     "16x16 tiles of A and B staged in shared memory: each load serves 16 outputs", false, false},
     {2, "register", "matmul_register_tiled",
-     "64x64 block tile, 4x4 outputs per thread in registers: 4x more reuse per shared read", false},
-    {3, "cublas", "cublasSgemmStridedBatched", "production (gemm.cu): cuBLAS SGEMM", true},
+     "64x64 block tile, 4x4 outputs per thread in registers: 4x more reuse per shared read", false,
+     false},
+    {3, "cublas", "cublasSgemmStridedBatched",
+     "production (gemm.cu): cuBLAS SGEMM (bf16: cublasGemmStridedBatchedEx)", true, true},
     {4, "tensor_core", "matmul_tensor_core_mma",
      "bf16 mma.sync on the Tensor Cores (f32 inputs rounded to bf16, f32 sums), ldmatrix, "
      "cp.async double-buffered 128x128x32 tiles",
-     false},
+     false, true},
 };
 
 const Rung kAttentionRungs[kRungs] = {
     {0, "naive", "attention_scores_naive",
-     "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false},
+     "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false,
+     false},
     {1, "row-fused", "attention_row_fused",
      "scores + softmax in one launch per row, S in shared memory: only P goes through memory",
-     false},
+     false, false},
     {2, "tiled", "attention_forward_tiled",
-     "FlashAttention: K, V tiles in shared memory, online softmax, thread per row: no T x T",
+     "FlashAttention: K, V tiles in shared memory, online softmax, thread per row: no T x T", false,
      false},
     {3, "flash", "flash_attention_forward",
      "production (flash_attention.cu): 8 threads per row share its scores and dims (shuffles)",
-     true},
+     true, false},
 };
 
 // "0 naive, 1 coalesced, 2 shuffle (production), 3 float4"

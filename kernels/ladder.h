@@ -40,6 +40,7 @@ struct Rung {
   const char* kernel;       // the LaunchInfo kernel name of its launch
   const char* description;  // one line: what changed and why it should be faster
   bool production;          // the kernel the backend runs by default
+  bool bf16;                // also takes bf16 operands (f32 accumulation), as gemm() does
 };
 
 std::span<const Rung> rungs(Op op);

@@ -50,6 +50,34 @@ TEST(LadderTiming, RowPerRungWithFlopsAndIdealBytes) {
               4.0 * (2 * 37 * 45 + 2 * 45 + 2 * 37));
 }
 
+// bf16 operands: matmul's rungs that take them, cuBLAS (3) and the Tensor Cores (4), 2 bytes per
+// element of A, B and C; each row names the unit of its launches (the roofline's compute roof).
+TEST(LadderTiming, Bf16MatmulRunsTheRungsThatTakeBf16) {
+  const TimingOptions bf16{.warmup = 0, .repeats = 1, .dtype = DType::bf16};
+  const std::vector<LadderRow> rows = time_ladder(Op::matmul, kEmu, {33, 17, 45}, {}, bf16);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].rung->index, 3);
+  EXPECT_EQ(rows[1].rung->index, 4);
+  for (const LadderRow& r : rows) {
+    EXPECT_DOUBLE_EQ(r.flops, 2.0 * 33 * 17 * 45);
+    EXPECT_DOUBLE_EQ(r.bytes, 2.0 * (33 * 45 + 45 * 17 + 33 * 17));
+  }
+  EXPECT_EQ(rows[1].unit, ComputeUnit::tensor_core_bf16);
+  // f32: the rungs of the CUDA cores say so
+  const int naive[] = {0};
+  EXPECT_EQ(time_ladder(Op::matmul, kEmu, {8, 8, 8}, naive, kQuick).front().unit,
+            ComputeUnit::cuda_core);
+  EXPECT_TRUE(
+      contains_all(error_of([&] {
+                     time_ladder(Op::matmul, kEmu, {8, 8, 8}, std::vector<int>{2}, bf16);
+                   }),
+                   {"rung 2 (register) takes f32 operands only", "3 cublas, 4 tensor_core"}));
+  EXPECT_TRUE(contains_all(error_of([&] {
+                             time_ladder(Op::softmax, kEmu, {8, 8}, {}, bf16);
+                           }),
+                           {"softmax runs on f32 operands", "bf16"}));
+}
+
 TEST(LadderTiming, ChosenRungsAndTable) {
   const int chosen[] = {3, 0};
   const std::vector<LadderRow> rows = time_ladder(Op::softmax, kEmu, {5, 1}, chosen, kQuick);
