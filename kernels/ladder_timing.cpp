@@ -170,11 +170,11 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
 
 std::string ladder_table(std::span<const LadderRow> rows) {
   std::string out = fmt::format(
-      "{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
+      "{:<10} {:>4}  {:<11} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
       "kernel", "median us", "min us", "bytes", "GB/s", "GFLOP/s", "alloc MiB");
   for (const LadderRow& r : rows)
     out += fmt::format(
-        "{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
+        "{:<10} {:>3}{:1}  {:<11} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
         "{:>11.3f}\n",
         op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name, r.rung->kernel,
         r.median_us, r.min_us, r.bytes, r.gb_per_s(), r.gflop_per_s(),
