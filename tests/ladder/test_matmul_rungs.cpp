@@ -199,6 +199,30 @@ TEST(MatmulLadder, TensorCoreRungOnBf16Operands) {
   }
 }
 
+// bf16 operands whose rows are 16-byte aligned (K and N multiples of 8): every chunk inside the
+// matrices goes by cp.async straight from the operands (the f32 path's rounded copies are aligned
+// too, the padded cases above take the scalar path); M, N, K still leave partial tiles.
+TEST(MatmulLadder, TensorCoreRungOnAlignedBf16Rows) {
+  Generator gen(17);
+  const Tensor a = rounded_to_bf16(randn({70, 72}, gen)),
+               b = rounded_to_bf16(randn({72, 136}, gen));
+  const Tensor expected = Tensor::empty({70, 136});
+  GemmArgs g;
+  g.a = a;
+  g.b = b;
+  g.c = expected;
+  g.m = 70;
+  g.k = 72;
+  g.n = 136;
+  g.lda = 72;
+  g.ldb = g.ldc = 136;
+  kernels::cpu::gemm(g);
+  const Tensor c = testing::device_empty({70, 136}, DType::bf16);
+  kernels::ladder::run_matmul(kTensorCoreRung, on_device(cast_to(a, DType::bf16)),
+                              on_device(cast_to(b, DType::bf16)), c);
+  EXPECT_TRUE(all_close(cast_to(to_cpu(c), DType::f32), expected, 1.0 / 256, 1e-5));
+}
+
 // The comparison catches a layout error: the same kernel with A's fragments addressed with the
 // 8-row halves of each 16-row block swapped fails it (rows i and i ^ 8 of C trade places), while
 // the right kernel passes.
