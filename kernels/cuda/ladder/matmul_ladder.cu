@@ -484,7 +484,7 @@ Bf16Operand bf16_operand(const Tensor& x, int64_t rows, int64_t cols, int64_t ld
                          int64_t batch) {
   if (x.dtype() == DType::bf16) return {Tensor(), x.data<bf16>(), ld, stride};
   if (rows == 0 || cols == 0) return {Tensor(), nullptr, kChunk, 0};  // k = 0: nothing is read
-  const int64_t copies = stride == 0 ? 1 : batch, out_ld = (std::max<int64_t>(cols, 1) + 7) / 8 * 8;
+  const int64_t copies = stride == 0 ? 1 : batch, out_ld = (cols + kChunk - 1) / kChunk * kChunk;
   const Tensor out = Tensor::empty({copies, rows, out_ld}, DType::bf16, x.device());
   const RoundArgs r{x.data<float>(), out.data<bf16>(),      rows, cols, ld, stride,
                     out_ld,          copies * rows * out_ld};
