@@ -19,16 +19,19 @@
 #include <string>
 #include <string_view>
 
-#include "engine/launch.h"
 #include "kernels/backend.h"
 
 namespace glass::kernels::ladder {
 
 enum class Op : uint8_t { softmax, layernorm, matmul, attention };
 inline constexpr std::array<Op, 4> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention};
-// Rungs 0 (naive) up: four for softmax, LayerNorm and matmul, five for attention (its rung 4 is
-// FlashAttention-2 on the Tensor Cores, bf16). The tables below have room for the longest ladder.
-inline constexpr int kMaxRungs = 5;
+// Rungs per ladder: 0 (naive) to 3 for softmax and layernorm; matmul and attention have a rung 4
+// on the Tensor Cores (bf16 in, f32 accumulate) above their production rung: the Tensor Core GEMM,
+// and FlashAttention-2 (kernels/cuda/flash_attention_mma.cu).
+inline constexpr int kRungs = 4;
+inline constexpr int kMatmulRungs = 5;
+inline constexpr int kAttentionRungs = 5;
+int rung_count(Op op);
 
 const char* op_name(Op op);
 Op parse_op(std::string_view name);  // throws listing the ops
@@ -39,13 +42,12 @@ struct Rung {
   const char* kernel;       // the LaunchInfo kernel name of its launch
   const char* description;  // one line: what changed and why it should be faster
   bool production;          // the kernel the backend runs by default
-  // The dtype of the tensors it takes (the ladder's timing gives it inputs of that dtype) and the
-  // unit that does its FLOPs (whose peak is its roofline's compute roof).
-  DType dtype = DType::f32;
-  ComputeUnit unit = ComputeUnit::cuda_core;
+  bool bf16;                // also takes bf16 operands (f32 accumulation), as gemm() does
+  bool f32 = true;          // takes f32 operands (attention's Tensor Core rung: bf16 only; in an
+                            // f32 ladder it gets the same inputs rounded to bf16)
 };
 
-std::span<const Rung> rungs(Op op);  // rung i at index i
+std::span<const Rung> rungs(Op op);
 const Rung& rung(Op op, int index);  // throws naming the op and listing its rungs
 int production_rung(Op op);
 
@@ -92,16 +94,16 @@ void selected_gemm(const GemmArgs& args);
 void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                 int64_t n_head, double scale);
 
-// One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_table.cu), null
-// past the op's last rung.
+// One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_emu.cpp for emu).
 struct LadderTable {
-  std::array<void (*)(const Tensor&, const Tensor&), kMaxRungs> softmax_forward;
+  std::array<void (*)(const Tensor&, const Tensor&), kRungs> softmax_forward;
   std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       const Tensor&, double),
-             kMaxRungs>
+             kRungs>
       layernorm_forward;
-  std::array<void (*)(const GemmArgs&), kMaxRungs> gemm;
-  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double), kMaxRungs>
+  std::array<void (*)(const GemmArgs&), kMatmulRungs> gemm;
+  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double),
+             kAttentionRungs>
       attention_forward;
 };
 const LadderTable& ladder_table(Device d);  // throws for a device without ladders (cpu)

@@ -62,9 +62,9 @@ std::string shape_help() {
 void run(const Flags& f) {
   glass::kernels::cpu::set_threads(f.threads);
   if (!f.variant.empty()) {
-    const glass::samples::VariantResult r =
-        glass::samples::time_variants({glass::Device::parse(f.device), f.operation, f.variant,
-                                       parse_shape(f.shape), f.plan.warmup, f.plan.repeats});
+    const glass::samples::VariantResult r = glass::samples::time_variants(
+        {glass::Device::parse(f.device), f.operation, f.variant, parse_shape(f.shape),
+         f.plan.warmup, f.plan.repeats, glass::samples::parse_dtype_flag(f.dtype)});
     glass::write_file_atomic(f.output, r.json.dump(2) + "\n");
     fmt::print("{} on {}: kernel ladder\n{}", f.operation, f.device, r.table);
     return;
@@ -97,7 +97,9 @@ int main(int argc, char** argv) {
   app.add_option("--shape", f.shape,
                  "sizes, comma-separated (default: the operation's): " + shape_help());
   app.add_option("--dtype", f.dtype,
-                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak)");
+                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak; "
+                 "with --variant: the rungs that take bf16: matmul's cuBLAS and Tensor Core rungs, "
+                 "attention's flash and mma rungs)");
   app.add_option("--attention", f.attention,
                  "the attention operation's kernel: auto | naive | flash | flash-simt | flash-mma "
                  "| cudnn");

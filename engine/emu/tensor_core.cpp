@@ -189,23 +189,20 @@ void BlockScheduler::cp_async(void* dst, const void* src, int bytes, int src_byt
 
 void BlockScheduler::cp_async_commit() { ++current_->committed_groups; }
 
-// Lands every committed group but the `pending_groups` most recent ones (PTX: "all the prior
-// cp.async-groups committed by the executing thread are complete"). The most recent groups are
-// counted whether or not they hold copies: a commit with no copy since the last one makes an
-// empty group, which is one of them (a pipeline's last iterations commit empty groups so that
-// their wait_group N keeps meaning "the tile before"). Copies not committed yet belong to no group
-// and stay in flight.
+// Lands every committed group but the `pending_groups` most recently committed ones. Those are
+// counted whether or not they hold copies: a group committed with none (a pipeline's last, empty
+// stage) is still one of the N most recent, as in PTX's cp.async.wait_group. Copies not committed
+// yet belong to no group and stay in flight.
 void BlockScheduler::cp_async_wait(int pending_groups, Site site) {
   if (pending_groups < 0)
     throw EmuError("cp.async.wait_group at " + describe(site) +
                    ": N = " + std::to_string(pending_groups) + " is negative");
   Fiber& self = *current_;
-  const int64_t complete_below =
+  // Groups below this index must have landed (copies are in issue order, so groups ascend).
+  const int64_t landed_below =
       static_cast<int64_t>(self.committed_groups) - static_cast<int64_t>(pending_groups);
-  // Groups with copies in flight that must complete (copies are in issue order, so groups ascend).
   int groups = 0;
-  for (size_t i = 0;
-       i < self.copies.size() && static_cast<int64_t>(self.copies[i].group) < complete_below; ++i)
+  for (size_t i = 0; i < self.copies.size() && self.copies[i].group < landed_below; ++i)
     groups += i == 0 || self.copies[i].group != self.copies[i - 1].group;
   if (groups > 0) land_oldest_groups(self, groups);
 }

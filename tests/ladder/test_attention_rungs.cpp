@@ -35,7 +35,7 @@ TEST(AttentionRungs, EveryRungMatchesTheF64Reference) {
     for (const ladder::Rung& rung : ladder::rungs(ladder::Op::attention)) {
       SCOPED_TRACE("rung " + std::to_string(rung.index) + " T " + std::to_string(c.T) + " D " +
                    std::to_string(c.D));
-      const DType dtype = rung.dtype;
+      const DType dtype = rung.f32 ? DType::f32 : DType::bf16;  // the mma rung: bf16 only
       if (dtype == DType::bf16 && !kernels::flash_mma_head_dim_ok(c.D)) continue;
       const Tensor out = device_empty({c.B, c.T, C}, dtype), lse = device_empty({c.B, c.H, c.T});
       ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, scale);
@@ -73,8 +73,10 @@ TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
   // the mma rung: heads in bf16 (half the bytes) and 64-row query tiles, so at T = 64 one tile
   // reads K and V once (1.0 T rows)
   EXPECT_DOUBLE_EQ(rows[4].bytes, (2 + 2 * 1.0) * heads / 2 + lse);
-  // every rung does the same useful FLOPs up to the softmax's count
+  // every rung does the same useful FLOPs up to the softmax's count, on the CUDA cores but the last
   for (const ladder::LadderRow& r : rows) EXPECT_GT(r.flops, 4.0 * D * B * H * T * (T + 1) / 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(rows[i].unit, ComputeUnit::cuda_core) << i;
+  EXPECT_EQ(rows[4].unit, ComputeUnit::tensor_core_bf16);
 }
 
 TEST(AttentionRungs, AllRungsLeaveOutTheTensorCoreRungWhereItCannotRun) {
@@ -83,6 +85,15 @@ TEST(AttentionRungs, AllRungsLeaveOutTheTensorCoreRungWhereItCannotRun) {
       ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice, {1, 1, 8, 16}, {}, quick);
   ASSERT_EQ(rows.size(), 4u);  // head dim 16: rungs 0..3
   EXPECT_EQ(rows.back().rung->index, 3);
+  // in bf16: the rungs that take it, flash on the CUDA cores and mma on the Tensor Cores
+  const std::vector<ladder::LadderRow> bf16 =
+      ladder::time_ladder(ladder::Op::attention, testing::kKernelDevice, {1, 1, 8, 32}, {},
+                          {.warmup = 0, .repeats = 1, .dtype = DType::bf16});
+  ASSERT_EQ(bf16.size(), 2u);
+  EXPECT_EQ(bf16[0].rung->index, 3);
+  EXPECT_EQ(bf16[0].unit, ComputeUnit::cuda_core);
+  EXPECT_EQ(bf16[1].rung->index, 4);
+  EXPECT_EQ(bf16[1].unit, ComputeUnit::tensor_core_bf16);
   const int mma[] = {4};  // asked for by name, it says why not
   EXPECT_TRUE(
       testing::contains_all(testing::error_of([&] {

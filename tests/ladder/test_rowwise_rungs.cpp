@@ -116,7 +116,7 @@ TEST(RowwiseLadders, BitIdenticalAcrossRunsAndThreadOrders) {
   const LayerNormInputs in({37, 45}, gen);
   const Tensor x = on_device(in.x), weight = on_device(in.weight), bias = on_device(in.bias);
   const Tensor y = device_empty({37, 45}), mean = device_empty({37}), rstd = device_empty({37});
-  for (int rung = 0; rung < 4; ++rung) {  // both ladders have rungs 0..3
+  for (int rung = 0; rung < kernels::ladder::kRungs; ++rung) {
     SCOPED_TRACE(fmt::format("rung {}", rung));
     testing::expect_deterministic({y}, [&] { kernels::ladder::run_softmax_forward(rung, x, y); });
     testing::expect_deterministic({y, mean, rstd}, [&] {
