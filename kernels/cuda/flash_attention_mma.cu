@@ -11,7 +11,8 @@
 // v at 2C + h*D..); out bf16 [B, T, C]; lse f32 [B, H, T] (natural log, as flash-simt saves it).
 // Head dims D = 32, 64, 128 (a template parameter: every fragment array has a compile-time size,
 // so ptxas keeps all of them in registers; `-Xptxas -v` reports 0 bytes of local memory and stack
-// for every kernel here).
+// for every kernel here; registers on sm_90 for D = 32 / 64 / 128: forward 76 / 100 / 169, query
+// kernel 128 / 130 / 166, key kernel 138 / 180 / 232).
 //
 // Blocks are 4 warps; a warp owns 16 rows of the block's 64 (the m of mma) and the whole head dim.
 // - forward `flash_attention_forward_mma`, block (query tile of 64 rows, slice): Q's fragments are
