@@ -136,6 +136,47 @@ TEST(VectorPath, LayerNormAtAnOffsetMatchesCpu) {
   }
 }
 
+TEST(VectorPath, ResidualLayerNormAtAnOffsetMatchesCpuInF32AndBf16) {
+  Generator gen(30);
+  const int64_t rows = 9, C = 72;  // 72 bf16 = 9 vectors; 72 f32 = 18
+  const Tensor x = randn({rows, C}, gen), delta = randn({rows, C}, gen, 0, 0.5);
+  const Tensor w = randn({C}, gen, 1, 0.5), b = randn({C}, gen);
+  const Tensor dy = randn({rows, C}, gen), dres = randn({rows, C}, gen);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    // the reference on the values the device holds (rounded to bf16 for bf16)
+    auto held = [&](const Tensor& t) { return cast(cast(t, dtype), DType::f32); };
+    const Tensor res_ref = Tensor::empty({rows, C}), y_ref = Tensor::empty({rows, C}),
+                 dx_ref = Tensor::empty({rows, C}), dw_ref = Tensor::empty({C}),
+                 db_ref = Tensor::empty({C});
+    const Tensor mean_ref = Tensor::empty({rows}), rstd_ref = Tensor::empty({rows});
+    kernels::cpu::residual_layernorm_forward(held(x), held(delta), held(w), held(b), res_ref, y_ref,
+                                             mean_ref, rstd_ref, 1e-5);
+    kernels::cpu::residual_layernorm_backward(held(dy), held(dres), res_ref, held(w), mean_ref,
+                                              rstd_ref, dx_ref, dw_ref, db_ref);
+    // offset 3: a head of 1 f32 or 5 bf16 before each row's first boundary
+    for (int64_t offset : {0, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " offset " + std::to_string(offset));
+      auto dev = [&](const Tensor& t) { return on_device_at(cast(t, dtype), offset); };
+      auto out = [&](const Shape& shape) { return device_empty_at(shape, dtype, offset); };
+      const Tensor wd = dev(w), res = out({rows, C}), y = out({rows, C}), dx = out({rows, C}),
+                   dw = out({C}), db = out({C});
+      const Tensor mean = device_empty({rows}), rstd = device_empty({rows});
+      kernels::cuda::residual_layernorm_forward(dev(x), dev(delta), wd, dev(b), res, y, mean, rstd,
+                                                1e-5);
+      kernels::cuda::residual_layernorm_backward(dev(dy), dev(dres), res, wd, mean, rstd, dx, dw,
+                                                 db);
+      // bf16: the residual and every output rounded once more than on cpu, and the statistics
+      // of a rounded residual
+      const double rtol = dtype == DType::f32 ? 1e-5 : 4.0 / 256;
+      EXPECT_TRUE(all_close(to_cpu(res), res_ref, rtol));
+      EXPECT_TRUE(all_close(to_cpu(y), y_ref, rtol));
+      EXPECT_TRUE(all_close(to_cpu(dx), dx_ref, rtol, 1e-5));
+      EXPECT_TRUE(all_close(to_cpu(dw), dw_ref, rtol, 1e-5));
+      EXPECT_TRUE(all_close(to_cpu(db), db_ref, rtol, 1e-5));
+    }
+  }
+}
+
 TEST(VectorPath, ClassifierAtAnOffsetMatchesCpu) {
   Generator gen(23);
   const int64_t rows = 6, cols = 40, vocab = 37;  // padded columns after the vocabulary
