@@ -74,4 +74,5 @@ void ldmatrix_misaligned(uint32_t* out);
 void ldmatrix_before_wait(const uint16_t* g, uint32_t* out);
 void ldmatrix_shapes_disagree(uint32_t* out);
 void copy_groups(const uint32_t* g, uint32_t* out);
+void copy_then_empty_group(const uint32_t* g, uint32_t* out);
 void copy_never_waited(const uint32_t* g, uint32_t* out);

@@ -191,6 +191,13 @@ TEST_F(TensorCoreTest, WaitGroupLandsTheOldestGroupsOnly) {
   }
 }
 
+TEST_F(TensorCoreTest, AnEmptyGroupCountsAmongTheMostRecent) {
+  std::vector<uint32_t> g = {7, 8, 9, 10}, out(4, 0);
+  launch_kernel("copy_then_empty_group", copy_then_empty_group, dim3(1), dim3(1), 0, g.data(),
+                out.data());
+  EXPECT_EQ(out, g);  // wait_group 1 leaves only the empty group pending
+}
+
 TEST_F(TensorCoreTest, ExitingWithACopyNeverWaitedForIsAnError) {
   std::vector<uint32_t> g(4, 5), out(1);
   const std::string msg = emu_error_of([&] {
