@@ -1,8 +1,10 @@
 # The two commands of the README:
-#   make train   install what is missing, build Release, train the toy GPT on Tiny Shakespeare
+#   make train   install what is missing, build Release (every program of samples/), train the toy
+#                GPT on Tiny Shakespeare
 #   make test    install what is missing, build with ASan+UBSan (and nvcc where it is found), run
 #                the whole suite; this is what CI runs
-# Also: make test-release runs the whole suite on a Release build (with the benchmarks built).
+# Also: make test-release runs the whole suite on a Release build (with the benchmarks built);
+# make debug builds debug_step with debug information for docs/debugging.md (build-g).
 # Extra flags for train_gpt go in ARGS, e.g. make train ARGS="--steps 100".
 
 JOBS ?= $(shell nproc)
@@ -10,7 +12,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARGS ?=
 
-.PHONY: setup setup-test setup-fuzz build train test test-release bench fuzz clean
+.PHONY: setup setup-test setup-fuzz build debug train test test-release bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -21,9 +23,21 @@ setup-test:
 setup-fuzz:
 	@scripts/setup.sh --fuzz
 
+# Every program of samples/ (the docs use them all, from the tour's first command on).
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target train_gpt
+	cmake --build $(BUILD) -j $(JOBS) --target samples
+	@echo "built: $(addprefix $(BUILD)/samples/,$(SAMPLES))"
+
+SAMPLES = train_gpt prepare_data generate profile_op roofline debug_step
+
+# What docs/debugging.md's gdb walkthrough steps through: debug_step with debug information
+# (RelWithDebInfo; kernels/cuda/softmax.cu at -O0), cpu and emu only (no nvcc: it builds in minutes).
+DEBUG_BUILD ?= build-g
+debug: setup
+	cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_BUILD_TESTS=OFF -DGLASS_BUILD_BENCH=OFF -DGLASS_CUDA=OFF >/dev/null
+	cmake --build $(DEBUG_BUILD) -j $(JOBS) --target debug_step
+	@echo "built: $(DEBUG_BUILD)/samples/debug_step (docs/debugging.md)"
 
 # No --data here: train_gpt's default is data/tinyshakespeare.txt, and ARGS="--data X" replaces it.
 train: build
@@ -82,4 +96,4 @@ fuzz: setup-fuzz
 	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEBUG_BUILD)

@@ -61,6 +61,7 @@ void run(const Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"debug_step: one forward + backward of LayerNorm -> softmax, to step through"};
+  glass::samples::describe_program(app, "docs/debugging.md");
   Options o;
   app.add_option("--device", o.device, "cpu | emu");
   app.add_option("--rows", o.rows, "rows of x (softmax blocks on emu)");

@@ -87,12 +87,13 @@ std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::s
 
 int main(int argc, char** argv) {
   CLI::App app{"generate: sample text from a saved glass GPT"};
+  glass::samples::describe_program(
+      app, "README.md (\"GPT-2 tokens: prepare_data, sampling, generate\")");
   std::string weights, device_name = "cpu", tokenizer, data, prompt;
   int64_t n_head = 0, n = 200;
   int threads = 0;
   bool full_context = false;
   train::SamplingOptions s;
-  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--weights", weights,
                  "model weights: glass (--save or a checkpoint) or Hugging Face safetensors, or "
                  "llm.c's .bin")
@@ -139,7 +140,7 @@ int main(int argc, char** argv) {
     model.load_state_dict(file.state);
     const std::vector<int32_t> context = train::sample_context(*tok, prompt);
     const train::Generation g = train::generate(model, context, n, s, !full_context);
-    fmt::print("{}{}\n", prompt, tok->decode(g.tokens));
+    fmt::print("{}{}\n", prompt, glass::train::without_partial_utf8_tail(tok->decode(g.tokens)));
     std::fflush(stdout);  // the text before the summary line on stderr, also through one pipe
     fmt::print(stderr, "generate: {} tokens in {:.3f} s: {:.1f} tokens/s ({})\n", g.tokens.size(),
                g.seconds, g.tokens_per_s(), full_context ? "full context" : "KV cache");

@@ -65,6 +65,8 @@ int64_t write_shards(const std::string& dir, const std::string& split,
 
 int main(int argc, char** argv) {
   CLI::App app{"prepare_data: text files -> llm.c shards of GPT-2 tokens"};
+  glass::samples::describe_program(
+      app, "README.md (\"GPT-2 tokens: prepare_data, sampling, generate\")");
   std::vector<std::string> inputs;
   std::string out, tokenizer = "gpt2", vocab_dir;
   double val_fraction = 0.1;
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
       std::error_code ec;
       const auto size = std::filesystem::file_size(f, ec);
       GLASS_CHECK(!ec, "cannot read input '{}': {}", f, ec.message());
+      // An empty document would add only its <|endoftext|>: shards with nothing to learn from.
+      GLASS_CHECK(size > 0, "input '{}' is empty (0 bytes): there is nothing to tokenize", f);
       total_bytes += static_cast<double>(size);
     }
     const Gpt2Tokenizer tok =

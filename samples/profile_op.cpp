@@ -84,8 +84,8 @@ void run(const Flags& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"profile_op: time one operation's forward + backward on a device"};
+  glass::samples::describe_program(app, "docs/profiling.md and docs/kernel_ladders.md");
   Flags f;
-  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option("--device", f.device, "cpu | emu | cuda");
   app.add_option("--operation", f.operation,
                  "matmul | softmax | mlp (with --variant: layernorm, attention)");

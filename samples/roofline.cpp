@@ -157,9 +157,9 @@ void add_common(CLI::App* cmd, Flags& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"roofline: FLOPs, bytes, bounds and memory budgets of the course's cost model"};
+  glass::samples::describe_program(app, "docs/profiling.md");
   app.require_subcommand(1);
   // --help shows each default (subcommands too); required sizes have none to show.
-  app.option_defaults()->always_capture_default();
   Flags f;
   CLI::App* g = app.add_subcommand("gemm", "C[M,N] = A[M,K] B[K,N]");
   g->add_option("--m", f.m, "rows of A and C")->required()->default_str("");

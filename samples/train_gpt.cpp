@@ -17,13 +17,18 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"train_gpt: train a GPT with glass"};
+  glass::samples::describe_program(app, "README.md and docs/tour.md");
   glass::train::TrainOptions options;
   glass::samples::add_train_gpt_flags(app, options);
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "train_gpt"))
     return *status;
   try {
-    // The library's Trainer accepts 0 steps (a model to inspect); a run of nothing is a mistake.
-    GLASS_CHECK(options.steps >= 1, "--steps {} must be at least 1", options.steps);
+    // 0 steps writes the initial weights (--save) and exits; anything else of nothing is a mistake.
+    GLASS_CHECK(options.steps >= 1 || (options.steps == 0 && !options.save.empty()),
+                "--steps {} must be at least 1 (or 0 with --save FILE, to write the initial "
+                "weights)",
+                options.steps);
+    if (options.steps == 0) options.sample = 0;  // nothing trained: no sample of it either
     // Which model flags the user set: the others are defaults, and yield to --init's file or
     // --resume's checkpoint instead of contradicting it.
     for (const char* flag :

@@ -4,7 +4,6 @@
 namespace glass::samples {
 
 void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
-  app.option_defaults()->always_capture_default();  // --help shows each default
   app.add_option(
       "--device", o.device,
       "cpu | emu (CUDA kernels on the CPU) | cuda[:N] | auto (cuda if a GPU is there, else cpu)");

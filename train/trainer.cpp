@@ -591,7 +591,7 @@ Trainer::Sample Trainer::sample(int64_t n, uint64_t seed, bool kv_cache) {
   Sample s;
   s.generation = generate(*model_, sample_context(*data_.tokenizer, opt_.prompt), n,
                           {opt_.temperature, opt_.top_k, seed}, kv_cache);
-  s.text = data_.tokenizer->decode(s.generation.tokens);
+  s.text = without_partial_utf8_tail(data_.tokenizer->decode(s.generation.tokens));
   return s;
 }
 
@@ -658,8 +658,10 @@ void Trainer::run() {
   if (device_.kind != DeviceKind::cuda)
     log().info("MFU is against the peak of all {} cores; this run uses {} thread{}",
                kernels::cpu::hardware_peak().cores, threads_, threads_ == 1 ? "" : "s");
-  if (step_ >= opt_.steps)
+  if (step_ >= opt_.steps && !opt_.resume.empty())
     log().info("nothing to train: --resume {} is already at step {} = --steps", opt_.resume, step_);
+  else if (opt_.steps == 0)
+    log().info("--steps 0: nothing to train; the weights are saved as initialised");
   int64_t saved_step = -1;  // the step of the checkpoint written last by this loop
   // A stop signal (train/shutdown.h) ends the loop between steps, never inside one.
   while (step_ < opt_.steps && stop_signal() == 0) {

@@ -99,6 +99,7 @@ void BlockScheduler::run_block(uint64_t linear_block) {
   error_ = nullptr;
   barrier_.arrived = 0;
   for (WarpState& w : warps_) w.exited = 0;
+  copies_in_flight_.clear();
   if (job_->dynamic_shared_bytes > 0)
     std::memset(shared_.get(), kSharedPoison, job_->dynamic_shared_bytes);
   static_shared_.begin_block();
@@ -138,6 +139,8 @@ void BlockScheduler::run_threads() {
     } catch (...) {
       fail(std::current_exception(), self);
     }
+    if (!self.copies.empty()) [[unlikely]]
+      check_copies_waited(self);
     ++exited_;
     warps_[self.tid >> 5].exited |= 1u << (self.tid & 31);
     if (suspended_ > 0 && !aborting_) complete_for_exit(self);

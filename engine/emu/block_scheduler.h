@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/emu/builtins.h"
@@ -47,7 +49,33 @@ struct LaunchJob {
 };
 
 // What a suspended CUDA thread waits for; deadlock reports group threads by it.
-enum class WaitKind : uint8_t { block_barrier, warp_sync, warp_shuffle, warp_vote };
+enum class WaitKind : uint8_t { block_barrier, warp_sync, warp_shuffle, warp_vote, warp_matrix };
+
+// One lane's operands of a Tensor Core instruction (engine/emu/tensor_core.cpp): a warp_matrix
+// collective hands every lane's MatrixOperands to the lane that completes it, which runs the
+// instruction for the whole warp and writes each lane's result registers.
+struct MatrixOperands {
+  enum class Instruction : uint8_t { mma_m16n8k16_bf16, ldmatrix } instruction;
+  // mma: a[4], b[2], c[4] in, d[4] out (d may alias c)
+  const uint32_t* a = nullptr;
+  const uint32_t* b = nullptr;
+  const float* c = nullptr;
+  float* d = nullptr;
+  // ldmatrix: `matrices` 8x8 matrices, this lane's row address, `matrices` registers out
+  int matrices = 0;
+  bool trans = false;
+  const void* row = nullptr;
+  uint32_t* r = nullptr;
+};
+
+// A cp.async this thread issued and has not waited for yet.
+struct PendingCopy {
+  std::byte* dst;
+  const std::byte* src;
+  int bytes, src_bytes;
+  unsigned group;  // commit groups before it: the group it belongs to once committed
+  Site site;
+};
 struct Wait {
   WaitKind kind;
   Site site;
@@ -62,6 +90,9 @@ struct Fiber {
   uint3 thread_idx{0, 0, 0};
   Wait wait{};
   uint64_t collective_result = 0;  // handed over by the lane that completed a warp operation
+  // cp.async of the CUDA thread it runs, in issue order, and the groups it committed so far.
+  std::vector<PendingCopy> copies;
+  unsigned committed_groups = 0;
 };
 
 // One warp operation in progress: lanes deposit a value and wait until every lane of `mask`
@@ -71,6 +102,7 @@ struct WarpCollective {
   unsigned mask;
   unsigned arrived;
   bool divergent;  // lanes of one mask arrived at operations of different kinds
+  Site site;       // warp_matrix: where the first lane executes it (all must be at the same one)
   std::array<uint64_t, 32> value;
   std::array<uint8_t, 32> source;  // shuffles: the lane each lane reads
   std::array<Fiber*, 32> fiber;
@@ -113,6 +145,11 @@ class BlockScheduler {
   BlockVote sync_block(int predicate, Site site);
   uint64_t warp_collective(WaitKind kind, unsigned mask, uint64_t value, unsigned source_lane,
                            Site site);
+  // Tensor Core instructions (engine/emu/tensor_core.cpp).
+  void matrix_instruction(MatrixOperands& operands, Site site);
+  void cp_async(void* dst, const void* src, int bytes, int src_bytes, Site site);
+  void cp_async_commit();
+  void cp_async_wait(int pending_groups, Site site);
   unsigned lane() const { return current_->tid & 31; }
   unsigned active_mask() const;
   void* dynamic_shared() const { return shared_.get(); }
@@ -136,6 +173,14 @@ class BlockScheduler {
   bool collective_done(const WarpState& w, const WarpCollective& c) const;
   uint64_t complete_collective(WarpState& w, WarpCollective& c, const Fiber* caller);
   WarpCollective* open_collective(WarpState& w, WaitKind kind, unsigned mask);
+  std::string matrix_lanes_error(const WarpState& w, const WarpCollective& c) const;
+  void run_matrix_instruction(const WarpCollective& c);
+  void run_mma(const WarpCollective& c);
+  void run_ldmatrix(const WarpCollective& c);
+  bool in_shared_memory(const void* p, size_t bytes) const;
+  void land_oldest_groups(Fiber& thread, int groups);
+  void forget_in_flight(const PendingCopy& copy);
+  void check_copies_waited(Fiber& thread);
 
   const LaunchJob* job_ = nullptr;
   unsigned nthreads_ = 0;
@@ -172,6 +217,13 @@ class BlockScheduler {
   size_t shared_capacity_ = 0;
   StaticSharedMemory static_shared_;
   std::vector<size_t> static_shared_written_;
+  // Shared memory that a cp.async of this block will still write: 16-byte chunk -> the bytes
+  // of it in flight (bit i: byte i) and the cp.async's site. ldmatrix refuses to read them.
+  struct InFlight {
+    uint16_t bytes;
+    Site site;
+  };
+  std::unordered_map<uintptr_t, InFlight> copies_in_flight_;
 
   LaunchStats stats_;
 };

@@ -21,6 +21,8 @@ std::string describe(const Wait& w) {
       return "a shuffle with mask " + describe_mask(w.mask) + " at " + detail::describe(w.site);
     case WaitKind::warp_vote:
       return "a vote with mask " + describe_mask(w.mask) + " at " + detail::describe(w.site);
+    case WaitKind::warp_matrix:
+      return "a Tensor Core instruction (mma, ldmatrix) at " + detail::describe(w.site);
   }
   return "?";
 }

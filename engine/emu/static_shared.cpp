@@ -168,6 +168,11 @@ void StaticSharedMemory::poison_all() {
   fresh_ = false;
 }
 
+bool StaticSharedMemory::contains(const void* p, size_t bytes) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  return base_ && b >= base_ && b + bytes <= base_ + program().layout.section_bytes;
+}
+
 void StaticSharedMemory::end_block(std::vector<size_t>& written, const std::vector<size_t>* only) {
   if (!base_) return;
   if (fresh_) return poison_all();  // no block ran here yet: nothing was written

@@ -46,6 +46,8 @@ class StaticSharedMemory {
   // `only`, just those variables are looked at (the ones earlier launches of the kernel wrote):
   // the scan after the last block of a launch on this OS thread passes null and looks at all.
   void end_block(std::vector<size_t>& written, const std::vector<size_t>* only);
+  // Whether [p, p + bytes) lies in this OS thread's static shared memory.
+  bool contains(const void* p, size_t bytes) const;
 
  private:
   void poison_all();

@@ -87,18 +87,53 @@ WarpCollective* BlockScheduler::open_collective(WarpState& w, WaitKind kind, uns
                    ", which does not include the calling lane");
   WarpState& w = warps_[self.tid >> 5];
   WarpCollective& c = *open_collective(w, kind, mask);
+  if (kind == WaitKind::warp_matrix) {
+    if (c.arrived == 0) c.site = site;
+    if (!(c.site == site))
+      throw EmuError("lane " + std::to_string(lane) + " executes a Tensor Core instruction at " +
+                     describe(site) + " while lanes " + describe_mask(c.arrived) +
+                     " of its warp execute one at " + describe(c.site) +
+                     ": every lane of the warp must execute the same mma/ldmatrix (.sync.aligned)");
+  }
   c.arrived |= 1u << lane;
   c.value[lane] = value;
   c.source[lane] = static_cast<uint8_t>(source_lane);
   c.fiber[lane] = &self;
-  if (collective_done(w, c)) return complete_collective(w, c, &self);
+  if (collective_done(w, c)) {
+    const uint64_t result = complete_collective(w, c, &self);
+    if (aborting_) throw CancelledThread{};  // the instruction failed: complete_collective said so
+    return result;
+  }
   suspend(Wait{kind, site, mask});
   return self.collective_result;
+}
+
+// A Tensor Core instruction is a warp collective of all 32 lanes (.sync.aligned); each lane
+// deposits a pointer to its operands, which stay on its stack while it waits.
+void BlockScheduler::matrix_instruction(MatrixOperands& operands, Site site) {
+  warp_collective(WaitKind::warp_matrix, ~0u, reinterpret_cast<uintptr_t>(&operands), 0, site);
 }
 
 // Hands every lane that took part its result, releases them, and retires `c`. `caller`, when
 // not null, is the lane completing it, which gets its result as the return value.
 uint64_t BlockScheduler::complete_collective(WarpState& w, WarpCollective& c, const Fiber* caller) {
+  if (c.kind == WaitKind::warp_matrix) {
+    // Runs the instruction for the whole warp; on an error the block fails and every lane
+    // unwinds (abort_block retires `c`).
+    std::string error = matrix_lanes_error(w, c);
+    if (error.empty()) {
+      try {
+        run_matrix_instruction(c);
+      } catch (const EmuError& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      fail(std::make_exception_ptr(EmuError(error)),
+           caller ? *caller : *c.fiber[std::countr_zero(c.arrived)]);
+      return 0;
+    }
+  }
   uint64_t votes = 0;
   if (c.kind == WaitKind::warp_vote) {
     for (unsigned lanes = c.arrived; lanes; lanes &= lanes - 1) {

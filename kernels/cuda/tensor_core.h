@@ -44,7 +44,8 @@ __host__ __device__ inline uint32_t pack_b16(uint16_t lo, uint16_t hi) {
 // d = a * b + c on one warp (m16n8k16; a row-major 16x16 bf16, b column-major 16x8 bf16, c and d
 // 16x8 f32). d may alias c.
 __device__ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4],
-                                         const uint32_t (&b)[2], const float (&c)[4] GLASS_TC_SITE) {
+                                         const uint32_t (&b)[2],
+                                         const float (&c)[4] GLASS_TC_SITE) {
 #if defined(__CUDACC__)
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "

@@ -6,6 +6,7 @@
 #include <vector_types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 // kernels/basic.cu
 void scale_add(const float* x, float* y, float a, int n);
@@ -63,3 +64,13 @@ void atomic_sum(const float* x, float* sum, int n, int* last);
 
 // kernels/memory.cu
 void write_at(float* p, long offset, float v);
+
+// kernels/tensor_core.cu
+void mma_tile(const uint16_t* a, const uint16_t* b, const float* c, float* d);
+void mma_in_diverged_warp(float* out);
+void mma_at_two_sites(float* out);
+void ldmatrix_misaligned(uint32_t* out);
+void ldmatrix_before_wait(const uint16_t* g, uint32_t* out);
+void ldmatrix_shapes_disagree(uint32_t* out);
+void copy_groups(const uint32_t* g, uint32_t* out);
+void copy_never_waited(const uint32_t* g, uint32_t* out);

@@ -36,6 +36,11 @@ TEST(PrepareDataCli, BadInputIsOneLine) {
   glass::testing::expect_one_line_error("prepare_data", "--input x --out /tmp/x --val-fraction 1",
                                         "--val-fraction 1");
   glass::testing::expect_one_line_error("prepare_data", "--out /tmp/x", "--input");
+  const std::string empty = scratch_path("empty.txt"), out = scratch_path("empty_out");
+  std::ofstream(empty, std::ios::binary).flush();
+  glass::testing::expect_one_line_error("prepare_data", "--input " + empty + " --out " + out,
+                                        "is empty (0 bytes)");
+  EXPECT_FALSE(std::filesystem::exists(out)) << "nothing is written for an empty input";
 }
 
 TEST(PrepareDataCli, ShardsThenTrainThenSampleDecodedText) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 #if defined(GLASS_HAS_CUDA)
@@ -39,6 +40,15 @@ void expect_one_line_error(const std::string& args, const std::string& fragment)
 }
 
 TEST(TrainGptCli, UnknownFlag) { expect_one_line_error("--no-such-flag 3", "--no-such-flag"); }
+
+// A flag spelled with '_' or a typo gets the flag it was probably meant to be; a flag like no
+// other gets no guess.
+TEST(TrainGptCli, MistypedFlagGetsDidYouMean) {
+  expect_one_line_error("--n_layer 2", "did you mean --n-layer?");
+  expect_one_line_error("--n-layr 2", "did you mean --n-layer?");
+  const auto r = glass::testing::run_sample("train_gpt", "--zzzzzzzz 2");
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+}
 
 TEST(TrainGptCli, MissingDataFile) {
   expect_one_line_error("--data /nonexistent/shakespeare.txt --steps 1",
@@ -134,6 +144,28 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(again.status, 0) << again.out;
 }
 
+// --steps 0 --save writes the weights as initialised: training one step from them gives the same
+// first loss as a fresh run with the same seed (the step-1 loss is computed before the update).
+TEST(TrainGptCli, ZeroStepsSavesTheInitialWeights) {
+  const std::string weights = tmp("w0.safetensors");
+  std::filesystem::remove(weights);
+  const Outcome zero = run_train_gpt(kTiny + "--steps 0 --seed 11 --save " + weights);
+  ASSERT_EQ(zero.status, 0) << zero.out;
+  ASSERT_TRUE(std::filesystem::exists(weights)) << zero.out;
+  EXPECT_EQ(zero.out.find("--- sample"), std::string::npos) << zero.out;
+  const auto first_loss = [](const std::string& out) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m, std::regex(R"(step +1/1 .*?loss ([0-9.]+))"))) << out;
+    return m.size() > 1 ? m[1].str() : std::string("?");
+  };
+  const Outcome fresh = run_train_gpt(kTiny + "--steps 1 --seed 11");
+  const Outcome from_file = run_train_gpt(kTiny + "--steps 1 --seed 11 --init " + weights);
+  ASSERT_EQ(fresh.status, 0) << fresh.out;
+  ASSERT_EQ(from_file.status, 0) << from_file.out;
+  EXPECT_EQ(first_loss(fresh.out), first_loss(from_file.out));
+  expect_one_line_error(kTiny + "--steps 0", "or 0 with --save FILE");
+}
+
 // Start-up checks (H2): a value that would only fail after training fails before step 1, in one
 // line naming the flag, and trains nothing.
 TEST(TrainGptCli, SamplingOptionsFailBeforeTraining) {
@@ -198,7 +230,7 @@ TEST(TrainGptCli, MakeTrainTakesDataFromArgs) {
                                                 " train ARGS='--data mine.txt'");
   if (r.status == 127) GTEST_SKIP() << "no make";
   ASSERT_EQ(r.status, 0) << r.out;
-  const auto line = r.out.find("samples/train_gpt ");
+  const auto line = r.out.rfind("samples/train_gpt ");  // the run, after make's "built:" line
   ASSERT_NE(line, std::string::npos) << r.out;
   const std::string cmd = r.out.substr(line, r.out.find('\n', line) - line);
   EXPECT_EQ(cmd, "samples/train_gpt --data mine.txt") << r.out;

@@ -148,3 +148,38 @@ TEST(Gpt2Tokenizer, EncodingInChunksCutAtSafePointsEqualsEncodingAtOnce) {
 
 }  // namespace
 }  // namespace glass::train
+
+namespace glass::train {
+namespace {
+
+// A sample that stops inside a multi-byte character prints without it; complete characters and
+// bytes that are invalid anyway stay.
+TEST(PartialUtf8Tail, IsHeldBackAndNothingElse) {
+  EXPECT_EQ(without_partial_utf8_tail("abc"), "abc");
+  EXPECT_EQ(without_partial_utf8_tail(""), "");
+  EXPECT_EQ(without_partial_utf8_tail("a\xC3"), "a");                      // 2-byte lead alone
+  EXPECT_EQ(without_partial_utf8_tail("a\xC3\xA9"), "a\xC3\xA9");          // é complete
+  EXPECT_EQ(without_partial_utf8_tail("a\xE2\x82"), "a");                  // € cut after 2 of 3
+  EXPECT_EQ(without_partial_utf8_tail("a\xE2\x82\xAC"), "a\xE2\x82\xAC");  // € complete
+  EXPECT_EQ(without_partial_utf8_tail("\xF0\x9F\x98"), "");                // emoji cut after 3 of 4
+  EXPECT_EQ(without_partial_utf8_tail("x\xF0\x9F\x98\x80"), "x\xF0\x9F\x98\x80");
+  EXPECT_EQ(without_partial_utf8_tail("a\x80"),
+            "a\x80");  // a stray continuation byte: invalid anyway
+}
+
+// What generate decodes: GPT-2 spells the emoji as byte tokens, so a sample stopped one token
+// early decodes to bytes that end inside it; the printed text ends at the last whole character.
+TEST(PartialUtf8Tail, Gpt2TokensStoppedInsideACharacter) {
+  GLASS_REQUIRE_GPT2_REFERENCE();
+  const auto& tok = Gpt2Tokenizer::standard();
+  const std::string text = "caf\xC3\xA9 \xF0\x9F\x98\x80";
+  std::vector<int32_t> ids = tok.encode(text);
+  ids.pop_back();
+  const std::string bytes = tok.decode(ids);
+  ASSERT_GT(bytes.size(), text.size() - 4) << "the last token is the whole emoji";
+  ASSERT_LT(bytes.size(), text.size());
+  EXPECT_EQ(without_partial_utf8_tail(bytes), text.substr(0, text.size() - 4));
+}
+
+}  // namespace
+}  // namespace glass::train
