@@ -68,7 +68,7 @@ AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, 
                                          int64_t head_dim) {
   if (kernel != AttentionKernel::automatic && kernel != AttentionKernel::flash) return kernel;
   // cpu's flash kernel takes any head dim and dtype
-  if (device.kind == DeviceKind::cpu) return AttentionKernel::flash;
+  if (!runs_cuda_kernels(device)) return AttentionKernel::flash;
   if (dtype == DType::bf16 && kernels::flash_mma_head_dim_ok(head_dim))
     return AttentionKernel::flash_mma;
   // an explicit flash stays the CUDA-core kernel (which names the head dim it refuses)
@@ -88,7 +88,7 @@ void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, 
       return;
     case AttentionKernel::flash_simt:
     case AttentionKernel::flash_mma:
-      GLASS_CHECK(device.kind != DeviceKind::cpu,
+      GLASS_CHECK(runs_cuda_kernels(device),
                   "{} attention runs on emu and cuda only (cpu: --attention flash or naive)", name);
       break;
     default:

@@ -305,6 +305,13 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
         cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &max_workspace, sizeof(max_workspace)),
         "SetAttribute(MAX_WORKSPACE_BYTES)", g, e);
+    // Split-K parts added in the compute type (f32), never in the output type (bf16): the
+    // products are "summed in f32" with or without a split.
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    check_lt(
+        cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &reduction, sizeof(reduction)),
+        "SetAttribute(REDUCTION_SCHEME_MASK)", g, e);
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
@@ -350,6 +357,10 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   info.bytes = es_in * (a_elems + b_elems) + es_out * c_elems +
                (aux_ptr != nullptr ? es_out * mn : 0.0) +
                (bias_ptr != nullptr ? es_out * static_cast<double>(bias_buffer.numel()) : 0.0);
+  // bf16 inputs: tensor cores; f32 under --tf32: TF32 tensor cores; plain f32: the CUDA cores.
+  info.unit = in == DType::bf16 ? ComputeUnit::tensor_core_bf16
+              : tf32            ? ComputeUnit::tensor_core_tf32
+                                : ComputeUnit::cuda_core;
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);

@@ -9,6 +9,7 @@
 #include "engine/rng.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/saturating_cast.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -53,7 +54,7 @@ __device__ void store_any(void* p, DType t, int64_t i, double v) {
       static_cast<double*>(p)[i] = v;
       break;
     case DType::i32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      static_cast<int32_t*>(p)[i] = saturating_i32(v);  // NaN -> 0, out of range saturates
       break;
     case DType::bf16:
       static_cast<uint16_t*>(p)[i] = bf16_bits_from_float(static_cast<float>(v));
@@ -106,13 +107,15 @@ __global__ void fill_uniform_kernel(void* p, DType t, int64_t n, double lo, doub
   if (i < n) store_any(p, t, i, lo + (hi - lo) * philox_uniform(seed, offset, i));
 }
 
-// Launches kernel over the n elements of `on`, one thread each.
+// Launches kernel over the n elements of `on`, one thread each. Every kernel here only moves
+// bytes (the random fills' Philox arithmetic is not counted as FLOPs): its unit is `memory`.
 template <class... Params, class... Args>
 void launch_elements(const char* name, const Tensor& on, int64_t n, double flops, double bytes,
                      void (*kernel)(Params...), Args&&... args) {
   const dim3 grid(ceil_div(n, kThreads)), block(kThreads);
-  launch_cuda_kernel(kernel_launch_info(name, on, grid, block, 0, flops, bytes), kernel,
-                     std::forward<Args>(args)...);
+  LaunchInfo info = kernel_launch_info(name, on, grid, block, 0, flops, bytes);
+  info.unit = ComputeUnit::memory;
+  launch_cuda_kernel(info, kernel, std::forward<Args>(args)...);
 }
 
 void check_contiguous(const char* kernel, const Tensor& t) {
@@ -136,7 +139,7 @@ void fill(const Tensor& dst, double value) {
                              value, n);
     case DType::i32:
       return launch_elements("fill", dst, n, 0, bytes, fill_kernel<int32_t>, dst.data<int32_t>(),
-                             static_cast<int32_t>(value), n);
+                             saturating_i32(value), n);
     case DType::bf16:
       return launch_elements("fill", dst, n, 0, bytes, fill_kernel<uint16_t>,
                              static_cast<uint16_t*>(dst.raw_data()),

@@ -16,6 +16,7 @@ void math_intrinsics(float* f, int* i);
 void trap_in_thread(int bad_thread, int* destroyed);
 void throw_in_thread(int bad_thread);
 void launch_inside_kernel(float* x);
+void copy_vectors(const float* x, float* y, int n);
 
 // kernels/sync.cu
 void block_sum(const float* x, float* sums, int n);
