@@ -233,7 +233,11 @@ train::StepPlanOptions plan_options(const train::TrainOptions& o, const GPTConfi
 
 void expect_plan_matches_trainer(const train::TrainOptions& o) {
   allocate_gemm_workspaces();
+  // the Trainer turns --tf32 on for the process and leaves it so; put the setting back after it,
+  // or the tests that run next (the f32 cross-device GEMMs) would run on TF32
+  const bool tf32_before = kernels::tf32_enabled();
   const TrainedStep emu = trainer_step_on_emu(o);
+  kernels::set_tf32(tf32_before);
   const train::RecordedStep meta = train::record_training_step(kMeta, plan_options(o, emu.config));
   expect_same_launches(meta.launches, emu.launches);
   // The allocator's figures, with size classes on both (emu's red zones give exact sizes).
