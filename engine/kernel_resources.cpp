@@ -56,6 +56,7 @@ KernelResourceReport read_kernel_resources(const std::string& path) {
       r.stack_bytes = k.at("stack_bytes").get<int64_t>();
       r.spill_store_bytes = k.at("spill_store_bytes").get<int64_t>();
       r.spill_load_bytes = k.at("spill_load_bytes").get<int64_t>();
+      r.mma_instructions = k.at("mma_instructions").get<int>();
       report.kernels.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -153,6 +154,7 @@ std::vector<LaunchOccupancy> launch_occupancy(const std::vector<TracedLaunch>& l
       row.registers = std::max(row.registers, k->registers);
       row.static_shared_bytes = std::max(row.static_shared_bytes, k->static_shared_bytes);
       row.spills = row.spills || k->spills();
+      row.mma_instructions = std::max(row.mma_instructions, k->mma_instructions);
     }
     if (row.instantiations > 0)
       row.occupancy = theoretical_occupancy(threads, row.registers,
@@ -168,25 +170,25 @@ std::string occupancy_table(const std::vector<LaunchOccupancy>& rows,
   out += report.missing.empty()
              ? fmt::format("registers and shared memory from ptxas ({})\n", report.path)
              : fmt::format("unknown: {}\n", report.missing);
-  out +=
-      fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", "kernel", "threads",
-                  "dyn smem", "regs", "smem", "spills", "blocks/SM", "occupancy", "limited by");
+  // mma: the Tensor Core instructions in the kernel's PTX (0: it runs on the CUDA cores)
+  constexpr const char* kRow = "{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>5} {:>9} {:>10} {:>13}\n";
+  out += fmt::format(kRow, "kernel", "threads", "dyn smem", "regs", "smem", "spills", "mma",
+                     "blocks/SM", "occupancy", "limited by");
   for (const LaunchOccupancy& r : rows) {
     if (!r.library.empty()) {  // the block shape is the library's own choice, unknown here
-      out += fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", r.kernel,
-                         "-", "-", "-", "-", "-", "-", "-", "(" + r.library + ")");
+      out += fmt::format(kRow, r.kernel, "-", "-", "-", "-", "-", "-", "-", "-",
+                         "(" + r.library + ")");
       continue;
     }
     if (r.instantiations == 0) {
-      out +=
-          fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>10} {:>13}\n", r.kernel,
-                      r.threads, r.dynamic_shared_bytes, "-", "-", "-", "-", "-", "(no ptxas row)");
+      out += fmt::format(kRow, r.kernel, r.threads, r.dynamic_shared_bytes, "-", "-", "-", "-", "-",
+                         "-", "(no ptxas row)");
       continue;
     }
-    out += fmt::format("{:<28} {:>7} {:>8} {:>6} {:>9} {:>6} {:>9} {:>9.0f}% {:>13}\n", r.kernel,
-                       r.threads, r.dynamic_shared_bytes, r.registers, r.static_shared_bytes,
-                       r.spills ? "yes" : "no", r.occupancy.blocks_per_sm,
-                       100 * r.occupancy.fraction, r.occupancy.limiter);
+    out += fmt::format(kRow, r.kernel, r.threads, r.dynamic_shared_bytes, r.registers,
+                       r.static_shared_bytes, r.spills ? "yes" : "no", r.mma_instructions,
+                       r.occupancy.blocks_per_sm,
+                       fmt::format("{:.0f}%", 100 * r.occupancy.fraction), r.occupancy.limiter);
   }
   return out;
 }

@@ -43,6 +43,9 @@ struct KernelResources {
   int registers = 0, barriers = 0;
   int64_t static_shared_bytes = 0, local_bytes = 0, stack_bytes = 0;
   int64_t spill_store_bytes = 0, spill_load_bytes = 0;
+  // mma.sync / wgmma.mma_async instructions in its PTX (a static count, the functions it calls
+  // included): > 0 for the Tensor Core kernels, 0 for the kernels that run on the CUDA cores
+  int mma_instructions = 0;
   bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
 };
 
@@ -91,6 +94,7 @@ struct LaunchOccupancy {
   int registers = 0;
   int64_t static_shared_bytes = 0;
   bool spills = false;
+  int mma_instructions = 0;  // the most of any instantiation: > 0 for a Tensor Core kernel
   Occupancy occupancy;
 };
 

@@ -17,54 +17,63 @@ constexpr const char* kVariable = "GLASS_KERNEL_VARIANT";
 
 const Rung kSoftmaxRungs[kRungs] = {
     {0, "naive", "softmax_forward_naive",
-     "one thread per row: a warp reads 32 rows at once, cols floats apart (uncoalesced)", false},
+     "one thread per row: a warp reads 32 rows at once, cols floats apart (uncoalesced)", false,
+     false},
     {1, "coalesced", "softmax_forward_coalesced",
      "one block per row, threads stride over columns (coalesced); thread 0 adds the partials",
-     false},
+     false, false},
     {2, "shuffle", "softmax_forward",
      "production (softmax.cu): warp-shuffle butterfly reductions, log2 steps instead of blockDim",
-     true},
+     true, false},
     {3, "float4", "softmax_forward_float4",
-     "128-bit loads and stores (scalar head and tail), a quarter of the memory instructions",
+     "128-bit loads and stores (scalar head and tail), a quarter of the memory instructions", false,
      false},
 };
 
 const Rung kLayerNormRungs[kRungs] = {
     {0, "naive", "layernorm_forward_naive",
-     "one thread per row: a warp reads 32 rows at once, C floats apart (uncoalesced)", false},
+     "one thread per row: a warp reads 32 rows at once, C floats apart (uncoalesced)", false,
+     false},
     {1, "coalesced", "layernorm_forward_coalesced",
      "one block per row, threads stride over columns (coalesced); thread 0 adds the partials",
-     false},
+     false, false},
     {2, "shuffle", "layernorm_forward",
      "production (layernorm.cu): warp-shuffle butterfly reductions, log2 steps instead of blockDim",
-     true},
+     true, false},
     {3, "float4", "layernorm_forward_float4",
      "128-bit loads and stores of x and y (scalar head and tail), a quarter of the instructions",
-     false},
+     false, false},
 };
 
-const Rung kMatmulRungs[kRungs] = {
+const Rung kMatmulLadder[kMatmulRungs] = {
     {0, "naive", "matmul_naive",
-     "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false},
+     "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false, false},
     {1, "smem", "matmul_smem_tiled",
-     "16x16 tiles of A and B staged in shared memory: each load serves 16 outputs", false},
+     "16x16 tiles of A and B staged in shared memory: each load serves 16 outputs", false, false},
     {2, "register", "matmul_register_tiled",
-     "64x64 block tile, 4x4 outputs per thread in registers: 4x more reuse per shared read", false},
-    {3, "cublas", "cublasSgemmStridedBatched", "production (gemm.cu): cuBLAS SGEMM", true},
+     "64x64 block tile, 4x4 outputs per thread in registers: 4x more reuse per shared read", false,
+     false},
+    {3, "cublas", "cublasSgemmStridedBatched",
+     "production (gemm.cu): cuBLAS SGEMM (bf16: cublasGemmStridedBatchedEx)", true, true},
+    {4, "tensor_core", "matmul_tensor_core_mma",
+     "bf16 mma.sync on the Tensor Cores (f32 inputs rounded to bf16, f32 sums), ldmatrix, "
+     "cp.async double-buffered 128x128x32 tiles",
+     false, true},
 };
 
 const Rung kAttentionRungs[kRungs] = {
     {0, "naive", "attention_scores_naive",
-     "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false},
+     "three launches (scores, softmax, P V): S and P [B, H, T, T] written and read back", false,
+     false},
     {1, "row-fused", "attention_row_fused",
      "scores + softmax in one launch per row, S in shared memory: only P goes through memory",
-     false},
+     false, false},
     {2, "tiled", "attention_forward_tiled",
-     "FlashAttention: K, V tiles in shared memory, online softmax, thread per row: no T x T",
+     "FlashAttention: K, V tiles in shared memory, online softmax, thread per row: no T x T", false,
      false},
     {3, "flash", "flash_attention_forward",
      "production (flash_attention.cu): 8 threads per row share its scores and dims (shuffles)",
-     true},
+     true, false},
 };
 
 // "0 naive, 1 coalesced, 2 shuffle (production), 3 float4"
@@ -94,7 +103,7 @@ int find_rung(Op op, std::string_view text) {
   int index = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
   if (ec == std::errc() && end == text.data() + text.size())
-    return index >= 0 && index < kRungs ? index : -1;
+    return index >= 0 && index < rung_count(op) ? index : -1;
   for (const Rung& r : rungs(op))
     if (text == r.name) return r.index;
   return -1;
@@ -149,15 +158,17 @@ std::span<const Rung> rungs(Op op) {
     case Op::layernorm:
       return kLayerNormRungs;
     case Op::matmul:
-      return kMatmulRungs;
+      return kMatmulLadder;
     case Op::attention:
       return kAttentionRungs;
   }
   fail("kernel ladder: unknown op {}", static_cast<int>(op));
 }
 
+int rung_count(Op op) { return static_cast<int>(rungs(op).size()); }
+
 const Rung& rung(Op op, int index) {
-  GLASS_CHECK(index >= 0 && index < kRungs, "kernel ladder: {} has no rung {} (rungs: {})",
+  GLASS_CHECK(index >= 0 && index < rung_count(op), "kernel ladder: {} has no rung {} (rungs: {})",
               op_name(op), index, rung_list(op));
   return rungs(op)[index];
 }

@@ -25,7 +25,11 @@ namespace glass::kernels::ladder {
 
 enum class Op : uint8_t { softmax, layernorm, matmul, attention };
 inline constexpr std::array<Op, 4> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention};
-inline constexpr int kRungs = 4;  // every ladder has four rungs, 0 (naive) to 3
+// Rungs per ladder: 0 (naive) to 3 for softmax, layernorm and attention; matmul has a rung 4, the
+// Tensor Core GEMM (bf16 in, f32 accumulate), above its production rung.
+inline constexpr int kRungs = 4;
+inline constexpr int kMatmulRungs = 5;
+int rung_count(Op op);
 
 const char* op_name(Op op);
 Op parse_op(std::string_view name);  // throws listing the ops
@@ -36,6 +40,7 @@ struct Rung {
   const char* kernel;       // the LaunchInfo kernel name of its launch
   const char* description;  // one line: what changed and why it should be faster
   bool production;          // the kernel the backend runs by default
+  bool bf16;                // also takes bf16 operands (f32 accumulation), as gemm() does
 };
 
 std::span<const Rung> rungs(Op op);
@@ -92,7 +97,7 @@ struct LadderTable {
                       const Tensor&, double),
              kRungs>
       layernorm_forward;
-  std::array<void (*)(const GemmArgs&), kRungs> gemm;
+  std::array<void (*)(const GemmArgs&), kMatmulRungs> gemm;
   std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double), kRungs>
       attention_forward;
 };

@@ -15,8 +15,10 @@ namespace glass::kernels::ladder {
 namespace {
 
 // Adds up the launches that end while it is subscribed: their time, FLOPs and bytes.
+// The unit of the launch with the most FLOPs is the run's compute unit.
 struct RunCost : LaunchObserver {
-  double us = 0, flops = 0, bytes = 0;
+  double us = 0, flops = 0, bytes = 0, most_flops = -1;
+  ComputeUnit unit = ComputeUnit::cuda_core;
   RunCost() { subscribe(this); }
   ~RunCost() override { unsubscribe(this); }
   RunCost(const RunCost&) = delete;
@@ -25,6 +27,10 @@ struct RunCost : LaunchObserver {
     us += r.end_us - r.start_us;
     flops += r.info.flops;
     bytes += r.info.bytes;
+    if (r.info.flops > most_flops) {
+      most_flops = r.info.flops;
+      unit = r.info.unit;
+    }
   }
 };
 
@@ -37,7 +43,8 @@ Tensor random(const Shape& shape, Generator& gen, Device device) {
 }
 
 // Random inputs for `op` at `shape` on `device`, and a call running rung N on them.
-std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, Generator& gen) {
+std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, DType dtype,
+                                      Generator& gen) {
   const size_t dims = op == Op::matmul ? 3 : op == Op::attention ? 4 : 2;
   GLASS_CHECK(shape.size() == dims &&
                   std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s > 0; }),
@@ -57,8 +64,15 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
     }
     case Op::matmul: {
       const int64_t M = shape[0], N = shape[1], K = shape[2];
-      const Tensor a = random({M, K}, gen, device), b = random({K, N}, gen, device);
-      const Tensor c = empty({M, N});
+      Tensor a = random({M, K}, gen, device), b = random({K, N}, gen, device);
+      if (dtype == DType::bf16) {  // the same N(0, 1) draws, rounded
+        for (Tensor* t : {&a, &b}) {
+          const Tensor rounded = Tensor::empty(t->shape(), DType::bf16, device);
+          backend(device).cast(*t, rounded);
+          *t = rounded;
+        }
+      }
+      const Tensor c = Tensor::empty({M, N}, dtype, device);
       return [=](int rung) { run_matmul(rung, a, b, c); };
     }
     case Op::attention: {
@@ -109,18 +123,33 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
               "time_ladder: warmup ({}) must be >= 0 and repeats ({}) >= 1", options.warmup,
               options.repeats);
   ladder_table(device);  // throws for a device without ladders
+  const bool bf16 = options.dtype == DType::bf16;
+  GLASS_CHECK(options.dtype == DType::f32 || (bf16 && op == Op::matmul),
+              "time_ladder: {} runs on f32 operands; only matmul also takes bf16 (asked for {})",
+              op_name(op), dtype_name(options.dtype));
   std::vector<int> indices(rung_indices.begin(), rung_indices.end());
-  if (indices.empty())
-    for (const Rung& r : rungs(op)) indices.push_back(r.index);
-  for (int i : indices) rung(op, i);  // throws for a bad index before anything runs
+  std::string bf16_rungs;
+  for (const Rung& r : rungs(op)) {
+    if (r.bf16)
+      bf16_rungs += fmt::format("{}{} {}", bf16_rungs.empty() ? "" : ", ", r.index, r.name);
+    if (rung_indices.empty() && (!bf16 || r.bf16)) indices.push_back(r.index);
+  }
+  for (int i : indices) {
+    const Rung& r = rung(op, i);  // throws for a bad index before anything runs
+    GLASS_CHECK(!bf16 || r.bf16,
+                "time_ladder: {}'s rung {} ({}) takes f32 operands only; the "
+                "rungs that take bf16: {}",
+                op_name(op), r.index, r.name, bf16_rungs);
+  }
   Generator gen(options.seed);
-  const std::function<void(int)> run = make_problem(op, device, shape, gen);
+  const std::function<void(int)> run = make_problem(op, device, shape, options.dtype, gen);
 
   std::vector<LadderRow> rows;
   for (int i : indices) {
     for (int w = 0; w < options.warmup; ++w) run(i);
     std::vector<double> times;
     double flops = 0, bytes = 0, scratch = 0;
+    ComputeUnit unit = ComputeUnit::cuda_core;
     Allocator& allocator = Allocator::for_device(device);
     for (int r = 0; r < options.repeats; ++r) {
       const RunCost cost;
@@ -131,20 +160,21 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
       times.push_back(cost.us);
       flops = cost.flops;
       bytes = cost.bytes;
+      unit = cost.unit;
     }
     rows.push_back({op, &rung(op, i), shape, options.repeats, median(times),
-                    *std::min_element(times.begin(), times.end()), flops, bytes, scratch});
+                    *std::min_element(times.begin(), times.end()), flops, bytes, scratch, unit});
   }
   return rows;
 }
 
 std::string ladder_table(std::span<const LadderRow> rows) {
   std::string out = fmt::format(
-      "{:<10} {:>4}  {:<10} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
+      "{:<10} {:>4}  {:<11} {:<26} {:>12} {:>12} {:>12} {:>9} {:>9} {:>11}\n", "op", "rung", "name",
       "kernel", "median us", "min us", "bytes", "GB/s", "GFLOP/s", "alloc MiB");
   for (const LadderRow& r : rows)
     out += fmt::format(
-        "{:<10} {:>3}{:1}  {:<10} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
+        "{:<10} {:>3}{:1}  {:<11} {:<26} {:>12.1f} {:>12.1f} {:>12.4g} {:>9.3f} {:>9.3f} "
         "{:>11.3f}\n",
         op_name(r.op), r.rung->index, r.rung->production ? "*" : "", r.rung->name, r.rung->kernel,
         r.median_us, r.min_us, r.bytes, r.gb_per_s(), r.gflop_per_s(),

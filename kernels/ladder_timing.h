@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/ladder.h"
 
@@ -25,6 +26,7 @@ struct LadderRow {
   double median_us, min_us;  // per run
   double flops, bytes;       // per run, from the launches' LaunchInfo
   double allocated_bytes;    // the most device memory the run allocated on top of its inputs
+  ComputeUnit unit;          // of the run's launch with the most FLOPs: its compute roof
   double gb_per_s() const { return bytes / (median_us * 1e3); }
   double gflop_per_s() const { return flops / (median_us * 1e3); }
 };
@@ -33,6 +35,8 @@ struct TimingOptions {
   int warmup = 1;
   int repeats = 5;
   uint64_t seed = 1;  // of the random inputs
+  // The operands' dtype: f32, or for matmul bf16 (then only the rungs that take it: Rung::bf16)
+  DType dtype = DType::f32;
 };
 
 // What a shape of `op` lists ("rows, cols" for softmax and layernorm, "M, N, K", "B, H, T, D"), and
@@ -40,10 +44,10 @@ struct TimingOptions {
 const char* shape_names(Op op);
 Shape default_shape(Op op);
 
-// Times `rungs` (all of the op's rungs when empty) of `op` on `device` (emu or cuda) with random
-// inputs of `shape`: softmax and layernorm [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]),
-// attention [B, H, T, D] (qkv [B, T, 3 H D]).
-// Not thread-safe against launches from other threads (they would be counted).
+// Times `rungs` (all of the op's rungs when empty; with bf16, all that take bf16) of `op` on
+// `device` (emu or cuda) with random inputs of `shape`: softmax and layernorm [rows, cols], matmul
+// [M, N, K] (A [M, K], B [K, N]), attention [B, H, T, D] (qkv [B, T, 3 H D]). Not thread-safe
+// against launches from other threads (they would be counted).
 std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
                                    std::span<const int> rungs = {},
                                    const TimingOptions& options = {});

@@ -225,6 +225,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
       entry.update({{"registers", o.registers},
                     {"static_shared_bytes", o.static_shared_bytes},
                     {"spills", o.spills},
+                    {"mma_instructions", o.mma_instructions},
                     {"blocks_per_sm", o.occupancy.blocks_per_sm},
                     {"occupancy", o.occupancy.fraction},
                     {"limited_by", o.occupancy.limiter}});

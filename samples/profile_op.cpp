@@ -61,9 +61,9 @@ std::string shape_help() {
 void run(const Flags& f) {
   glass::kernels::cpu::set_threads(f.threads);
   if (!f.variant.empty()) {
-    const glass::samples::VariantResult r =
-        glass::samples::time_variants({glass::Device::parse(f.device), f.operation, f.variant,
-                                       parse_shape(f.shape), f.plan.warmup, f.plan.repeats});
+    const glass::samples::VariantResult r = glass::samples::time_variants(
+        {glass::Device::parse(f.device), f.operation, f.variant, parse_shape(f.shape),
+         f.plan.warmup, f.plan.repeats, glass::samples::parse_dtype_flag(f.dtype)});
     glass::write_file_atomic(f.output, r.json.dump(2) + "\n");
     fmt::print("{} on {}: kernel ladder\n{}", f.operation, f.device, r.table);
     return;
@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   app.add_option("--shape", f.shape,
                  "sizes, comma-separated (default: the operation's): " + shape_help());
   app.add_option("--dtype", f.dtype,
-                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak)");
+                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak; "
+                 "with --variant: matmul's rungs that take bf16, cuBLAS and the Tensor Core rung)");
   app.add_option("--output", f.output, "write the measurements here (JSON)")->required();
   app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");

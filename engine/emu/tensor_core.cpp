@@ -189,18 +189,22 @@ void BlockScheduler::cp_async(void* dst, const void* src, int bytes, int src_byt
 
 void BlockScheduler::cp_async_commit() { ++current_->committed_groups; }
 
-// Lands the oldest committed groups until at most `pending_groups` of them are still in flight.
-// Copies not committed yet belong to no group and stay in flight.
+// Lands every committed group but the `pending_groups` most recently committed ones. Those are
+// counted whether or not they hold copies: a group committed with none (a pipeline's last, empty
+// stage) is still one of the N most recent, as in PTX's cp.async.wait_group. Copies not committed
+// yet belong to no group and stay in flight.
 void BlockScheduler::cp_async_wait(int pending_groups, Site site) {
   if (pending_groups < 0)
     throw EmuError("cp.async.wait_group at " + describe(site) +
                    ": N = " + std::to_string(pending_groups) + " is negative");
   Fiber& self = *current_;
-  // Committed groups with copies in flight (copies are in issue order, so groups ascend).
+  // Groups below this index must have landed (copies are in issue order, so groups ascend).
+  const int64_t landed_below =
+      static_cast<int64_t>(self.committed_groups) - static_cast<int64_t>(pending_groups);
   int groups = 0;
-  for (size_t i = 0; i < self.copies.size() && self.copies[i].group < self.committed_groups; ++i)
+  for (size_t i = 0; i < self.copies.size() && self.copies[i].group < landed_below; ++i)
     groups += i == 0 || self.copies[i].group != self.copies[i - 1].group;
-  if (groups > pending_groups) land_oldest_groups(self, groups - pending_groups);
+  if (groups > 0) land_oldest_groups(self, groups);
 }
 
 // Performs the copies of `thread`'s oldest `groups` groups in flight, in issue order.

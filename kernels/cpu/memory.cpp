@@ -10,6 +10,7 @@
 #include "engine/rng.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/saturating_cast.h"
 
 namespace glass::kernels::cpu {
 
@@ -39,7 +40,7 @@ void store_any(void* p, DType t, int64_t i, double v) {
       static_cast<double*>(p)[i] = v;
       break;
     case DType::i32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      static_cast<int32_t*>(p)[i] = saturating_i32(v);  // NaN -> 0, out of range saturates
       break;
     // Through float first: bf16 rounds from the f32 value, as a f32 -> bf16 cast does.
     case DType::bf16:

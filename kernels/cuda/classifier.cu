@@ -8,7 +8,8 @@
 // its row once for the maximum and the sum of exponentials (online: when a thread meets a larger
 // value it rescales its running sum), and a second time, from cache, to overwrite the row with
 // the gradient of the mean loss, (softmax - onehot(target)) / valid. Backward then only scales
-// that gradient by the incoming one (autograd/classifier.cpp).
+// that gradient by the incoming one (autograd/classifier.cpp). Both passes move the row in 16-byte
+// vectors where its alignment allows (kernels/cuda/vector_row.h).
 //
 // The vocabulary may be padded (GPT-2: 50257 classes in 50304 columns, a multiple of 64, so rows
 // stay aligned for vectorised loads and GEMM tiles): columns from `vocab` on are never a target,
@@ -27,6 +28,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/cuda/vector_row.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -62,16 +64,17 @@ __global__ void fused_classifier_kernel(T* logits, const int32_t* targets, float
   // The target's logit, read by every thread before any thread overwrites the row.
   const float x_target = in_range ? to_compute(x[t]) : 0.0f;
   // 1. each thread's running max m and sum s = sum exp(x - m) over its columns, in one read
+  //    (16-byte vectors where the row allows, vector_row.h)
   float m = -INFINITY, s = 0.0f;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float v = to_compute(x[j]);
+  for_each_column(x, split_row(vocab, x), vocab, [&](int64_t, T xj) {
+    const float v = to_compute(xj);
     if (v > m) {
       s = s * expf(m - v) + 1.0f;  // rescale the sum to the new max (exp(-inf) = 0 at first)
       m = v;
     } else {
       s += expf(v - m);
     }
-  }
+  });
   // 2. the row's max, and the threads' sums rescaled to it
   const float row_max = block_reduce(m, Max{});
   const float sum = block_reduce(s == 0.0f ? 0.0f : s * expf(m - row_max), Sum{});
@@ -84,12 +87,11 @@ __global__ void fused_classifier_kernel(T* logits, const int32_t* targets, float
   //    ignored and bad rows get 0
   const float scale = counted && in_range ? 1.0f / valid[0] : 0.0f;
   const float inv_sum = 1.0f / sum;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+  map_row(x, x, split_row(cols, x), cols, [&](int64_t j, T xj) {
     float g = 0.0f;
-    if (j < vocab)
-      g = (expf(to_compute(x[j]) - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) * scale;
-    x[j] = from_compute<T>(g);
-  }
+    if (j < vocab) g = (expf(to_compute(xj) - row_max) * inv_sum - (j == t ? 1.0f : 0.0f)) * scale;
+    return from_compute<T>(g);
+  });
 }
 
 }  // namespace

@@ -14,11 +14,16 @@
 //             computed by counting (slot = #ids smaller + #equal ids before it), tile by tile
 //             through shared memory; bad ids sort last and are skipped;
 //   2. zero:  dtable = 0 (rows no token uses stay 0);
-//   3. rows:  one warp per sorted slot that starts a run of equal ids: the warp sums the dout rows
-//             of the run in ascending position order (lane l takes channels l, l + 32, ...) and
+//   3. rows:  each run of equal ids cut into segments of kSegmentSlots slots; one warp per
+//             segment sums its dout rows in ascending position order (lane l takes channels, or
+//             16-byte vectors, l, l + 32, ...); a segment that is a whole run writes its table
+//             row, the others their f32 sums;
+//   4. combine: one warp per run longer than a segment adds its segments' sums in order and
 //             writes the table row once.
-// Every row is summed in the order a serial loop (and the cpu kernel) sums it, so the result is
-// bit-identical to cpu's. Ranking costs N^2 / 2 comparisons spread over N threads: for GPT-2's
+// A run of up to kSegmentSlots occurrences is summed in the order a serial loop (and the cpu
+// kernel) sums it, so its row is bit-identical to cpu's; a longer one (a frequent token) is summed
+// in segments, then the segments in order: another fixed order, the same bits every run, within
+// f32 rounding of cpu's. Ranking costs N^2 / 2 comparisons spread over N threads: for GPT-2's
 // 8192 tokens a few tens of microseconds, far below the rows pass it orders.
 // Tables are f32 or bf16 (f64 is for gradcheck on cpu): the rows pass sums in f32 and rounds each
 // table element once.
@@ -28,6 +33,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/cuda/vector_row.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -35,8 +41,9 @@ namespace {
 
 constexpr int kMaxThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
-constexpr int kRankThreads = 256;  // positions ranked per block, and ids per shared tile
-constexpr int kWarpsPerBlock = 8;  // runs of the rows pass per block
+constexpr int kRankThreads = 256;      // positions ranked per block, and ids per shared tile
+constexpr int kWarpsPerBlock = 8;      // slots of the rows pass (and of the combine) per block
+constexpr int64_t kSegmentSlots = 32;  // the most slots (occurrences) one warp sums serially
 
 // The operands' geometry; ids themselves are checked on the device.
 void check_embedding(const char* kernel, const Tensor& ids, const Tensor& table,
@@ -66,25 +73,35 @@ Tensor bad_id_flag(const char* kernel, const Tensor& ids, const Tensor& table) {
 
 // out[i] = table[ids[i]]. Thread mapping: block row blockIdx.y takes tokens blockIdx.y,
 // blockIdx.y + gridDim.y, ...; for each, the threads of block column blockIdx.x copy consecutive
-// channels, so a warp reads 32 consecutive values of one table row and writes them to one out row
-// (coalesced). Thread 0 of the grid's column 0 raises the flag for a bad id; every thread skips it.
+// units of the row (vector_row.h: 16-byte vectors when `vectorised`, i.e. the rows are whole
+// vectors and both arrays 16-byte aligned; else single channels), so a warp reads consecutive
+// values of one table row and writes them to one out row (coalesced). Thread 0 of the grid's
+// column 0 raises the flag for a bad id; every thread skips it.
 template <class T>
 __global__ void embedding_forward_kernel(const int* ids, const T* table, T* out, int64_t n,
-                                         int64_t vocab, int64_t channels, int* bad_id) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+                                         int64_t vocab, int64_t channels, bool vectorised,
+                                         int* bad_id) {
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t units = vec_units<T>(channels, vectorised);
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
     const int id = ids[i];
     const bool valid = id >= 0 && id < vocab;
-    if (!valid && c == 0) raise_flag(bad_id, i);
-    if (valid && c < channels) out[i * channels + c] = table[id * channels + c];
+    if (!valid && u == 0) raise_flag(bad_id, i);
+    if (!valid || u >= units) continue;
+    const T* src = table + id * channels;
+    T* dst = out + i * channels;
+    visit_unit<T>(
+        vectorised, u, channels, [&](int64_t c) { store_vec(dst + c, load_vec(src + c)); },
+        [&](int64_t c) { dst[c] = src[c]; });
   }
 }
 
 // Backward 1: slot[i] = the rank of (key_i, i) among all (key_j, j), key = the id, or vocab for a
-// bad one (sorted last, flagged). sorted_ids[slot] and sorted_pos[slot] receive the key and i.
+// bad one (sorted last, flagged). sorted_ids[slot] and sorted_pos[slot] receive the key and i,
+// run_starts[slot] the first slot of the key's run (the number of smaller keys).
 // Each block ranks kRankThreads positions; the ids pass through shared memory a tile at a time.
 __global__ void embedding_rank_kernel(const int* ids, int64_t n, int64_t vocab, int* sorted_ids,
-                                      int* sorted_pos, int* bad_id) {
+                                      int* sorted_pos, int* run_starts, int* bad_id) {
   __shared__ int tile[kRankThreads];
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int key = static_cast<int>(vocab);
@@ -95,7 +112,7 @@ __global__ void embedding_rank_kernel(const int* ids, int64_t n, int64_t vocab, 
     else
       raise_flag(bad_id, i);
   }
-  int64_t slot = 0;
+  int64_t smaller = 0, equal_before = 0;
   for (int64_t start = 0; start < n; start += kRankThreads) {
     // 1. a tile of keys into shared memory (past the end: never counted)
     const int64_t j = start + threadIdx.x;
@@ -107,35 +124,113 @@ __global__ void embedding_rank_kernel(const int* ids, int64_t n, int64_t vocab, 
     const int64_t len = n - start < kRankThreads ? n - start : kRankThreads;
     for (int64_t t = 0; t < len; ++t) {
       const int other = tile[t];
-      slot += other < key || (other == key && start + t < i);
+      smaller += other < key;
+      equal_before += other == key && start + t < i;
     }
     __syncthreads();  // the tile is overwritten next round
   }
   if (i < n) {
+    const int64_t slot = smaller + equal_before;
     sorted_ids[slot] = key;
     sorted_pos[slot] = static_cast<int>(i);
+    run_starts[slot] = static_cast<int>(smaller);  // the first slot of this id's run
   }
 }
 
-// Backward 3: warp w of block b takes slot k = b * kWarpsPerBlock + w. When k starts a run of
-// equal (valid) ids, the warp sums dout rows sorted_pos[k], sorted_pos[k + 1], ... of the run, in
-// that (ascending position) order, lane l over channels l, l + 32, ..., and writes the table row.
+// Backward 3 and 4: the rows pass. A run of equal ids is cut into segments of kSegmentSlots
+// slots counted from the run's first slot, so a frequent token's run (GPT-2: ~10^3 occurrences of
+// the most common token among 8192) is summed by many warps at once instead of one warp serially,
+// while a run of at most kSegmentSlots is one segment, summed in the cpu kernel's order. A segment
+// that is a whole run writes its table row; the segments of a longer run write their f32 sums to
+// seg_partial, and the combine kernel adds a run's segments in order. Where a segment starting at
+// slot k writes: seg_partial[k / kSegmentSlots][k is the run's first slot ? 1 : 0]. No two
+// segments of long runs share a place: within one chunk of kSegmentSlots slots, a segment that
+// starts a long run outlasts the chunk, and one that continues a run began in an earlier chunk
+// (its run covers the kSegmentSlots slots before it), so a chunk holds at most one of each.
+
+// The sum over slots [from, to) of the dout rows, in slot (= ascending position) order, for the
+// channels of `lane`: units lane, lane + 32, ... (16-byte vectors when `vectorised`: channels a
+// multiple of the width and dout 16-byte aligned). emit(c, acc, width) receives each unit's sums.
+template <class T, class Emit>
+__device__ void sum_dout_rows(const int* sorted_pos, int64_t from, int64_t to, const T* dout,
+                              int64_t channels, bool vectorised, int lane, Emit emit) {
+  constexpr int W = kVecWidth<T>;
+  const int width = vectorised ? W : 1;
+  for (int64_t c = static_cast<int64_t>(lane) * width; c < channels; c += 32 * width) {
+    float acc[W] = {};
+    for (int64_t p = from; p < to; ++p) {
+      const T* src = dout + static_cast<int64_t>(sorted_pos[p]) * channels + c;
+      if (vectorised) {
+        const Vec<T> q = load_vec(src);
+        for (int k = 0; k < W; ++k) acc[k] += to_compute(q.v[k]);
+      } else {
+        acc[0] += to_compute(*src);
+      }
+    }
+    emit(c, acc, width);
+  }
+}
+
+// Where the segment starting at slot k (of a run starting at run_start) keeps its sums.
+__device__ inline int64_t segment_index(int64_t k, int64_t run_start) {
+  return (k / kSegmentSlots) * 2 + (k == run_start ? 1 : 0);
+}
+
+// Backward 3: warp w of block b takes slot k = b * kWarpsPerBlock + w. When k starts a segment
+// (k - the run's first slot is a multiple of kSegmentSlots), the warp sums its slots.
 template <class T>
 __global__ void embedding_backward_kernel(const int* sorted_ids, const int* sorted_pos,
-                                          const T* dout, T* dtable, int64_t n, int64_t vocab,
-                                          int64_t channels) {
+                                          const int* run_starts, const T* dout, T* dtable,
+                                          float* seg_partial, int64_t n, int64_t vocab,
+                                          int64_t channels, bool vectorised) {
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (k >= n) return;
   const int id = sorted_ids[k];
-  if (id >= vocab || (k > 0 && sorted_ids[k - 1] == id)) return;  // bad, or not a run's start
+  const int64_t run_start = run_starts[k];
+  if (id >= vocab || (k - run_start) % kSegmentSlots != 0) return;  // bad, or inside a segment
   int64_t end = k + 1;
-  while (end < n && sorted_ids[end] == id) ++end;
+  while (end < n && end < k + kSegmentSlots && sorted_ids[end] == id) ++end;
+  const bool whole_run = k == run_start && (end == n || sorted_ids[end] != id);
+  if (whole_run) {
+    T* row = dtable + static_cast<int64_t>(id) * channels;
+    sum_dout_rows(sorted_pos, k, end, dout, channels, vectorised, lane,
+                  [&](int64_t c, const float* acc, int width) {
+                    if (width == 1) {
+                      row[c] = from_compute<T>(acc[0]);
+                      return;
+                    }
+                    Vec<T> o;
+                    for (int i = 0; i < kVecWidth<T>; ++i) o.v[i] = from_compute<T>(acc[i]);
+                    store_vec(row + c, o);
+                  });
+    return;
+  }
+  float* out = seg_partial + segment_index(k, run_start) * channels;
+  sum_dout_rows(sorted_pos, k, end, dout, channels, vectorised, lane,
+                [&](int64_t c, const float* acc, int width) {
+                  for (int i = 0; i < width; ++i) out[c + i] = acc[i];
+                });
+}
+
+// Backward 4: warp w of block b takes slot k as above. When k starts a run longer than
+// kSegmentSlots, the warp adds the run's segment sums in order (lane l over channels l, l + 32,
+// ...) and writes the table row, rounded once.
+template <class T>
+__global__ void embedding_backward_combine_kernel(const int* sorted_ids, const int* run_starts,
+                                                  const float* seg_partial, T* dtable, int64_t n,
+                                                  int64_t vocab, int64_t channels) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (k >= n) return;
+  const int id = sorted_ids[k];
+  if (id >= vocab || run_starts[k] != k) return;  // bad, or not a run's start
+  if (k + kSegmentSlots >= n || sorted_ids[k + kSegmentSlots] != id) return;  // one segment
   T* row = dtable + static_cast<int64_t>(id) * channels;
   for (int64_t c = lane; c < channels; c += 32) {
     float acc = 0.0f;
-    for (int64_t p = k; p < end; ++p)
-      acc += to_compute(dout[static_cast<int64_t>(sorted_pos[p]) * channels + c]);
+    for (int64_t seg = k; seg < n && sorted_ids[seg] == id; seg += kSegmentSlots)
+      acc += seg_partial[segment_index(seg, k) * channels + c];
     row[c] = from_compute<T>(acc);
   }
 }
@@ -147,16 +242,19 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int64_t n = ids.numel(), vocab = table.size(0), channels = table.size(1);
   if (n == 0 || channels == 0) return;  // nothing to gather (nor any id to check)
   const Tensor bad_id = bad_id_flag("embedding_forward", ids, table);
-  const dim3 block(whole_warps(channels, kMaxThreads));
-  const dim3 grid(ceil_div(channels, block.x), static_cast<unsigned>(std::min(n, kMaxGridY)));
   // Reads the ids and n table rows, writes n rows.
   visit_f32_bf16(table, "embedding_forward", [&]<class T>() {
+    const bool vectorised =
+        channels % kVecWidth<T> == 0 && all_vec_aligned(table.data<T>(), out.data<T>());
+    const int64_t units = vec_units<T>(channels, vectorised);
+    const dim3 block(whole_warps(units, kMaxThreads));
+    const dim3 grid(ceil_div(units, block.x), static_cast<unsigned>(std::min(n, kMaxGridY)));
     const LaunchInfo info =
         kernel_launch_info("embedding_forward", table, grid, block, 0, 0,
                            static_cast<double>(ids.nbytes()) +
                                2.0 * static_cast<double>(n * channels * dtype_size(table.dtype())));
     launch_cuda_kernel(info, embedding_forward_kernel<T>, ids.data<int32_t>(), table.data<T>(),
-                       out.data<T>(), n, vocab, channels, bad_id.data<int32_t>());
+                       out.data<T>(), n, vocab, channels, vectorised, bad_id.data<int32_t>());
   });
 }
 
@@ -171,22 +269,36 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   // 1. the stable sort of the positions by id
   const Tensor sorted_ids = Tensor::empty({n}, DType::i32, ids.device());
   const Tensor sorted_pos = Tensor::empty({n}, DType::i32, ids.device());
+  const Tensor run_starts = Tensor::empty({n}, DType::i32, ids.device());
   const double dn = static_cast<double>(n);
   launch_cuda_kernel(kernel_launch_info("embedding_rank", ids, dim3(ceil_div(n, kRankThreads)),
-                                        dim3(kRankThreads), 0, dn * dn, 4.0 * 3.0 * dn),
+                                        dim3(kRankThreads), 0, dn * dn, 4.0 * 4.0 * dn),
                      embedding_rank_kernel, ids.data<int32_t>(), n, vocab,
                      sorted_ids.data<int32_t>(), sorted_pos.data<int32_t>(),
-                     bad_id.data<int32_t>());
-  // 3. one warp per run of equal ids: one add per element of dout; reads dout and the sorted
-  //    ids, writes the used rows
+                     run_starts.data<int32_t>(), bad_id.data<int32_t>());
+  // 3. one warp per segment (up to kSegmentSlots slots of a run): one add per element of dout;
+  //    reads dout and the sorted ids, writes the rows of whole runs and the segments' sums
+  // 4. one warp per run longer than a segment: its segments' sums added in order
   const double es = static_cast<double>(dtype_size(dtable.dtype()));
+  const int64_t chunks = (n + kSegmentSlots - 1) / kSegmentSlots;
+  const Tensor seg_partial = Tensor::empty({chunks, 2, channels}, DType::f32, ids.device());
   visit_f32_bf16(dtable, "embedding_backward", [&]<class T>() {
+    const bool vectorised =
+        channels % kVecWidth<T> == 0 && all_vec_aligned(dout.data<T>(), dtable.data<T>());
     launch_cuda_kernel(
         kernel_launch_info("embedding_backward", dtable, dim3(ceil_div(n, kWarpsPerBlock)),
                            dim3(32 * kWarpsPerBlock), 0, dn * static_cast<double>(channels),
                            8.0 * dn + 2.0 * es * dn * static_cast<double>(channels)),
         embedding_backward_kernel<T>, sorted_ids.data<int32_t>(), sorted_pos.data<int32_t>(),
-        dout.data<T>(), dtable.data<T>(), n, vocab, channels);
+        run_starts.data<int32_t>(), dout.data<T>(), dtable.data<T>(), seg_partial.data<float>(), n,
+        vocab, channels, vectorised);
+    launch_cuda_kernel(
+        kernel_launch_info("embedding_backward_combine", dtable, dim3(ceil_div(n, kWarpsPerBlock)),
+                           dim3(32 * kWarpsPerBlock), 0, static_cast<double>(chunks * channels),
+                           4.0 * dn + 4.0 * static_cast<double>(seg_partial.numel())),
+        embedding_backward_combine_kernel<T>, sorted_ids.data<int32_t>(),
+        run_starts.data<int32_t>(), seg_partial.data<float>(), dtable.data<T>(), n, vocab,
+        channels);
   });
 }
 

@@ -25,7 +25,9 @@
 // dtypes: f32 operands go to cublasSgemmStridedBatched (the f32 reference path: cuBLAS's default
 // math mode, no TF32); bf16 operands (mixed precision) to cublasGemmStridedBatchedEx with
 // CUDA_R_16BF A, B and C and CUBLAS_COMPUTE_32F: products summed in f32, C rounded once to bf16
-// (tensor cores on a GPU). f64 is for gradcheck on cpu.
+// (tensor cores on a GPU). The handle's math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_
+// REDUCTION, so that a split-K algorithm adds its parts in f32 too (else cuBLAS may add them in
+// bf16). f64 is for gradcheck on cpu.
 #if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
 #include "engine/emu/cublas/cublas_v2.h"
 #else
@@ -87,7 +89,13 @@ class LockedHandle {
   LockedHandle(Device device, const GemmArgs& g) : lock_(mutex()) {
     static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
     cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
-    if (handle == nullptr) check_cublas(cublasCreate(&handle), "cublasCreate", g);
+    if (handle == nullptr) {
+      check_cublas(cublasCreate(&handle), "cublasCreate", g);
+      // bf16 GEMMs sum in f32 (CUBLAS_COMPUTE_32F), and so must any split-K reduction: by default
+      // cuBLAS may add the parts in the output type (bf16), which would round every partial sum.
+      check_cublas(cublasSetMathMode(handle, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION),
+                   "cublasSetMathMode", g);
+    }
     // The current stream, the one launch_cuda_kernel launches on, so that the GEMM runs in order
     // with the kernels around it (cheap: cuBLAS only stores it). cublasSetStream also resets the
     // workspace to cuBLAS's own pool, which it fills with cudaMallocAsync: inside a graph capture

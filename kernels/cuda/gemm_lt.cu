@@ -305,6 +305,13 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
         cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &max_workspace, sizeof(max_workspace)),
         "SetAttribute(MAX_WORKSPACE_BYTES)", g, e);
+    // Split-K parts added in the compute type (f32), never in the output type (bf16): the
+    // products are "summed in f32" with or without a split.
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    check_lt(
+        cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &reduction, sizeof(reduction)),
+        "SetAttribute(REDUCTION_SCHEME_MASK)", g, e);
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},

@@ -13,18 +13,22 @@
 //             dx = dresidual + (the dx above), the gradient of both x and delta. Each saves a
 //             full pass over [N, C] (the separate add, or the separate gradient sum) and a launch.
 //
-// Thread mapping. Forward: one block per row, its threads striding over the C columns (coalesced);
-// the row sums are block reductions (warp butterfly shuffles, then the warps in warp order). The
-// variance is taken around the mean in a second pass, as on cpu; the second and third passes read
-// back what the same thread wrote or read in the first (cache hits).
-// Backward: one block per chunk of kRowsPerChunk consecutive rows. The block walks its rows in
-// order: two block reductions give the row's means, then each thread writes dx for its columns and
-// adds dy * xhat and dy into the chunk's partial dweight/dbias sums, a scratch buffer
-// [chunks, 2, C] in device memory where each column belongs to one thread (no race, no atomics).
-// A second kernel adds the chunks' partials in chunk order, one thread per column. Every order is
-// fixed by the code, so the results are bit-identical run to run. Elements are f32 or bf16 (with
-// f32 statistics, sums and partial gradients either way). The plain and the fused launchers run
-// the same kernels: the plain ones pass null for delta/residual and dresidual.
+// Thread mapping. Forward: one block per row, its threads striding over the C columns in 16-byte
+// vectors (kernels/cuda/vector_row.h: a scalar head up to the row's first 16-byte boundary,
+// vectors, a scalar tail; all scalar when the arrays are not at one offset mod 16 bytes),
+// coalesced; the row sums are block reductions (warp butterfly shuffles, then the warps in warp
+// order). The variance is taken around the mean in a second pass, as on cpu; the second and third
+// passes read back what the same thread wrote or read in the first (cache hits). Backward: one
+// block per chunk of kRowsPerChunk consecutive rows. The block walks its rows in order: two block
+// reductions give the row's means, then each thread writes dx for its columns and adds dy * xhat
+// and dy into the chunk's partial dweight/dbias sums, a scratch buffer [chunks, 2, C] in device
+// memory where each column belongs to one thread (no race, no atomics). The parameter gradients
+// then run on a 2-D grid, column blocks x groups of kChunksPerGroup chunks (GPT-2 at 8192 rows, C =
+// 768: 3 x 32 blocks, where one thread per column would give 3): each block adds its group's chunks
+// in chunk order, and a last kernel adds the groups in group order. Every order is fixed by the
+// code, so the results are bit-identical run to run. Elements are f32 or bf16 (with f32 statistics,
+// sums and partial gradients either way). The plain and the fused launchers run the same kernels:
+// the plain ones pass null for delta/residual and dresidual.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,6 +37,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/cuda/vector_row.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -41,41 +46,64 @@ namespace {
 constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kRowsPerChunk = 32;
 constexpr int kThreadsPerColumnBlock = 256;
+// The parameter gradients' grid: groups of kChunksPerGroup chunks (more when there would be over
+// kMaxGroups groups, the grid's y limit).
+constexpr int64_t kChunksPerGroup = 8;
+constexpr int64_t kMaxGroups = 65535;
 
 // Every kernel is templated on the stored element type T of x, y, dy, dx and the parameters
 // (float or bf16); loads convert to f32 (to_compute), the statistics, the sums and the chunks'
 // partial parameter gradients are f32, and each output element is rounded once when stored.
 
 // One block per row r. With delta (and residual) given, the row normalised is residual = x + delta.
+// Every array of the row is walked in 16-byte vectors where they share a split (vector_row.h).
 template <class T>
 __global__ void layernorm_forward_kernel(const T* x, const T* delta, T* residual, const T* weight,
                                          const T* bias, T* y, float* mean, float* rstd, int64_t C,
                                          float eps) {
+  constexpr int W = kVecWidth<T>;
   const int64_t r = blockIdx.x;
   const T* xr = x + r * C;
   T* yr = y + r * C;
+  const T* dr = delta != nullptr ? delta + r * C : nullptr;
+  T* sr = delta != nullptr ? residual + r * C : nullptr;
+  const RowSplit split = split_row(C, xr, yr, weight, bias, dr, sr);
   // 0. the residual add, stored rounded to T: the values normalised below are the stored ones
   if (delta != nullptr) {
-    const T* dr = delta + r * C;
-    T* sr = residual + r * C;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-      sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
+    walk_row<T>(
+        split, C,
+        [&](int64_t j) { sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j])); },
+        [&](int64_t j) {
+          const Vec<T> a = load_vec(xr + j), d = load_vec(dr + j);
+          Vec<T> o;
+          for (int k = 0; k < W; ++k)
+            o.v[k] = from_compute<T>(to_compute(a.v[k]) + to_compute(d.v[k]));
+          store_vec(sr + j, o);
+        });
     xr = sr;  // each thread reads back only the columns it wrote: no barrier needed
   }
   // 1. mean, then the variance around it
   float s = 0;
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += to_compute(xr[j]);
+  for_each_column(xr, split, C, [&](int64_t, T xj) { s += to_compute(xj); });
   const float m = block_reduce(s, Sum{}) / static_cast<float>(C);
   float v = 0;
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-    const float d = to_compute(xr[j]) - m;
+  for_each_column(xr, split, C, [&](int64_t, T xj) {
+    const float d = to_compute(xj) - m;
     v += d * d;
-  }
+  });
   const float rs = 1.0f / sqrtf(block_reduce(v, Sum{}) / static_cast<float>(C) + eps);
   // 2. normalise, scale and shift
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-    yr[j] =
-        from_compute<T>((to_compute(xr[j]) - m) * rs * to_compute(weight[j]) + to_compute(bias[j]));
+  auto normalise = [&](T xj, T wj, T bj) {
+    return from_compute<T>((to_compute(xj) - m) * rs * to_compute(wj) + to_compute(bj));
+  };
+  walk_row<T>(
+      split, C, [&](int64_t j) { yr[j] = normalise(xr[j], weight[j], bias[j]); },
+      [&](int64_t j) {
+        const Vec<T> a = load_vec(xr + j), w = load_vec(weight + j), b = load_vec(bias + j);
+        Vec<T> o;
+        for (int k = 0; k < W; ++k) o.v[k] = normalise(a.v[k], w.v[k], b.v[k]);
+        store_vec(yr + j, o);
+      });
   if (threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
@@ -83,55 +111,111 @@ __global__ void layernorm_forward_kernel(const T* x, const T* delta, T* residual
 }
 
 // One block per chunk of kRowsPerChunk rows: dx for its rows (plus dresidual when given), and the
-// chunk's partial sums partial[chunk] = {dweight[C], dbias[C]} (f32).
+// chunk's partial sums partial[chunk] = {dweight[C], dbias[C]} (f32). Column j of the partials
+// belongs to one thread for all the chunk's rows (no race), so every row has the same split: the
+// vectors start at column 0 (`vectorised`: C a multiple of the vector width and every array
+// 16-byte aligned, checked by the launcher), or the whole row is scalar.
 template <class T>
 __global__ void layernorm_backward_kernel(const T* dy, const T* dresidual, const T* x,
                                           const T* weight, const float* mean, const float* rstd,
-                                          T* dx, float* partial, int64_t rows, int64_t C) {
+                                          T* dx, float* partial, int64_t rows, int64_t C,
+                                          bool vectorised) {
+  constexpr int W = kVecWidth<T>;
+  const RowSplit split = vectorised ? RowSplit{0, C / W} : RowSplit{C, 0};
   float* pw = partial + static_cast<int64_t>(blockIdx.x) * 2 * C;
   float* pb = pw + C;
-  for (int64_t j = threadIdx.x; j < C; j += blockDim.x) pw[j] = pb[j] = 0;
+  walk_row<T>(
+      split, C, [&](int64_t j) { pw[j] = pb[j] = 0; },
+      [&](int64_t j) {
+        for (int k = 0; k < W; ++k) pw[j + k] = pb[j + k] = 0;
+      });
   const int64_t first = blockIdx.x * kRowsPerChunk;
   const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
   for (int64_t r = first; r < end; ++r) {
     const T* dyr = dy + r * C;
     const T* xr = x + r * C;
     T* dxr = dx + r * C;
+    const T* drr = dresidual != nullptr ? dresidual + r * C : nullptr;
     const float m = mean[r], rs = rstd[r];
     // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
     float sum_dxhat = 0, sum_dxhat_xhat = 0;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float dxhat = to_compute(dyr[j]) * to_compute(weight[j]);
+    auto add_sums = [&](T dyj, T xj, T wj) {
+      const float dxhat = to_compute(dyj) * to_compute(wj);
       sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * (to_compute(xr[j]) - m) * rs;
-    }
+      sum_dxhat_xhat += dxhat * (to_compute(xj) - m) * rs;
+    };
+    walk_row<T>(
+        split, C, [&](int64_t j) { add_sums(dyr[j], xr[j], weight[j]); },
+        [&](int64_t j) {
+          const Vec<T> d = load_vec(dyr + j), a = load_vec(xr + j), w = load_vec(weight + j);
+          for (int k = 0; k < W; ++k) add_sums(d.v[k], a.v[k], w.v[k]);
+        });
     const float mean_dxhat = block_reduce(sum_dxhat, Sum{}) / static_cast<float>(C);
     const float mean_dxhat_xhat = block_reduce(sum_dxhat_xhat, Sum{}) / static_cast<float>(C);
     // 2. dx (plus the residual's own gradient, rounded once), and this row's share of the chunk's
     //    dweight and dbias (column j is this thread's)
-    const T* drr = dresidual != nullptr ? dresidual + r * C : nullptr;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      const float xhat = (to_compute(xr[j]) - m) * rs;
-      const float dyj = to_compute(dyr[j]);
-      const float dxj = rs * (dyj * to_compute(weight[j]) - mean_dxhat - xhat * mean_dxhat_xhat);
-      dxr[j] = from_compute<T>(drr != nullptr ? to_compute(drr[j]) + dxj : dxj);
+    auto dx_of = [&](int64_t j, T dyv, T xv, T wv, float dres) {
+      const float xhat = (to_compute(xv) - m) * rs;
+      const float dyj = to_compute(dyv);
+      const float dxj = rs * (dyj * to_compute(wv) - mean_dxhat - xhat * mean_dxhat_xhat);
       pw[j] += dyj * xhat;
       pb[j] += dyj;
-    }
+      return from_compute<T>(drr != nullptr ? dres + dxj : dxj);
+    };
+    walk_row<T>(
+        split, C,
+        [&](int64_t j) {
+          dxr[j] = dx_of(j, dyr[j], xr[j], weight[j], drr != nullptr ? to_compute(drr[j]) : 0.0f);
+        },
+        [&](int64_t j) {
+          const Vec<T> d = load_vec(dyr + j), a = load_vec(xr + j), w = load_vec(weight + j);
+          Vec<T> res{}, o;
+          if (drr != nullptr) res = load_vec(drr + j);
+          for (int k = 0; k < W; ++k)
+            o.v[k] =
+                dx_of(j + k, d.v[k], a.v[k], w.v[k], drr != nullptr ? to_compute(res.v[k]) : 0.0f);
+          store_vec(dxr + j, o);
+        });
   }
 }
 
-// One thread per column j: dweight[j] and dbias[j] = the chunks' partial sums, in chunk order
-// (f32), rounded once into the parameters' type T.
+// dweight and dbias from the chunks' partials, on a 2-D grid: block (bx, by) sums, for the
+// kThreadsPerColumnBlock columns of bx, the chunks of group by (chunks_per_group consecutive
+// chunks) in chunk order. With one group it writes the parameters' gradients (rounded once into
+// T); with several it writes the group's f32 sums to group_partial[by] = {dweight[C], dbias[C]},
+// and layernorm_param_grads_combine_kernel adds the groups in group order.
 template <class T>
-__global__ void layernorm_param_grads_kernel(const float* partial, T* dweight, T* dbias,
-                                             int64_t chunks, int64_t C) {
+__global__ void layernorm_param_grads_kernel(const float* partial, float* group_partial, T* dweight,
+                                             T* dbias, int64_t chunks, int64_t chunks_per_group,
+                                             int64_t C) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= C) return;
+  const int64_t first = blockIdx.y * chunks_per_group;
+  const int64_t end = first + chunks_per_group < chunks ? first + chunks_per_group : chunks;
+  float dw = 0, db = 0;
+  for (int64_t c = first; c < end; ++c) {
+    dw += partial[c * 2 * C + j];
+    db += partial[c * 2 * C + C + j];
+  }
+  if (gridDim.y == 1) {
+    dweight[j] = from_compute<T>(dw);
+    dbias[j] = from_compute<T>(db);
+    return;
+  }
+  group_partial[blockIdx.y * 2 * C + j] = dw;
+  group_partial[blockIdx.y * 2 * C + C + j] = db;
+}
+
+// One thread per column j: the groups' sums added in group order (f32), rounded once into T.
+template <class T>
+__global__ void layernorm_param_grads_combine_kernel(const float* group_partial, T* dweight,
+                                                     T* dbias, int64_t groups, int64_t C) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= C) return;
   float dw = 0, db = 0;
-  for (int64_t c = 0; c < chunks; ++c) {
-    dw += partial[c * 2 * C + j];
-    db += partial[c * 2 * C + C + j];
+  for (int64_t g = 0; g < groups; ++g) {
+    dw += group_partial[g * 2 * C + j];
+    db += group_partial[g * 2 * C + C + j];
   }
   dweight[j] = from_compute<T>(dw);
   dbias[j] = from_compute<T>(db);
@@ -150,9 +234,9 @@ void launch_layernorm_forward(const char* kernel, const Tensor& x, const Tensor*
   double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
   if (delta) bytes += bytes_of({delta, residual});
   // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
-  LaunchInfo info = kernel_launch_info(
-      kernel, x, dim3(static_cast<unsigned>(g.rows)), dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0,
-      (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
+  LaunchInfo info = kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)),
+                                       dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0,
+                                       (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
   info.function = "layernorm_forward";  // also for residual_layernorm_forward
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(),
@@ -177,6 +261,12 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
     // 1. dx, and per-chunk partial sums of dweight and dbias.
     //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias), + 1
     //    (adding dresidual)
+    // The vector path needs one split for every row (the kernel's comment): C a multiple of the
+    // vector width and every array 16-byte aligned.
+    const bool vectorised =
+        g.C % kVecWidth<T> == 0 &&
+        all_vec_aligned(dy.data<T>(), x.data<T>(), weight.data<T>(), dx.data<T>(),
+                        dresidual ? dresidual->data<T>() : nullptr);
     if (chunks > 0) {
       double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial});
       if (dresidual) bytes += bytes_of({dresidual});
@@ -187,15 +277,33 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
       launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(),
                          dresidual ? dresidual->data<T>() : nullptr, x.data<T>(), weight.data<T>(),
                          mean.data<float>(), rstd.data<float>(), dx.data<T>(),
-                         partial.data<float>(), g.rows, g.C);
+                         partial.data<float>(), g.rows, g.C, vectorised);
     }
-    // 2. dweight and dbias: the chunks' partials added in chunk order
-    const LaunchInfo info =
-        kernel_launch_info("layernorm_param_grads", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
-                           dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
-                           bytes_of({&partial, &dweight, &dbias}));
+    // 2. dweight and dbias: the chunks' partials summed by groups of chunks on a 2-D grid, then
+    //    the groups added in group order (one launch when there is one group)
+    const int64_t chunks_per_group =
+        std::max<int64_t>(kChunksPerGroup, (chunks + kMaxGroups - 1) / kMaxGroups);
+    const int64_t groups = std::max<int64_t>((chunks + chunks_per_group - 1) / chunks_per_group, 1);
+    const Tensor group_partial =
+        Tensor::empty({groups > 1 ? groups : 1, 2, groups > 1 ? g.C : 1}, DType::f32, x.device());
+    const LaunchInfo info = kernel_launch_info(
+        "layernorm_param_grads", x,
+        dim3(ceil_div(g.C, kThreadsPerColumnBlock), static_cast<unsigned>(groups)),
+        dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
+        bytes_of({&partial, &dweight, &dbias}) +
+            (groups > 1 ? static_cast<double>(group_partial.nbytes()) : 0.0));
     launch_cuda_kernel(info, layernorm_param_grads_kernel<T>, partial.data<float>(),
-                       dweight.data<T>(), dbias.data<T>(), chunks, g.C);
+                       group_partial.data<float>(), dweight.data<T>(), dbias.data<T>(), chunks,
+                       chunks_per_group, g.C);
+    if (groups > 1) {
+      const LaunchInfo combine = kernel_launch_info(
+          "layernorm_param_grads_combine", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
+          dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(groups * g.C),
+          bytes_of({&group_partial, &dweight, &dbias}));
+      launch_cuda_kernel(combine, layernorm_param_grads_combine_kernel<T>,
+                         group_partial.data<float>(), dweight.data<T>(), dbias.data<T>(), groups,
+                         g.C);
+    }
   });
 }
 

@@ -9,6 +9,7 @@
 #include "engine/rng.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/saturating_cast.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -53,7 +54,7 @@ __device__ void store_any(void* p, DType t, int64_t i, double v) {
       static_cast<double*>(p)[i] = v;
       break;
     case DType::i32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      static_cast<int32_t*>(p)[i] = saturating_i32(v);  // NaN -> 0, out of range saturates
       break;
     case DType::bf16:
       static_cast<uint16_t*>(p)[i] = bf16_bits_from_float(static_cast<float>(v));
@@ -138,7 +139,7 @@ void fill(const Tensor& dst, double value) {
                              value, n);
     case DType::i32:
       return launch_elements("fill", dst, n, 0, bytes, fill_kernel<int32_t>, dst.data<int32_t>(),
-                             static_cast<int32_t>(value), n);
+                             saturating_i32(value), n);
     case DType::bf16:
       return launch_elements("fill", dst, n, 0, bytes, fill_kernel<uint16_t>,
                              static_cast<uint16_t*>(dst.raw_data()),

@@ -4,9 +4,11 @@
 // reference's own (kernels/optim_math.h: PyTorch's formulas, scalars formed in double on the host
 // and used in f32), so both devices compute the same floats.
 //
-// Thread mapping: a grid-stride loop. Thread t of a tensor's blocks takes elements t, t + T,
-// t + 2T, ... (T = the threads of those blocks), so a warp touches 32 consecutive floats of each
-// array at a time (coalesced) and any n, tail included, is covered by a grid of bounded size.
+// Thread mapping: a grid-stride loop. Thread t of a tensor's blocks takes units t, t + T,
+// t + 2T, ... (T = the threads of those blocks); AdamW's unit is a float4 of each array when all
+// four are 16-byte aligned (kernels/cuda/vector_row.h; the last may be a scalar tail), else one
+// float. A warp touches consecutive floats of each array (coalesced) and any n, tail included, is
+// covered by a grid of bounded size.
 // Every element is independent: no sharing, no atomics.
 #include <algorithm>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/multi_tensor.h"
+#include "kernels/cuda/vector_row.h"
 #include "kernels/optim_math.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
@@ -39,6 +42,7 @@ struct AdamWTensorList {
   float* m[kMaxTensorsPerLaunch];
   float* v[kMaxTensorsPerLaunch];
   int64_t n[kMaxTensorsPerLaunch];
+  bool vectorised[kMaxTensorsPerLaunch];  // p, g, m and v all 16-byte aligned: float4 units
 };
 
 // `table`: the step's scalars in device memory (kernels/optim_math.h: adamw_scalar_table), read
@@ -54,11 +58,25 @@ __global__ void adamw_step_kernel(AdamWTensorList list, const float* table, cons
   float* m = list.m[t];
   float* v = list.v[t];
   const int64_t n = list.n[t];
+  const bool vectorised = list.vectorised[t];
   const AdamWScalars s = *reinterpret_cast<const AdamWScalars*>(table);
   const float decay = decays[t];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    adamw_update(p[i], g[i], m[i], v[i], decay, s);
+  const int64_t units = vec_units<float>(n, vectorised);
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+       u += stride)
+    visit_unit<float>(
+        vectorised, u, n,
+        [&](int64_t i) {
+          Vec<float> pv = load_vec(p + i), mv = load_vec(m + i), vv = load_vec(v + i);
+          const Vec<float> gv = load_vec(g + i);
+          for (int k = 0; k < kVecWidth<float>; ++k)
+            adamw_update(pv.v[k], gv.v[k], mv.v[k], vv.v[k], decay, s);
+          store_vec(p + i, pv);
+          store_vec(m + i, mv);
+          store_vec(v + i, vv);
+        },
+        [&](int64_t i) { adamw_update(p[i], g[i], m[i], v[i], decay, s); });
 }
 
 // buf == nullptr: plain SGD (no momentum, no buffer).
@@ -114,7 +132,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
           list.m[k] = a.m.data<float>();
           list.v[k] = a.v.data<float>();
           list.n[k] = a.param.numel();
-          largest = std::max(largest, list.n[k]);
+          list.vectorised[k] = all_vec_aligned(list.p[k], list.g[k], list.m[k], list.v[k]);
+          largest = std::max(largest, vec_units<float>(list.n[k], list.vectorised[k]));
           n += list.n[k];
         }
         if (n == 0) return;
@@ -137,8 +156,8 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
     // Counted: what it must do, read the one sum. Whether it then scales x (n FLOPs, 2 x.nbytes())
     // is decided on the device, after the launch; counting that always would put each launch
     // that finds the norm in bounds (it returns at once) above the bandwidth roof.
-    launch_cuda_kernel(grid_stride_info("clip_scale", x, 0.0, sizeof(double)),
-                       clip_scale_kernel<T>, x.data<T>(), n, sum_sq.data<double>(), max_norm);
+    launch_cuda_kernel(grid_stride_info("clip_scale", x, 0.0, sizeof(double)), clip_scale_kernel<T>,
+                       x.data<T>(), n, sum_sq.data<double>(), max_norm);
   });
 }
 

@@ -27,6 +27,16 @@
 
 namespace glass::kernels::cuda::tensor_core {
 
+// A loop over fragments or accumulators that nvcc must unroll: indexed by the loop variable, an
+// array stays in registers only when every index is a constant (otherwise it goes to local
+// memory, which ptxas_resources.py refuses for an mma kernel). The host compiler of the emu build
+// does not know the pragma.
+#if defined(__CUDACC__)
+#define GLASS_UNROLL _Pragma("unroll")
+#else
+#define GLASS_UNROLL
+#endif
+
 // Under emu each instruction takes its call site as a defaulted last argument (errors name it).
 #if defined(__CUDACC__)
 #define GLASS_TC_SITE

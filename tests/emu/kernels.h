@@ -16,6 +16,7 @@ void math_intrinsics(float* f, int* i);
 void trap_in_thread(int bad_thread, int* destroyed);
 void throw_in_thread(int bad_thread);
 void launch_inside_kernel(float* x);
+void copy_vectors(const float* x, float* y, int n);
 
 // kernels/sync.cu
 void block_sum(const float* x, float* sums, int n);
@@ -73,4 +74,5 @@ void ldmatrix_misaligned(uint32_t* out);
 void ldmatrix_before_wait(const uint16_t* g, uint32_t* out);
 void ldmatrix_shapes_disagree(uint32_t* out);
 void copy_groups(const uint32_t* g, uint32_t* out);
+void copy_then_empty_group(const uint32_t* g, uint32_t* out);
 void copy_never_waited(const uint32_t* g, uint32_t* out);

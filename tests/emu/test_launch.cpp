@@ -1,5 +1,6 @@
 // Launching: indexing, tails, types, intrinsics, the fast path, and errors out of a launch.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -151,6 +152,29 @@ TEST_F(LaunchTest, ExceptionInThreadIsNested) {
     EXPECT_NE(std::string(e.what()).find("index 42 too large"), std::string::npos);
     EXPECT_THROW(std::rethrow_if_nested(e), std::out_of_range);
   }
+}
+
+// A GPU faults on a 16-byte access at an address that is not 16-byte aligned; x86 would not, so
+// the vector helpers (kernels/cuda/vector_row.h) check it under the emulator.
+TEST_F(LaunchTest, MisalignedVectorAccessIsAnErrorNamingKernelAndAddress) {
+  alignas(16) float x[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  alignas(16) float y[12] = {};
+  launch_kernel("copy_vectors", copy_vectors, dim3(1), dim3(2), 0, x, y, 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], x[i]) << i;
+  char address[32];
+  std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(x + 1));
+  std::string msg = emu_error_of(
+      [&] { launch_kernel("copy_vectors", copy_vectors, dim3(1), dim3(2), 0, x + 1, y, 8); });
+  EXPECT_NE(msg.find("kernel 'copy_vectors'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::string("misaligned 16-byte vector load at address ") + address),
+            std::string::npos)
+      << msg;
+  std::snprintf(address, sizeof(address), "%p", static_cast<const void*>(y + 2));
+  msg = emu_error_of(
+      [&] { launch_kernel("copy_vectors", copy_vectors, dim3(1), dim3(2), 0, x, y + 2, 8); });
+  EXPECT_NE(msg.find(std::string("misaligned 16-byte vector store at address ") + address),
+            std::string::npos)
+      << msg;
 }
 
 TEST_F(LaunchTest, LaunchFromInsideKernelIsRefused) {

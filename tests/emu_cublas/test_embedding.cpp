@@ -1,13 +1,19 @@
-// kernels/cuda/embedding.cu on `emu` against the cpu kernels: the gather is a copy and the
-// backward sums each row in ascending position order on both, so results must be bit-identical.
+// kernels/cuda/embedding.cu on `emu` against the cpu kernels: the gather is a copy, bit-identical;
+// the backward sums a token's rows in ascending position order on both (bit-identical) up to 32
+// occurrences, a more frequent token's in segments (within f32 rounding; test_memory_bound.cpp).
 // Widths leave partial warps and partial blocks; ids repeat; bad ids name position and value.
+#include <algorithm>
+
 #include "engine/device_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/emu_cublas/emu_cublas_test.h"
+#include "tests/testing.h"
 
 namespace glass::emu_cublas_test {
 namespace {
+
+using glass::testing::all_close;
 
 // n ids in [0, vocab), many repeated (vocab is small next to n), from a fixed stream.
 std::vector<int32_t> token_ids(int64_t n, int64_t vocab, uint64_t seed) {
@@ -17,8 +23,12 @@ std::vector<int32_t> token_ids(int64_t n, int64_t vocab, uint64_t seed) {
   return ids;
 }
 
-TEST(EmuEmbedding, ForwardAndBackwardMatchCpuBitForBit) {
-  // The last: more tokens than a rank block (256), a vocabulary with unused rows, many repeats.
+// Forward copies rows: bit for bit. Backward sums a token's dout rows; a token that occurs at most
+// 32 times (one segment of kernels/cuda/embedding.cu's rows pass) is summed in cpu's order, bit
+// for bit; a more frequent one in segments of 32 and then the segments, within f32 rounding.
+TEST(EmuEmbedding, ForwardAndBackwardMatchCpu) {
+  // {300, 7, 64}: ~43 occurrences per token, two segments each. The last: more tokens than a rank
+  // block (256), a vocabulary with unused rows, many short repeats.
   const int64_t sizes[][3] = {
       {37, 13, 33}, {37, 13, 1000}, {1, 1, 1}, {300, 7, 64}, {1500, 400, 40}};
   for (const auto& s : sizes) {
@@ -43,7 +53,14 @@ TEST(EmuEmbedding, ForwardAndBackwardMatchCpuBitForBit) {
       dtable[d] = read(dtable_t);
     }
     EXPECT_EQ(out[0], out[1]) << "n " << n << " vocab " << vocab << " channels " << channels;
-    EXPECT_EQ(dtable[0], dtable[1]) << "n " << n << " vocab " << vocab << " channels " << channels;
+    std::vector<int64_t> count(static_cast<size_t>(vocab));
+    for (int32_t id : ids) ++count[static_cast<size_t>(id)];
+    if (*std::max_element(count.begin(), count.end()) <= 32)
+      EXPECT_EQ(dtable[0], dtable[1])
+          << "n " << n << " vocab " << vocab << " channels " << channels;
+    else
+      EXPECT_TRUE(all_close(as_double(dtable[0]), as_double(dtable[1]), 1e-6))
+          << "n " << n << " vocab " << vocab << " channels " << channels;
   }
 }
 

@@ -3,12 +3,14 @@
 //   blocks, 64K registers and 228 KiB shared memory per SM), one per limiting resource;
 // - this build's kernel_resources.json (written by the build from ptxas --resource-usage, when nvcc
 //   compiled kernels/cuda): every __global__ function of kernels/cuda/*.cu, found by reading the
-//   sources here, has an sm_90 row, and no production kernel spills;
+//   sources here, has an sm_90 row, and no production kernel spills; the Tensor Core kernels
+//   (named *_mma or *_mma_kernel) hold mma instructions and no local memory or stack on sm_90;
 // (tests/cuda_kernels/test_kernel_occupancy.cpp: the kernel summary of a traced op on emu.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -102,6 +104,32 @@ TEST(KernelResources, EveryProductionKernelHasAnSm90RowAndNoneSpills) {
     EXPECT_TRUE(reported.count(f)) << "no sm_90 ptxas row for " << f;
   // The LayerNorm forward kernel: one instantiation per element type (f32, bf16).
   EXPECT_EQ(kernels_for_launch(report, "layernorm_forward").size(), 2u);
+}
+
+// The Tensor Core kernels (a function named *_mma or *_mma_kernel: the matmul ladder's rung 4, the
+// mma FlashAttention kernels) hold mma instructions in their PTX and keep their fragments and
+// accumulators in registers on sm_90: no local memory, no stack frame. The build's own check
+// (ptxas_resources.py collect) refuses the same; this reads what the build wrote.
+TEST(KernelResources, TensorCoreKernelsHaveMmaAndNoLocalMemory) {
+  const KernelResourceReport& report = kernel_resource_report();
+  ASSERT_TRUE(report.missing.empty()) << report.missing;
+  const std::regex mma_kernel("_mma(_kernel)?$");
+  for (const KernelResources& k : report.kernels) {
+    if (k.arch != "sm_90" || !std::regex_search(k.function, mma_kernel)) continue;
+    const std::string name = k.function + "<" + k.template_args + "> (" + k.source + ")";
+    EXPECT_GT(k.mma_instructions, 0) << name;
+    EXPECT_EQ(k.local_bytes, 0) << name;
+    EXPECT_EQ(k.stack_bytes, 0) << name;
+  }
+  // The matmul rung: 4 layouts (A, B transposed or not) x 2 output types (f32, bf16), and the
+  // swapped-rows test kernel; per 32-deep k step a warp does 2 x 4 x 4 mma.
+  const std::vector<const KernelResources*> rung =
+      kernels_for_launch(report, "matmul_tensor_core_mma");
+  EXPECT_EQ(rung.size(), 9u);
+  for (const KernelResources* k : rung) EXPECT_EQ(k->mma_instructions, 32) << k->template_args;
+  // A kernel of the CUDA cores has none.
+  for (const KernelResources* k : kernels_for_launch(report, "matmul_register_tiled"))
+    EXPECT_EQ(k->mma_instructions, 0);
 }
 
 #endif

@@ -108,5 +108,27 @@ TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
   }
 }
 
+// matmul:tensor_core in f32 training: every GEMM the production table sends to cuBLAS runs on the
+// Tensor Core rung, after rounding its operands to bf16 (two launches each), so the step
+// matches cpu only to bf16 precision.
+TEST(LadderSelection, TrainingStepOnTheTensorCoreRung) {
+  const StepResult cpu = train_step("cpu");
+  const StepResult production = train_step("emu");
+  const int gemms = testing::count_of(production.kernels, "cublasSgemmStridedBatched");
+  ASSERT_GT(gemms, 0);
+  const testing::ScopedSelection selected(
+      kernels::ladder::parse_selection("matmul:tensor_core", "test"));
+  const StepResult emu = train_step("emu");
+  // (a GEMM with a bias is cuBLASLt's in production and the rung's under a selection)
+  const int bias_gemms = testing::count_of(production.kernels, "cublasLtMatmul_bias") -
+                         testing::count_of(emu.kernels, "cublasLtMatmul_bias");
+  EXPECT_EQ(testing::count_of(emu.kernels, "cublasSgemmStridedBatched"), 0);
+  EXPECT_EQ(testing::count_of(emu.kernels, "matmul_tensor_core_mma"), gemms + bias_gemms);
+  EXPECT_LE(testing::count_of(emu.kernels, "matmul_tensor_core_round_bf16"),
+            2 * (gemms + bias_gemms));
+  EXPECT_NEAR(emu.loss, cpu.loss, 1e-2 * cpu.loss);
+  EXPECT_NEAR(emu.grad_norm, cpu.grad_norm, 5e-2 * cpu.grad_norm);
+}
+
 }  // namespace
 }  // namespace glass

@@ -144,7 +144,23 @@ TEST(ProfileOpCli, VariantTableOnEmu) {
   ASSERT_EQ(only.size(), 1u);
   EXPECT_EQ(only[0]["rung"].get<int>(), 1);
   EXPECT_DOUBLE_EQ(only[0]["flops"].get<double>(), 2.0 * 5 * 7 * 9);
+  // --dtype bf16: matmul's rungs that take bf16, cuBLAS and the Tensor Core rung, whose launches
+  // name the Tensor Cores as their unit
+  const Outcome bf16 = run_sample("profile_op",
+                                  "--device emu --operation matmul --variant all --dtype bf16 "
+                                  "--shape 5,7,9 --repeats 1 --output " +
+                                      json);
+  ASSERT_EQ(bf16.status, 0) << bf16.out;
+  const nlohmann::json bf16_rows = read_json(json);
+  ASSERT_EQ(bf16_rows.size(), 2u);
+  EXPECT_EQ(bf16_rows[0]["name"], "cublas");
+  EXPECT_EQ(bf16_rows[1]["name"], "tensor_core");
+  EXPECT_EQ(bf16_rows[1]["compute_unit"], "tensor_core_bf16");
+  EXPECT_EQ(bf16_rows[1]["dtype"], "bf16");
   const std::string out = " --output " + scratch_path("bad_ladder.json");
+  expect_one_line_error("profile_op",
+                        "--device emu --operation matmul --variant 0 --dtype bf16" + out,
+                        "takes f32 operands only");
   expect_one_line_error("profile_op", "--device cpu --operation softmax --variant all" + out,
                         "--device emu");
   expect_one_line_error("profile_op", "--device emu --operation softmax --variant 9" + out,

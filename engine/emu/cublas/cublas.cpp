@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <new>
 #include <vector>
@@ -21,9 +22,13 @@
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the default stream until cublasSetStream
   bool stream_ordered = false;    // GEMMs queued on `stream` of the emulated CUDA runtime
+  cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
 };
 
 namespace {
+
+// The math mode of the handle of the last GEMM (glass_emu_cublasLastGemmMathMode).
+std::atomic<int> g_last_gemm_math_mode{CUBLAS_DEFAULT_MATH};
 
 bool is_op(cublasOperation_t op) {
   return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
@@ -48,6 +53,7 @@ cublasStatus_t check_gemm(cublasHandle_t handle, cublasOperation_t transa, cubla
   const int b_rows = transb == CUBLAS_OP_N ? k : n;
   if (lda < std::max(1, a_rows) || ldb < std::max(1, b_rows) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
+  g_last_gemm_math_mode.store(handle->math_mode);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -160,6 +166,26 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0 || (workspace == nullptr && bytes != 0))
     return CUBLAS_STATUS_INVALID_VALUE;
   return CUBLAS_STATUS_SUCCESS;  // the host products need no workspace: nothing to keep
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const int base = mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  if (base < CUBLAS_DEFAULT_MATH || base > CUBLAS_TF32_TENSOR_OP_MATH)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  handle->math_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = handle->math_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasMath_t glass_emu_cublasLastGemmMathMode(void) {
+  return static_cast<cublasMath_t>(g_last_gemm_math_mode.load());
 }
 
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream) {

@@ -155,6 +155,9 @@ typedef enum {
 typedef enum {
   CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,          // uint32_t, accepted
   CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,  // uint64_t, default 0
+  // uint32_t, cublasLtReductionScheme_t bits, default CUBLASLT_REDUCTION_SCHEME_MASK (all): the
+  // split-K reductions the chosen algorithm may use; bits outside the mask are INVALID_VALUE
+  CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
   // uint32_t, default 256 each: the alignment in bytes the chosen algorithm may assume of the
   // pointers (and batch strides) of A, B, C and D; cublasLtMatmul refuses data that lacks it
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
@@ -162,6 +165,17 @@ typedef enum {
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
 } cublasLtMatmulPreferenceAttributes_t;
+
+// How an algorithm that splits K may add the parts (cuBLASLt's values): INPLACE and OUTPUT_TYPE
+// add them in the output type (bf16 for a bf16 D), COMPUTE_TYPE in the compute type (f32). A
+// preference mask of CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE keeps the sums in f32.
+typedef enum {
+  CUBLASLT_REDUCTION_SCHEME_NONE = 0,
+  CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,
+  CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2,
+  CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE = 4,
+  CUBLASLT_REDUCTION_SCHEME_MASK = 7
+} cublasLtReductionScheme_t;
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
 // cublasLtCreate for `cuda` on the emulated CUDA runtime: cublasLtMatmul queues on its stream.
@@ -171,6 +185,11 @@ cublasStatus_t glass_emu_cublasLtCreateStreamOrdered(cublasLtHandle_t* handle);
 // problems with this epilogue; CUBLASLT_EPILOGUE_DEFAULT clears it. Process-wide.
 void glass_emu_cublasLtFindNoAlgorithmFor(cublasLtEpilogue_t epilogue);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle);
+// For tests that the caller kept the reductions in f32: the reduction scheme mask that the
+// algorithm of the last successful cublasLtMatmul in this process was chosen under
+// (CUBLASLT_REDUCTION_SCHEME_MASK for a call without an algorithm, and before any call). The
+// emulation always adds in f32; the mask only says what a GPU would have been allowed.
+uint32_t glass_emu_cublasLtLastMatmulReductionSchemeMask(void);
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
                                         cudaDataType_t scale_type);

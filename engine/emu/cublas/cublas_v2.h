@@ -54,6 +54,8 @@
 #define cublasSetStream glass_emu_cublasSetStream
 #define cublasGetStream glass_emu_cublasGetStream
 #define cublasSetWorkspace glass_emu_cublasSetWorkspace
+#define cublasSetMathMode glass_emu_cublasSetMathMode
+#define cublasGetMathMode glass_emu_cublasGetMathMode
 #define cublasGetStatusName glass_emu_cublasGetStatusName
 #define cublasGetStatusString glass_emu_cublasGetStatusString
 #define cublasSgemm glass_emu_cublasSgemm
@@ -103,7 +105,18 @@ typedef enum {
   CUBLAS_GEMM_ALGO15_TENSOR_OP = 115
 } cublasGemmAlgo_t;
 
-// A handle: what the library keeps per context (here only the stream).
+// The math mode of a handle (cublasSetMathMode), cuBLAS's values: a base mode, optionally with
+// CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, which keeps every reduction (split-K partial
+// sums among them) in the compute type: with bf16 output and CUBLAS_COMPUTE_32F, sums stay f32.
+// The emulation always sums in f32; it checks the value and remembers it (see below).
+typedef enum {
+  CUBLAS_DEFAULT_MATH = 0,
+  CUBLAS_TENSOR_OP_MATH = 1,
+  CUBLAS_PEDANTIC_MATH = 2,
+  CUBLAS_TF32_TENSOR_OP_MATH = 3,
+  CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+} cublasMath_t;
+// A handle: what the library keeps per context (here the stream and the math mode).
 typedef struct cublasContext* cublasHandle_t;
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
@@ -115,6 +128,13 @@ cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t* stream);
 // checked (aligned to 256 bytes, or INVALID_VALUE as on a GPU) and not kept.
 cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 
+// A base mode, alone or with CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION; anything else is
+// CUBLAS_STATUS_INVALID_VALUE, as in cuBLAS.
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode);
+// For tests that the caller asked for f32 reductions: the math mode of the handle that ran the
+// last GEMM (any entry point) in this process; CUBLAS_DEFAULT_MATH before any.
+cublasMath_t glass_emu_cublasLastGemmMathMode(void);
 // "CUBLAS_STATUS_INVALID_VALUE", and a sentence saying what it means.
 const char* cublasGetStatusName(cublasStatus_t status);
 const char* cublasGetStatusString(cublasStatus_t status);

@@ -45,6 +45,7 @@ struct cublasLtMatrixLayoutOpaque {
 struct cublasLtMatmulPreferenceOpaque {
   uint64_t max_workspace = 0;
   uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D in bytes: cuBLASLt's default
+  uint32_t reduction_scheme_mask = CUBLASLT_REDUCTION_SCHEME_MASK;  // every scheme allowed
 };
 
 namespace {
@@ -495,6 +496,11 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
       return read_attr(buf, size, &u32) ? CUBLAS_STATUS_SUCCESS : kInvalid;
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
       return read_attr(buf, size, &pref->max_workspace) ? CUBLAS_STATUS_SUCCESS : kInvalid;
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      if (!read_attr(buf, size, &u32) || (u32 & ~uint32_t{CUBLASLT_REDUCTION_SCHEME_MASK}) != 0)
+        return kInvalid;
+      pref->reduction_scheme_mask = u32;
+      return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
@@ -508,7 +514,15 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 
 namespace {
 std::atomic<uint32_t> g_no_algorithm_for{CUBLASLT_EPILOGUE_DEFAULT};
+// The reduction scheme mask of the last cublasLtMatmul's algorithm.
+std::atomic<uint32_t> g_last_reduction_scheme_mask{CUBLASLT_REDUCTION_SCHEME_MASK};
+// Where the heuristic's algorithm carries the preference's reduction scheme mask.
+constexpr int kAlgoReductionMask = 5;
 }  // namespace
+
+uint32_t glass_emu_cublasLtLastMatmulReductionSchemeMask(void) {
+  return g_last_reduction_scheme_mask.load();
+}
 
 void glass_emu_cublasLtFindNoAlgorithmFor(cublasLtEpilogue_t epilogue) {
   g_no_algorithm_for.store(epilogue);
@@ -530,6 +544,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = kAlgoTag;
   for (int i = 0; i < 4; ++i) r.algo.data[1 + i] = pref->min_alignment[i];  // what it may assume
+  r.algo.data[kAlgoReductionMask] = pref->reduction_scheme_mask;            // how it may split K
   r.workspaceSize = 0;  // the host product needs none
   r.state = CUBLAS_STATUS_SUCCESS;
   r.wavesCount = 1.0f;
@@ -561,6 +576,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   std::memcpy(&al, alpha, 4);
   std::memcpy(&be, beta, 4);
   if (be != 0.0f && C == nullptr) return kInvalid;
+  g_last_reduction_scheme_mask.store(algo != nullptr
+                                         ? static_cast<uint32_t>(algo->data[kAlgoReductionMask])
+                                         : uint32_t{CUBLASLT_REDUCTION_SCHEME_MASK});
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
   const size_t out_size = type_size(p.out_type), in_size = type_size(p.in_type);
   // The descriptors by value: the caller may change or destroy them once the call has returned.

@@ -27,6 +27,13 @@ void layernorm_forward_float4(const Tensor& x, const Tensor& weight, const Tenso
 void matmul_naive(const GemmArgs& g);
 void matmul_smem_tiled(const GemmArgs& g);
 void matmul_register_tiled(const GemmArgs& g);
+// Rung 4, Tensor Cores: bf16 operands (f32 ones rounded to bf16 first), f32 accumulation; C of the
+// operands' dtype
+void matmul_tensor_core(const GemmArgs& g);
+// Test only: rung 4 with its A fragments' 8-row halves swapped, a deliberately wrong layout whose
+// result the ladder's comparison must reject (tests/ladder/test_matmul_rungs.cpp)
+// (f32 operands, neither transposed).
+void matmul_tensor_core_swapped_rows(const GemmArgs& g);
 
 // attention_ladder.cu: causal attention forward on qkv [B, T, 3C] -> out [B, T, C], lse [B, H, T]
 // (the flash_attention_forward contract), f32

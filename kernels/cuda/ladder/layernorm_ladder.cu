@@ -12,9 +12,9 @@
 
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
-#include "kernels/cuda/ladder/float4_row.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/ladder/row_launch.h"
+#include "kernels/cuda/vector_row.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -77,7 +77,7 @@ __global__ void layernorm_coalesced_kernel(const float* x, const float* weight, 
 // memory): log2 steps instead of blockDim.x.
 
 // Rung 3, float4. Mapping: one block per row (rows = gridDim.x), thread t takes float4s t,
-// t + blockDim.x, ... of the row (ladder/float4_row.h: a scalar head up to the first 16-byte
+// t + blockDim.x, ... of the row (vector_row.h: a scalar head up to the first 16-byte
 // boundary and a scalar tail), with the warp-shuffle reductions of rung 2. What changed: 128-bit
 // loads and stores of x and y, a quarter of the memory instructions for the same bytes. weight
 // and bias are read as scalars: a row's float4s start at any column, so weight + j is not 16-byte
@@ -88,15 +88,15 @@ __global__ void layernorm_float4_kernel(const float* x, const float* weight, con
   const int64_t r = blockIdx.x;
   const float* xr = x + r * C;
   float* yr = y + r * C;
-  const ladder::RowSplit split = ladder::split_row(xr, yr, C);
+  const RowSplit split = split_row(C, xr, yr);
   float s = 0;
-  ladder::for_each_column(xr, split, C, [&](int64_t, float xj) { s += xj; });
+  for_each_column(xr, split, C, [&](int64_t, float xj) { s += xj; });
   const float m = block_reduce(s, Sum{}) / static_cast<float>(C);
   float v = 0;
-  ladder::for_each_column(xr, split, C, [&](int64_t, float xj) { v += (xj - m) * (xj - m); });
+  for_each_column(xr, split, C, [&](int64_t, float xj) { v += (xj - m) * (xj - m); });
   const float rs = 1.0f / sqrtf(block_reduce(v, Sum{}) / static_cast<float>(C) + eps);
-  ladder::map_row(xr, yr, split, C,
-                  [&](int64_t j, float xj) { return (xj - m) * rs * weight[j] + bias[j]; });
+  map_row(xr, yr, split, C,
+          [&](int64_t j, float xj) { return (xj - m) * rs * weight[j] + bias[j]; });
   if (threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;

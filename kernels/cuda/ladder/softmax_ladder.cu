@@ -13,9 +13,9 @@
 
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
-#include "kernels/cuda/ladder/float4_row.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/cuda/ladder/row_launch.h"
+#include "kernels/cuda/vector_row.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -62,21 +62,21 @@ __global__ void softmax_coalesced_kernel(const float* x, float* y, int64_t rows,
 // memory): log2 steps instead of blockDim.x.
 
 // Rung 3, float4. Mapping: one block per row (rows = gridDim.x), as rung 2, but thread t takes
-// float4s t, t + blockDim.x, ... of the row (ladder/float4_row.h: a scalar head up to the first
+// float4s t, t + blockDim.x, ... of the row (vector_row.h: a scalar head up to the first
 // 16-byte boundary and a scalar tail), with the warp-shuffle reductions of rung 2. What changed:
 // 128-bit loads and stores, a quarter of the memory instructions for the same bytes; a block needs
 // a quarter of the threads for the same row.
 __global__ void softmax_float4_kernel(const float* x, float* y, int64_t rows, int64_t cols) {
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
-  const ladder::RowSplit split = ladder::split_row(xr, yr, cols);
+  const RowSplit split = split_row(cols, xr, yr);
   float m = -INFINITY;
-  ladder::for_each_column(xr, split, cols, [&](int64_t, float v) { m = fmaxf(m, v); });
+  for_each_column(xr, split, cols, [&](int64_t, float v) { m = fmaxf(m, v); });
   m = block_reduce(m, Max{});
   float s = 0;
-  ladder::for_each_column(xr, split, cols, [&](int64_t, float v) { s += expf(v - m); });
+  for_each_column(xr, split, cols, [&](int64_t, float v) { s += expf(v - m); });
   const float inv = 1.0f / block_reduce(s, Sum{});
-  ladder::map_row(xr, yr, split, cols, [&](int64_t, float v) { return expf(v - m) * inv; });
+  map_row(xr, yr, split, cols, [&](int64_t, float v) { return expf(v - m) * inv; });
 }
 
 // Checks x and y, then launches `fn` (x, y, rows, cols) with the rung's mapping. Ideal bytes: x

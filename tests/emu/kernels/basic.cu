@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/emu/launch.h"
+#include "kernels/cuda/vector_row.h"
 
 __global__ void scale_add(const float* __restrict__ x, float* __restrict__ y, float a, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -66,4 +67,13 @@ __global__ void throw_in_thread(int bad_thread) {
 
 __global__ void launch_inside_kernel(float* x) {
   glass::emu::launch_kernel("child", dim3(1), dim3(1), 0, [x] { x[0] = 1.0f; });
+}
+
+// Copies n floats (a multiple of 4) in 16-byte vectors through kernels/cuda/vector_row.h's
+// load_vec and store_vec: x and y must be 16-byte aligned, as on a GPU.
+__global__ void copy_vectors(const float* x, float* y, int n) {
+  using glass::kernels::cuda::load_vec;
+  using glass::kernels::cuda::store_vec;
+  const int i = 4 * static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i + 4 <= n) store_vec(y + i, load_vec(x + i));
 }

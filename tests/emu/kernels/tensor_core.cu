@@ -115,6 +115,18 @@ __global__ void copy_groups(const uint32_t* g, uint32_t* out) {
   for (int i = 0; i < 4; ++i) out[12 + i] = s[8 + i];
 }
 
+// A group committed empty still counts among the most recent: after copy, commit, commit (nothing),
+// wait_group 1 the copy has landed (a double-buffered loop's last step). out[0..3]: the words.
+__global__ void copy_then_empty_group(const uint32_t* g, uint32_t* out) {
+  __shared__ __align__(16) uint32_t s[4];
+  cp_async_16(s, g);
+  cp_async_commit();
+  cp_async_commit();
+  cp_async_wait<1>();
+  for (int i = 0; i < 4; ++i) out[i] = s[i];
+  cp_async_wait<0>();
+}
+
 // A thread that issues a cp.async and exits without waiting for it.
 __global__ void copy_never_waited(const uint32_t* g, uint32_t* out) {
   __shared__ __align__(16) uint32_t s[4];
