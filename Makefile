@@ -2,7 +2,7 @@
 #   make train   install what is missing, build Release (every program of samples/), train the toy
 #                GPT on Tiny Shakespeare
 #   make test    install what is missing, build with ASan+UBSan (and nvcc where it is found), run
-#                the whole suite; this is what CI runs
+#                each fuzz target for a few seconds, then the whole suite; this is what CI runs
 # Also: make test-release runs the whole suite on a Release build (with the benchmarks built);
 # make debug builds debug_step with debug information for docs/debugging.md (build-g).
 # Extra flags for train_gpt go in ARGS, e.g. make train ARGS="--steps 100".
@@ -59,9 +59,13 @@ train: build
 # GPU (CMake's default); without a GPU its cuda tests then skip.
 CUDA_ARCHS ?= 90
 CUDA_RUNTIME ?= emu
-test: setup-test
+# Before the suite, every libFuzzer target runs for FUZZ_SMOKE_SECONDS (make fuzz's build), so that
+# the fuzz build cannot break unnoticed; ctest's summary stays the last line.
+FUZZ_SMOKE_SECONDS ?= 3
+test: setup-fuzz
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLASS_SANITIZE=ON -DGLASS_BUILD_TESTS=ON -DGLASS_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" -DGLASS_CUDA_RUNTIME=$(CUDA_RUNTIME) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 	cd $(ASAN_BUILD) && GLASS_REQUIRE_ORACLE=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
 # The whole suite on the build users run (Release, -O3 -march=native), benchmarks built too.

@@ -14,6 +14,7 @@ namespace {
 // which would record a node and shift node ids between checked and unchecked runs).
 template <class T>
 std::vector<T> host_values(const Tensor& t) {
+  require_data(t, "the non-finite check of GLASS_CHECK_NAN");
   Tensor c = t;
   if (!c.is_contiguous()) {
     c = Tensor::empty(t.shape(), t.dtype(), t.device());

@@ -61,7 +61,7 @@ AttentionKernel parse_attention_kernel(const std::string& name) {
 AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, int64_t head_dim) {
   if (kernel != AttentionKernel::automatic) return kernel;
   // cpu's flash kernel takes any head dim; the CUDA one needs flash_head_dim_ok
-  if (device.kind == DeviceKind::cpu || kernels::flash_head_dim_ok(head_dim))
+  if (!runs_cuda_kernels(device) || kernels::flash_head_dim_ok(head_dim))
     return AttentionKernel::flash;
   return AttentionKernel::naive;
 }

@@ -51,6 +51,7 @@ template <class T>
 std::vector<T> to_vector(const Tensor& t) {
   GLASS_CHECK(t.dtype() == dtype_of<T>(), "to_vector<{}>: tensor is {}", dtype_name(dtype_of<T>()),
               t.describe());
+  require_data(t, "to_vector");
   Tensor c = contiguous(t.detach());
   std::vector<T> out(static_cast<size_t>(c.numel()));
   c.copy_to_host(out.data());
@@ -68,6 +69,7 @@ GLASS_INSTANTIATE(bf16)
 
 double item(const Tensor& t) {
   GLASS_CHECK(t.numel() == 1, "item: {} does not hold exactly one element", t.describe());
+  require_data(t, "item()");
   Tensor c = contiguous(t.detach());
   switch (c.dtype()) {
     case DType::f32:
@@ -104,6 +106,9 @@ Tensor compute_copy(const Tensor& master, const Tensor& copy, CallSite site) {
 
 Tensor to_device(const Tensor& t, Device device) {
   if (t.device() == device) return t;
+  // meta holds no values: a tensor moves there as its shape and dtype alone, and none comes back.
+  if (!has_data(device)) return Tensor::empty(t.shape(), t.dtype(), device);
+  require_data(t, "to_device");
   const Tensor src = contiguous(t.detach());
   std::vector<char> host(src.nbytes());
   src.copy_to_host(host.data());

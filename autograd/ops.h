@@ -77,7 +77,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
 // All elements in row-major order (any strides, any device); T must match the dtype.
 template <class T>
 std::vector<T> to_vector(const Tensor& t);
-// The value of a one-element floating or integer tensor, as a double.
+// The value of a one-element floating or integer tensor, as a double. to_vector and item throw on
+// `meta`, which holds no values ("meta tensors have no data: item() of ...").
 double item(const Tensor& t);
 // A copy converted to `dtype` (no history: casts are for storage, e.g. bf16 weights).
 Tensor cast(const Tensor& t, DType dtype);
@@ -88,7 +89,8 @@ Tensor cast(const Tensor& t, DType dtype);
 // becomes an f32 one.
 Tensor compute_copy(const Tensor& master, const Tensor& copy, CallSite site = CallSite::current());
 // A contiguous copy on `device` (no history), staged through host memory; `t` itself when it is
-// already there.
+// already there. To `meta`: a fresh tensor of t's shape and dtype (nothing is read or copied);
+// from `meta` to another device: an error (no data).
 Tensor to_device(const Tensor& t, Device device);
 
 // --- views: share storage, never copy (except contiguous/reshape/concat, which say so) ---

@@ -1,5 +1,7 @@
 #include "engine/allocator.h"
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <map>
@@ -19,6 +21,17 @@
 #endif
 
 namespace glass {
+
+namespace {
+// meta's addresses: from 2^62 up, in the order requested. Non-canonical on x86-64 (bits 47..63
+// differ), so that a host access faults at once; aligned to 256 bytes like cudaMalloc's (cuBLASLt's
+// heuristic sees the alignment of the pointers it is given, gemm_lt.cu).
+std::atomic<uint64_t> next_meta_address{uint64_t{1} << 62};
+void* meta_malloc(size_t bytes) {
+  const uint64_t size = (static_cast<uint64_t>(bytes) + 255) / 256 * 256;
+  return reinterpret_cast<void*>(next_meta_address.fetch_add(std::max<uint64_t>(size, 256)));
+}
+}  // namespace
 
 #if defined(GLASS_HAS_CUDA)
 // An engine/cuda Event on the heap, behind the opaque pointer.
@@ -69,6 +82,11 @@ Allocator& Allocator::for_device(Device d) {
       break;
 #endif
     }
+    case DeviceKind::meta: {
+      // Never destroyed, as emu's: tensors kept in statics (cuBLAS workspaces) outlive it.
+      static Allocator* meta = new Allocator(kMeta);
+      return *meta;
+    }
   }
   fail("Allocator: no allocator for device {}", d.str());
 }
@@ -103,6 +121,8 @@ void* Allocator::device_malloc(size_t bytes) {
 #else
       break;
 #endif
+    case DeviceKind::meta:  // counted, never backed: there is no out of memory
+      return meta_malloc(bytes);
   }
   return nullptr;
 }
@@ -121,6 +141,8 @@ void Allocator::device_free(void* p) {
 #if defined(GLASS_HAS_CUDA)
       cuda::device_free(p);
 #endif
+      return;
+    case DeviceKind::meta:  // nothing was backed
       return;
   }
 }

@@ -6,6 +6,13 @@
 // device and kept by the cache; reserved >= allocated always, and the difference is the cache.
 // On `emu` with red zones (GLASS_EMU_CHECK=1) nothing is rounded or cached: each tensor gets an
 // allocation of its exact size, so that writing one byte past its end is reported.
+// On `meta` (engine/device.h) the allocator runs the same size classes, cache and statistics, but
+// the device's malloc hands out addresses that hold nothing: 256-byte aligned as cudaMalloc's,
+// unique while live, and non-canonical on x86-64, so that a host read of one faults instead of
+// reading garbage. So allocated_bytes and its peak on meta are, byte for byte, what the same
+// program's requests make them on cuda (or emu without red zones): the same sizes, rounded to
+// the same classes, served by the same cache. Not counted by any allocator, on meta or on a GPU:
+// the CUDA context, cuBLAS's and cuDNN's own handles and NCCL's buffers.
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
 //

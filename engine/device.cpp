@@ -14,9 +14,9 @@ namespace glass {
 // The devices this build can run, for error messages. GLASS_HAS_EMU: built with the emulator;
 // GLASS_HAS_CUDA: built with nvcc and the CUDA runtime.
 #if defined(GLASS_HAS_EMU) && defined(GLASS_HAS_CUDA)
-constexpr const char* kDevices = "cpu, emu, cuda";
+constexpr const char* kDevices = "cpu, emu, cuda, meta";
 #elif defined(GLASS_HAS_EMU)
-constexpr const char* kDevices = "cpu, emu";
+constexpr const char* kDevices = "cpu, emu, meta";
 #elif defined(GLASS_HAS_CUDA)
 constexpr const char* kDevices = "cpu, cuda";
 #else
@@ -50,6 +50,8 @@ std::string Device::str() const {
       return "emu";
     case DeviceKind::cuda:
       return "cuda:" + std::to_string(index);
+    case DeviceKind::meta:
+      return "meta";
   }
   return "?";
 }
@@ -58,6 +60,7 @@ Device Device::parse(const std::string& name) {
   if (name == "cpu") return kCPU;
 #if defined(GLASS_HAS_EMU)
   if (name == "emu") return kEmu;
+  if (name == "meta") return kMeta;  // plans with the emu kernel table's launchers
 #endif
   if (name.rfind("cuda", 0) == 0) {
 #if defined(GLASS_HAS_CUDA)
@@ -67,8 +70,8 @@ Device Device::parse(const std::string& name) {
          name, kDevices);
 #endif
   }
-  if (name == "emu")
-    fail("device 'emu' is not available: glass was built with GLASS_EMU=OFF (devices: {})",
+  if (name == "emu" || name == "meta")
+    fail("device '{}' is not available: glass was built with GLASS_EMU=OFF (devices: {})", name,
          kDevices);
   fail("unknown device '{}' (devices: {})", name, kDevices);
 }
@@ -99,6 +102,8 @@ std::string device_name(Device d) {
       return host_cpu_name();
     case DeviceKind::emu:
       return "emu (CUDA emulator) on " + host_cpu_name();
+    case DeviceKind::meta:
+      return "meta (shapes only, nothing runs)";
     case DeviceKind::cuda:
 #if defined(GLASS_HAS_CUDA)
       return cuda::gpu_name(d.index);

@@ -34,11 +34,15 @@ Tensor new_device_flag(Device device) {
       cuda::zero_async(flag.raw_data(), sizeof(int32_t));
 #endif
       break;
+    case DeviceKind::meta:  // allocated (and counted) as on a GPU; nothing to zero
+      break;
   }
   return flag;
 }
 
 void defer_flag_check(const Tensor& flag, FlagMessage message) {
+  // On meta too: no kernel runs there, so no flag is ever raised, but the flag is kept alive until
+  // the next read as on a GPU, so that meta's allocator counts it as long.
   const Device device = flag.device();
   bool full = false;
   {
@@ -63,6 +67,9 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
     for (const HostRead& r : reads) std::memcpy(r.dst, r.src, r.bytes);
     return;
   }
+  GLASS_CHECK(has_data(device) || reads.empty(),
+              "meta tensors have no data: {} reads {} value(s) from {}", what, reads.size(),
+              device.str());
   refuse_host_wait_in_graph_capture(device, what);  // before the pending flags are taken
   // 1. the flags pending on this device go along with the reads
   std::vector<PendingFlag> flags;
@@ -71,7 +78,7 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
     auto it = pending.find(device.str());
     if (it != pending.end()) flags.swap(it->second);
   }
-  if (reads.empty() && flags.empty()) return;
+  if ((reads.empty() && flags.empty()) || !has_data(device)) return;  // meta: flags dropped
   std::vector<int32_t> values(flags.size());
   std::vector<HostRead> all(reads.begin(), reads.end());
   for (size_t i = 0; i < flags.size(); ++i)
@@ -83,6 +90,8 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
     case DeviceKind::cpu:
     case DeviceKind::emu:  // emu device memory is host memory; its kernels have finished
       for (const HostRead& r : all) std::memcpy(r.dst, r.src, r.bytes);
+      break;
+    case DeviceKind::meta:  // returned above: nothing to read
       break;
     case DeviceKind::cuda:
 #if defined(GLASS_HAS_CUDA)

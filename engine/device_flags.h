@@ -12,7 +12,9 @@
 // Encoding: 0 = not raised; a kernel that meets bad input at `position` does
 //   atomicMax(flag, kFlagBase - position)
 // so that, whatever order the threads ran in, the flag ends up naming the first bad position.
-// On `cpu` the kernels throw directly and no flag is used.
+// On `cpu` the kernels throw directly and no flag is used. On `meta` (no data, no kernel runs) a
+// flag is allocated and kept pending as elsewhere, so that meta's allocator counts it as a GPU's
+// does, and dropped unread at the next read.
 #pragma once
 
 #include <cstdint>

@@ -124,6 +124,17 @@ void run_observed(LaunchInfo& info, const std::function<void()>& kernel) {
   run_timed(info, kernel, !obs.empty(), rec);
   for (auto* o : obs) o->on_launch_end(rec);
 }
+
+void report_planned(const LaunchInfo& info) {
+  if (observer_count.load(std::memory_order_relaxed) == 0) return;
+  const InFlight in_flight;
+  for (auto* o : in_flight.snapshot) o->on_launch_begin(info);
+  LaunchRecord rec;
+  rec.info = info;
+  rec.seq = launch_seq.fetch_add(1, std::memory_order_relaxed);
+  rec.start_us = rec.end_us = now_us();
+  for (auto* o : in_flight.snapshot) o->on_launch_end(rec);
+}
 }  // namespace detail
 
 void subscribe(LaunchObserver* obs) {

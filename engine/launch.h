@@ -5,6 +5,8 @@
 // filled in from the scope the caller is in). Observers subscribe to see every launch: traces,
 // per-kernel summaries, tests. With no observer subscribed the gateway calls the kernel directly
 // and takes no time stamps; with one, a `cuda` launch is timed on the GPU with CUDA events.
+// A launch on `meta` (engine/device.h) never calls its kernel: the observers see it begin and end
+// at one instant, which is how a step is planned (its LaunchInfos, nothing run).
 #pragma once
 
 #include <atomic>
@@ -160,6 +162,7 @@ void run_captured(const LaunchInfo& info, const std::function<void()>& kernel);
 extern std::atomic<bool> debug_switches_off;
 void run_observed(LaunchInfo& info, const std::function<void()>& kernel);
 void run_debugged(const LaunchInfo& info, const std::function<void()>& kernel);  // engine/debug.cpp
+void report_planned(const LaunchInfo& info);  // a meta launch: to the observers, nothing run
 }  // namespace detail
 
 template <class Kernel>
@@ -168,6 +171,10 @@ void launch(LaunchInfo info, Kernel&& kernel) {
   info.op = ctx.op;
   info.node_id = ctx.node_id;
   info.phase = ctx.phase;
+  if (info.device.kind == DeviceKind::meta) {
+    detail::report_planned(info);
+    return;
+  }
   if (detail::captured_launches != nullptr) {
     detail::run_captured(info, std::function<void()>(std::forward<Kernel>(kernel)));
     return;

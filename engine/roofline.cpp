@@ -54,4 +54,30 @@ RooflinePoint roofline(const OpCost& cost, double peak_flops, double peak_bytes_
   return p;
 }
 
+double unit_peak_flops(const DevicePeaks& peaks, ComputeUnit unit) {
+  switch (unit) {
+    case ComputeUnit::tensor_core_bf16:
+      return peaks.bf16_flops;
+    case ComputeUnit::tensor_core_tf32:
+      return peaks.tf32_flops;
+    case ComputeUnit::cuda_core:
+    case ComputeUnit::memory:
+      break;
+  }
+  return peaks.f32_flops;
+}
+
+double launch_bound_s(const LaunchInfo& launch, const DevicePeaks& peaks) {
+  GLASS_CHECK(peaks.bytes_per_s > 0, "device '{}' has no bandwidth ({})", peaks.name, peaks.source);
+  double compute = 0;
+  if (launch.flops > 0) {
+    const double peak = unit_peak_flops(peaks, launch.unit);
+    GLASS_CHECK(peak > 0, "launch '{}' does {} FLOPs on {}, for which device '{}' has no peak ({})",
+                launch.kernel, launch.flops, compute_unit_name(launch.unit), peaks.name,
+                peaks.source);
+    compute = launch.flops / peak;
+  }
+  return std::max(compute, launch.bytes / peaks.bytes_per_s);
+}
+
 }  // namespace glass

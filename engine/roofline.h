@@ -7,12 +7,17 @@
 //
 // Bytes are the ideal traffic: every input read once and every output written once, as if the
 // caches were perfect. A kernel's achieved time over its floor says how far it is from the roof.
+//
+// A launch (engine/launch.h) is drawn against the roof of the unit that does its FLOPs
+// (LaunchInfo::unit): the CUDA cores' f32 rate, the Tensor Cores' bf16 or TF32 rate; a launch that
+// only moves bytes (unit `memory`) has only the memory roof.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "engine/device_peaks.h"
+#include "engine/launch.h"
 
 namespace glass {
 
@@ -57,5 +62,14 @@ RooflinePoint roofline(const OpCost& cost, double peak_flops, double peak_bytes_
 inline RooflinePoint roofline(const OpCost& cost, const DevicePeaks& peaks, DType dtype) {
   return roofline(cost, peaks.flops(dtype), peaks.bytes_per_s);
 }
+
+// The FLOP/s roof of `unit` on `peaks`: f32 for cuda_core (and for the FLOPs of a `memory` launch,
+// which has none in practice), bf16 or tf32 for the Tensor Cores; 0 where the device has no such
+// peak (cpu has no Tensor Cores).
+double unit_peak_flops(const DevicePeaks& peaks, ComputeUnit unit);
+// A launch's roofline lower bound in seconds: max(flops / unit_peak_flops, bytes / bandwidth).
+// Throws glass::Error naming the device, the unit and the kernel when a launch does FLOPs on a
+// unit the device has no peak for.
+double launch_bound_s(const LaunchInfo& launch, const DevicePeaks& peaks);
 
 }  // namespace glass

@@ -67,15 +67,25 @@ void Tensor::copy_from_host(const void* src) const {
       cuda::copy_host_to_device(raw_data(), src, nbytes());
 #endif
       break;
+    case DeviceKind::meta:  // no data to write: the values are dropped (a planned upload)
+      break;
   }
 }
 
 void Tensor::copy_to_host(void* dst) const {
   GLASS_CHECK(is_contiguous(), "copy_to_host: tensor {} is not contiguous", describe());
+  require_data(*this, "copy_to_host");
   if (nbytes() == 0) return;
   // With the device's pending error flags, in one synchronisation (engine/device_flags.h).
   const HostRead read{dst, raw_data(), nbytes()};
   read_to_host(device(), std::span(&read, 1), "copy_to_host");
+}
+
+void require_data(const Tensor& t, const char* what) {
+  GLASS_CHECK(has_data(t.device()),
+              "meta tensors have no data: {} of {} (meta plans shapes and launches; run on cpu, "
+              "emu or cuda to read values)",
+              what, t.describe());
 }
 
 bool Tensor::is_contiguous() const {

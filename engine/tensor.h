@@ -97,10 +97,10 @@ class Tensor {
   // autograd meta: how a module moves its parameters to another device in place.
   void set_data(const Tensor& src);
 
-  // Copies a contiguous tensor to host memory (nbytes()).
+  // Copies a contiguous tensor to host memory (nbytes()). Throws on `meta` (require_data).
   void copy_to_host(void* dst) const;
   // Overwrites a contiguous tensor with nbytes() of host memory, in place (on a GPU: queued on
-  // the current stream, no wait; `src` may be reused at once).
+  // the current stream, no wait; `src` may be reused at once). On `meta` the values are dropped.
   void copy_from_host(const void* src) const;
 
   // --- autograd meta (the autograd layer gives it meaning) ---
@@ -130,6 +130,10 @@ class Tensor {
   }
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// Throws "meta tensors have no data: <what> of <t>" when t is on `meta` (engine/device.h); every
+// host read of values (copy_to_host, item(), a sampled token, a NaN check) goes through it.
+void require_data(const Tensor& t, const char* what);
 
 // Tensors with names, in a meaningful order (registration order, file order).
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -188,13 +188,16 @@ const LadderTable& cuda_ladder_table();  // kernels/cuda/ladder/ladder_table.cu,
 
 const LadderTable& ladder_table(Device d) {
 #if defined(GLASS_HAS_EMU)
-  if (d.kind == DeviceKind::emu) return emu_ladder_table();
+  // meta plans the emu table's launches (engine/device.h)
+  if (d.kind == DeviceKind::emu || d.kind == DeviceKind::meta) return emu_ladder_table();
 #endif
 #if defined(GLASS_HAS_CUDA)
   if (d.kind == DeviceKind::cuda) return cuda_ladder_table();
 #endif
-  fail("kernel ladder: the rungs are CUDA kernels and run on emu or cuda; there are none for {}",
-       d.str());
+  fail(
+      "kernel ladder: the rungs are CUDA kernels and run on emu or cuda (meta plans them); there "
+      "are none for {}",
+      d.str());
 }
 
 void run_softmax_forward(int index, const Tensor& x, const Tensor& y) {

@@ -125,8 +125,9 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
               "GPT::loss: logits {} must hold one row of {} logits per target of {}",
               logits.describe(), columns, targets.describe());
   const Tensor flat = view(logits, {rows, columns}), flat_targets = view(targets, {rows});
-  // emu and cuda: the fused classifier, in f32 or bf16 (the loss in f32 either way).
-  if (logits.device().kind != DeviceKind::cpu)
+  // emu and cuda (and meta, which plans their launches): the fused classifier, in f32 or bf16
+  // (the loss in f32 either way).
+  if (runs_cuda_kernels(logits.device()))
     return fused_classifier(flat, flat_targets, config.vocab_size);
   // The reference path: softmax over the class columns only.
   const Tensor classes = columns == config.vocab_size ? flat : slice(flat, 1, 0, config.vocab_size);

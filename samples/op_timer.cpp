@@ -173,6 +173,10 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
           "host wall clock around the GPU work, device synchronised at both ends; "
           "per-kernel times from CUDA events";
       break;
+    case DeviceKind::meta:
+      fail(
+          "profile_op: meta runs nothing, so there is nothing to time (plan a step with "
+          "roofline step)");
   }
   Allocator& alloc = Allocator::for_device(op.device);
   alloc.reset_peaks();

@@ -6,13 +6,19 @@
 //   build/samples/roofline gpt --model gpt2 --dtype bf16 --batch 8
 //   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
 //       --seq-len 1024 --batch 8 --dtype bf16
+//   build/samples/roofline step --model gpt2 --dtype bf16 --batch 16 --seq-len 1024 --gpu h200
+//       [--attention auto|naive|flash|...] [--json] [--launches] [--top 10]
 //
 // gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
 // the device. attention: the same for causal attention forward done naively (the T x T matrix
 // through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt:
 // the memory budget of training (parameters, gradients, master weights, AdamW moments, activations,
-// temporaries) and the FLOPs of a step. Devices: the GPU table (engine/device_peaks.h) or `cpu`
-// (this machine: its hardware FLOP/s peak and a measured bandwidth). Errors are one line on stderr
+// temporaries) and the FLOPs of a step. step: one training step planned on the `meta` device
+// (nothing runs: samples/roofline_step.h), each launch bounded by the roof of the unit that does
+// its FLOPs (Tensor Cores bf16/TF32, CUDA cores, or memory only), summed by kernel and by unit,
+// against the model's FLOPs at 100% MFU (ideal_ms); --gpu picks the datasheet roofs. Devices
+// (--device of the others): the GPU table (engine/device_peaks.h) or `cpu` (this machine: its
+// hardware FLOP/s peak and a measured bandwidth). Errors are one line on stderr
 // ("roofline: error: ...") and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
@@ -21,6 +27,8 @@
 #include "kernels/peaks.h"
 #include "samples/cli_args.h"
 #include "samples/command_line.h"
+#include "samples/roofline_step.h"
+#include "samples/si_units.h"
 #include "train/gpt_cost.h"
 
 namespace {
@@ -53,20 +61,7 @@ void resolve_dtype(Flags& f) {
               "--dtype bf16: --device cpu has no bf16 peak (its kernels are f32); use --dtype f32");
 }
 
-// v with an SI prefix, from n to P: 9.6e-11 s -> "0.0955 ns", 1.07e9 FLOP -> "1.074 GFLOP".
-std::string si(double v, const char* unit) {
-  static const char* prefixes[] = {"n", "µ", "m", "", "K", "M", "G", "T", "P"};
-  int i = 3;
-  while (std::abs(v) >= 1000 && i < 8) {
-    v /= 1000;
-    ++i;
-  }
-  while (v != 0 && std::abs(v) < 1 && i > 0) {
-    v *= 1000;
-    --i;
-  }
-  return fmt::format("{:.4g} {}{}", v, prefixes[i], unit);
-}
+using glass::samples::si;
 
 // The roofline part that gemm and elementwise share.
 void print_roofline(const std::string& what, const std::string& flops_formula,
@@ -196,6 +191,30 @@ int main(int argc, char** argv) {
                 "attention, fused classifier)")
       ->check(CLI::IsMember({"gpt2"}));
   add_common(t, f);
+  glass::samples::RooflineStepFlags step;
+  step.config = glass::GPTConfig::gpt2();
+  step.config.padded_vocab_size = 0;  // --model gpt2 pads; the shape flags alone do not
+  CLI::App* s = app.add_subcommand(
+      "step", "one training step planned on the meta device: every launch against a GPU's roofs");
+  s->add_option("--model", step.model, "gpt2: GPT-2 124M as train_gpt --model gpt2 trains it")
+      ->check(CLI::IsMember({"gpt2"}));
+  s->add_option("--n-layer", step.config.n_layer, "transformer blocks L");
+  s->add_option("--n-head", step.config.n_head, "attention heads H");
+  s->add_option("--n-embd", step.config.n_embd, "width C");
+  s->add_option("--vocab-size", step.config.vocab_size, "vocabulary V");
+  s->add_option("--block-size", step.config.block_size, "positions in wpe (default: --seq-len)");
+  s->add_option("--seq-len", step.seq_len, "sequence length T");
+  s->add_option("--batch", step.batch, "sequences per step B");
+  s->add_option("--dtype", step.dtype, "bf16 (mixed precision) | f32")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  s->add_option("--gpu", step.gpu, "h200 | h100 | a100: whose datasheet roofs");
+  s->add_option("--attention", step.attention,
+                "the model's attention kernel, as train_gpt --attention (auto: what train_gpt "
+                "picks on cuda)");
+  s->add_flag("--tf32", step.tf32, "f32 GEMMs on TF32 tensor cores (train_gpt --tf32)");
+  s->add_flag("--json", step.json, "JSON instead of tables");
+  s->add_flag("--launches", step.every_launch, "every launch, not only the top ones");
+  s->add_option("--top", step.top, "launches listed by bound time");
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "roofline"))
     return *status;
   try {
@@ -212,6 +231,17 @@ int main(int argc, char** argv) {
       }
       if (t->count("--block-size") == 0 && f.model.empty()) f.gpt.block_size = f.seq_len;
       gpt(f);
+    }
+    if (s->parsed()) {
+      if (!step.model.empty()) {
+        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--vocab-size"})
+          GLASS_CHECK(s->count(flag) == 0, "--model {} fixes the model's shape; drop {}",
+                      step.model, flag);
+        step.config = glass::GPTConfig::gpt2();
+      }
+      if (s->count("--block-size") == 0 && step.model.empty())
+        step.config.block_size = step.seq_len;
+      glass::samples::roofline_step(step);
     }
   } catch (const std::exception& ex) {
     fmt::print(stderr, "roofline: error: {}\n", ex.what());

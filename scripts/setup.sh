@@ -24,8 +24,9 @@ if [[ "${1:-}" == "--test" || "${1:-}" == "--fuzz" ]]; then
   packages+=(gdb)  # tests/gdb runs docs/debugging.md's walkthrough (builds with debug info)
 fi
 if [[ "${1:-}" == "--fuzz" ]]; then
-  # libclang-rt-16-dev holds libclang_rt.fuzzer (libFuzzer) and the ASan/UBSan runtimes.
-  packages+=(clang-16 libclang-rt-16-dev)
+  # libclang-rt-16-dev holds libclang_rt.fuzzer (libFuzzer) and the ASan/UBSan runtimes;
+  # libomp-16-dev clang's OpenMP (without it CMake's find_package(OpenMP) fails under clang-16).
+  packages+=(clang-16 libclang-rt-16-dev libomp-16-dev)
 fi
 
 missing=()

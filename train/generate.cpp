@@ -60,6 +60,8 @@ Generation generate(GPT& model, const std::vector<int32_t>& context, int64_t n,
                     const SamplingOptions& options, bool kv_cache) {
   GLASS_CHECK(!context.empty(), "generate: the context needs at least one token");
   GLASS_CHECK(n >= 0, "generate: {} tokens", n);
+  // Sampling reads every step's logits: at once, rather than after a forward, on meta.
+  require_data(model.wte.weight, "sampling (generate)");
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.train(false);

@@ -24,13 +24,13 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
 #include "nn/gpt_weights.h"
-#include "optim/clip.h"
 #include "optim/step_status.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/graph_step.h"
 #include "train/micro_batches.h"
 #include "train/shutdown.h"
+#include "train/step_body.h"
 
 namespace glass::train {
 
@@ -50,7 +50,7 @@ DType pick_dtype(const std::string& name, Device device) {
   if (name.empty()) return device.kind == DeviceKind::cuda ? DType::bf16 : DType::f32;
   GLASS_CHECK(name == "f32" || name == "bf16", "--dtype {}: expected f32 or bf16", name);
   if (name == "f32") return DType::f32;
-  GLASS_CHECK(device.kind != DeviceKind::cpu,
+  GLASS_CHECK(runs_cuda_kernels(device),
               "--dtype bf16 needs the bf16 kernels of the emu or cuda device; the cpu kernels are "
               "f32 (use --device emu, or --dtype f32)");
   return DType::bf16;
@@ -59,9 +59,6 @@ DType pick_dtype(const std::string& name, Device device) {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
-
-// Mean cross-entropy of the model's next-token predictions for one batch.
-Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
 // The value a model-configuration flag sets in `c`.
 double config_field(const GPTConfig& c, std::string_view flag) {
@@ -220,6 +217,10 @@ void check_output_file(std::string_view flag, const std::string& path) {
 Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   check_run_flags(opt_);  // a bad value fails now, not after training
   device_ = pick_device(opt_.device);
+  GLASS_CHECK(has_data(device_),
+              "--device {}: meta holds no data (shapes and launches only), so nothing can be "
+              "trained on it; plan a step with `roofline step` (samples/roofline) instead",
+              device_.str());
   // The kernel ladders are emu's and cuda's: on cpu a (valid) selection would change nothing, and
   // a learner comparing rungs by step time should hear so rather than see equal times.
   if (device_.kind == DeviceKind::cpu && std::getenv("GLASS_KERNEL_VARIANT") != nullptr)
@@ -230,7 +231,7 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   // The captured dropout draws from dropout_gen_ (set in build_model; its address is fixed).
   if (opt_.cuda_graph) graph_ = std::make_unique<GraphStep>(device_, &dropout_gen_);
   // Refused on cpu as --dtype bf16 is: a flag that would change nothing there is a mistake.
-  GLASS_CHECK(!opt_.tf32 || device_.kind != DeviceKind::cpu,
+  GLASS_CHECK(!opt_.tf32 || runs_cuda_kernels(device_),
               "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
               "--device emu, or drop --tf32)");
   kernels::set_tf32(opt_.tf32);
@@ -465,24 +466,7 @@ Tensor Trainer::micro_step(const Batch& b, int64_t micro) {
 
 Tensor Trainer::finish_step_on_device(const Tensor& loss_sum, double lr) {
   inject_test_nan();
-  // 1. The global gradient norm's square, every step: clipping scales by it (on the device), and
-  //    a NaN or infinity anywhere in the gradients shows in it. A non-finite norm scales nothing.
-  const Tensor sum_sq = clip_grad_norm_on_device(model_->parameters(),
-                                                 opt_.grad_clip > 0 ? opt_.grad_clip : INFINITY);
-  GLASS_CHECK(sum_sq.defined(), "step {}: no parameter has a gradient", step_ + 1);
-  // 2. The status the host reads at the end, and the finite gate AdamW reads on the device.
-  const Tensor status = step_status(loss_sum, sum_sq);
-  optimizer_->set_finite_gate(finite_gate(status));
-  optimizer_->set_lr(lr);
-  optimizer_->step();
-  optimizer_->zero_grad();
-  {
-    // The bf16 copies of the masters (no launch in f32). Not gated: a skipped step left the
-    // masters as they were, and the copies are a pure function of them (round to nearest).
-    LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
-    model_->refresh_compute_copies();
-  }
-  return status;
+  return queue_step_update(*model_, *optimizer_, loss_sum, lr, opt_.grad_clip, step_ + 1);
 }
 
 // --cuda-graph after the eager warm-up step: capture (once) and replay.

@@ -129,8 +129,10 @@ uint64_t BlockScheduler::complete_collective(WarpState& w, WarpCollective& c, co
       }
     }
     if (!error.empty()) {
-      fail(std::make_exception_ptr(EmuError(error)),
-           caller ? *caller : *c.fiber[std::countr_zero(c.arrived)]);
+      const Fiber& blamed = caller ? *caller : *c.fiber[std::countr_zero(c.arrived)];
+      // The caller runs, it does not wait: abort_block must not queue it as a waiting lane.
+      if (caller) c.arrived &= ~(1u << (caller->tid & 31));
+      fail(std::make_exception_ptr(EmuError(error)), blamed);
       return 0;
     }
   }

@@ -95,6 +95,15 @@ const Backend& backend(Device d) {
 #else
       break;
 #endif
+    case DeviceKind::meta:
+      // The emu table's host launchers, whose launches the gateway reports without running them
+      // (engine/launch.h): the kernel names, grids, FLOPs and bytes of the same .cu sources that
+      // the cuda table is compiled from.
+#if defined(GLASS_HAS_EMU)
+      return emu_backend();
+#else
+      break;
+#endif
   }
   fail("no kernels for device {}", d.str());
 }

@@ -146,6 +146,9 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   // FLOPs: the two GEMMs (4 D per score entry) and the softmax (~5 per entry)
   const double flops = static_cast<double>(g.slices()) * (4.0 * D + 5.0) * causal_entries(Tn);
   visit_float(qkv, kernel, [&]<class T>() {
+    // A local of this lambda: clang's OpenMP cannot capture the enclosing function's `scale`
+    // into the parallel region of a templated lambda.
+    const T scale_t = static_cast<T>(scale);
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
 #pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
       {
@@ -160,7 +163,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
           for_each_query_block(Tn, [&](QueryBlock blk) {
             T* S = scores.data();  // rows x keys, row stride keys
             // 1. S = scale Q_block K^T, up to the diagonal (query r sees keys up to first + r)
-            blas_gemm(false, true, blk.rows, blk.keys, D, T(scale), q.row(blk.first), q.pitch,
+            blas_gemm(false, true, blk.rows, blk.keys, D, scale_t, q.row(blk.first), q.pitch,
                       k.row(0), k.pitch, T(0), S, blk.keys, {Causal::kLowerC, blk.first});
             // 2. each row: P = softmax over its causal keys, 0 past the diagonal; keep the lse
             for (int64_t r = 0; r < blk.rows; ++r) {

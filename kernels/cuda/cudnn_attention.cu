@@ -666,6 +666,8 @@ void execute(DeviceState& st, Plan& plan, const std::vector<std::pair<int64_t, v
   info.device = on.device();
   info.flops = flops;
   info.bytes = bytes;
+  // cuDNN's fused attention runs its products on the tensor cores (bf16 here).
+  info.unit = on.dtype() == DType::bf16 ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   check(cudnnSetStream(st.handle, launch_stream()), "cudnnSetStream", what);

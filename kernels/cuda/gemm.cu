@@ -194,6 +194,8 @@ void gemm_cublas(const GemmArgs& g) {
   info.device = g.c.device();
   info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
   info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (a_elems + b_elems + c_elems);
+  // bf16: cuBLAS's tensor-core kernels; f32: cuBLAS's default math mode, no TF32 (CUDA cores).
+  info.unit = bf16 ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;

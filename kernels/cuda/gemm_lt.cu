@@ -357,6 +357,10 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   info.bytes = es_in * (a_elems + b_elems) + es_out * c_elems +
                (aux_ptr != nullptr ? es_out * mn : 0.0) +
                (bias_ptr != nullptr ? es_out * static_cast<double>(bias_buffer.numel()) : 0.0);
+  // bf16 inputs: tensor cores; f32 under --tf32: TF32 tensor cores; plain f32: the CUDA cores.
+  info.unit = in == DType::bf16 ? ComputeUnit::tensor_core_bf16
+              : tf32            ? ComputeUnit::tensor_core_tf32
+                                : ComputeUnit::cuda_core;
   info.stream = launch_stream_id();
   info.native_stream = launch_stream();
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);

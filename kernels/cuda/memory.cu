@@ -107,13 +107,15 @@ __global__ void fill_uniform_kernel(void* p, DType t, int64_t n, double lo, doub
   if (i < n) store_any(p, t, i, lo + (hi - lo) * philox_uniform(seed, offset, i));
 }
 
-// Launches kernel over the n elements of `on`, one thread each.
+// Launches kernel over the n elements of `on`, one thread each. Every kernel here only moves
+// bytes (the random fills' Philox arithmetic is not counted as FLOPs): its unit is `memory`.
 template <class... Params, class... Args>
 void launch_elements(const char* name, const Tensor& on, int64_t n, double flops, double bytes,
                      void (*kernel)(Params...), Args&&... args) {
   const dim3 grid(ceil_div(n, kThreads)), block(kThreads);
-  launch_cuda_kernel(kernel_launch_info(name, on, grid, block, 0, flops, bytes), kernel,
-                     std::forward<Args>(args)...);
+  LaunchInfo info = kernel_launch_info(name, on, grid, block, 0, flops, bytes);
+  info.unit = ComputeUnit::memory;
+  launch_cuda_kernel(info, kernel, std::forward<Args>(args)...);
 }
 
 void check_contiguous(const char* kernel, const Tensor& t) {

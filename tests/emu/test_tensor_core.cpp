@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -165,6 +166,31 @@ TEST_F(TensorCoreTest, MisalignedLdmatrixRowIsAnError) {
   });
   EXPECT_NE(msg.find("ldmatrix_misaligned"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not 16-byte aligned"), std::string::npos) << msg;
+}
+
+// An instruction that fails in the lane completing it leaves the scheduler sound: the next
+// launch on the same OS thread computes right. (That lane once stayed queued as if it waited,
+// and a later block resumed its stale context.)
+TEST_F(TensorCoreTest, AFailedInstructionLeavesTheSchedulerSound) {
+  std::vector<float> x(4 * 64), sums(8), expected(8, 0.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((i * 7919) % 101) - 50.0f;
+    expected[i / 32] += x[i];
+  }
+  std::vector<uint32_t> out(32);
+  for (int round = 0; round < 5; ++round) {
+    configure([&](Settings& s) { s.shuffle_seed.reset(); });
+    emu_error_of([&] {
+      launch_kernel("ldmatrix_shapes_disagree", ldmatrix_shapes_disagree, dim3(1), dim3(32), 0,
+                    out.data());
+    });
+    for (std::optional<uint64_t> seed : {std::optional<uint64_t>{}, std::optional<uint64_t>{99}}) {
+      configure([&](Settings& s) { s.shuffle_seed = seed; });
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      launch_kernel("warp_sum", warp_sum, dim3(4), dim3(64), 0, x.data(), sums.data());
+      EXPECT_EQ(sums, expected) << "round " << round << (seed ? ", shuffled" : "");
+    }
+  }
 }
 
 TEST_F(TensorCoreTest, LdmatrixOfACopyNotWaitedForIsAnErrorNamingTheCopy) {

@@ -1,0 +1,35 @@
+#include "train/step_body.h"
+
+#include <cmath>
+
+#include "engine/launch.h"
+#include "optim/clip.h"
+#include "optim/step_status.h"
+
+namespace glass::train {
+
+Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
+
+Tensor queue_step_update(GPT& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
+                         double grad_clip, int64_t step) {
+  // 1. The global gradient norm's square, every step: clipping scales by it (on the device), and
+  //    a NaN or infinity anywhere in the gradients shows in it. A non-finite norm scales nothing.
+  const Tensor sum_sq =
+      clip_grad_norm_on_device(model.parameters(), grad_clip > 0 ? grad_clip : INFINITY);
+  GLASS_CHECK(sum_sq.defined(), "step {}: no parameter has a gradient", step);
+  // 2. The status the host reads at the end, and the finite gate AdamW reads on the device.
+  const Tensor status = step_status(loss_sum, sum_sq);
+  optimizer.set_finite_gate(finite_gate(status));
+  optimizer.set_lr(lr);
+  optimizer.step();
+  optimizer.zero_grad();
+  {
+    // The bf16 copies of the masters (no launch in f32). Not gated: a skipped step left the
+    // masters as they were, and the copies are a pure function of them (round to nearest).
+    LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
+    model.refresh_compute_copies();
+  }
+  return status;
+}
+
+}  // namespace glass::train

@@ -1,0 +1,123 @@
+#include "train/step_plan.h"
+
+#include <mutex>
+
+#include "autograd/backward.h"
+#include "autograd/ops.h"
+#include "engine/allocator.h"
+#include "engine/device_flags.h"
+#include "kernels/backend.h"
+#include "optim/adamw.h"
+#include "train/micro_batches.h"
+#include "train/step_body.h"
+
+namespace glass::train {
+
+namespace {
+
+// Every launch on one device, in the order the gateway reports them.
+class LaunchList : public LaunchObserver {
+ public:
+  explicit LaunchList(Device device) : device_(device) {}
+  void on_launch_end(const LaunchRecord& r) override {
+    if (!(r.info.device == device_)) return;
+    const std::lock_guard lock(mu_);
+    launches_.push_back(r.info);
+  }
+  std::vector<LaunchInfo> take() {
+    const std::lock_guard lock(mu_);
+    return std::move(launches_);
+  }
+
+ private:
+  Device device_;
+  std::mutex mu_;
+  std::vector<LaunchInfo> launches_;
+};
+
+// Subscribed for its scope's life (unsubscribed however the step ends).
+class Subscription {
+ public:
+  explicit Subscription(LaunchObserver* observer) : observer_(observer) { subscribe(observer); }
+  ~Subscription() { unsubscribe(observer_); }
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+ private:
+  LaunchObserver* observer_;
+};
+
+// The process-wide TF32 switch set for one step, and put back after it.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool on) : saved_(kernels::tf32_enabled()) { kernels::set_tf32(on); }
+  ~Tf32Scope() { kernels::set_tf32(saved_); }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+void check_options(Device device, const StepPlanOptions& o) {
+  o.config.validate();
+  GLASS_CHECK(o.batch >= 1, "step plan: --batch {} must be at least 1", o.batch);
+  GLASS_CHECK(o.seq_len >= 1 && o.seq_len <= o.config.block_size,
+              "step plan: --seq-len {} must be in [1, block_size={}]", o.seq_len,
+              o.config.block_size);
+  GLASS_CHECK(o.dtype == DType::f32 || o.dtype == DType::bf16,
+              "step plan: --dtype {}: expected f32 or bf16", dtype_name(o.dtype));
+  GLASS_CHECK(o.dtype == DType::f32 || runs_cuda_kernels(device),
+              "step plan: --dtype bf16 needs the bf16 kernels of kernels/cuda; {} has none",
+              device.str());
+}
+
+}  // namespace
+
+RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
+  check_options(device, o);
+  const Tf32Scope tf32(o.tf32);
+  Allocator& allocator = Allocator::for_device(device);
+  allocator.empty_cache();
+  const AllocatorStats before = allocator.stats();
+
+  // The model as the Trainer builds it: on the host, moved to the device (to meta: shapes only;
+  // nanoGPT's initialisation is skipped, the step's launches do not depend on the values), its
+  // attention kernel set, AdamW over its f32 masters, then the compute copies.
+  Generator dropout_gen(0);
+  GPT model(o.config, dropout_gen);
+  model.to(device);
+  const AttentionKernel attention = parse_attention_kernel(o.attention);
+  check_attention_kernel(attention, device);
+  model.set_attention(attention);
+  AdamW optimizer(model.named_parameters(),
+                  AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
+  if (o.dtype != DType::f32) model.set_compute_dtype(o.dtype);
+  model.train(true);
+
+  RecordedStep step;
+  step.attention = attention_kernel_name(
+      resolve_attention_kernel(attention, device, o.config.n_embd / o.config.n_head));
+  step.state_bytes = allocator.stats().allocated_bytes - before.allocated_bytes;
+  allocator.reset_peaks();
+  LaunchList list(device);
+  {
+    const Subscription subscription(&list);
+    // One batch of zero tokens, uploaded as the Trainer uploads its micro-steps' batches.
+    const Batch host{zeros({o.batch, o.seq_len}, DType::i32),
+                     zeros({o.batch, o.seq_len}, DType::i32)};
+    const MicroBatches batches = upload_micro_batches({host}, device);
+    const Tensor loss = batch_loss(model, batches.micro[0]);
+    backward(loss);
+    queue_step_update(model, optimizer, loss.detach(), o.lr, o.grad_clip, 1);
+  }
+  step.launches = list.take();
+  const AllocatorStats after = allocator.stats();
+  step.peak_allocated_bytes = after.peak_allocated_bytes - before.allocated_bytes;
+  step.peak_reserved_bytes = after.peak_reserved_bytes - before.reserved_bytes;
+  // Where the trained step reads its status: the ops' error flags are checked (on meta, dropped).
+  check_device_flags(device);
+  return step;
+}
+
+}  // namespace glass::train
