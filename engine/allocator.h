@@ -11,8 +11,11 @@
 // unique while live, and non-canonical on x86-64, so that a host read of one faults instead of
 // reading garbage. So allocated_bytes and its peak on meta are, byte for byte, what the same
 // program's requests make them on cuda (or emu without red zones): the same sizes, rounded to
-// the same classes, served by the same cache. Not counted by any allocator, on meta or on a GPU:
-// the CUDA context, cuBLAS's and cuDNN's own handles and NCCL's buffers.
+// the same classes, served by the same cache. What can differ: with several streams, cuda reuses
+// a block freed on another stream only once that stream's work is done (meta, as emu, has one
+// stream), so cuda may reserve more; meta never runs out, so it never empties its cache to retry.
+// Not counted by any allocator, on meta or on a GPU: the CUDA context, cuBLAS's and cuDNN's own
+// handles and NCCL's buffers.
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
 //

@@ -22,11 +22,13 @@ struct DevicePeaks {
   std::string name;        // "h200", "cpu", ...
   double f32_flops = 0;    // FLOP/s, f32 math (CUDA cores on a GPU)
   double bf16_flops = 0;   // FLOP/s, bf16 inputs with f32 accumulation (tensor cores); 0 = none
-  double tf32_flops = 0;   // FLOP/s, TF32 inputs with f32 accumulation (tensor cores); 0 = none
   double bytes_per_s = 0;  // main-memory (HBM / DRAM) bandwidth
   std::string source;      // where the numbers come from
   double attainable_f32_flops = 0;  // the engine's measured f32 GEMM rate; 0 = not measured
   std::string attainable_source{};  // how it was measured
+  // FLOP/s, TF32 inputs with f32 accumulation (tensor cores); 0 = none. Last, so that the
+  // positional initialisers of the fields above stay as they were.
+  double tf32_flops = 0;
 
   // The peak for math in `dtype`; throws glass::Error when the device has no such peak.
   double flops(DType dtype) const;

@@ -3,9 +3,9 @@
 //
 // Thread mapping: one thread per element (unary maps and binary ops on contiguous operands: per
 // 16-byte vector when the arrays are aligned, kernels/cuda/vector_row.h; dropout: per group of
-// four, below), 256 threads per block,
-// grid = ceil(items / 256), the tail block's extra threads return at once. Consecutive
-// threads handle consecutive elements, so contiguous operands are read and written coalesced.
+// four, one vector in f32, below), 256 threads per block, grid = ceil(items / 256), the tail
+// block's extra threads return at once. Consecutive threads handle consecutive elements, so
+// contiguous operands are read and written coalesced.
 // Kernels are templates over the stored element type T (f32, bf16, and f64 for gradcheck) and
 // over a small functor holding the op and its scalars, so that each op is one line of math and
 // every op shares one kernel body. The functor computes in compute_t<T> (f32 for bf16): each
@@ -174,14 +174,28 @@ struct GeluBackward {
 // off = philox_offset(rng) is read when the kernel runs: from device memory under a CUDA graph
 // (engine/rng.h), so each replay draws a fresh mask.
 template <class T>
+// `vectorised` (f32 only: four floats are one 16-byte vector; x and y 16-byte aligned): a whole
+// group is read and written as one vector (vector_row.h).
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, uint32_t threshold, compute_t<T> scale,
-                               PhiloxArgs rng) {
+                               PhiloxArgs rng, bool vectorised) {
   const int64_t g = global_index();
   if (g * 4 >= n) return;
   const Philox4 r = philox4x32_10(rng.seed, philox_offset(rng) + static_cast<uint64_t>(g), 0);
+  auto dropped = [&](int lane, T v) {
+    return from_compute<T>((r.v[lane] >> 8) >= threshold ? to_compute(v) * scale : 0);
+  };
+  if constexpr (kVecWidth<T> == 4) {
+    if (vectorised && g * 4 + 4 <= n) {
+      const Vec<T> a = load_vec(x + g * 4);
+      Vec<T> o;
+      for (int lane = 0; lane < 4; ++lane) o.v[lane] = dropped(lane, a.v[lane]);
+      store_vec(y + g * 4, o);
+      return;
+    }
+  }
   for (int lane = 0; lane < 4; ++lane) {
     const int64_t i = g * 4 + lane;
-    if (i < n) y[i] = from_compute<T>((r.v[lane] >> 8) >= threshold ? to_compute(x[i]) * scale : 0);
+    if (i < n) y[i] = dropped(lane, x[i]);
   }
 }
 
@@ -255,8 +269,9 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
   visit_element(x, kernel, [&]<class T>() {
     using C = compute_t<T>;
     const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
+    const bool vectorised = kVecWidth<T> == 4 && all_vec_aligned(x.data<T>(), y.data<T>());
     launch_items(kernel, "dropout", y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
-                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, rng);
+                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, rng, vectorised);
   });
 }
 

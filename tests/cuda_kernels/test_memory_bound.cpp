@@ -106,6 +106,21 @@ TEST(VectorPath, BinaryOpsAtAnOffsetMatchCpu) {
   }
 }
 
+TEST(VectorPath, DropoutAtAnOffsetMatchesCpu) {
+  Generator gen(31);
+  const int64_t n = 203;  // 50 whole groups of four and a partial one
+  const Tensor x = randn({n}, gen);
+  const PhiloxArgs rng{.seed = 77, .offset = 5};
+  const Tensor y_ref = Tensor::empty({n});
+  kernels::cpu::dropout_forward(x, y_ref, 0.3, rng);
+  for (int64_t offset : {0, 1}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    const Tensor y = device_empty_at({n}, DType::f32, offset);
+    kernels::cuda::dropout_forward(on_device_at(x, offset), y, 0.3, rng);
+    EXPECT_TRUE(all_close(to_cpu(y), y_ref, 1e-6));  // the same mask, the same scale
+  }
+}
+
 TEST(VectorPath, LayerNormAtAnOffsetMatchesCpu) {
   Generator gen(22);
   const int64_t rows = 37, C = 64;  // whole vectors per row: aligned, the vector path everywhere

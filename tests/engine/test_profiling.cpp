@@ -21,7 +21,7 @@ namespace glass {
 namespace {
 
 // A device with round numbers: 1 TFLOP/s f32, 100 GB/s: ridge at 10 FLOP/byte.
-DevicePeaks round_peaks() { return {"test", 1e12, 0, 0, 100e9, "made up for the test"}; }
+DevicePeaks round_peaks() { return {"test", 1e12, 0, 100e9, "made up for the test"}; }
 
 TEST(Roofline, CourseGemmIntensities) {
   // bf16, K = N = 4096: 2*32*4096^2 FLOPs over 2*(32*4096 + 4096^2 + 32*4096) bytes.
