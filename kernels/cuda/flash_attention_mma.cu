@@ -97,11 +97,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 template <int D>
-constexpr int pitch() {  // bf16 elements per shared-memory tile row (header: bank arithmetic)
+__host__ __device__ constexpr int pitch() {  // bf16 elements per shared-memory tile row (header: bank arithmetic)
   return D + 8;
 }
 template <int D>
-constexpr int key_kernel_queries() {  // query rows per tile of the key kernel
+__host__ __device__ constexpr int key_kernel_queries() {  // query rows per tile of the key kernel
   return D > 64 ? 32 : 64;
 }
 
