@@ -8,6 +8,7 @@
 // bits.
 #include <cmath>
 
+#include "tests/cuda_kernels/attention_reference.h"
 #include "tests/cuda_kernels/kernel_test.h"
 
 namespace glass {
@@ -21,26 +22,7 @@ using testing::expect_deterministic;
 using testing::on_device;
 using testing::to_cpu;
 
-// The probs-based cpu kernels' answers for qkv [B, T, 3C]: out [B, T, C] and dqkv [B, T, 3C].
-struct Reference {
-  Tensor out, dqkv;
-};
-
-Reference naive_reference(const Tensor& qkv, const Tensor& dout, int64_t H) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  auto to_heads = [&](const Tensor& t) {
-    return contiguous(transpose(view(t, {B, T, H, D}), 1, 2));
-  };
-  auto from_heads = [&](const Tensor& t) { return reshape(transpose(t, 1, 2), {B, T, C}); };
-  const std::vector<Tensor> parts = split(qkv, C, 2);
-  const Tensor q = to_heads(parts[0]), k = to_heads(parts[1]), v = to_heads(parts[2]);
-  const Tensor out = empty_like(q), probs = Tensor::empty({B, H, T, T});
-  kernels::cpu::attention_forward(q, k, v, out, probs, scale);
-  const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
-  kernels::cpu::attention_backward(q, k, v, probs, to_heads(dout), dq, dk, dv, scale);
-  return {from_heads(out), concat({from_heads(dq), from_heads(dk), from_heads(dv)}, 2)};
-}
+using testing::attention_reference;
 
 TEST(FlashAttention, EmuAndCpuMatchTheProbsBasedCpuKernels) {
   Generator gen(31);
@@ -52,7 +34,7 @@ TEST(FlashAttention, EmuAndCpuMatchTheProbsBasedCpuKernels) {
       const int64_t C = H * D;
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
       const Tensor qkv = randn({B, T, 3 * C}, gen, 0, 1.5), dout = randn({B, T, C}, gen);
-      const Reference ref = naive_reference(qkv, dout, H);
+      const testing::AttentionReference ref = attention_reference(qkv, dout, H);
 
       // emu: the hand-written CUDA kernels
       const Tensor dev_qkv = on_device(qkv), out = device_empty({B, T, C});
@@ -113,7 +95,7 @@ TEST(FlashAttention, Bf16MatchesTheF32CpuReferenceWithinBf16Rounding) {
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
       const Tensor qkv = round_to_bf16(randn({B, T, 3 * C}, gen, 0, 1.5));
       const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
-      const Reference ref = naive_reference(qkv, dout, H);
+      const testing::AttentionReference ref = attention_reference(qkv, dout, H);
       const Tensor lse_ref = Tensor::empty({B, H, T}), out_ref = Tensor::empty({B, T, C});
       kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, scale);
 

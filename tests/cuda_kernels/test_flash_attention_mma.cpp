@@ -10,6 +10,7 @@
 
 #include "engine/emu/settings.h"
 #include "engine/launch.h"
+#include "tests/cuda_kernels/attention_reference.h"
 #include "tests/cuda_kernels/kernel_test.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
@@ -42,28 +43,7 @@ Tensor on(Device device, const Tensor& host) {
 }
 Tensor back_to_cpu(const Tensor& t) { return to_device(t, kCPU); }
 
-// The probs-based cpu kernels' answers for qkv [B, T, 3C]: out [B, T, C] and dqkv [B, T, 3C].
-struct Reference {
-  Tensor out, dqkv, lse;
-};
-
-Reference f32_reference(const Tensor& qkv, const Tensor& dout, int64_t H) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  auto to_heads = [&](const Tensor& t) {
-    return contiguous(transpose(view(t, {B, T, H, D}), 1, 2));
-  };
-  auto from_heads = [&](const Tensor& t) { return reshape(transpose(t, 1, 2), {B, T, C}); };
-  const std::vector<Tensor> parts = split(qkv, C, 2);
-  const Tensor q = to_heads(parts[0]), k = to_heads(parts[1]), v = to_heads(parts[2]);
-  const Tensor out = empty_like(q), probs = Tensor::empty({B, H, T, T});
-  kernels::cpu::attention_forward(q, k, v, out, probs, scale);
-  const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
-  kernels::cpu::attention_backward(q, k, v, probs, to_heads(dout), dq, dk, dv, scale);
-  const Tensor out_flash = Tensor::empty({B, T, C}), lse = Tensor::empty({B, H, T});
-  kernels::cpu::flash_attention_forward(qkv, out_flash, lse, H, scale);
-  return {from_heads(out), concat({from_heads(dq), from_heads(dk), from_heads(dv)}, 2), lse};
-}
+using testing::attention_reference;
 
 struct Outputs {
   Tensor out, lse, dqkv;
@@ -104,7 +84,7 @@ TEST(FlashAttentionMma, MatchesTheF32CpuKernelsWithinBf16Rounding) {
         const int64_t C = H * D;
         const Tensor qkv = round_to_bf16(randn({B, T, 3 * C}, gen, 0, 1.5));
         const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
-        const Reference ref = f32_reference(qkv, dout, H);
+        const testing::AttentionReference ref = attention_reference(qkv, dout, H);
         const Outputs got = run_mma(device, qkv, dout, H);
         EXPECT_TRUE(all_close(back_to_cpu(got.out), ref.out, 2 * kUnit));
         EXPECT_TRUE(all_close(back_to_cpu(got.dqkv), ref.dqkv, 4 * kUnit));
@@ -144,7 +124,8 @@ TEST(FlashAttentionMma, CleanUnderRaceCheckAndInitCheck) {
     const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
     try {
       const Outputs got = run_mma(kEmu, qkv, dout, H);
-      EXPECT_TRUE(all_close(back_to_cpu(got.out), f32_reference(qkv, dout, H).out, 2 * kUnit));
+      EXPECT_TRUE(
+          all_close(back_to_cpu(got.out), attention_reference(qkv, dout, H).out, 2 * kUnit));
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }
