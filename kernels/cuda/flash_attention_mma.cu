@@ -97,7 +97,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 template <int D>
-__host__ __device__ constexpr int pitch() {  // bf16 elements per shared-memory tile row (header: bank arithmetic)
+__host__ __device__ constexpr int
+pitch() {  // bf16 elements per shared-memory tile row (header: bank arithmetic)
   return D + 8;
 }
 template <int D>
@@ -123,6 +124,22 @@ __device__ void load_tile_async(bf16* tile, const bf16* head, int64_t stride, in
     tc::cp_async_16(tile + r * pitch<D>() + c * 8, head + (valid ? row : 0) * stride + c * 8,
                     valid);
   }
+}
+
+// Step kt of the loops over key tiles 0..last (forward, query kernel): queues key and value tile
+// kt + 1 into the other buffers while tile kt is used (nothing after the last: the commit then
+// makes an empty group, so that wait_group 1 still means "tile kt"), then waits until tile kt has
+// landed, this thread's part (wait_group) and everyone's (__syncthreads).
+template <int D>
+__device__ void next_key_value_tile(bf16* k_next, bf16* v_next, const bf16* k, const bf16* v,
+                                    int64_t C, int64_t kt, int64_t last, int64_t T) {
+  if (kt < last) {
+    load_tile_async<D>(k_next, k, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
+    load_tile_async<D>(v_next, v, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
+  }
+  tc::cp_async_commit();
+  tc::cp_async_wait<1>();
+  __syncthreads();
 }
 
 // The warp's 16 rows of a staging tile [.][D + 8] (rows row0..) copied to global rows
@@ -270,13 +287,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t kt = 0; kt <= q_tile; ++kt) {
     const int buf = kt % 2;
     // 2. prefetch key tile kt + 1 into the other buffer (an empty group on the last tile)
-    if (kt < q_tile) {
-      load_tile_async<D>(Ks(1 - buf), k, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
-      load_tile_async<D>(Vs(1 - buf), v, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
-    }
-    tc::cp_async_commit();
-    tc::cp_async_wait<1>();  // tile kt has landed (this thread's part) ...
-    __syncthreads();         // ... and everyone's
+    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, C, kt, q_tile, T);
     // 3. S = Q K^T for the warp's 16 rows x 64 keys; x = S * scale * log2(e)
     float s[kN][4] = {};
     for (int kk = 0; kk < D / 16; ++kk)
@@ -378,13 +389,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   float dq[D / 8][4] = {};
   for (int64_t kt = 0; kt <= q_tile; ++kt) {
     const int buf = kt % 2;
-    if (kt < q_tile) {
-      load_tile_async<D>(Ks(1 - buf), k, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
-      load_tile_async<D>(Vs(1 - buf), v, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
-    }
-    tc::cp_async_commit();
-    tc::cp_async_wait<1>();
-    __syncthreads();
+    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, C, kt, q_tile, T);
     // 3. S = Q K^T and dP = dO V^T for the warp's 16 rows x 64 keys
     float s[kN][4] = {}, dp[kN][4] = {};
     mma_rows_dot_rows<D>(s, Qs, w0, Ks(buf), lane);
