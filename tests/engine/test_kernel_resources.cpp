@@ -80,7 +80,8 @@ std::set<std::string> global_functions_in_sources() {
       size_t begin = at + global.size();
       // `__global__ void __launch_bounds__(N) name(`: the name follows the bounds
       const std::string bounds = "__launch_bounds__(";
-      if (s.compare(begin, bounds.size(), bounds) == 0) begin = s.find(") ", begin) + 2;
+      if (s.compare(begin, bounds.size(), bounds) == 0)
+        begin = s.find_first_not_of(" \n", s.find(')', begin) + 1);
       const size_t end = s.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", begin);
       names.insert(s.substr(begin, end - begin));
