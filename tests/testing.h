@@ -23,8 +23,21 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "engine/launch.h"
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
 
 namespace glass::testing {
+
+// The devices that run kernels/cuda here: emu, and cuda where this build has it and a GPU (or the
+// emulated CUDA runtime) is there.
+inline std::vector<Device> cuda_kernel_devices() {
+  std::vector<Device> devices{kEmu};
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() > 0) devices.push_back(kCUDA);
+#endif
+  return devices;
+}
 
 // Passes when |a - e| <= atol + rtol * max|e| for every element, where max|e| is the largest
 // magnitude in the reference: errors are judged against the scale of the values, and a tensor of

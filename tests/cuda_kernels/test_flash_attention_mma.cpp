@@ -28,14 +28,7 @@ using testing::expect_deterministic;
 
 constexpr double kUnit = 1.0 / 256;  // bf16's relative rounding, 2^-8
 
-// The devices that run kernels/cuda here: emu, and cuda where this build has it.
-std::vector<Device> mma_devices() {
-  std::vector<Device> devices{kEmu};
-#if defined(GLASS_HAS_CUDA)
-  if (cuda::device_count() > 0) devices.push_back(kCUDA);
-#endif
-  return devices;
-}
+using testing::cuda_kernel_devices;
 
 Tensor round_to_bf16(const Tensor& t) { return cast(cast(t, DType::bf16), DType::f32); }
 Tensor on(Device device, const Tensor& host) {
@@ -76,7 +69,7 @@ Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H)
 // mapping is off by O(1) (a mask shifted by one key fails every T > 1 case).
 TEST(FlashAttentionMma, MatchesTheF32CpuKernelsWithinBf16Rounding) {
   Generator gen(41);
-  for (const Device device : mma_devices())
+  for (const Device device : cuda_kernel_devices())
     for (const int64_t T : {1, 17, 100}) {
       const int64_t B = T % 2 ? 1 : 2, H = 2 / B;  // two slices: batch or head strides
       for (const int64_t D : {32, 64, 128}) {

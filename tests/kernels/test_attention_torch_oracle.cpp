@@ -22,13 +22,7 @@ using testing::all_close;
 
 constexpr double kUnit = 1.0 / 256;  // bf16's relative rounding, 2^-8
 
-std::vector<Device> devices() {
-  std::vector<Device> d{kEmu};
-#if defined(GLASS_HAS_CUDA)
-  if (cuda::device_count() > 0) d.push_back(kCUDA);
-#endif
-  return d;
-}
+using testing::cuda_kernel_devices;
 
 TEST(AttentionTorchOracle, Bf16FlashKernelsMatchPyTorchWithinBf16Rounding) {
   const std::string script = std::string(GLASS_SOURCE_DIR) + "/tests/oracle/torch_attention.py";
@@ -58,7 +52,7 @@ TEST(AttentionTorchOracle, Bf16FlashKernelsMatchPyTorchWithinBf16Rounding) {
     const std::string tag = std::to_string(cases[i].D) + "_" + std::to_string(cases[i].T);
     const Tensor& qkv = inputs[2 * i].second;
     const Tensor& dout = inputs[2 * i + 1].second;
-    for (const Device device : devices())
+    for (const Device device : cuda_kernel_devices())
       for (const AttentionKernel kernel :
            {AttentionKernel::flash_mma, AttentionKernel::flash_simt}) {
         SCOPED_TRACE(fmt::format("{} {} {}", device.str(), attention_kernel_name(kernel), tag));

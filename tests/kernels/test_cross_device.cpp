@@ -39,14 +39,7 @@ struct LaunchCounter : LaunchObserver {
   }
 };
 
-// The devices that run kernels/cuda here.
-std::vector<Device> cuda_kernel_devices() {
-  std::vector<Device> devices{kEmu};
-#if defined(GLASS_HAS_CUDA)
-  if (cuda::device_count() > 0) devices.push_back(kCUDA);
-#endif
-  return devices;
-}
+using testing::cuda_kernel_devices;
 
 struct Case {
   std::string name;
