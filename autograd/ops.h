@@ -192,6 +192,26 @@ ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Ten
                                  const Tensor& bias, double eps = 1e-5,
                                  CallSite site = CallSite::current());
 
+// --- Llama's layers (autograd/rmsnorm.cpp, autograd/swiglu.cpp, autograd/rope.cpp) ---
+// RMSNorm over the last dimension: y = x * rsqrt(mean(x^2) + eps) * weight, weight [C]; the
+// statistic rstd [rows] in f32 also for bf16 x.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5,
+                CallSite site = CallSite::current());
+// The residual add fused with the RMSNorm after it (as residual_layer_norm):
+//   residual = x + delta,  normed = rms_norm(residual, weight, eps)
+ResidualNorm residual_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                               double eps = 1e-5, CallSite site = CallSite::current());
+// SwiGLU's activation on the fused gate/up projection: gate_up [..., 2F] (gate = the first F
+// columns, up = the last F) -> silu(gate) * up [..., F].
+Tensor swiglu(const Tensor& gate_up, CallSite site = CallSite::current());
+// Rotary position embedding (Hugging Face's rotate-half convention) on the q and k heads of a
+// fused qkv [B, T, (n_head + 2 n_kv_head) D]; v passes through. Position of row t: start_pos + t.
+// Per head, for i < D/2 with angle = pos * theta^(-2i/D):
+//   out[i] = x[i] cos - x[i + D/2] sin,   out[i + D/2] = x[i + D/2] cos + x[i] sin
+// D must be even. Backward rotates the gradient by -angle.
+Tensor rotary_embedding(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, double theta,
+                        int64_t start_pos = 0, CallSite site = CallSite::current());
+
 // --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                         CallSite site = CallSite::current());
@@ -229,6 +249,13 @@ void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, 
 // each n_head heads of D = C / n_head) -> [B, T, C], scale 1/sqrt(D). One op and one tape node
 // ("attention") whatever the kernel behind it.
 Tensor causal_attention(const Tensor& qkv, int64_t n_head,
+                        AttentionKernel kernel = AttentionKernel::automatic,
+                        CallSite site = CallSite::current());
+// Grouped-query attention on qkv [B, T, (n_head + 2 n_kv_head) D]: n_head query heads, then
+// n_kv_head key heads, then n_kv_head value heads; query head h reads key/value head
+// h / (n_head / n_kv_head) (Hugging Face's repeat_kv). n_kv_head must divide n_head (the error
+// names both). -> [B, T, n_head D]. n_kv_head == n_head is the form above.
+Tensor causal_attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head,
                         AttentionKernel kernel = AttentionKernel::automatic,
                         CallSite site = CallSite::current());
 

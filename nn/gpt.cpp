@@ -7,6 +7,20 @@
 
 namespace glass {
 
+const char* arch_name(Arch arch) { return arch == Arch::llama ? "llama" : "gpt2"; }
+
+Arch parse_arch(const std::string& name) {
+  if (name == "gpt2") return Arch::gpt2;
+  if (name == "llama") return Arch::llama;
+  fail("unknown architecture '{}': expected gpt2 or llama", name);
+}
+
+int64_t GPTConfig::llama_ffn_hidden(int64_t n_embd) {
+  const int64_t hidden = 8 * n_embd / 3;
+  const int64_t multiple = hidden >= 2048 ? 256 : 64;
+  return (hidden + multiple - 1) / multiple * multiple;
+}
+
 void GPTConfig::validate() const {
   GLASS_CHECK(vocab_size > 0 && vocab_size <= std::numeric_limits<int32_t>::max(),
               "GPTConfig: vocab_size {} must be in [1, 2^31) (token ids are i32)", vocab_size);
@@ -17,6 +31,23 @@ void GPTConfig::validate() const {
   GLASS_CHECK(n_embd % n_head == 0, "GPTConfig: n_embd {} is not divisible by n_head {}", n_embd,
               n_head);
   GLASS_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout {} must be in [0, 1)", dropout);
+  GLASS_CHECK(n_kv_head >= 0 && kv_heads() <= n_head && n_head % kv_heads() == 0,
+              "GPTConfig: n_kv_head {} must divide n_head {} (grouped-query attention: each "
+              "key/value head serves n_head / n_kv_head query heads)",
+              n_kv_head, n_head);
+  GLASS_CHECK(arch == Arch::llama || kv_heads() == n_head,
+              "GPTConfig: n_kv_head {} differs from n_head {}, but grouped-query attention is "
+              "llama's (--arch llama)",
+              n_kv_head, n_head);
+  GLASS_CHECK(arch == Arch::gpt2 || head_dim() % 2 == 0,
+              "GPTConfig: RoPE needs an even head dim, but n_embd {} / n_head {} = {}", n_embd,
+              n_head, head_dim());
+  GLASS_CHECK(ffn_hidden >= 0, "GPTConfig: ffn_hidden {} must be positive (0: llama's default)",
+              ffn_hidden);
+  GLASS_CHECK(rope_theta > 0 && norm_eps > 0,
+              "GPTConfig: rope_theta {} and norm_eps {} must be "
+              "positive",
+              rope_theta, norm_eps);
   GLASS_CHECK(padded_vocab_size == 0 || (padded_vocab_size >= vocab_size &&
                                          padded_vocab_size <= std::numeric_limits<int32_t>::max()),
               "GPTConfig: padded_vocab_size {} must be 0 (none) or in [vocab_size={}, 2^31)",
@@ -38,6 +69,10 @@ std::string GPTConfig::str() const {
       fmt::format("vocab_size={} block_size={} n_layer={} n_head={} n_embd={} dropout={}",
                   vocab_size, block_size, n_layer, n_head, n_embd, dropout);
   if (padded_vocab_size) s += fmt::format(" padded_vocab_size={}", padded_vocab_size);
+  if (arch == Arch::llama)
+    s += fmt::format(" arch=llama n_kv_head={} ffn_hidden={} rope_theta={} norm_eps={} "
+                     "tie_embeddings={}",
+                     kv_heads(), ffn(), rope_theta, norm_eps, tie_embeddings ? 1 : 0);
   return s;
 }
 

@@ -20,6 +20,14 @@
 
 namespace glass {
 
+// The architecture a GPTConfig describes (train_gpt --arch):
+//   gpt2   learned positions, pre-LayerNorm blocks with biases, GELU MLP of 4C (nn/layers.h)
+//   llama  RoPE, pre-RMSNorm blocks without biases, SwiGLU MLP of ffn_hidden, grouped-query
+//          attention with n_kv_head key/value heads (nn/llama_layers.h)
+enum class Arch : uint8_t { gpt2, llama };
+const char* arch_name(Arch arch);          // "gpt2" | "llama"
+Arch parse_arch(const std::string& name);  // or an error naming the valid ones
+
 struct GPTConfig {
   int64_t vocab_size = 0;  // classes: token ids are in [0, vocab_size)
   int64_t block_size = 0;  // the longest sequence: rows of wpe
@@ -32,6 +40,21 @@ struct GPTConfig {
   // are aligned. The padded rows are never looked up, get no probability and no gradient from
   // the loss (AdamW's weight decay still shrinks them).
   int64_t padded_vocab_size = 0;
+  Arch arch = Arch::gpt2;
+  // llama only (gpt2 has n_kv_head = n_head, 4C, LayerNorm eps 1e-5, tied embeddings):
+  int64_t n_kv_head = 0;       // key/value heads, dividing n_head; 0 = n_head
+  int64_t ffn_hidden = 0;      // SwiGLU's hidden size F; 0 = llama_ffn_hidden(n_embd)
+  double rope_theta = 10000;   // RoPE's base
+  double norm_eps = 1e-5;      // RMSNorm's eps
+  bool tie_embeddings = true;  // lm_head shares embed_tokens' matrix
+
+  int64_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t ffn() const { return ffn_hidden ? ffn_hidden : llama_ffn_hidden(n_embd); }
+  // Llama's hidden size for width C: 8C/3 rounded up to a multiple of 256 as Meta's Llama does
+  // when that is at least 2048 (C >= 768), else to a multiple of 64, so that toy widths are not
+  // blown up (C = 256: 704, not 768; llama2.c's stories15M, C = 288: 768).
+  static int64_t llama_ffn_hidden(int64_t n_embd);
 
   int64_t table_rows() const { return padded_vocab_size ? padded_vocab_size : vocab_size; }
   // GPT-2 124M as llm.c trains it: L=12, H=12, C=768, T=1024, V=50257 padded to 50304.
