@@ -184,6 +184,33 @@ std::vector<Case> cases() {
          return concat({r.residual, r.normed}, -1);
        },
        1e-5, 5},
+      // --- Llama's layers: RMSNorm (plain and fused with the residual add; C = 33 leaves a
+      // scalar tail, 1000 rows over several row chunks), SwiGLU (F = 33: scalar path; F = 64:
+      // 16-byte vectors), rotary embedding (grouped-query heads, a start position) ---
+      {"rms_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g, 1, 2), randn({33}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      {"rms_norm_wide",
+       [](Generator& g) {
+         return Inputs{randn({3, 5, 1000}, g), randn({1000}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      // bf16: the residual's rounding is carried into the normalised output and its gradient
+      {"residual_rms_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), randn({37, 33}, g), randn({33}, g)};
+       },
+       [](const Inputs& x) {
+         const ResidualNorm r = residual_rms_norm(x[0], x[1], x[2]);
+         return concat({r.residual, r.normed}, -1);
+       },
+       1e-5, 5},
+      {"swiglu", r({37, 2 * 33}), [](const Inputs& x) { return swiglu(x[0]); }},
+      {"swiglu_vectorised", r({3, 7, 2 * 64}), [](const Inputs& x) { return swiglu(x[0]); }},
+      {"rotary_embedding", r({2, 13, (4 + 2 * 2) * 16}),
+       [](const Inputs& x) { return rotary_embedding(x[0], 4, 2, 10000, 5); }},
       // --- causal attention: T and D that leave partial tiles ---
       {"causal_attention",
        [](Generator& g) {
