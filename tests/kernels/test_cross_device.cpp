@@ -197,6 +197,12 @@ std::vector<Case> cases() {
          return Inputs{randn({3, 5, 1000}, g), randn({1000}, g)};
        },
        [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      // 600 rows: 19 row chunks in 3 groups, so the weight gradient's groups are combined
+      {"rms_norm_many_rows",
+       [](Generator& g) {
+         return Inputs{randn({600, 24}, g), randn({24}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
       // bf16: the residual's rounding is carried into the normalised output and its gradient
       {"residual_rms_norm",
        [](Generator& g) {
