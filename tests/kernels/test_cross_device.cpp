@@ -203,6 +203,19 @@ std::vector<Case> cases() {
          return Inputs{randn({600, 24}, g), randn({24}, g)};
        },
        [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      // x and gate_up one element into their buffer: not 16-byte aligned, so the launchers must
+      // take the scalar path (the emulator throws on a misaligned vector access)
+      {"rms_norm_misaligned",
+       [](Generator& g) {
+         return Inputs{randn({37 * 32 + 1}, g), randn({32}, g)};
+       },
+       [](const Inputs& x) {
+         return rms_norm(view(slice(x[0], 0, 1, 37 * 32 + 1), {37, 32}), x[1]);
+       }},
+      {"swiglu_misaligned", r({5 * 128 + 1}),
+       [](const Inputs& x) {
+         return swiglu(view(slice(x[0], 0, 1, 5 * 128 + 1), {5, 128}));
+       }},
       // bf16: the residual's rounding is carried into the normalised output and its gradient
       {"residual_rms_norm",
        [](Generator& g) {
