@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: train_gpt's default model on `cpu` against the same model in PyTorch 1.13, same thread
 # count, same OpenBLAS settings, one after the other. Prints tokens/s for both and the ratio
-# glass / PyTorch.
+# glass / PyTorch. --arch llama trains the llama-tiny preset's shape instead (L=4, H=8, Hkv=4,
+# C=256, F=704, T=128, tied LM head; B=16) against tests/oracle/torch_llama.py's Llama (with the
+# benchmark's fast attention path, bench/torch_train_gpt.py), same settings otherwise.
 #
 # PyTorch runs at its best setting: OMP_WAIT_POLICY=PASSIVE (bench/torch_train_gpt.py) and the
 # widest OpenBLAS GEMM kernel this CPU runs (SkylakeX with AVX-512, Haswell with AVX2), exported
@@ -15,13 +17,14 @@
 # On a shared or virtual machine the host's load moves both systems from run to run, and not by
 # the same factor (RESULTS.md: PyTorch's step by ±10%, glass's by ±4%). --rounds N runs the pair N
 # times, glass then PyTorch each round, prints every round and the median ratio.
-#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
+#   bench/run.sh [--arch gpt2|llama] [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-threads=2 steps=30 warmup=3 coretype=best rounds=1
+arch=gpt2 threads=2 steps=30 warmup=3 coretype=best rounds=1
 while (($#)); do
   case "$1" in
+    --arch) arch=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
@@ -30,6 +33,15 @@ while (($#)); do
     *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$arch" in
+  gpt2)
+    model="train_gpt default model (L=4 H=4 C=256 T=128 B=16)"
+    shape="--n-layer 4 --n-head 4 --n-embd 256" ;;
+  llama)
+    model="llama-tiny (L=4 H=8 Hkv=4 C=256 F=704 T=128 B=16, tied)"
+    shape="--arch llama --n-layer 4 --n-head 8 --n-kv-head 4 --n-embd 256 --ffn-hidden 704" ;;
+  *) echo "bench/run.sh: --arch $arch: gpt2 or llama" >&2; exit 2 ;;
+esac
 
 shell_coretype=${OPENBLAS_CORETYPE:-(unset)}
 case "$coretype" in
@@ -58,7 +70,8 @@ cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
 
 data=data/tinyshakespeare.txt
 # The loop PyTorch runs: forward, backward, AdamW; no clipping, constant lr, no evaluation.
-common="--n-layer 4 --n-head 4 --n-embd 256 --seq-len 128 --batch 16 --lr 1e-3"
+# (train_gpt's llama ties its LM head by default, as torch_train_gpt.py's.)
+common="$shape --seq-len 128 --batch 16 --lr 1e-3"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
 # One round: glass, then PyTorch; each prints one JSON line. train_gpt appends to --metrics, so
@@ -85,11 +98,11 @@ for ((round = 0; round < rounds; ++round)); do
   results+=("$(run_glass)" "$(run_torch)")
 done
 
-/usr/bin/python3 - "$threads" "$steps" "${chosen:-}" "${results[@]}" <<'PY'
+/usr/bin/python3 - "$model" "$threads" "$steps" "${chosen:-}" "${results[@]}" <<'PY'
 import json, os, statistics, sys
-threads, steps, chosen = sys.argv[1:4]
-pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[4::2], sys.argv[5::2])]
-print(f"train_gpt default model (L=4 H=4 C=256 T=128 B=16), {threads} threads, {steps} timed steps")
+model, threads, steps, chosen = sys.argv[1:5]
+pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[5::2], sys.argv[6::2])]
+print(f"{model}, {threads} threads, {steps} timed steps")
 # PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +

@@ -1,26 +1,43 @@
 #!/usr/bin/python3
-"""PyTorch half of the glass training benchmark: character GPT on a text file.
+"""PyTorch half of the glass training benchmark: character GPT or Llama on a text file.
 
-Trains the same model as glass (tests/oracle/torch_gpt.py: nanoGPT-style
-pre-LN GPT, tied LM head, GELU tanh, AdamW with weight decay on dim>=2 params)
-on CPU with torch.set_num_threads(--threads); see setup_threads() for how
-OpenBLAS/OpenMP threads are set (--raw-threads: torch.set_num_threads only).
+--arch gpt2 (default) trains the same model as glass's GPT
+(tests/oracle/torch_gpt.py: nanoGPT-style pre-LN GPT, tied LM head, GELU tanh);
+--arch llama the same model as train_gpt --arch llama
+(tests/oracle/torch_llama.py: RMSNorm, RoPE, grouped-query attention with
+--n-kv-head key/value heads, SwiGLU with hidden size --ffn-hidden, no biases,
+tied LM head, glass's fused qkv_proj and gate_up_proj). Both with AdamW,
+weight decay on dim>=2 params, on CPU with torch.set_num_threads(--threads);
+see setup_threads() for how OpenBLAS/OpenMP threads are set (--raw-threads:
+torch.set_num_threads only).
+
+Llama's attention runs a fast path (FastAttention below), the same math as
+the oracle's Attention.forward written the way one would for speed: the RoPE
+cos/sin table and the causal mask are computed once (the oracle recomputes
+them every forward, which is clear but adds ~15 small ops per layer), and
+grouped-query attention folds the query heads of a group into the rows of
+one matmul per key/value head (q viewed as [B, Hkv, group*T, D] against
+k, v [B, Hkv, T, D]) instead of repeat_interleave-copying k and v to H heads
+and back-summing their gradients. RMSNorm stays the oracle's (f32 in, f32
+out: no casts). --oracle-attention runs the oracle's forward unchanged.
 
 Data: vocabulary = sorted unique characters of the file; step s (counting
 from 0, warm-up steps included) uses tokens [s*B*T, (s+1)*B*T + 1) of the
 token stream, wrapping at the end; x = first B*T tokens as [B,T], y = the
 same shifted by one.
-Init (nanoGPT): normal(0, 0.02) linear/embedding weights, zero biases, LN
-weight 1 / bias 0, c_proj weights normal(0, 0.02/sqrt(2L)).
+Init (nanoGPT, and glass's Llama::init): normal(0, 0.02) linear/embedding
+weights, zero biases, LN/RMSNorm weight 1 / bias 0, the residual projections
+(GPT c_proj; Llama o_proj and down_proj) normal(0, 0.02/sqrt(2L)).
 Optimizer: AdamW lr --lr, betas (0.9, 0.95), eps 1e-8, weight decay 0.1.
 
 Usage:
-    /usr/bin/python3 bench/torch_train_gpt.py --data FILE [--n-layer 4]
-        [--n-head 4] [--n-embd 256] [--seq-len 128] [--batch 16] [--steps 20]
+    /usr/bin/python3 bench/torch_train_gpt.py --data FILE [--arch gpt2|llama]
+        [--n-layer 4] [--n-head 4] [--n-embd 256] [--seq-len 128] [--batch 16]
+        [--n-kv-head 0] [--ffn-hidden 0] [--oracle-attention] [--steps 20]
         [--warmup-steps 3] [--lr 1e-3] [--threads 2] [--seed 1337]
         [--log-every 0] [--raw-threads]
 Warm-up steps are untimed; the last stdout line is JSON:
-    {"system": "pytorch", "torch_version": ..., "threads": ...,
+    {"system": "pytorch", "arch": ..., "torch_version": ..., "threads": ...,
      "blas_threads": ..., "omp_wait_policy": ...,
      "tokens_per_s": ..., "ms_per_step": ..., "final_loss": ...}
 (final_loss: training loss of the last timed step.)
@@ -84,12 +101,86 @@ def get_batch(tokens, step, B, T):
     return chunk[:-1].view(B, T), chunk[1:].view(B, T)
 
 
+def build_llama(a, vocab_size, T):
+    """tests/oracle/torch_llama.py's Llama, initialised like glass's Llama::init,
+    with FastAttention unless --oracle-attention."""
+    import math
+    import torch.nn.functional as F
+    from torch_llama import Attention, Llama, LlamaConfig, apply_rope, rope_cos_sin
+
+    class FastAttention(Attention):
+        """Attention.forward's math with the table and mask made once and GQA
+        as one matmul per key/value head (module docstring)."""
+
+        def setup(self, T):
+            D = self.cfg.head_dim
+            cos, sin = rope_cos_sin(T, D, self.cfg.rope_theta, torch.float32)
+            self.register_buffer("cos", cos, persistent=False)
+            self.register_buffer("sin", sin, persistent=False)
+            group = self.cfg.n_head // self.cfg.n_kv_head
+            causal = torch.ones(T, T, dtype=torch.bool).tril().repeat(group, 1)
+            self.register_buffer("masked", ~causal, persistent=False)  # [group*T, T]
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            H, Hkv, D = self.cfg.n_head, self.cfg.n_kv_head, self.cfg.head_dim
+            g = H // Hkv
+            q, k, v = self.qkv_proj(x).split([H * D, Hkv * D, Hkv * D], dim=-1)
+            # query head h = kv * g + j reads key/value head kv: rows (j, t) of group kv
+            q = q.view(B, T, Hkv, g, D).permute(0, 2, 3, 1, 4)  # [B, Hkv, g, T, D]
+            k = k.view(B, T, Hkv, D).transpose(1, 2)  # [B, Hkv, T, D]
+            v = v.view(B, T, Hkv, D).transpose(1, 2)
+            cos, sin = self.cos[:T], self.sin[:T]
+            q = apply_rope(q, cos, sin).reshape(B, Hkv, g * T, D)
+            k = apply_rope(k, cos, sin)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # [B, Hkv, g*T, T]
+            masked = self.masked if T == self.masked.shape[1] else \
+                ~torch.ones(T, T, dtype=torch.bool).tril().repeat(g, 1)
+            att = F.softmax(att.masked_fill(masked, float("-inf")), dim=-1)
+            y = (att @ v).view(B, Hkv, g, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D)
+            return self.o_proj(y)
+
+    cfg = LlamaConfig(n_layer=a.n_layer, n_head=a.n_head, n_kv_head=a.n_kv_head or a.n_head,
+                      n_embd=a.n_embd, vocab_size=vocab_size,
+                      ffn_hidden=a.ffn_hidden or llama_ffn_hidden(a.n_embd))
+    model = Llama(cfg)
+    if not a.oracle_attention:
+        for layer in model.model.layers:
+            layer.self_attn.__class__ = FastAttention
+            layer.self_attn.setup(T)
+    proj_std = 0.02 / math.sqrt(2 * cfg.n_layer)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.fill_(1.0)  # RMSNorm weights
+            elif name.endswith(("o_proj.weight", "down_proj.weight")):
+                p.normal_(0.0, proj_std)
+            else:
+                p.normal_(0.0, 0.02)
+    return model
+
+
+def llama_ffn_hidden(C):
+    """glass's GPTConfig::llama_ffn_hidden: floor(8C/3) rounded up to a
+    multiple of 256 when that is at least 2048, else of 64."""
+    f = 8 * C // 3
+    m = 256 if f >= 2048 else 64
+    return (f + m - 1) // m * m
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True)
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--n-kv-head", type=int, default=0,
+                    help="llama: key/value heads (0 = --n-head)")
+    ap.add_argument("--ffn-hidden", type=int, default=0,
+                    help="llama: SwiGLU hidden size (0 = glass's default for --n-embd)")
+    ap.add_argument("--oracle-attention", action="store_true",
+                    help="llama: the oracle's Attention.forward instead of the fast path")
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=20)
@@ -112,6 +203,8 @@ def main(argv=None):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                     "..", "tests", "oracle"))
     from torch_gpt import GPT, GPTConfig, make_adamw
+    if a.arch == "gpt2" and (a.n_kv_head or a.ffn_hidden or a.oracle_attention):
+        ap.error("--n-kv-head, --ffn-hidden and --oracle-attention are for --arch llama")
     torch.manual_seed(a.seed)
 
     try:
@@ -123,14 +216,20 @@ def main(argv=None):
         print("torch_train_gpt.py: error: data file too short", file=sys.stderr)
         return 2
     B, T = a.batch, a.seq_len
-    cfg = GPTConfig(n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd,
-                    vocab_size=len(chars), block_size=T)
-    model = GPT(cfg)
-    model.init_weights_nanogpt()
+    if a.arch == "llama":
+        try:
+            model = build_llama(a, len(chars), T)
+        except ValueError as e:
+            ap.error(str(e))
+    else:
+        cfg = GPTConfig(n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd,
+                        vocab_size=len(chars), block_size=T)
+        model = GPT(cfg)
+        model.init_weights_nanogpt()
     model.train()
     opt = make_adamw(model, a.lr, 0.1, betas=(0.9, 0.95), eps=1e-8)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"# torch {torch.__version__}, threads {a.threads}, params {n_params}, "
+    print(f"# torch {torch.__version__}, {a.arch}, threads {a.threads}, params {n_params}, "
           f"vocab {len(chars)}, tokens {len(tokens)}, B={B} T={T}", file=sys.stderr)
 
     def step(s):
@@ -158,6 +257,7 @@ def main(argv=None):
 
     result = {
         "system": "pytorch",
+        "arch": a.arch,
         "torch_version": torch.__version__,
         "threads": a.threads,
         "blas_threads": blas_threads,
