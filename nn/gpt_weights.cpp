@@ -239,8 +239,11 @@ GPTWeights load_gpt_weights(const std::string& path) {
   return w;
 }
 
-void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& model,
+void save_gpt_weights(const std::string& path, WeightLayout layout, const CausalLM& model,
                       DType llmc_dtype, const std::map<std::string, std::string>& extra_metadata) {
+  GLASS_CHECK(layout == WeightLayout::glass || model.config.arch == Arch::gpt2,
+              "--save-format {}: {} is GPT-2's layout, not llama's (save llama weights as glass)",
+              weight_layout_name(layout), weight_layout_name(layout));
   switch (layout) {
     case WeightLayout::glass:
       save_safetensors(path, model.named_parameters(), metadata_for(model.config, extra_metadata));

@@ -52,7 +52,7 @@ GPTWeights load_gpt_weights(const std::string& path);
 // holds f32 (version 3) or, with llmc_dtype bf16, bf16 (version 5). Hugging Face's layout has no
 // padded vocabulary rows: wte is written with vocab_size rows. `extra_metadata` (e.g. the
 // tokenizer, for samples/generate) goes into the safetensors layouts' metadata; llm.c's has none.
-void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& model,
+void save_gpt_weights(const std::string& path, WeightLayout layout, const CausalLM& model,
                       DType llmc_dtype = DType::f32,
                       const std::map<std::string, std::string>& extra_metadata = {});
 
