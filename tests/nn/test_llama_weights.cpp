@@ -237,6 +237,23 @@ TEST(LlamaWeights, Llama2cRowOrderGivesHuggingFacesRopeUnderLlama2csRope) {
   EXPECT_EQ(values(rows_to_interleaved_rope(w, 2)), (std::vector<double>{0, 2, 1, 3, 4, 6, 5, 7}));
 }
 
+// The whole model, independently: tests/oracle/llama_layouts.py reads the llama2.c file as run.c
+// does (adjacent-pair RoPE) and the Hugging Face files as transformers does (rotate-half), each
+// with its own numpy forward; both files, written by glass from one model, must give the same
+// logits.
+TEST(LlamaWeights, Llama2cAndHfFilesGiveTheSameLogitsInNumpy) {
+  const GPTConfig c = llama_config(4, 2, false);
+  const NamedTensors state = random_llama_state(c, 12);
+  const std::string dir = case_dir("numpy_oracle");
+  save_llama_weights(dir + "/model.bin", WeightLayout::llama2c, state, c);
+  save_llama_weights(dir + "/model.safetensors", WeightLayout::hf, state, c);
+  const OracleRun r = run_torch_oracle(
+      fmt::format("{} {}/tests/oracle/llama_layouts.py {}/model.bin {} 3,1,4,1,5,9", kTorchPython,
+                  GLASS_SOURCE_DIR, dir, dir));
+  if (r.skip) GTEST_SKIP() << r.message;
+  EXPECT_TRUE(r.ran) << r.message;
+}
+
 TEST(LlamaWeights, Llama2cFileIsRunCsLayout) {
   const GPTConfig c = llama_config(4, 2, false, 16);
   const std::string file = llama2c_weights_bytes(random_llama_state(c, 2), c);
