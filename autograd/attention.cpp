@@ -210,4 +210,12 @@ Tensor causal_attention(const Tensor& qkv, int64_t n_head, AttentionKernel kerne
   }
 }
 
+// Grouped-query attention arrives with the GQA kernels; until then only n_kv_head == n_head runs.
+Tensor causal_attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head,
+                        AttentionKernel kernel, CallSite site) {
+  GLASS_CHECK(n_kv_head == n_head, "causal_attention: n_kv_head {} != n_head {} is not built yet",
+              n_kv_head, n_head);
+  return causal_attention(qkv, n_head, kernel, site);
+}
+
 }  // namespace glass

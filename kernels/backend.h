@@ -195,6 +195,46 @@ struct Backend {
                                       const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                       const Tensor& dweight, const Tensor& dbias);
 
+  // --- RMSNorm over the last dimension (Llama): x [N, C], weight [C], rstd [N] (accum_dtype) ---
+  // rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * weight (rstd saved).
+  void (*rmsnorm_forward)(const Tensor& x, const Tensor& weight, const Tensor& y,
+                          const Tensor& rstd, double eps);
+  // xhat = x * rstd: dx = rstd (w dy - xhat mean(w dy xhat)), dweight = sum over rows of dy xhat
+  // (deterministic: fixed row chunks added in chunk order).
+  void (*rmsnorm_backward)(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                           const Tensor& rstd, const Tensor& dx, const Tensor& dweight);
+  // The residual add fused with the RMSNorm after it, as residual_layernorm_*: residual = x +
+  // delta (stored in x's dtype) and y, rstd = rmsnorm_forward of the stored residual, one pass.
+  void (*residual_rmsnorm_forward)(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                                   const Tensor& residual, const Tensor& y, const Tensor& rstd,
+                                   double eps);
+  // dx = dresidual + the RMSNorm backward of dy at `residual`; dweight as rmsnorm_backward.
+  void (*residual_rmsnorm_backward)(const Tensor& dy, const Tensor& dresidual,
+                                    const Tensor& residual, const Tensor& weight,
+                                    const Tensor& rstd, const Tensor& dx, const Tensor& dweight);
+
+  // --- SwiGLU's activation (Llama's MLP): gate_up [N, 2F] (gate = columns [0, F), up = [F, 2F)),
+  // out and dout [N, F] ---
+  // out = silu(gate) * up, silu(g) = g sigmoid(g).
+  void (*swiglu_forward)(const Tensor& gate_up, const Tensor& out);
+  // dgate_up [N, 2F]: dgate = dout up silu'(gate), dup = dout silu(gate), with
+  // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+  void (*swiglu_backward)(const Tensor& gate_up, const Tensor& dout, const Tensor& dgate_up);
+
+  // --- rotary position embedding on a fused qkv [B, T, (n_head + 2 n_kv_head) D] ---
+  // out = qkv with each of the n_head q heads and n_kv_head k heads (the first
+  // (n_head + n_kv_head) D columns) rotated, Hugging Face's rotate-half convention, and the v
+  // heads copied. Row t is at position p = start_pos + t; for i < D/2, angle = p inv_freq_i with
+  // inv_freq_i = 1 / theta^(2i/D), both formed in f32 as Hugging Face does (in f64 for f64):
+  //   out[i] = x[i] cos - x[i + D/2] sin,  out[i + D/2] = x[i + D/2] cos + x[i] sin.
+  // out may be qkv itself (then v is not rewritten). D even, checked by autograd/rope.cpp.
+  void (*rope_forward)(const Tensor& qkv, const Tensor& out, int64_t n_head, int64_t n_kv_head,
+                       double theta, int64_t start_pos);
+  // dqkv = dout with the q and k heads rotated by -angle (the transpose of the rotation), v's
+  // gradient copied. dqkv may be dout itself.
+  void (*rope_backward)(const Tensor& dout, const Tensor& dqkv, int64_t n_head, int64_t n_kv_head,
+                        double theta, int64_t start_pos);
+
   // --- causal scaled-dot-product attention: q, k, v, out [B, H, T, D]; probs [B, H, T, T] ---
   // probs = softmax(q k^T * scale, causal mask), out = probs v. probs is saved for backward.
   void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

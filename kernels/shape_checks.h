@@ -1,6 +1,6 @@
-// Argument checks of the row kernels (softmax family, attention, layernorm), shared by the cpu
-// kernels and the CUDA host launchers, so that every device rejects the same bad input with the
-// same message; and bytes_of, the ideal traffic every launcher reports.
+// Argument checks of the row kernels (softmax family, attention, layernorm, rmsnorm, swiglu, rope),
+// shared by the cpu kernels and the CUDA host launchers, so that every device rejects the same bad
+// input with the same message; and bytes_of, the ideal traffic every launcher reports.
 #pragma once
 
 #include <initializer_list>
@@ -143,6 +143,47 @@ struct LayerNormShape {
     check(like_x, x.numel(), x.dtype());
     check(per_row, rows, accum_dtype(x.dtype()));
     check(per_column, C, x.dtype());
+  }
+};
+
+// SwiGLU's operands: out [..., F] (or dout), gate_up [..., 2F] and, for backward, dgate_up like
+// gate_up; all contiguous, of out's dtype. rows = out's rows.
+struct SwigluShape {
+  int64_t rows = 0, F = 0;
+
+  SwigluShape(const char* kernel, const Tensor& gate_up, const Tensor& out,
+              const Tensor* dgate_up = nullptr)
+      : F(out.dim() ? out.size(-1) : 0) {
+    rows = F ? out.numel() / F : 0;
+    auto ok = [&](const Tensor& t) {
+      return t.is_contiguous() && t.dtype() == out.dtype() && t.dim() >= 1 && t.size(-1) == 2 * F &&
+             t.numel() == 2 * rows * F;
+    };
+    GLASS_CHECK(F > 0 && out.is_contiguous() && ok(gate_up) && (!dgate_up || ok(*dgate_up)),
+                "{}: gate_up {}{}{} must be contiguous [..., 2F] for {} [..., F], one dtype",
+                kernel, gate_up.describe(), dgate_up ? " and " : "",
+                dgate_up ? dgate_up->describe() : "", out.describe());
+  }
+};
+
+// The rotary embedding's operands: in and out contiguous [B, T, (n_head + 2 n_kv_head) D] of one
+// dtype, D even (autograd/rope.cpp names each of these to the user; here they are asserted).
+struct RopeShape {
+  int64_t B = 0, T = 0, width = 0, D = 0;
+
+  RopeShape(const char* kernel, const Tensor& in, const Tensor& out, int64_t n_head,
+            int64_t n_kv_head) {
+    const int64_t heads = n_head + 2 * n_kv_head;
+    GLASS_CHECK(in.dim() == 3 && n_head > 0 && n_kv_head > 0 && in.size(2) % heads == 0 &&
+                    in.size(2) / heads % 2 == 0 && in.is_contiguous() && out.is_contiguous() &&
+                    out.shape() == in.shape() && out.dtype() == in.dtype(),
+                "{}: in {} and out {} must be contiguous [B, T, (n_head + 2 n_kv_head) D] of one "
+                "dtype with D even (n_head {}, n_kv_head {})",
+                kernel, in.describe(), out.describe(), n_head, n_kv_head);
+    B = in.size(0);
+    T = in.size(1);
+    width = in.size(2);
+    D = width / heads;
   }
 };
 

@@ -19,24 +19,18 @@
 
 namespace glass {
 
-class GPTDecoder {
+class GPTDecoder : public Decoder {
  public:
   explicit GPTDecoder(const GPT& model) : model_(model) {}
 
-  // Forgets the cache, then runs `ids` at positions 0..n-1 (1 <= n <= block_size); returns the
-  // last position's logits, f32 [table_rows()], on the host.
-  std::vector<float> prefill(const std::vector<int32_t>& ids);
-  // Runs one token at position pos() (< block_size) and returns its logits.
-  std::vector<float> step(int32_t id);
-  // Positions in the cache.
-  int64_t pos() const { return pos_; }
+  std::vector<float> prefill(const std::vector<int32_t>& ids) override;
+  std::vector<float> step(int32_t id) override;
 
  private:
   std::vector<float> logits_of_last(const Tensor& x);  // x [1, n, C]
 
   const GPT& model_;
   std::vector<Tensor> keys_, values_;  // per block: [1, H, pos, D]
-  int64_t pos_ = 0;
 };
 
 }  // namespace glass

@@ -355,7 +355,7 @@ void save_llama_weights(const std::string& path, WeightLayout layout, const Name
   fail("save_llama_weights {}: unknown layout", path);
 }
 
-void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& model,
+void save_gpt_weights(const std::string& path, WeightLayout layout, const CausalLM& model,
                       DType llmc_dtype, const std::map<std::string, std::string>& extra_metadata) {
   if (model.config.arch == Arch::llama)
     return save_llama_weights(path, layout, model.named_parameters(), model.config, extra_metadata);

@@ -65,7 +65,7 @@ GPTWeights load_gpt_weights(const std::string& path);
 // padded vocabulary rows: wte is written with vocab_size rows. `extra_metadata` (e.g. the
 // tokenizer, for samples/generate) goes into the safetensors layouts' metadata; llm.c's has none.
 // A llama goes through save_llama_weights (llmc refuses it; llama2c refuses a gpt2).
-void save_gpt_weights(const std::string& path, WeightLayout layout, const GPT& model,
+void save_gpt_weights(const std::string& path, WeightLayout layout, const CausalLM& model,
                       DType llmc_dtype = DType::f32,
                       const std::map<std::string, std::string>& extra_metadata = {});
 

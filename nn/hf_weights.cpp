@@ -75,7 +75,7 @@ NamedTensors hf_to_glass(const NamedTensors& hf, const std::string& path) {
   return out;
 }
 
-NamedTensors glass_to_hf(const GPT& model) {
+NamedTensors glass_to_hf(const CausalLM& model) {
   NamedTensors out;
   for (const auto& [name, p] : model.named_parameters()) {
     Tensor host = to_device(p.detach(), kCPU);

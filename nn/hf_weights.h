@@ -25,6 +25,6 @@ NamedTensors hf_to_glass(const NamedTensors& hf, const std::string& path);
 
 // The model's weights in Hugging Face's layout (names without the prefix, as on the Hub), on the
 // host; wte with vocab_size rows (Hugging Face's GPT-2 has no padded rows).
-NamedTensors glass_to_hf(const GPT& model);
+NamedTensors glass_to_hf(const CausalLM& model);
 
 }  // namespace glass

@@ -121,7 +121,7 @@ GPTWeights parse_llmc_weights(std::string_view bytes, const std::string& name) {
   return w;
 }
 
-std::string llmc_weights_bytes(const GPT& model, DType dtype) {
+std::string llmc_weights_bytes(const CausalLM& model, DType dtype) {
   GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
               "llm.c checkpoint: parameters are f32 or bf16, not {}", dtype_name(dtype));
   const GPTConfig& c = model.config;

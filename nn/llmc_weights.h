@@ -32,6 +32,6 @@ bool looks_like_llmc(std::string_view bytes);
 GPTWeights parse_llmc_weights(std::string_view bytes, const std::string& name);
 
 // The file for `model`, parameters in f32 (version 3) or bf16 (version 5).
-std::string llmc_weights_bytes(const GPT& model, DType dtype);
+std::string llmc_weights_bytes(const CausalLM& model, DType dtype);
 
 }  // namespace glass

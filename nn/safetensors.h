@@ -16,7 +16,6 @@
 
 namespace glass {
 
-
 struct SafeTensorsFile {
   std::string path;
   NamedTensors tensors;  // in the order of their data in the file

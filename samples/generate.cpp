@@ -135,11 +135,11 @@ int main(int argc, char** argv) {
     GLASS_CHECK(tok->vocab_size() <= config.vocab_size,
                 "the {} tokenizer has {} tokens, more than the model's {} classes", tok->name(),
                 tok->vocab_size(), config.vocab_size);
-    GPT model(config);
-    model.to(device);
-    model.load_state_dict(file.state);
+    const std::unique_ptr<CausalLM> model = make_model(config);
+    model->to(device);
+    model->load_state_dict(file.state);
     const std::vector<int32_t> context = train::sample_context(*tok, prompt);
-    const train::Generation g = train::generate(model, context, n, s, !full_context);
+    const train::Generation g = train::generate(*model, context, n, s, !full_context);
     fmt::print("{}{}\n", prompt, glass::train::without_partial_utf8_tail(tok->decode(g.tokens)));
     std::fflush(stdout);  // the text before the summary line on stderr, also through one pipe
     fmt::print(stderr, "generate: {} tokens in {:.3f} s: {:.1f} tokens/s ({})\n", g.tokens.size(),

@@ -3,15 +3,17 @@
 //   build/samples/roofline gemm --m 32 --k 4096 --n 4096 --dtype bf16 --device h200
 //   build/samples/roofline elementwise --n 16777216 --inputs 2 --outputs 1 --dtype bf16
 //   build/samples/roofline attention --batch 8 --heads 12 --seq-len 1024 --head-dim 64 --dtype bf16
-//   build/samples/roofline gpt --model gpt2 --dtype bf16 --batch 8
-//   build/samples/roofline gpt --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
-//       --seq-len 1024 --batch 8 --dtype bf16
+//   build/samples/roofline model --model gpt2 --dtype bf16 --batch 8
+//   build/samples/roofline model --n-layer 12 --n-head 12 --n-embd 768 --vocab-size 50257
+//       --seq-len 1024 --batch 8 --dtype bf16            ("gpt" is another name for "model")
+//   build/samples/roofline model --arch llama --n-layer 6 --n-head 6 --n-kv-head 2 --n-embd 288
+//       --vocab-size 32000 --seq-len 256 --n-expert 8 --top-k 2
 //   build/samples/roofline step --model gpt2 --dtype bf16 --batch 16 --seq-len 1024 --gpu h200
 //       [--attention auto|naive|flash|...] [--json] [--launches] [--top 10]
 //
 // gemm / elementwise: FLOPs, ideal bytes, arithmetic intensity, the bound and the least time on
 // the device. attention: the same for causal attention forward done naively (the T x T matrix
-// through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. gpt:
+// through memory) and as FlashAttention (tiles, nothing T x T), with the memory each needs. model:
 // the memory budget of training (parameters, gradients, master weights, AdamW moments, activations,
 // temporaries) and the FLOPs of a step. step: one training step planned on the `meta` device
 // (nothing runs: samples/roofline_step.h), each launch bounded by the roof of the unit that does
@@ -41,7 +43,9 @@ struct Flags {
   glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
   int64_t batch = 8, seq_len = 1024;
   int64_t heads = 12, head_dim = 64;  // attention
-  std::string model;  // "gpt2": the preset of train_gpt --model gpt2, on the fast path
+  std::string model;                  // a preset of train_gpt --model, on the fast path
+  std::string arch = "gpt2", tie_embeddings = "on";  // model
+  int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -112,24 +116,18 @@ void attention(const Flags& f) {
   fmt::print("  (R = keys the query tiles read: sum over tiles of min(T, tile end))\n");
 }
 
-void gpt(const Flags& f) {
-  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
-  const bool fast = !f.model.empty();
-  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
-  const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
+// The parameter count's formula for the model's architecture.
+std::string parameter_formula(const glass::GPTConfig& c) {
+  if (c.arch == glass::Arch::gpt2) return "N = V_pad C + T_max C + L (12 C^2 + 13 C) + 2 C";
+  return fmt::format(
+      "N = V C{} + L (2 C + (H + 2 Hkv) D C + H D C + 3 F C) + C  (H={} Hkv={} "
+      "D={} F={})",
+      c.tie_embeddings ? "" : " (embed_tokens) + V C (lm_head)", c.n_head, c.kv_heads(),
+      c.head_dim(), c.ffn());
+}
+
+void print_memory_rows(const glass::train::GptMemoryBudget& m) {
   constexpr double GiB = double(1 << 30);
-  fmt::print("gpt {} | batch {} x seq_len {} | {}\n", f.gpt.str(), f.batch, f.seq_len, f.dtype);
-  fmt::print("memory budget (N = {} parameters{}):\n", m.parameters,
-             f.gpt.padded_vocab_size ? ", wte padded to the vocabulary's multiple of 64" : "");
-  const std::string b = std::to_string(glass::dtype_size(dtype));
-  fmt::print("  N = V_pad C + T_max C + L (12 C^2 + 13 C) + 2 C; b = {} bytes per element\n", b);
-  fmt::print("  parameters b N, gradients b N, master weights 4 N (when b < 4), moments 8 N\n");
-  if (fast)
-    fmt::print(
-        "  activations b (L (18 BTC + 4 BT) + 2 BTC + 2 BT + BT V_pad + BT) + 4 L B H T (flash "
-        "attention: LSE, no T x T; fused classifier: dlogits over the logits)\n");
-  else
-    fmt::print("  activations b (L (18 BTC + 4 BT + 2 B H T^2) + 2 BTC + 2 BT + 2 BT V + BT)\n");
   const std::pair<const char*, double> rows[] = {{"parameters", m.parameters_bytes},
                                                  {"gradients", m.gradients_bytes},
                                                  {"fp32 master weights", m.master_bytes},
@@ -139,13 +137,81 @@ void gpt(const Flags& f) {
                                                  {"total", m.total_bytes()}};
   for (const auto& [name, bytes] : rows)
     fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
+}
+
+// The mixture-of-experts variant beside the dense model: active vs resident parameters, FLOPs per
+// token from the active ones, weight memory (weights, gradients, masters, moments) from the
+// resident ones.
+void print_experts(const Flags& f, glass::DType dtype, const glass::train::GptStepFlops& dense) {
+  const auto e = glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
+  const double L = static_cast<double>(f.gpt.n_layer);
+  // A token's extra FLOPs over the dense model: (k - 1) more experts and the router, 6 per weight.
+  const double extra =
+      6 * L * static_cast<double>((e.top_k - 1) * e.mlp + e.n_expert * f.gpt.n_embd);
+  const double per_token = dense.per_token() + extra;
+  const double b = static_cast<double>(glass::dtype_size(dtype));
+  const auto weight_bytes = [&](double n) { return n * (2 * b + (b < 4 ? 4 : 0) + 8); };
+  constexpr double GiB = double(1 << 30);
+  fmt::print(
+      "mixture of experts on paper: E={} experts per layer, top-k={}, one expert = the "
+      "model's MLP ({} parameters), a router [E, C] per layer\n",
+      e.n_expert, e.top_k, e.mlp);
+  fmt::print("  resident = N + L ((E - 1) mlp + E C); active = N + L ((k - 1) mlp + E C)\n");
+  fmt::print("  {:<34} {:>16} {:>16} {:>16}\n", "", "dense", "active (MoE)", "resident (MoE)");
+  const int64_t N = glass::gpt_num_parameters(f.gpt, true);
+  fmt::print("  {:<34} {:>16} {:>16} {:>16}\n", "parameters", N, e.active, e.resident);
+  fmt::print("  {:<34} {:>16} {:>16} {:>16}\n", "FLOPs per token (6 N' + 12 L T C)",
+             si(dense.per_token(), "FLOP"), si(per_token, "FLOP"), "-");
+  fmt::print("  {:<34} {:>16} {:>16} {:>16}\n", "weights+grads+masters+moments",
+             fmt::format("{:.3f} GiB", weight_bytes(static_cast<double>(N)) / GiB), "-",
+             fmt::format("{:.3f} GiB", weight_bytes(static_cast<double>(e.resident)) / GiB));
+  fmt::print(
+      "  (a token pays for {:.2f}x the dense FLOPs while memory holds {:.2f}x the dense "
+      "weights)\n",
+      per_token / dense.per_token(), static_cast<double>(e.resident) / static_cast<double>(N));
+}
+
+void model(const Flags& f) {
+  const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  const bool fast = !f.model.empty();
+  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
+  const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
+  const bool llama = f.gpt.arch == glass::Arch::llama;
+  fmt::print("{} {} | batch {} x seq_len {} | {}\n", glass::arch_name(f.gpt.arch), f.gpt.str(),
+             f.batch, f.seq_len, f.dtype);
+  fmt::print("memory budget (N = {} parameters{}):\n", m.parameters,
+             f.gpt.padded_vocab_size ? ", wte padded to the vocabulary's multiple of 64" : "");
+  const std::string b = std::to_string(glass::dtype_size(dtype));
+  fmt::print("  {}; b = {} bytes per element\n", parameter_formula(f.gpt), b);
+  fmt::print("  parameters b N, gradients b N, master weights 4 N (when b < 4), moments 8 N\n");
+  const std::string kept =
+      llama ? fmt::format("{:.0f} BT", glass::train::layer_activation_width(f.gpt)) : "18 BTC";
+  const char* stats = llama ? "2 BT" : "4 BT";
+  const char* top_stats = llama ? "BT" : "2 BT";
+  if (fast)
+    fmt::print(
+        "  activations b (L ({} + {}) + 2 BTC + {} + BT V_pad + BT) + 4 L B H T (flash "
+        "attention: LSE, no T x T; fused classifier: dlogits over the logits)\n",
+        kept, stats, top_stats);
+  else
+    fmt::print("  activations b (L ({} + {} + 2 B H T^2) + 2 BTC + {} + 2 BT V + BT)\n", kept,
+               stats, top_stats);
+  if (llama)
+    fmt::print(
+        "  (a llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token: GQA's K/V are "
+        "{} of multi-head attention's)\n",
+        fmt::format("{}/{}", f.gpt.kv_heads(), f.gpt.n_head));
+  print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
-  fmt::print("  6 N' T (N' = without wpe)   {}\n", si(fl.six_n * fl.tokens, "FLOP"));
+  fmt::print("  6 N' T (N' = {:<14}) {}\n",
+             llama ? (f.gpt.tie_embeddings ? "all" : "without embed") : "without wpe",
+             si(fl.six_n * fl.tokens, "FLOP"));
   fmt::print("  attention 12 L T_seq C T    {}\n", si(fl.attention * fl.tokens, "FLOP"));
   fmt::print("  total                       {}\n", si(fl.total(), "FLOP"));
   const glass::DevicePeaks peaks = peaks_of(f.device);
   fmt::print("  at 100% MFU on {}: {} per step ({})\n", peaks.name,
              si(fl.total() / peaks.flops(dtype), "s"), peaks.source);
+  if (f.n_expert > 1 || f.top_k > 1) print_experts(f, dtype, fl);
 }
 
 void add_common(CLI::App* cmd, Flags& f) {
@@ -178,26 +244,44 @@ int main(int argc, char** argv) {
   a->add_option("--seq-len", f.seq_len, "sequence length T");
   a->add_option("--head-dim", f.head_dim, "head dim D");
   add_common(a, f);
-  CLI::App* t = app.add_subcommand("gpt", "memory budget and FLOPs of a GPT training step");
+  CLI::App* t = app.add_subcommand(
+      "model", "memory budget and FLOPs of a training step of a GPT-2 or llama model");
+  t->alias("gpt");
+  t->add_option("--arch", f.arch, "gpt2 | llama")->check(CLI::IsMember({"gpt2", "llama"}));
   t->add_option("--n-layer", f.gpt.n_layer, "transformer blocks L");
   t->add_option("--n-head", f.gpt.n_head, "attention heads H");
+  t->add_option("--n-kv-head", f.gpt.n_kv_head, "llama: key/value heads Hkv (0 = H)");
   t->add_option("--n-embd", f.gpt.n_embd, "width C");
+  t->add_option("--ffn-hidden", f.gpt.ffn_hidden, "llama: SwiGLU hidden size F (0 = 8C/3 rounded)");
+  t->add_option("--tie-embeddings", f.tie_embeddings, "llama: on | off")
+      ->check(CLI::IsMember({"on", "off"}));
   t->add_option("--vocab-size", f.gpt.vocab_size, "vocabulary V");
   t->add_option("--block-size", f.gpt.block_size, "positions in wpe (default: --seq-len)");
   t->add_option("--seq-len", f.seq_len, "sequence length T");
   t->add_option("--batch", f.batch, "sequences per step B");
+  t->add_option("--n-expert", f.n_expert,
+                "a mixture of experts on paper: E experts per layer (each the model's MLP); "
+                "prints active vs resident parameters");
+  t->add_option("--top-k", f.top_k, "experts each token runs through (with --n-expert)");
   t->add_option("--model", f.model,
-                "gpt2: GPT-2 124M as train_gpt --model gpt2 trains it (padded vocabulary, flash "
-                "attention, fused classifier)")
-      ->check(CLI::IsMember({"gpt2"}));
+                "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it: padded "
+                "vocabulary, flash attention, fused classifier) | llama-tiny | stories15m (with "
+                "--vocab-size, default 32000 as llama2.c's tokenizer)")
+      ->check(CLI::IsMember({"gpt2", "llama-tiny", "stories15m"}));
   add_common(t, f);
   glass::samples::RooflineStepFlags step;
   step.config = glass::GPTConfig::gpt2();
   step.config.padded_vocab_size = 0;  // --model gpt2 pads; the shape flags alone do not
   CLI::App* s = app.add_subcommand(
       "step", "one training step planned on the meta device: every launch against a GPU's roofs");
-  s->add_option("--model", step.model, "gpt2: GPT-2 124M as train_gpt --model gpt2 trains it")
-      ->check(CLI::IsMember({"gpt2"}));
+  s->add_option("--model", step.model,
+                "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it) | "
+                "llama-tiny | stories15m (vocabulary: --vocab-size, default 32000)")
+      ->check(CLI::IsMember({"gpt2", "llama-tiny", "stories15m"}));
+  std::string step_arch = "gpt2";
+  s->add_option("--arch", step_arch, "gpt2 | llama")->check(CLI::IsMember({"gpt2", "llama"}));
+  s->add_option("--n-kv-head", step.config.n_kv_head, "llama: key/value heads Hkv (0 = H)");
+  s->add_option("--ffn-hidden", step.config.ffn_hidden, "llama: SwiGLU hidden size F");
   s->add_option("--n-layer", step.config.n_layer, "transformer blocks L");
   s->add_option("--n-head", step.config.n_head, "attention heads H");
   s->add_option("--n-embd", step.config.n_embd, "width C");
@@ -224,20 +308,34 @@ int main(int argc, char** argv) {
     if (a->parsed()) attention(f);
     if (t->parsed()) {
       if (!f.model.empty()) {
-        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--vocab-size"})
+        for (const char* flag :
+             {"--n-layer", "--n-head", "--n-embd", "--n-kv-head", "--ffn-hidden", "--arch"})
           GLASS_CHECK(t->count(flag) == 0, "--model {} fixes the model's shape; drop {}", f.model,
                       flag);
-        f.gpt = glass::GPTConfig::gpt2();
+        const int64_t vocab = f.gpt.vocab_size;
+        f.gpt = glass::GPTConfig::preset(f.model);
+        if (f.gpt.vocab_size == 0) f.gpt.vocab_size = t->count("--vocab-size") ? vocab : 32000;
+        if (t->count("--seq-len") == 0) f.seq_len = f.gpt.block_size;
+      } else {
+        f.gpt.arch = glass::parse_arch(f.arch);
+        f.gpt.tie_embeddings = f.tie_embeddings == "on";
+        if (t->count("--block-size") == 0) f.gpt.block_size = f.seq_len;
       }
-      if (t->count("--block-size") == 0 && f.model.empty()) f.gpt.block_size = f.seq_len;
-      gpt(f);
+      model(f);
     }
     if (s->parsed()) {
       if (!step.model.empty()) {
-        for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--vocab-size"})
+        for (const char* flag :
+             {"--n-layer", "--n-head", "--n-embd", "--arch", "--n-kv-head", "--ffn-hidden"})
           GLASS_CHECK(s->count(flag) == 0, "--model {} fixes the model's shape; drop {}",
                       step.model, flag);
-        step.config = glass::GPTConfig::gpt2();
+        const int64_t vocab = step.config.vocab_size;
+        step.config = glass::GPTConfig::preset(step.model);
+        if (step.config.vocab_size == 0)
+          step.config.vocab_size = s->count("--vocab-size") ? vocab : 32000;
+        if (s->count("--seq-len") == 0) step.seq_len = step.config.block_size;
+      } else {
+        step.config.arch = glass::parse_arch(step_arch);
       }
       if (s->count("--block-size") == 0 && step.model.empty())
         step.config.block_size = step.seq_len;

@@ -32,14 +32,16 @@ int main(int argc, char** argv) {
     // Which model flags the user set: the others are defaults, and yield to --init's file or
     // --resume's checkpoint instead of contradicting it.
     for (const char* flag :
-         {"--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab-size", "--dropout"})
+         {"--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab-size", "--dropout", "--arch",
+          "--n-kv-head", "--ffn-hidden", "--rope-theta", "--norm-eps", "--tie-embeddings"})
       if (app.count(flag) > 0) options.shape_flags_given.emplace_back(flag);
     if (!options.model.empty()) {
       // A preset fixes the model's shape: a flag that would change it is a contradiction.
-      for (const char* flag : {"--n-layer", "--n-head", "--n-embd"})
+      for (const char* flag : {"--n-layer", "--n-head", "--n-embd", "--n-kv-head", "--ffn-hidden"})
         GLASS_CHECK(app.count(flag) == 0, "--model {} fixes the model's shape; drop {}",
                     options.model, flag);
-      if (app.count("--seq-len") == 0) options.seq_len = glass::GPTConfig::gpt2().block_size;
+      if (app.count("--seq-len") == 0)
+        options.seq_len = glass::GPTConfig::preset(options.model).block_size;
     }
     // A full disk or a file-size limit (RLIMIT_FSIZE) must end in an error naming the file, not
     // in SIGXFSZ's silent kill: ignored, the write fails with EFBIG instead.

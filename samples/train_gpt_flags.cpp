@@ -15,11 +15,29 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
                  "text file, llm.c .bin token shard, or a directory of shards (prepare_data)");
   app.add_option("--vocab-size", o.vocab_size, "vocabulary size (token shards)");
   app.add_option("--model", o.model,
-                 "a preset shape: gpt2 (124M: L=12, H=12, C=768, T=1024, V=50257 padded to 50304)")
-      ->check(CLI::IsMember({"gpt2"}));
+                 "a preset shape: gpt2 (124M: L=12, H=12, C=768, T=1024, V=50257 padded to "
+                 "50304) | llama-tiny (L=4, H=8, Hkv=4, C=256, F=704, T=128) | stories15m "
+                 "(llama2.c's 15M: L=6, H=6, C=288, F=768, T=256); llamas take the data's "
+                 "vocabulary")
+      ->check(CLI::IsMember({"gpt2", "llama-tiny", "stories15m"}));
+  app.add_option("--arch", o.arch,
+                 "gpt2 (learned positions, LayerNorm, GELU MLP, biases) | llama (RoPE, RMSNorm, "
+                 "SwiGLU, grouped-query attention, no biases)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
   app.add_option("--n-layer", o.n_layer, "transformer blocks");
   app.add_option("--n-head", o.n_head, "attention heads");
   app.add_option("--n-embd", o.n_embd, "embedding width C");
+  app.add_option("--n-kv-head", o.n_kv_head,
+                 "llama: key/value heads of grouped-query attention, dividing --n-head (0 = "
+                 "--n-head)");
+  app.add_option("--ffn-hidden", o.ffn_hidden,
+                 "llama: SwiGLU hidden size F (0 = 8C/3 rounded up to a multiple of 64, or of 256 "
+                 "from 2048)");
+  app.add_option("--rope-theta", o.rope_theta, "llama: RoPE base");
+  app.add_option("--norm-eps", o.norm_eps, "llama: RMSNorm epsilon");
+  app.add_option("--tie-embeddings", o.tie_embeddings,
+                 "llama: on (the LM head is the embedding matrix) | off (a separate lm_head)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--seq-len", o.seq_len, "sequence length T (the model's block size)");
   app.add_option("--batch", o.batch, "sequences per step B");
   app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run continues to this)");

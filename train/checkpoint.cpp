@@ -45,14 +45,22 @@ void check_config_matches_weights(const std::string& path, const LoadedCheckpoin
       if (n == name) return t.shape();
     fail("checkpoint '{}' has no tensor model.{}", path, name);
   };
-  const Shape wte = shape_of("transformer.wte.weight"), wpe = shape_of("transformer.wpe.weight");
-  GLASS_CHECK(wte == Shape({c.table_rows(), c.n_embd}) && wpe == Shape({c.block_size, c.n_embd}),
-              "checkpoint '{}': its configuration ({}) does not match its embeddings (wte {}, wpe "
-              "{})",
-              path, config_metadata(c), shape_str(wte), shape_str(wpe));
+  const bool gpt2 = c.arch == Arch::gpt2;
+  const Shape table = shape_of(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
+  GLASS_CHECK(table == Shape({c.table_rows(), c.n_embd}),
+              "checkpoint '{}': its configuration ({}) does not match its token embedding {}", path,
+              config_metadata(c), shape_str(table));
+  if (gpt2) {
+    const Shape wpe = shape_of("transformer.wpe.weight");
+    GLASS_CHECK(wpe == Shape({c.block_size, c.n_embd}),
+                "checkpoint '{}': its configuration ({}) does not match its position embedding {}",
+                path, config_metadata(c), shape_str(wpe));
+  }
+  // Blocks: "transformer.h.<i>." (gpt2) or "model.layers.<i>." (llama).
+  const std::string prefix = gpt2 ? "transformer.h." : "model.layers.";
   std::set<std::string> blocks;
   for (const auto& [n, t] : ck.model)
-    if (n.rfind("transformer.h.", 0) == 0) blocks.insert(n.substr(0, n.find('.', 14)));
+    if (n.rfind(prefix, 0) == 0) blocks.insert(n.substr(0, n.find('.', prefix.size())));
   GLASS_CHECK(static_cast<int64_t>(blocks.size()) == c.n_layer,
               "checkpoint '{}': its configuration says n_layer {} but it holds {} blocks", path,
               c.n_layer, blocks.size());
@@ -101,8 +109,8 @@ void prune_checkpoints(const std::string& dir, int64_t keep_last, const std::str
     if (ckpts[i].second.filename() != keep_file) fs::remove(ckpts[i].second, ec);
 }
 
-std::string save_checkpoint(const std::string& dir, const CheckpointState& state, const GPT& model,
-                            const Optimizer& optimizer, int64_t keep_last) {
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state,
+                            const CausalLM& model, const Optimizer& optimizer, int64_t keep_last) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   GLASS_CHECK(!ec, "checkpoint: cannot create directory '{}': {}", dir, ec.message());

@@ -39,7 +39,7 @@ struct CheckpointState {
 // checkpoints (0 = keep all). Returns the checkpoint file's path. A write that fails (a full disk,
 // a file-size limit) throws glass::Error naming the step, the reason, and what `latest` still
 // names; the failed file is removed and nothing older is touched.
-std::string save_checkpoint(const std::string& dir, const CheckpointState& state, const GPT& model,
+std::string save_checkpoint(const std::string& dir, const CheckpointState& state, const CausalLM& model,
                             const Optimizer& optimizer, int64_t keep_last = 3);
 
 // Removes from `dir` every ckpt_<step>.safetensors but the `keep_last` with the highest steps (0 =

@@ -6,17 +6,16 @@
 
 #include "autograd/ops.h"
 #include "engine/rng.h"
-#include "nn/gpt_decoder.h"
 
 namespace glass::train {
 
 namespace {
 
 // The logits of the last position of `window` by the ordinary forward (the whole window).
-std::vector<float> full_context_logits(const GPT& model, const std::vector<int32_t>& window) {
+std::vector<float> full_context_logits(const CausalLM& model, const std::vector<int32_t>& window) {
   NoGradGuard no_grad;
   const auto T = static_cast<int64_t>(window.size());
-  const Tensor logits = model.forward(from_vector(window, {1, T}, model.wte.weight.device()));
+  const Tensor logits = model.forward(from_vector(window, {1, T}, model.device()));
   const Tensor last = slice(view(logits, {T, -1}), 0, T - 1, T);
   return to_vector<float>(last.dtype() == DType::f32 ? last : cast(last, DType::f32));
 }
@@ -56,19 +55,19 @@ int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& op
   return order.back();  // u just below 1 and the sum's rounding
 }
 
-Generation generate(GPT& model, const std::vector<int32_t>& context, int64_t n,
+Generation generate(CausalLM& model, const std::vector<int32_t>& context, int64_t n,
                     const SamplingOptions& options, bool kv_cache) {
   GLASS_CHECK(!context.empty(), "generate: the context needs at least one token");
   GLASS_CHECK(n >= 0, "generate: {} tokens", n);
   // Sampling reads every step's logits: at once, rather than after a forward, on meta.
-  require_data(model.wte.weight, "sampling (generate)");
+  require_data(model.token_embedding(), "sampling (generate)");
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.train(false);
   const auto T = static_cast<size_t>(model.config.block_size);
   const auto V = static_cast<size_t>(model.config.vocab_size);
   std::vector<int32_t> ids = context;
-  GPTDecoder decoder(model);
+  const std::unique_ptr<Decoder> decoder = model.decoder();
   size_t cache_start = 0;  // the position in `ids` of the cache's first token
   Generation g;
   for (int64_t i = 0; i < n; ++i) {
@@ -78,10 +77,10 @@ Generation generate(GPT& model, const std::vector<int32_t>& context, int64_t n,
     if (!kv_cache) {
       logits = full_context_logits(model, window);
     } else if (i > 0 && start == cache_start &&
-               decoder.pos() + 1 == static_cast<int64_t>(window.size())) {
-      logits = decoder.step(ids.back());  // the window grew by the token just drawn
+               decoder->pos() + 1 == static_cast<int64_t>(window.size())) {
+      logits = decoder->step(ids.back());  // the window grew by the token just drawn
     } else {
-      logits = decoder.prefill(window);  // the prompt, or a window that slid
+      logits = decoder->prefill(window);  // the prompt, or a window that slid
       cache_start = start;
     }
     logits.resize(V);  // the classes, without the padded columns

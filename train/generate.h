@@ -39,7 +39,7 @@ struct Generation {
 };
 
 // `n` new tokens after `context` (at least one token). The model is put in eval mode while it runs.
-Generation generate(GPT& model, const std::vector<int32_t>& context, int64_t n,
+Generation generate(CausalLM& model, const std::vector<int32_t>& context, int64_t n,
                     const SamplingOptions& options, bool kv_cache = true);
 
 }  // namespace glass::train

@@ -9,6 +9,9 @@
 //     mlp proj, residual) + 4 B T (LayerNorm means and reciprocal std) + 2 B H T^2 (scores and
 //     probabilities, as an attention without flash keeps them); at the top 2 B T C (embeddings,
 //     ln_f) + 2 B T (ln_f stats) + 2 B T V (logits, probabilities) + B T (losses);
+//     A llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token (input_layernorm, the rotated qkv,
+//     attention out, o_proj, residual, post_attention_layernorm, gate_up 2F, swiglu F, down_proj,
+//     residual) and 2 B T statistics (two RMSNorms' rstd); its top 2 B T C + B T (norm's rstd).
 //   temporaries: the largest buffers alive at once in backward, estimated as the logits' gradient
 //     B T V plus one layer of activation gradients (the per-layer term above).
 //   The fast path (GptBudgetOptions::fast, the GPT-2 preset's): flash attention keeps no T x T
@@ -16,7 +19,7 @@
 //   2 b B H T^2; the fused classifier writes the logits' gradient over the logits, so the top
 //   keeps B T V (logits) instead of 2 B T V and there is no B T V temporary.
 //   V is the padded vocabulary (GPTConfig::table_rows()), the logits' width.
-// FLOPs per step: (6 N' + 12 L T C) B T, N' = parameters without wpe (nn/gpt.h explains both
+// FLOPs per step: (6 N' + 12 L T C) B T, N' = flop_parameters (nn/gpt_config.h explains both
 // terms).
 #pragma once
 
@@ -39,6 +42,9 @@ struct GptBudgetOptions {
   bool fast = false;  // flash attention and the fused classifier (see above)
 };
 
+// What one layer keeps from forward for backward, in elements per token (the list above).
+double layer_activation_width(const GPTConfig& config);
+
 GptMemoryBudget gpt_memory_budget(const GPTConfig& config, int64_t batch, int64_t seq_len,
                                   DType dtype, GptBudgetOptions options = {});
 
@@ -51,5 +57,20 @@ struct GptStepFlops {
 };
 
 GptStepFlops gpt_step_flops(const GPTConfig& config, int64_t batch, int64_t seq_len);
+
+// A mixture-of-experts variant on paper (roofline model --n-expert E --top-k k): every layer's
+// MLP becomes E experts, each the model's MLP (SwiGLU of F for a llama, GELU of 4C for gpt2),
+// plus a router [E, C] per layer; each token runs through k of them. What a token computes comes
+// from the active parameters, what memory holds from the resident ones:
+//   resident = N + L ((E - 1) mlp + E C),  active = N + L ((k - 1) mlp + E C)
+// with mlp = 3 F C (llama) or 8 C^2 + 5 C (gpt2) parameters per expert. E = 1, k = 1 is the
+// dense model plus a router of C per layer, so E = 1 is refused: it is the model itself.
+struct ExpertParameters {
+  int64_t n_expert = 0, top_k = 0;
+  int64_t mlp = 0;       // one expert's parameters
+  int64_t resident = 0;  // every parameter the model stores
+  int64_t active = 0;    // the parameters one token's forward uses
+};
+ExpertParameters expert_parameters(const GPTConfig& config, int64_t n_expert, int64_t top_k);
 
 }  // namespace glass::train

@@ -8,9 +8,9 @@
 
 namespace glass::train {
 
-Tensor batch_loss(const GPT& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
+Tensor batch_loss(const CausalLM& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
 
-Tensor queue_step_update(GPT& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
+Tensor queue_step_update(CausalLM& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
                          double grad_clip, int64_t step) {
   // 1. The global gradient norm's square, every step: clipping scales by it (on the device), and
   //    a NaN or infinity anywhere in the gradients shows in it. A non-finite norm scales nothing.

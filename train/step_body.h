@@ -20,13 +20,13 @@
 namespace glass::train {
 
 // The mean cross-entropy of the model's next-token predictions for one batch.
-Tensor batch_loss(const GPT& model, const Batch& b);
+Tensor batch_loss(const CausalLM& model, const Batch& b);
 
 // After forward and backward of the step's micro-steps: the global gradient norm (and clipping
 // to `grad_clip`, 0 = off), the step status (optim/step_status.h), the gated AdamW step at `lr`,
 // zero_grad and the model's compute copies refreshed. Returns the status, f64 [3] on the device.
 // `step` (1-based) names the step in errors.
-Tensor queue_step_update(GPT& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
+Tensor queue_step_update(CausalLM& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
                          double grad_clip, int64_t step);
 
 }  // namespace glass::train

@@ -85,10 +85,11 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   // nanoGPT's initialisation is skipped, the step's launches do not depend on the values), its
   // attention kernel set, AdamW over its f32 masters, then the compute copies.
   Generator dropout_gen(0);
-  GPT model(o.config, dropout_gen);
+  const std::unique_ptr<CausalLM> model_ptr = make_model(o.config, dropout_gen);
+  CausalLM& model = *model_ptr;
   model.to(device);
   const AttentionKernel attention = parse_attention_kernel(o.attention);
-  const int64_t head_dim = o.config.n_embd / o.config.n_head;
+  const int64_t head_dim = o.config.head_dim();
   check_attention_kernel(resolve_attention_kernel(attention, device, o.dtype, head_dim), device,
                          o.dtype, head_dim);
   model.set_attention(attention);

@@ -67,7 +67,40 @@ double config_field(const GPTConfig& c, std::string_view flag) {
   if (flag == "--n-embd") return static_cast<double>(c.n_embd);
   if (flag == "--vocab-size") return static_cast<double>(c.vocab_size);
   if (flag == "--dropout") return c.dropout;
+  if (flag == "--arch") return static_cast<double>(c.arch);
+  if (flag == "--n-kv-head") return static_cast<double>(c.n_kv_head ? c.n_kv_head : c.n_head);
+  if (flag == "--ffn-hidden") return c.arch == Arch::llama ? static_cast<double>(c.ffn()) : 0;
+  if (flag == "--rope-theta") return c.rope_theta;
+  if (flag == "--norm-eps") return c.norm_eps;
+  if (flag == "--tie-embeddings") return c.tie_embeddings ? 1 : 0;
   fail("{} is not a flag of the model's configuration", flag);
+}
+
+// The model configuration the flags describe, with `vocab` classes.
+GPTConfig config_from_flags(const TrainOptions& o, int64_t vocab) {
+  GPTConfig c{.vocab_size = vocab,
+              .block_size = o.seq_len,
+              .n_layer = o.n_layer,
+              .n_head = o.n_head,
+              .n_embd = o.n_embd,
+              .dropout = o.dropout,
+              .arch = parse_arch(o.arch)};
+  if (c.arch == Arch::llama) {
+    c.n_kv_head = o.n_kv_head;
+    c.ffn_hidden = o.ffn_hidden;
+    c.rope_theta = o.rope_theta;
+    c.norm_eps = o.norm_eps;
+    c.tie_embeddings = o.tie_embeddings == "on";
+  }
+  return c;
+}
+
+// The flags that describe a model's shape (train_gpt records which of them were given).
+const std::initializer_list<std::string_view>& shape_flags() {
+  static const std::initializer_list<std::string_view> flags = {
+      "--n-layer",    "--n-head",     "--n-embd",   "--arch",          "--n-kv-head",
+      "--ffn-hidden", "--rope-theta", "--norm-eps", "--tie-embeddings"};
+  return flags;
 }
 
 // Each of `flags` that was given on the command line must agree with the configuration a file
@@ -76,13 +109,12 @@ double config_field(const GPTConfig& c, std::string_view flag) {
 void check_flags_agree(const GPTConfig& file, const TrainOptions& opt,
                        std::initializer_list<std::string_view> flags, const std::string& holds,
                        std::string_view file_word) {
-  const GPTConfig given{opt.vocab_size, opt.seq_len, opt.n_layer,
-                        opt.n_head,     opt.n_embd,  opt.dropout};
+  const GPTConfig given = config_from_flags(opt, opt.vocab_size);
   for (const std::string& flag : opt.shape_flags_given) {
     if (std::find(flags.begin(), flags.end(), flag) == flags.end()) continue;
     const double have = config_field(file, flag), want = config_field(given, flag);
     // A file may leave a shape field 0: Hugging Face's and nanoGPT's do not say n_head.
-    const bool unknown = have == 0 && flag != "--dropout";
+    const bool unknown = have == 0 && flag != "--dropout" && flag != "--arch";
     GLASS_CHECK(unknown || have == want, "{}, but {} is {} ({}: {})", holds, flag, want, file_word,
                 have);
   }
@@ -93,22 +125,29 @@ void check_flags_agree(const GPTConfig& file, const TrainOptions& opt,
 // preset's padded rows (a Hugging Face file has 50257). `w.state` is adjusted in place.
 GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
   GPTConfig c = w.config;
-  const std::string holds = fmt::format("--init {} ({} layout) holds a GPT with {}", w.path,
+  const std::string holds = fmt::format("--init {} ({} layout) holds a model with {}", w.path,
                                         weight_layout_name(w.layout), c.str());
-  if (opt.model == "gpt2") {
-    const GPTConfig preset = GPTConfig::gpt2();
+  if (!opt.model.empty()) {
+    const GPTConfig preset = GPTConfig::preset(opt.model);
+    GLASS_CHECK(c.arch == preset.arch, "{}, but --model {} is a {}", holds, opt.model,
+                arch_name(preset.arch));
     const std::string diff = shape_differences(c, preset);
-    GLASS_CHECK(diff.empty(), "{}, but --model gpt2 is {}: {} (file vs flags)", holds, preset.str(),
-                diff);
-    GLASS_CHECK(c.table_rows() <= preset.table_rows(),
-                "{}, but --model gpt2 has {} rows of wte (padded vocabulary), not {}", holds,
-                preset.table_rows(), c.table_rows());
-    w.state = pad_vocab_rows(w.state, preset.table_rows());
-    c = preset;
+    GLASS_CHECK(diff.empty(), "{}, but --model {} is {}: {} (file vs flags)", holds, opt.model,
+                preset.str(), diff);
+    GLASS_CHECK(c.table_rows() <= std::max(preset.table_rows(), c.vocab_size),
+                "{}, but --model {} has {} rows of wte (padded vocabulary), not {}", holds,
+                opt.model, preset.table_rows(), c.table_rows());
+    if (preset.padded_vocab_size) {
+      w.state = pad_vocab_rows(w.state, preset.table_rows());
+      c.padded_vocab_size = preset.padded_vocab_size;
+    }
+    if (c.block_size == 0) c.block_size = preset.block_size;
   } else {
-    check_flags_agree(c, opt, {"--n-layer", "--n-head", "--n-embd"}, holds, "file");
+    check_flags_agree(c, opt, shape_flags(), holds, "file");
     // Hugging Face's and nanoGPT's files do not say how many heads: --n-head does.
     if (c.n_head == 0) c.n_head = opt.n_head;
+    // A llama's shapes do not say its block size (it has no position table): --seq-len does.
+    if (c.block_size == 0) c.block_size = opt.seq_len;
   }
   c.dropout = opt.dropout;
   return c;
@@ -123,14 +162,16 @@ bool flag_given(const TrainOptions& opt, std::string_view flag) {
 // given on the command line that says otherwise is an error (worded as --init's), not ignored.
 GPTConfig config_for_resume(const LoadedCheckpoint& ck, const TrainOptions& opt) {
   const GPTConfig& c = ck.state.config;
-  const std::string holds = fmt::format("--resume {} holds a GPT with {}", ck.path, c.str());
-  if (opt.model == "gpt2") {
-    const std::string diff = shape_differences(c, GPTConfig::gpt2());
-    GLASS_CHECK(diff.empty(), "{}, but --model gpt2 is {}: {} (checkpoint vs flags)", holds,
-                GPTConfig::gpt2().str(), diff);
+  const std::string holds = fmt::format("--resume {} holds a model with {}", ck.path, c.str());
+  if (!opt.model.empty()) {
+    const GPTConfig preset = GPTConfig::preset(opt.model);
+    const std::string diff = shape_differences(c, preset);
+    GLASS_CHECK(diff.empty() && c.arch == preset.arch,
+                "{}, but --model {} is {}: {} (checkpoint vs flags)", holds, opt.model,
+                preset.str(), diff.empty() ? "another architecture" : diff);
   }
-  check_flags_agree(c, opt, {"--n-layer", "--n-head", "--n-embd", "--vocab-size", "--dropout"},
-                    holds, "checkpoint");
+  check_flags_agree(c, opt, shape_flags(), holds, "checkpoint");
+  check_flags_agree(c, opt, {"--vocab-size", "--dropout"}, holds, "checkpoint");
   // The sequence length is the run's, not the model's (an --init run may train shorter sequences
   // than its block size): older checkpoints did not record it, and trained at the block size
   // unless they came from --init.
@@ -264,13 +305,22 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   log_setup(attention);
 }
 
-// --model gpt2 fixes the vocabulary (the GPT-2 tokenizer's).
+// A preset fixes the architecture, and --model gpt2 the vocabulary (the GPT-2 tokenizer's).
 void Trainer::apply_model_preset() {
+  if (opt_.model.empty() && parse_arch(opt_.arch) == Arch::gpt2)
+    for (const char* flag :
+         {"--n-kv-head", "--ffn-hidden", "--rope-theta", "--norm-eps", "--tie-embeddings"})
+      GLASS_CHECK(!flag_given(opt_, flag), "{} is a llama flag: add --arch llama", flag);
   if (opt_.model.empty()) return;
-  GLASS_CHECK(opt_.model == "gpt2", "--model '{}' is not a preset (presets: gpt2)", opt_.model);
-  const int64_t V = GPTConfig::gpt2().vocab_size;
+  const GPTConfig preset = GPTConfig::preset(opt_.model);
+  GLASS_CHECK(!flag_given(opt_, "--arch") || parse_arch(opt_.arch) == preset.arch,
+              "--model {} is a {}, but --arch is {}", opt_.model, arch_name(preset.arch),
+              opt_.arch);
+  opt_.arch = arch_name(preset.arch);
+  const int64_t V = preset.vocab_size;
+  if (V == 0) return;  // the data's vocabulary
   GLASS_CHECK(opt_.vocab_size == 0 || opt_.vocab_size == V,
-              "--model gpt2 has a vocabulary of {} tokens, but --vocab-size is {}", V,
+              "--model {} has a vocabulary of {} tokens, but --vocab-size is {}", opt_.model, V,
               opt_.vocab_size);
   opt_.vocab_size = V;
 }
@@ -302,9 +352,12 @@ void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<G
                 data_.path, data_.vocab_size);
     config_ = GPTConfig::gpt2();
     config_.dropout = opt_.dropout;
+  } else if (!opt_.model.empty()) {
+    config_ = GPTConfig::preset(opt_.model);
+    config_.vocab_size = data_.vocab_size;
+    config_.dropout = opt_.dropout;
   } else {
-    config_ = {data_.vocab_size, opt_.seq_len, opt_.n_layer,
-               opt_.n_head,      opt_.n_embd,  opt_.dropout};
+    config_ = config_from_flags(opt_, data_.vocab_size);
   }
   config_.validate();
   GLASS_CHECK(config_.vocab_size >= data_.vocab_size,
@@ -319,15 +372,14 @@ void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<G
 // kernel; returns the kernel asked for.
 AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
   dropout_gen_ = Generator(opt_.seed ^ 0x9E3779B97F4A7C15ull);
-  model_ = std::make_unique<GPT>(config_, dropout_gen_);
+  model_ = make_model(config_, dropout_gen_);
   Generator init_gen(opt_.seed);
   model_->init(init_gen);  // on cpu: Philox gives every device the same numbers anyway
   model_->to(device_);
   if (init) model_->load_state_dict(init->state);
   const AttentionKernel attention = parse_attention_kernel(opt_.attention);
-  check_attention_kernel(resolve_attention_kernel(attention, device_, dtype_,
-                                                  config_.n_embd / config_.n_head),
-                         device_, dtype_, config_.n_embd / config_.n_head);
+  check_attention_kernel(resolve_attention_kernel(attention, device_, dtype_, config_.head_dim()),
+                         device_, dtype_, config_.head_dim());
   model_->set_attention(attention);
   return attention;
 }

@@ -41,10 +41,16 @@ struct TrainOptions {
   std::string dtype;
   std::string data = "data/tinyshakespeare.txt";
   int64_t vocab_size = 0;  // token shards only
-  // "" = the model's shape from the flags below; "gpt2" = GPT-2 124M (GPTConfig::gpt2(): L=12,
-  // H=12, C=768, T=1024, V=50257 padded to 50304) on llm.c token shards of GPT-2 tokens.
+  // "" = the model's shape from the flags below; else a preset (GPTConfig::preset): "gpt2" =
+  // GPT-2 124M (L=12, H=12, C=768, T=1024, V=50257 padded to 50304) on llm.c token shards of
+  // GPT-2 tokens; "llama-tiny" and "stories15m", llamas with the data's vocabulary.
   std::string model;
   int64_t n_layer = 4, n_head = 4, n_embd = 256;
+  // The architecture (nn/gpt_config.h: gpt2 | llama) and llama's own shape flags.
+  std::string arch = "gpt2";
+  int64_t n_kv_head = 0, ffn_hidden = 0;  // 0: n_head, and llama's 8C/3 rounding
+  double rope_theta = 10000, norm_eps = 1e-5;
+  std::string tie_embeddings = "on";  // on | off
   int64_t seq_len = 128, batch = 16, steps = 600;
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   int64_t warmup = 20;
@@ -138,7 +144,7 @@ class Trainer {
   const std::vector<int64_t>& skipped_steps() const { return skipped_steps_; }
 
   int64_t step() const { return step_; }
-  const GPT& model() const { return *model_; }
+  const CausalLM& model() const { return *model_; }
   const AdamW& optimizer() const { return *optimizer_; }
   DType dtype() const { return dtype_; }
   const Dataset& data() const { return data_; }
@@ -187,7 +193,7 @@ class Trainer {
   Dataset data_;
   GPTConfig config_;
   Generator dropout_gen_;
-  std::unique_ptr<GPT> model_;
+  std::unique_ptr<CausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<BatchLoader> loader_, val_loader_;

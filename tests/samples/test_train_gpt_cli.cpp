@@ -281,7 +281,7 @@ TEST_F(TrainGptResume, ShapeFlagsGivenMustAgreeWithTheCheckpoint) {
   const Outcome r = run_train_gpt(resume + "--n-embd 32");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_EQ(r.out, "train_gpt: error: --resume " + ckpt() +
-                       " holds a GPT with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
+                       " holds a model with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
                        "dropout=0, but --n-embd is 32 (checkpoint: 16)\n");
   expect_one_line_error(resume + "--n-head 4", "--n-head is 4 (checkpoint: 2)");
   expect_one_line_error(resume + "--n-layer 2", "--n-layer is 2 (checkpoint: 1)");

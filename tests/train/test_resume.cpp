@@ -85,7 +85,7 @@ TEST(Resume, FlagsGivenMustAgreeWithTheCheckpointDefaultsYield) {
   r.shape_flags_given = {"--n-embd"};
   EXPECT_TRUE(testing::contains_all(
       testing::error_of([&] { Trainer t(r); }),
-      {"--resume " + ck.path + " holds a GPT with", "--n-embd is 32 (checkpoint: 16)"}));
+      {"--resume " + ck.path + " holds a model with", "--n-embd is 32 (checkpoint: 16)"}));
   // Not given: the checkpoint's shape and sequence length win over the options' values.
   r.shape_flags_given.clear();
   const Trainer t(r);

@@ -1,0 +1,155 @@
+// cpu kernels for RMSNorm over the last dimension (Llama): x [N, C], weight [C], rstd [N], and the
+// fused residual add + RMSNorm of a Llama block (residual = x + delta, then RMSNorm of it).
+//
+//   forward:  rstd = 1/sqrt(sum(x^2)/C + eps), xhat = x * rstd, y = xhat * weight   (rstd saved)
+//   backward: dxhat = dy * weight, dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),
+//             dweight = sum over rows of dy * xhat
+//   fused residual: forward first stores residual = x + delta and normalises it; backward adds
+//             the gradient that reached the residual itself: dx = dresidual + (the dx above).
+//
+// LayerNorm without the centring and the bias (kernels/cpu/layernorm.cpp, whose structure this
+// follows): rows run in parallel; dweight is a sum over rows, taken as fixed chunks of
+// kRmsRowsPerChunk rows that each write their own partial sums, added afterwards in chunk order, so
+// the result is bit-identical whatever the number of threads.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kRmsRowsPerChunk = 32;
+
+// residual = x + delta when delta is given (then the rows normalised are residual's), y =
+// RMSNorm(rows), rstd saved.
+void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* delta,
+                          const Tensor* residual, const Tensor& weight, const Tensor& y,
+                          const Tensor& rstd, double eps) {
+  const LayerNormShape g(kernel, x, {&x, &y}, {&rstd}, {&weight});
+  if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
+  double bytes = bytes_of({&x, &y, &weight, &rstd});
+  if (delta) bytes += bytes_of({delta, residual});
+  // per element: 2 (sum of squares) + 2 (normalise, scale), + 1 (the residual add)
+  const double flops = (delta ? 5.0 : 4.0) * static_cast<double>(x.numel());
+  visit_float(x, kernel, [&]<class T>() {
+    const T* xp = x.data<T>();
+    const T* dp = delta ? delta->data<T>() : nullptr;
+    T* sp = delta ? residual->data<T>() : nullptr;
+    const T* w = weight.data<T>();
+    T* yp = y.data<T>();
+    T* rp = rstd.data<T>();
+    const int64_t C = g.C;
+    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+      for_each_row(g.rows, x.numel(), [&](int64_t r) {
+        const T* xr = xp + r * C;
+        T* yr = yp + r * C;
+        // 0. the residual add: the row to normalise is residual = x + delta
+        if (dp) {
+          const T* dr = dp + r * C;
+          T* sr = sp + r * C;
+#pragma omp simd
+          for (int64_t j = 0; j < C; ++j) sr[j] = xr[j] + dr[j];
+          xr = sr;
+        }
+        // 1. the mean square, 2. normalise and scale
+        const T rs = T(1) / std::sqrt(row_dot(xr, xr, C) / static_cast<T>(C) + static_cast<T>(eps));
+#pragma omp simd
+        for (int64_t j = 0; j < C; ++j) yr[j] = xr[j] * rs * w[j];
+        rp[r] = rs;
+      });
+    });
+  });
+}
+
+// One row of RMSNorm's backward: its dx (plus dresidual's row when given), and its share of
+// dweight added to dw. Plain pointers, as layernorm_backward_row (the captured pointers of a
+// lambda were reloaded in every vectorised iteration).
+template <class T>
+void rmsnorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, T rstd,
+                          int64_t C, T* dx, T* dw) {
+  // 1. mean(dxhat * xhat), with dxhat = dy * w, xhat = x * rstd
+  T sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat_xhat)
+  for (int64_t j = 0; j < C; ++j) sum_dxhat_xhat += dy[j] * w[j] * x[j] * rstd;
+  const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
+  // 2. dx (plus the residual's own gradient), and this row's share of dweight
+#pragma omp simd
+  for (int64_t j = 0; j < C; ++j) {
+    const T xhat = x[j] * rstd;
+    dx[j] = (dresidual ? dresidual[j] : T(0)) + rstd * (dy[j] * w[j] - xhat * mean_dxhat_xhat);
+    dw[j] += dy[j] * xhat;
+  }
+}
+
+// dx = RMSNorm's backward (+ dresidual when given), dweight.
+void rmsnorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* dresidual,
+                           const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                           const Tensor& dx, const Tensor& dweight) {
+  const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&rstd}, {&weight, &dweight});
+  if (dresidual) (void)LayerNormShape(kernel, x, {dresidual}, {}, {});
+  double bytes = bytes_of({&dy, &x, &weight, &rstd, &dx, &dweight});
+  if (dresidual) bytes += bytes_of({dresidual});
+  // per element: 1 (xhat) + 1 (dxhat) + 2 (the mean) + 3 (dx) + 2 (dweight), + 1 (dresidual)
+  const double flops = (dresidual ? 10.0 : 9.0) * static_cast<double>(x.numel());
+  const int64_t chunks = (g.rows + kRmsRowsPerChunk - 1) / kRmsRowsPerChunk;
+  visit_float(x, kernel, [&]<class T>() {
+    const T* dyp = dy.data<T>();
+    const T* drp = dresidual ? dresidual->data<T>() : nullptr;
+    const T* xp = x.data<T>();
+    const T* w = weight.data<T>();
+    const T* rp = rstd.data<T>();
+    T* dxp = dx.data<T>();
+    T* dw = dweight.data<T>();
+    const int64_t C = g.C;
+    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+      // partial[c] holds chunk c's dweight sums (C values)
+      std::vector<T> partial(static_cast<size_t>(chunks * C));
+      for_each_row(chunks, x.numel(), [&](int64_t c) {
+        T* pw = partial.data() + c * C;
+        std::fill(pw, pw + C, T(0));
+        const int64_t end = std::min(g.rows, (c + 1) * kRmsRowsPerChunk);
+        for (int64_t r = c * kRmsRowsPerChunk; r < end; ++r)
+          rmsnorm_backward_row(dyp + r * C, drp ? drp + r * C : nullptr, xp + r * C, w, rp[r], C,
+                               dxp + r * C, pw);
+      });
+      // 3. add the chunks' partial sums in chunk order
+      std::fill(dw, dw + C, T(0));
+      for (int64_t c = 0; c < chunks; ++c) {
+        const T* pw = partial.data() + c * C;
+#pragma omp simd
+        for (int64_t j = 0; j < C; ++j) dw[j] += pw[j];
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                     double eps) {
+  rmsnorm_forward_rows("rmsnorm_forward", x, nullptr, nullptr, weight, y, rstd, eps);
+}
+
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      const Tensor& dx, const Tensor& dweight) {
+  rmsnorm_backward_rows("rmsnorm_backward", dy, nullptr, x, weight, rstd, dx, dweight);
+}
+
+void residual_rmsnorm_forward(const Tensor& x, const Tensor& delta, const Tensor& weight,
+                              const Tensor& residual, const Tensor& y, const Tensor& rstd,
+                              double eps) {
+  rmsnorm_forward_rows("residual_rmsnorm_forward", x, &delta, &residual, weight, y, rstd, eps);
+}
+
+void residual_rmsnorm_backward(const Tensor& dy, const Tensor& dresidual, const Tensor& residual,
+                               const Tensor& weight, const Tensor& rstd, const Tensor& dx,
+                               const Tensor& dweight) {
+  rmsnorm_backward_rows("residual_rmsnorm_backward", dy, &dresidual, residual, weight, rstd, dx,
+                        dweight);
+}
+
+}  // namespace glass::kernels::cpu
