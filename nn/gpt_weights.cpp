@@ -166,6 +166,17 @@ const char* weight_layout_name(WeightLayout layout) {
   fail("weight layout {}: unknown", static_cast<int>(layout));
 }
 
+void check_layout_holds(WeightLayout layout, Arch arch) {
+  GLASS_CHECK(layout != WeightLayout::llmc || arch == Arch::gpt2,
+              "--save-format llmc: llm.c's checkpoint holds a gpt2, not a {}; save a llama as "
+              "glass, hf or llama2c",
+              arch_name(arch));
+  GLASS_CHECK(layout != WeightLayout::llama2c || arch == Arch::llama,
+              "--save-format llama2c: llama2.c's checkpoint holds a llama, not a {}; save a gpt2 "
+              "as glass, hf or llmc",
+              arch_name(arch));
+}
+
 std::string config_metadata(const GPTConfig& c) {
   nlohmann::json j{{"vocab_size", c.vocab_size},
                    {"block_size", c.block_size},
@@ -331,6 +342,7 @@ GPTWeights load_gpt_weights(const std::string& path) {
 void save_llama_weights(const std::string& path, WeightLayout layout, const NamedTensors& state,
                         const GPTConfig& config,
                         const std::map<std::string, std::string>& extra_metadata) {
+  check_layout_holds(layout, config.arch);
   GLASS_CHECK(config.arch == Arch::llama, "save_llama_weights {}: the model is {}, not a llama",
               path, arch_name(config.arch));
   check_llama_state(state, config, "save " + path);
@@ -350,7 +362,7 @@ void save_llama_weights(const std::string& path, WeightLayout layout, const Name
       write_file_atomic(path, llama2c_weights_bytes(state, config));
       return;
     case WeightLayout::llmc:
-      fail("save {}: llm.c's checkpoint holds a GPT-2; save a llama as glass, hf or llama2c", path);
+      break;  // refused above
   }
   fail("save_llama_weights {}: unknown layout", path);
 }
@@ -359,6 +371,7 @@ void save_gpt_weights(const std::string& path, WeightLayout layout, const Causal
                       DType llmc_dtype, const std::map<std::string, std::string>& extra_metadata) {
   if (model.config.arch == Arch::llama)
     return save_llama_weights(path, layout, model.named_parameters(), model.config, extra_metadata);
+  check_layout_holds(layout, model.config.arch);
   switch (layout) {
     case WeightLayout::glass:
       save_safetensors(path, model.named_parameters(), metadata_for(model.config, extra_metadata));
@@ -373,10 +386,7 @@ void save_gpt_weights(const std::string& path, WeightLayout layout, const Causal
       write_file_atomic(path, llmc_weights_bytes(model, llmc_dtype));
       return;
     case WeightLayout::llama2c:
-      fail(
-          "save {}: llama2.c's checkpoint holds a llama (--arch llama); save a gpt2 as glass, hf "
-          "or llmc",
-          path);
+      break;  // refused above
   }
   fail("save_gpt_weights {}: unknown layout", path);
 }

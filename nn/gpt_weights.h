@@ -32,6 +32,9 @@ enum class WeightLayout { glass, hf, llmc, llama2c };
 // "glass" | "hf" | "llmc" | "llama2c", or an error listing them.
 WeightLayout parse_weight_layout(const std::string& name);
 const char* weight_layout_name(WeightLayout layout);
+// Refuses a layout that cannot hold `arch`'s weights (llmc: GPT-2 only; llama2c: llama only), with
+// an error naming both: train_gpt checks --save-format with it before training.
+void check_layout_holds(WeightLayout layout, Arch arch);
 
 // A GPT's weights as read from a file, in glass's names and shapes, on the host, in the file's
 // dtype (load_state_dict casts bf16 to the f32 masters).

@@ -7,6 +7,7 @@
 // pairs), must give the rotated vectors of glass's rows under Hugging Face's RoPE (two halves),
 // dimension 2j <-> j and 2j+1 <-> j + D/2, and the same attention scores. Then bad input: every
 // damaged file is one glass::Error naming the tensor, field or byte, never a crash.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <map>
 #include <random>
 
+#include "nn/causal_lm.h"
 #include "nn/gpt_weights.h"
 #include "nn/hf_llama_weights.h"
 #include "nn/llama2c_tokenizer.h"
@@ -116,6 +118,44 @@ TEST(LlamaWeights, EachLayoutRoundTripsBitForBit) {
       expect_same_state(w.state, again.state);
       if (layout == WeightLayout::llama2c)
         EXPECT_TRUE(file_bytes(path) == file_bytes(dir + "/again.bin")) << "saved again, differs";
+    }
+  }
+}
+
+// Through real models (nn/llama.h): a llama saved in each layout by save_gpt_weights and built
+// again from the file gives the same logits, so greedy sampling draws the same tokens from each
+// file. Grouped-query models (whose attention kernels land separately) are compared by parameter.
+TEST(LlamaWeights, ARealLlamaSavedInEachLayoutGivesTheSameLogits) {
+  const Tensor ids = from_vector<int32_t>({3, 1, 4, 1, 5, 9}, {1, 6});
+  for (const Case& c : kCases) {
+    Generator gen(21);
+    const auto model = make_model(c.config);
+    model->init(gen);
+    model->eval();
+    const bool gqa = c.config.kv_heads() != c.config.n_head;
+    const int64_t V = c.config.vocab_size;
+    const Tensor want = gqa ? Tensor() : contiguous(slice(model->forward(ids), 2, 0, V));
+    for (WeightLayout layout : {WeightLayout::glass, WeightLayout::hf, WeightLayout::llama2c}) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, weight_layout_name(layout)));
+      const std::string dir =
+          case_dir(fmt::format("real_{}_{}", c.name, weight_layout_name(layout)));
+      save_gpt_weights(dir + "/model.bin", layout, *model);
+      const GPTWeights w = load_gpt_weights(dir + "/model.bin");
+      const auto loaded = make_model(w.config);
+      loaded->load_state_dict(w.state);
+      loaded->eval();
+      expect_same_state(model->named_parameters(), loaded->named_parameters(),
+                        layout == WeightLayout::glass ? 0 : V);
+      if (gqa) continue;
+      const Tensor got = contiguous(slice(loaded->forward(ids), 2, 0, V));
+      EXPECT_TRUE(all_close(got, want, 1e-6, 1e-7));
+      // Greedy: the most likely class at each position.
+      const std::vector<double> a = values(got), b = values(want);
+      for (size_t t = 0; t < 6; ++t) {
+        const auto row_a = a.begin() + t * V, row_b = b.begin() + t * V;
+        EXPECT_EQ(std::max_element(row_a, row_a + V) - row_a,
+                  std::max_element(row_b, row_b + V) - row_b);
+      }
     }
   }
 }
@@ -464,7 +504,9 @@ TEST(LlamaWeights, ShapesThatDisagreeWithTheConfigNameTheTensor) {
   // A llama saved as llm.c's GPT-2 file, or a GPT-2 file declaring a llama.
   EXPECT_TRUE(contains_all(
       error_of([&] { save_llama_weights(scratch_path("x.llmc"), WeightLayout::llmc, state, c); }),
-      {"llm.c", "GPT-2"}));
+      {"--save-format llmc", "holds a gpt2, not a llama"}));
+  EXPECT_TRUE(contains_all(error_of([] { check_layout_holds(WeightLayout::llama2c, Arch::gpt2); }),
+                           {"--save-format llama2c", "holds a llama, not a gpt2"}));
 }
 
 // Every prefix and many one-byte corruptions of a llama2.c file and a tokenizer.bin: each loads
