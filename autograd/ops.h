@@ -38,6 +38,7 @@
 //                     dw = sum(dy xhat), db = sum(dy)
 //   causal_attention  dV = P^T dO, dS = P (dP - rowsum(dP P)),      attention_forward / _backward
 //                     dP = dO V^T, dQ = dS K s, dK = dS^T Q s       (naive); flash_attention_*
+//                     (GQA: dK, dV summed over a kv head's query heads)
 //   embedding         dtable[id] += dy row                          embedding_forward / _backward
 //   views             dy mapped back to the input's geometry        none / copy, fill, sum_dim
 //   contiguous,concat dx = dy (its part of dy)                      copy / copy
@@ -212,7 +213,9 @@ Tensor swiglu(const Tensor& gate_up, CallSite site = CallSite::current());
 Tensor rotary_embedding(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, double theta,
                         int64_t start_pos = 0, CallSite site = CallSite::current());
 
-// --- attention: q, k, v [B, H, T, D] -> [B, H, T, D], causal, scale 1/sqrt(D) ---
+// --- attention: q [B, H, T, D], k and v [B, Hkv, T, D] -> [B, H, T, D], causal, scale
+// 1/sqrt(D); Hkv divides H, query head h reads key/value head h / (H / Hkv) (Hkv = H: multi-head
+// attention) ---
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                         CallSite site = CallSite::current());
 
@@ -247,14 +250,17 @@ void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, 
 
 // Causal self-attention read from the fused c_attn output: qkv [B, T, 3C] (q, k, v side by side,
 // each n_head heads of D = C / n_head) -> [B, T, C], scale 1/sqrt(D). One op and one tape node
-// ("attention") whatever the kernel behind it.
+// ("attention") whatever the kernel behind it. The n_kv_head == n_head case of the form below.
 Tensor causal_attention(const Tensor& qkv, int64_t n_head,
                         AttentionKernel kernel = AttentionKernel::automatic,
                         CallSite site = CallSite::current());
 // Grouped-query attention on qkv [B, T, (n_head + 2 n_kv_head) D]: n_head query heads, then
 // n_kv_head key heads, then n_kv_head value heads; query head h reads key/value head
 // h / (n_head / n_kv_head) (Hugging Face's repeat_kv). n_kv_head must divide n_head (the error
-// names both). -> [B, T, n_head D]. n_kv_head == n_head is the form above.
+// names both; a qkv whose last dim is not (n_head + 2 n_kv_head) D is refused too).
+// -> [B, T, n_head D]. Backward sums the gradients of the query heads sharing a key/value head into
+// its dK and dV inside the kernels, in a fixed order (deterministic). Every kernel above takes it.
+// n_kv_head == n_head is the form above.
 Tensor causal_attention(const Tensor& qkv, int64_t n_head, int64_t n_kv_head,
                         AttentionKernel kernel = AttentionKernel::automatic,
                         CallSite site = CallSite::current());

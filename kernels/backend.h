@@ -235,41 +235,48 @@ struct Backend {
   void (*rope_backward)(const Tensor& dout, const Tensor& dqkv, int64_t n_head, int64_t n_kv_head,
                         double theta, int64_t start_pos);
 
-  // --- causal scaled-dot-product attention: q, k, v, out [B, H, T, D]; probs [B, H, T, T] ---
-  // probs = softmax(q k^T * scale, causal mask), out = probs v. probs is saved for backward.
+  // --- causal scaled-dot-product attention: q, out [B, H, T, D]; k, v [B, Hkv, T, D]; probs
+  // [B, H, T, T] ---
+  // Hkv divides H (grouped-query attention: query head h reads key/value head h / (H / Hkv); Hkv
+  // = H is multi-head attention). probs = softmax(q k^T * scale, causal mask), out = probs v.
+  // probs is saved for backward; dk and dv [B, Hkv, T, D] sum the gradients of the H / Hkv query
+  // heads sharing a key/value head, in a fixed order (deterministic).
   void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             const Tensor& probs, double scale);
   void (*attention_backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                              const Tensor& dout, const Tensor& dq, const Tensor& dk,
                              const Tensor& dv, double scale);
-  // The same attention without the T x T matrix, read straight from the fused c_attn output:
-  // qkv [B, T, 3C] (head h of q at columns h*D.., of k at C + h*D.., of v at 2C + h*D..),
-  // D = C / n_head; out [B, T, C]; lse f32 [B, n_head, T] = per-row log-sum-exp of the scaled,
-  // masked scores, saved for backward (P_ij = exp(S_ij - lse_i) is recomputed from it).
+  // The same attention without the T x T matrix, read straight from the fused qkv projection:
+  // qkv [B, T, (n_head + 2 n_kv_head) D] (query head h at columns h*D.., key head j at
+  // (n_head + j)*D.., value head j at (n_head + n_kv_head + j)*D..; query head h reads key/value
+  // head h / (n_head / n_kv_head); n_kv_head = n_head is qkv [B, T, 3C]); out [B, T, C = n_head D];
+  // lse f32 [B, n_head, T] = per-row log-sum-exp of the scaled, masked scores, saved for backward
+  // (P_ij = exp(S_ij - lse_i) is recomputed from it). n_kv_head must divide n_head.
   // On emu and cuda D must be a multiple of 8 in 16..128 (hand-written FlashAttention on the CUDA
   // cores, kernels/cuda/flash_attention.cu: `--attention flash-simt`); the cpu entries take any D,
   // and f64.
   void (*flash_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                  int64_t n_head, double scale);
-  // dout [B, T, C] -> dqkv [B, T, 3C] (overwritten). Deterministic: no float atomics.
+                                  int64_t n_head, int64_t n_kv_head, double scale);
+  // dout [B, T, C] -> dqkv like qkv (overwritten); a key/value head's dK and dV sum its query
+  // heads' gradients. Deterministic: no float atomics, a fixed summation order.
   void (*flash_attention_backward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                    const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                   double scale);
+                                   int64_t n_kv_head, double scale);
   // FlashAttention-2 on the Tensor Cores (kernels/cuda/flash_attention_mma.cu), the flash
   // entries' contract for bf16 and D in {32, 64, 128} (flash_mma_head_dim_ok); emu and cuda only,
   // null in the cpu table.
   void (*flash_attention_forward_mma)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                      int64_t n_head, double scale);
+                                      int64_t n_head, int64_t n_kv_head, double scale);
   void (*flash_attention_backward_mma)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                        const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                       double scale);
+                                       int64_t n_kv_head, double scale);
   // cuDNN's fused attention (cuDNN 9 graph API), the flash entries' contract; `cuda` only, null
   // in the other tables (autograd/attention.cpp refuses it there with one line).
   void (*cudnn_attention_forward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                  int64_t n_head, double scale);
+                                  int64_t n_head, int64_t n_kv_head, double scale);
   void (*cudnn_attention_backward)(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                    const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                   double scale);
+                                   int64_t n_kv_head, double scale);
 
   // --- embedding: ids i32 [N], table [V, C], out [N, C] ---
   // An id outside [0, V) throws, naming the position and the value (on emu/cuda at the next host

@@ -244,9 +244,9 @@ void run_matmul(int index, const Tensor& a, const Tensor& b, const Tensor& c) {
 }
 
 void run_attention_forward(int index, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                           int64_t n_head, double scale) {
+                           int64_t n_head, int64_t n_kv_head, double scale) {
   ladder_table(qkv.device())
-      .attention_forward[rung(Op::attention, index).index](qkv, out, lse, n_head, scale);
+      .attention_forward[rung(Op::attention, index).index](qkv, out, lse, n_head, n_kv_head, scale);
 }
 
 Selection default_selection() {
@@ -318,9 +318,9 @@ void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Ten
 void selected_gemm(const GemmArgs& args) { gemm_table(args).gemm[active_rung(Op::matmul)](args); }
 
 void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                int64_t n_head, double scale) {
+                                int64_t n_head, int64_t n_kv_head, double scale) {
   ladder_table(qkv.device())
-      .attention_forward[active_rung(Op::attention)](qkv, out, lse, n_head, scale);
+      .attention_forward[active_rung(Op::attention)](qkv, out, lse, n_head, n_kv_head, scale);
 }
 
 }  // namespace glass::kernels::ladder

@@ -59,9 +59,10 @@ void run_layernorm_forward(int rung, const Tensor& x, const Tensor& weight, cons
 void run_gemm(int rung, const GemmArgs& args);
 // C = A B for contiguous 2-D f32 a [M, K], b [K, N], c [M, N]: run_gemm with the plain arguments.
 void run_matmul(int rung, const Tensor& a, const Tensor& b, const Tensor& c);
-// Causal attention forward on qkv [B, T, 3C]: the flash_attention_forward contract.
+// Causal attention forward on qkv [B, T, (n_head + 2 n_kv_head) D]: the flash_attention_forward
+// contract.
 void run_attention_forward(int rung, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                           int64_t n_head, double scale);
+                           int64_t n_head, int64_t n_kv_head, double scale);
 
 // The rung of each op (indexed by Op) that the backend entries run.
 struct Selection {
@@ -92,7 +93,7 @@ void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Ten
                                 double eps);
 void selected_gemm(const GemmArgs& args);
 void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                int64_t n_head, double scale);
+                                int64_t n_head, int64_t n_kv_head, double scale);
 
 // One device's ladder: rung i's launcher of each op (kernels/cuda/ladder/ladder_emu.cpp for emu).
 struct LadderTable {
@@ -102,7 +103,7 @@ struct LadderTable {
              kRungs>
       layernorm_forward;
   std::array<void (*)(const GemmArgs&), kMatmulRungs> gemm;
-  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, double),
+  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double),
              kAttentionRungs>
       attention_forward;
 };

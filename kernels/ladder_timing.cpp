@@ -87,7 +87,8 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
       return [=](int index) {
         const bool bf16 = dtype == DType::bf16 || !rung(Op::attention, index).f32;
-        run_attention_forward(index, bf16 ? qkv_bf16 : qkv, bf16 ? out_bf16 : out, lse, H, scale);
+        run_attention_forward(index, bf16 ? qkv_bf16 : qkv, bf16 ? out_bf16 : out, lse, H, H,
+                              scale);
       };
     }
   }

@@ -65,13 +65,22 @@ struct ClassifierShape {
   }
 };
 
-// q [B, H, T, D] with the tensors that must share its shape, and probs [B, H, T, T]; all
-// contiguous and of q's dtype. A slice is one (batch, head): T rows of D.
+// Checks that n_kv_head divides n_head (grouped-query attention: query head h reads key/value
+// head h / (n_head / n_kv_head)); both positive.
+inline void check_kv_heads(const char* kernel, int64_t n_head, int64_t n_kv_head) {
+  GLASS_CHECK(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0,
+              "{}: n_kv_head {} must divide n_head {} (both positive)", kernel, n_kv_head, n_head);
+}
+
+// q [B, H, T, D] with the tensors that must share its shape, k and v (and their gradients)
+// [B, Hkv, T, D] with Hkv dividing H (query head h reads key/value head h / (H / Hkv)), and probs
+// [B, H, T, T]; all contiguous and of q's dtype. A slice is one (batch, query head): T rows of D;
+// query slice s reads key/value slice s / group.
 struct AttentionShape {
-  int64_t slices = 0, T = 0, D = 0;
+  int64_t slices = 0, T = 0, D = 0, group = 1;
 
   AttentionShape(const char* kernel, const Tensor& q, std::initializer_list<const Tensor*> like_q,
-                 const Tensor& probs) {
+                 std::initializer_list<const Tensor*> like_kv, const Tensor& probs) {
     GLASS_CHECK(q.dim() == 4 && q.size(3) > 0, "{}: q {} must be [B, H, T, D] with D > 0", kernel,
                 q.describe());
     slices = q.size(0) * q.size(1);
@@ -80,33 +89,50 @@ struct AttentionShape {
     for (const Tensor* t : like_q)
       GLASS_CHECK(t->shape() == q.shape() && t->is_contiguous() && t->dtype() == q.dtype(),
                   "{}: {} must be contiguous and like q {}", kernel, t->describe(), q.describe());
+    const Tensor& k = **like_kv.begin();
+    GLASS_CHECK(k.dim() == 4 && k.size(0) == q.size(0) && k.size(2) == T && k.size(3) == D,
+                "{}: k {} must be [B, Hkv, T, D] for q {}", kernel, k.describe(), q.describe());
+    check_kv_heads(kernel, q.size(1), k.size(1));
+    group = q.size(1) / k.size(1);
+    for (const Tensor* t : like_kv)
+      GLASS_CHECK(t->shape() == k.shape() && t->is_contiguous() && t->dtype() == q.dtype(),
+                  "{}: {} must be contiguous {} {} (k's shape) for q {}", kernel, t->describe(),
+                  dtype_name(q.dtype()), shape_str(k.shape()), q.describe());
     GLASS_CHECK(probs.shape() == Shape({q.size(0), q.size(1), T, T}) && probs.is_contiguous() &&
                     probs.dtype() == q.dtype(),
                 "{}: probs {} must be contiguous [B, H, T, T] of q's dtype for q {}", kernel,
                 probs.describe(), q.describe());
   }
   int64_t rows() const { return slices * T; }
+  int64_t kv_slices() const { return slices / group; }
 };
 
-// The flash attention entries' operands: qkv [B, T, 3C], the fused c_attn output (head h of q at
-// columns h*D.., of k at C + h*D.., of v at 2C + h*D..), the tensors shaped like it (dqkv), the
-// [B, T, C] ones (out, dout) and lse f32 [B, n_head, T]; all contiguous, floating ones of qkv's
-// dtype. D = C / n_head. A slice is one (batch, head).
+// The flash attention entries' operands: qkv [B, T, (H + 2 Hkv) D], the fused c_attn output (query
+// head h at columns h*D.., key head j at (H + j)*D.., value head j at (H + Hkv + j)*D..; query head
+// h reads key/value head h / (H / Hkv), grouped-query attention; Hkv = H is multi-head attention,
+// qkv [B, T, 3C]), the tensors shaped like it (dqkv), the [B, T, C = H D] ones (out, dout) and lse
+// f32 [B, H, T]; all contiguous, floating ones of qkv's dtype. A slice is one (batch, query head),
+// a key/value slice one (batch, key/value head).
 struct FlashAttentionShape {
-  int64_t B = 0, T = 0, C = 0, H = 0, D = 0;
+  int64_t B = 0, T = 0, C = 0, H = 0, Hkv = 0, D = 0, W = 0;  // W: qkv's row, (H + 2 Hkv) D
 
-  FlashAttentionShape(const char* kernel, const Tensor& qkv, int64_t n_head,
+  FlashAttentionShape(const char* kernel, const Tensor& qkv, int64_t n_head, int64_t n_kv_head,
                       std::initializer_list<const Tensor*> like_qkv,
                       std::initializer_list<const Tensor*> like_out, const Tensor& lse) {
-    GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.size(2) % 3 == 0 && qkv.is_contiguous(),
-                "{}: qkv {} must be contiguous [B, T, 3C] with C > 0", kernel, qkv.describe());
+    GLASS_CHECK(qkv.dim() == 3 && qkv.size(2) > 0 && qkv.is_contiguous(),
+                "{}: qkv {} must be contiguous [B, T, (n_head + 2 n_kv_head) D]", kernel,
+                qkv.describe());
+    check_kv_heads(kernel, n_head, n_kv_head);
     B = qkv.size(0);
     T = qkv.size(1);
-    C = qkv.size(2) / 3;
+    W = qkv.size(2);
     H = n_head;
-    GLASS_CHECK(n_head > 0 && C % n_head == 0, "{}: C = {} (qkv {}) is not divisible by n_head {}",
-                kernel, C, qkv.describe(), n_head);
-    D = C / n_head;
+    Hkv = n_kv_head;
+    GLASS_CHECK(W % (H + 2 * Hkv) == 0,
+                "{}: qkv {}'s last dim {} is not (n_head + 2 n_kv_head) D = ({} + 2 * {}) D",
+                kernel, qkv.describe(), W, H, Hkv);
+    D = W / (H + 2 * Hkv);
+    C = H * D;
     auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
       for (const Tensor* t : ts)
         GLASS_CHECK(t->shape() == shape && t->is_contiguous() && t->dtype() == qkv.dtype(),
@@ -120,6 +146,12 @@ struct FlashAttentionShape {
                 lse.describe(), B, H, T);
   }
   int64_t slices() const { return B * H; }
+  int64_t kv_slices() const { return B * Hkv; }
+  int64_t group() const { return H / Hkv; }  // query heads per key/value head
+  // columns of qkv where query head h's q, k and v start (k and v: its key/value head's)
+  int64_t q_col(int64_t h) const { return h * D; }
+  int64_t k_col(int64_t h) const { return (H + h / group()) * D; }
+  int64_t v_col(int64_t h) const { return (H + Hkv + h / group()) * D; }
 };
 
 // x seen as [rows, C] over its last dimension, with its per-row statistics and per-column

@@ -203,9 +203,10 @@ void model(const Flags& f) {
         fmt::format("{}/{}", f.gpt.kv_heads(), f.gpt.n_head));
   print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
-  fmt::print("  6 N' T (N' = {:<14}) {}\n",
-             llama ? (f.gpt.tie_embeddings ? "all" : "without embed") : "without wpe",
-             si(fl.six_n * fl.tokens, "FLOP"));
+  const char* counted =
+      llama ? (f.gpt.tie_embeddings ? "6 N' T (N' = all)" : "6 N' T (N' = w/o embed)")
+            : "6 N' T (N' = without wpe)";
+  fmt::print("  {:<27} {}\n", counted, si(fl.six_n * fl.tokens, "FLOP"));
   fmt::print("  attention 12 L T_seq C T    {}\n", si(fl.attention * fl.tokens, "FLOP"));
   fmt::print("  total                       {}\n", si(fl.total(), "FLOP"));
   const glass::DevicePeaks peaks = peaks_of(f.device);

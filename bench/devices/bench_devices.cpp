@@ -95,16 +95,16 @@ std::vector<Case> cases() {
          Tensor qkv = normal({B, T, 3 * C}, d, 14), out = Tensor::empty({B, T, C}, DType::f32, d),
                 lse = Tensor::empty({B, H, T}, DType::f32, d);
          return std::function<void()>(
-             [&be, qkv, out, lse] { be.flash_attention_forward(qkv, out, lse, H, 0.125); });
+             [&be, qkv, out, lse] { be.flash_attention_forward(qkv, out, lse, H, H, 0.125); });
        }},
       {"flash_attention_backward", "qkv [16,128,768] H4",
        [](const Backend& be, Device d) {
          Tensor qkv = normal({B, T, 3 * C}, d, 14), out = Tensor::empty({B, T, C}, DType::f32, d),
                 lse = Tensor::empty({B, H, T}, DType::f32, d);
-         be.flash_attention_forward(qkv, out, lse, H, 0.125);
+         be.flash_attention_forward(qkv, out, lse, H, H, 0.125);
          Tensor dout = normal({B, T, C}, d, 15), dqkv = Tensor::empty(qkv.shape(), DType::f32, d);
          return std::function<void()>([&be, qkv, out, lse, dout, dqkv] {
-           be.flash_attention_backward(qkv, out, lse, dout, dqkv, H, 0.125);
+           be.flash_attention_backward(qkv, out, lse, dout, dqkv, H, H, 0.125);
          });
        }},
       {"cross_entropy_forward", "[2048,65]",

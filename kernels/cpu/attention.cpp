@@ -1,18 +1,21 @@
 // cpu kernels for causal scaled-dot-product attention:
-// q, k, v, out [B, H, T, D] and probs [B, H, T, T], all contiguous.
+// q, out [B, H, T, D], k, v [B, Hkv, T, D] and probs [B, H, T, T], all contiguous; query head h
+// reads key/value head h / (H / Hkv) (grouped-query attention; Hkv = H is multi-head).
 //
 //   forward:  S = Q K^T * scale; P[i] = softmax of S[i, 0..i], P[i, j > i] = 0 (the causal mask);
 //             out = P V. P is stored in probs for backward.
 //   backward: dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dP * P));
 //             dQ = dS K * scale; dK = dS^T Q * scale.
+//   grouped: a key/value head's dK and dV are the sums of those of its H / Hkv query heads.
 //
-// The B*H (batch, head) slices are independent: they run in parallel, and inside a slice every
-// product is one GEMM on the calling thread (glass's sgemm sees it is inside a parallel region;
-// OpenBLAS, which f64 uses, has its own threads switched off while the kernels run: on top of
-// ours they oversubscribe the cores, several times slower). GEMM computes the full
-// T x T square although above the diagonal P is zero and S unused; at the default model's sizes
-// that is still faster than causal-only loops (bench/RESULTS.md). The FLOPs reported count that
-// full square, the work actually done; the softmax FLOPs count the causal triangle it touches.
+// The B*H (batch, head) slices are independent: they run in parallel (backward: the B*Hkv
+// key/value slices, each summing its query heads in head order, so the result is deterministic),
+// and inside a slice every product is one GEMM on the calling thread (glass's sgemm sees it is
+// inside a parallel region; OpenBLAS, which f64 uses, has its own threads switched off while the
+// kernels run: on top of ours they oversubscribe the cores, several times slower). GEMM computes
+// the full T x T square although above the diagonal P is zero and S unused; at the default model's
+// sizes that is still faster than causal-only loops (bench/RESULTS.md). The FLOPs reported count
+// that full square, the work actually done; the softmax FLOPs count the causal triangle it touches.
 #include <cblas.h>
 
 #include <vector>
@@ -53,7 +56,7 @@ struct AttentionWork : AttentionShape {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                        const Tensor& probs, double scale) {
   const char* kernel = "attention_forward";
-  const AttentionWork g(kernel, q, {&k, &v, &out}, probs);
+  const AttentionWork g(kernel, q, {&out}, {&k, &v}, probs);
   const double bytes = bytes_of({&q, &k, &v, &out, &probs});
   if (q.numel() == 0) return;
   visit_float(q, kernel, [&]<class T>() {
@@ -67,8 +70,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
       SingleThreadedBlas one_thread;
       for_each_row(g.slices, g.work(), [&](int64_t s) {
         const T* Q = qp + s * Tn * D;
-        const T* K = kp + s * Tn * D;
-        const T* V = vp + s * Tn * D;
+        const T* K = kp + s / g.group * Tn * D;
+        const T* V = vp + s / g.group * Tn * D;
         T* P = pp + s * Tn * Tn;
         // 1. S = Q K^T * scale, into P
         blas_gemm(false, true, Tn, Tn, D, T(scale), Q, D, K, D, T(0), P, Tn);
@@ -85,7 +88,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         double scale) {
   const char* kernel = "attention_backward";
-  const AttentionWork g(kernel, q, {&k, &v, &dout, &dq, &dk, &dv}, probs);
+  const AttentionWork g(kernel, q, {&dout, &dq}, {&k, &v, &dk, &dv}, probs);
   const double bytes = bytes_of({&q, &k, &v, &probs, &dout, &dq, &dk, &dv});
   if (q.numel() == 0) return;
   visit_float(q, kernel, [&]<class T>() {
@@ -101,26 +104,34 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     launch(cpu_launch_info(kernel, g.slices, g.flops(4, 4), bytes), [&] {
       SingleThreadedBlas one_thread;
       // not for_each_row: each thread keeps one dP buffer for all its slices
-#pragma omp parallel if (worth_threading(g.slices, g.work()))
+#pragma omp parallel if (worth_threading(g.kv_slices(), g.work()))
       {
         std::vector<T> ds(static_cast<size_t>(Tn * Tn));  // this thread's dP, then dS
 #pragma omp for schedule(static)
-        for (int64_t s = 0; s < g.slices; ++s) {
-          const int64_t at = s * Tn * D;
-          const T* P = pp + s * Tn * Tn;
-          // 1. dV = P^T dO
-          blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, T(0), dvp + at, D);
-          // 2. dP = dO V^T
-          blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + at, D, T(0), ds.data(), Tn);
-          // 3. dS = P * (dP - rowsum(dP * P)), row by row
-          for (int64_t i = 0; i < Tn; ++i) {
-            T* row = ds.data() + i * Tn;
-            masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
+        for (int64_t kv = 0; kv < g.kv_slices(); ++kv) {
+          const int64_t kv_at = kv * Tn * D;
+          // the key/value slice's query slices in order: the first writes dK and dV (beta 0),
+          // the others add to them
+          for (int64_t s = kv * g.group; s < (kv + 1) * g.group; ++s) {
+            const int64_t at = s * Tn * D;
+            const T* P = pp + s * Tn * Tn;
+            const T gather = s == kv * g.group ? T(0) : T(1);
+            // 1. dV += P^T dO
+            blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, gather, dvp + kv_at, D);
+            // 2. dP = dO V^T
+            blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + kv_at, D, T(0), ds.data(),
+                      Tn);
+            // 3. dS = P * (dP - rowsum(dP * P)), row by row
+            for (int64_t i = 0; i < Tn; ++i) {
+              T* row = ds.data() + i * Tn;
+              masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
+            }
+            // 4. dQ = dS K * scale, dK += dS^T Q * scale
+            blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + kv_at, D, T(0),
+                      dqp + at, D);
+            blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, gather,
+                      dkp + kv_at, D);
           }
-          // 4. dQ = dS K * scale, dK = dS^T Q * scale
-          blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + at, D, T(0), dqp + at,
-                    D);
-          blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, T(0), dkp + at, D);
         }
       }
     });

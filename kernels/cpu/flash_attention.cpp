@@ -1,26 +1,31 @@
 // cpu kernels of the flash attention entries (contract in kernels/backend.h): causal attention
-// read straight from qkv [B, T, 3C], out [B, T, C], lse [B, H, T], with no T x T buffer.
+// read straight from qkv [B, T, (H + 2 Hkv) D], out [B, T, C = H D], lse [B, H, T], with no T x T
+// buffer. Query head h reads key/value head h / (H / Hkv) (grouped-query attention; Hkv = H is
+// multi-head attention, qkv [B, T, 3C]).
 //
 //   S_ij = q_i . k_j * scale (j <= i);  lse_i = log sum_j exp(S_ij);  P_ij = exp(S_ij - lse_i)
 //   out_i = sum_j P_ij v_j
 //   backward: D_i = dO_i . O_i;  dS_ij = P_ij (dO_i . v_j - D_i)
 //             dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i;  dv_j = sum_i P_ij dO_i
+//   grouped: dk_j and dv_j of a key/value head sum those sums over its query heads
 //
 // FlashAttention's idea at the grain a CPU core likes: a block of kQueryBlock query rows at a
 // time, against all the keys it may see (0 .. its last row, the causal bound), with every product
 // one GEMM (kernels/cpu/sgemm.cpp) on strided views of qkv: head h of q is the D columns at h*D
-// with row stride 3C, so nothing is copied out and the output lands in [B, T, C] directly. A block
-// sees all its keys at once, so its softmax is exact without FlashAttention's running max: the
-// scratch is kQueryBlock x T scores per thread (L2-sized), never T x T. Backward recomputes P from
-// the saved lse instead of storing it. The GEMMs are told which of their entries the causal mask
-// makes zero or unwanted (sgemm's `Causal`): a register tile (8 x 32) above the diagonal is never
-// computed, and a sum over keys stops at the tile's last query; only the tiles the diagonal
-// crosses compute a few masked entries (P is 0 there). Scores past a row's diagonal are never
-// read: the rows are zeroed there before a GEMM sums over them.
+// with row stride (H + 2 Hkv) D, so nothing is copied out and the output lands in [B, T, C]
+// directly. A block sees all its keys at once, so its softmax is exact without FlashAttention's
+// running max: the scratch is kQueryBlock x T scores per thread (L2-sized), never T x T. Backward
+// recomputes P from the saved lse instead of storing it. The GEMMs are told which of their entries
+// the causal mask makes zero or unwanted (sgemm's `Causal`): a register tile (8 x 32) above the
+// diagonal is never computed, and a sum over keys stops at the tile's last query; only the tiles
+// the diagonal crosses compute a few masked entries (P is 0 there). Scores past a row's diagonal
+// are never read: the rows are zeroed there before a GEMM sums over them.
 //
 // The (batch, head) slices run in parallel, each on one thread (the GEMMs see they are inside a
 // parallel region); a slice writes only its own head's columns and sums every element in a fixed
-// order, so the result is deterministic. Takes any D, f32 and f64 (gradcheck).
+// order, so the result is deterministic. Backward runs the (batch, key/value head) slices in
+// parallel, each walking its query heads in order, so their dK and dV sums have a fixed order too.
+// Takes any D, f32 and f64 (gradcheck).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -81,25 +86,38 @@ void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
 // the diagonal crosses compute a few entries more, so the rate shown errs low).
 double causal_entries(int64_t T_len) { return double(T_len) * double(T_len + 1) / 2; }
 
-// Backward of slice s (batch s / H, head s % H), block by block of queries, the last block first:
-// it sees every key, so its dK and dV products (beta 0) write all of dK and dV, and each earlier
-// block adds to the keys it sees; no pass zeroes them first. probs and dscores are this thread's
-// kQueryBlock x T scratch.
+// Slice s's (batch s / H, query head s % H) rows of q, k, v, out in `qkv` and `out` (or of their
+// gradients in dqkv and dout): k and v those of its key/value head.
 template <class T>
-void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double scale,
+struct SliceHeads {
+  Head<T> q, k, v, o;
+  SliceHeads(const FlashAttentionShape& g, int64_t s, const Tensor& qkv, const Tensor& out) {
+    const int64_t b = s / g.H, h = s % g.H;
+    T* base = qkv.data<T>() + b * g.T * g.W;
+    q = {base + g.q_col(h), g.W};
+    k = {base + g.k_col(h), g.W};
+    v = {base + g.v_col(h), g.W};
+    o = {out.data<T>() + b * g.T * g.C + h * g.D, g.C};
+  }
+};
+
+// Backward of slice s (batch s / H, head s % H), block by block of queries, the last block first:
+// it sees every key, so when `first` (the first query head of its key/value head) its dK and dV
+// products (beta 0) write all of dK and dV, and each earlier block, and every later query head of
+// the group, adds to the keys it sees; no pass zeroes them first. probs and dscores are this
+// thread's kQueryBlock x T scratch.
+template <class T>
+void attention_slice_backward(const FlashAttentionShape& g, int64_t s, bool first, double scale,
                               const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& dout, const Tensor& dqkv, T* probs, T* dscores) {
-  const int64_t Tn = g.T, C = g.C, D = g.D, b = s / g.H, h = s % g.H;
-  const int64_t at = b * Tn * 3 * C + h * D;
-  T* base = qkv.data<T>() + at;
-  T* dbase = dqkv.data<T>() + at;
-  const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
-  const Head<T> dq{dbase, 3 * C}, dk{dbase + C, 3 * C}, dv{dbase + 2 * C, 3 * C};
-  const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
-  const Head<T> dO{dout.data<T>() + b * Tn * C + h * D, C};
+  const int64_t Tn = g.T, D = g.D;
+  const SliceHeads<T> x(g, s, qkv, out), dx(g, s, dqkv, dout);
+  const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
+  const Head<T>&dq = dx.q, &dk = dx.k, &dv = dx.v, &dO = dx.o;
   const float* lse_row = lse.data<float>() + s * Tn;
   for_each_query_block_from_last(Tn, [&](QueryBlock blk) {
-    const T gather = blk.keys == Tn ? T(0) : T(1);  // beta of dK, dV: 0 for the (first) last block
+    // beta of dK, dV: 0 for the last block (the first done) of the group's first query head
+    const T gather = first && blk.keys == Tn ? T(0) : T(1);
     // the causal structure of this block's products, in the block's row numbering: query r sees
     // keys up to first + r, so key j gets gradient from the queries r >= j - first
     const Causal scores_wanted{Causal::kLowerC, blk.first}, keys_seen{Causal::kLowerA, blk.first},
@@ -138,11 +156,11 @@ void attention_slice_backward(const FlashAttentionShape& g, int64_t s, double sc
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale) {
+                             int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "flash_attention_forward";
-  const FlashAttentionShape g(kernel, qkv, n_head, {}, {&out}, lse);
+  const FlashAttentionShape g(kernel, qkv, n_head, n_kv_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
-  const int64_t Tn = g.T, C = g.C, D = g.D;
+  const int64_t Tn = g.T, D = g.D;
   // FLOPs: the two GEMMs (4 D per score entry) and the softmax (~5 per entry)
   const double flops = static_cast<double>(g.slices()) * (4.0 * D + 5.0) * causal_entries(Tn);
   visit_float(qkv, kernel, [&]<class T>() {
@@ -155,10 +173,8 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
         std::vector<T> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < g.slices(); ++s) {
-          const int64_t b = s / g.H, h = s % g.H;
-          T* base = qkv.data<T>() + b * Tn * 3 * C + h * D;
-          const Head<T> q{base, 3 * C}, k{base + C, 3 * C}, v{base + 2 * C, 3 * C};
-          const Head<T> o{out.data<T>() + b * Tn * C + h * D, C};
+          const SliceHeads<T> x(g, s, qkv, out);
+          const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
           float* lse_row = lse.data<float>() + s * Tn;
           for_each_query_block(Tn, [&](QueryBlock blk) {
             T* S = scores.data();  // rows x keys, row stride keys
@@ -185,9 +201,9 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
 
 void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                              double scale) {
+                              int64_t n_kv_head, double scale) {
   const char* kernel = "flash_attention_backward";
-  const FlashAttentionShape g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
+  const FlashAttentionShape g(kernel, qkv, n_head, n_kv_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
   // FLOPs: five GEMMs (S again, dV, dP, dQ, dK: 10 D per score entry), D_i (2 D per row), the
@@ -197,14 +213,16 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   visit_float(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {
-#pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
+#pragma omp parallel if (worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D))
              {
                const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
                std::vector<T> probs(scratch), dscores(scratch);
+        // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
 #pragma omp for schedule(static)
-               for (int64_t s = 0; s < g.slices(); ++s)
-                 attention_slice_backward<T>(g, s, scale, qkv, out, lse, dout, dqkv, probs.data(),
-                                             dscores.data());
+               for (int64_t kv = 0; kv < g.kv_slices(); ++kv)
+                 for (int64_t s = kv * g.group(); s < (kv + 1) * g.group(); ++s)
+                   attention_slice_backward<T>(g, s, s == kv * g.group(), scale, qkv, out, lse,
+                                               dout, dqkv, probs.data(), dscores.data());
              }
            });
   });

@@ -1,6 +1,7 @@
-// CUDA kernels for causal scaled-dot-product attention: q, k, v, out [B, H, T, D] and probs
-// [B, H, T, T], all contiguous f32 or bf16 (contracts in kernels/backend.h; the cpu reference is
-// kernels/cpu/attention.cpp).
+// CUDA kernels for causal scaled-dot-product attention: q, out [B, H, T, D], k, v [B, Hkv, T, D]
+// and probs [B, H, T, T], all contiguous f32 or bf16 (contracts in kernels/backend.h; the cpu
+// reference is kernels/cpu/attention.cpp). Query slice s (batch, head) reads key/value slice
+// s / group, group = H / Hkv (grouped-query attention; Hkv = H is multi-head).
 //
 //   forward:  S = Q K^T * scale; P[i] = softmax of S[i, 0..i], P[i, j > i] = 0 (the causal mask);
 //             out = P V. P is stored in probs for backward.
@@ -17,7 +18,8 @@
 //   the row dot sum_j dP_ij P_ij by block reduction, dS_ij = P_ij (dP_ij - dot) into shared memory
 //   and into a scratch tensor dS [slices, T, T] (lower triangle only), then
 //   dQ_i[d] = scale * sum_j dS_ij K_j[d] (threads over d).
-// - backward, kernel 2, block (slice, key row j): threads over d sum over the queries i >= j:
+// - backward, kernel 2, block (key/value slice, key row j): threads over d sum over the query
+//   heads of the group in order, and over their queries i >= j:
 //   dV_j[d] = sum_i P_ij dO_i[d], dK_j[d] = scale * sum_i dS_ij Q_i[d].
 // Each output element is summed by one thread in a fixed order (no atomics), so results are
 // bit-identical run to run. FLOPs count the triangle actually computed: 2D per entry per product
@@ -53,13 +55,13 @@ __device__ float dot(const float* a, const E* b, int64_t D) {
 // One block per (slice, query row i). Dynamic shared memory: q_i [D], then the row of P [T].
 template <class E>
 __global__ void attention_forward_kernel(const E* q, const E* k, const E* v, E* out, E* probs,
-                                         int64_t T, int64_t D, float scale) {
+                                         int64_t T, int64_t D, int64_t group, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* qi = shared;
   float* p = shared + D;
   const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
-  const E* K = k + slice * T * D;
-  const E* V = v + slice * T * D;
+  const E* K = k + slice / group * T * D;
+  const E* V = v + slice / group * T * D;
   // 1. stage q_i in shared memory
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
     qi[d] = to_compute(q[(slice * T + i) * D + d]);
@@ -98,13 +100,13 @@ __global__ void attention_forward_kernel(const E* q, const E* k, const E* v, E* 
 template <class E>
 __global__ void attention_backward_query_kernel(const E* k, const E* v, const E* probs,
                                                 const E* dout, E* dq, float* ds, int64_t T,
-                                                int64_t D, float scale) {
+                                                int64_t D, int64_t group, float scale) {
   GLASS_DYNAMIC_SHARED(float, shared);
   float* doi = shared;
   float* dsi = shared + D;
   const int64_t slice = blockIdx.x / T, i = blockIdx.x % T;
-  const E* K = k + slice * T * D;
-  const E* V = v + slice * T * D;
+  const E* K = k + slice / group * T * D;
+  const E* V = v + slice / group * T * D;
   const E* prow = probs + (slice * T + i) * T;
   // 1. stage dO_i in shared memory
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
@@ -132,26 +134,28 @@ __global__ void attention_backward_query_kernel(const E* k, const E* v, const E*
   }
 }
 
-// Backward kernel 2, one block per (slice, key row j), threads over d: the column j of P and dS
-// against the rows i >= j of dO and Q.
+// Backward kernel 2, one block per (key/value slice, key row j), threads over d: the column j of
+// P and dS of each query slice of the group, in order, against the rows i >= j of its dO and Q.
 template <class E>
 __global__ void attention_backward_key_kernel(const E* q, const E* probs, const E* dout,
                                               const float* ds, E* dk, E* dv, int64_t T, int64_t D,
-                                              float scale) {
-  const int64_t slice = blockIdx.x / T, j = blockIdx.x % T;
-  const E* Q = q + slice * T * D;
-  const E* dO = dout + slice * T * D;
-  const E* P = probs + slice * T * T;
-  const float* dS = ds + slice * T * T;
+                                              int64_t group, float scale) {
+  const int64_t kv_slice = blockIdx.x / T, j = blockIdx.x % T;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    // dV_j[d] = sum_{i >= j} P_ij dO_i[d];  dK_j[d] = scale * sum_{i >= j} dS_ij Q_i[d]
+    // dV_j[d] = sum_s sum_{i >= j} P_ij dO_i[d];  dK_j[d] = scale * sum_s sum_{i >= j} dS_ij Q_i[d]
     float dv_acc = 0, dk_acc = 0;
-    for (int64_t i = j; i < T; ++i) {
-      dv_acc += to_compute(P[i * T + j]) * to_compute(dO[i * D + d]);
-      dk_acc += dS[i * T + j] * to_compute(Q[i * D + d]);
+    for (int64_t slice = kv_slice * group; slice < (kv_slice + 1) * group; ++slice) {
+      const E* Q = q + slice * T * D;
+      const E* dO = dout + slice * T * D;
+      const E* P = probs + slice * T * T;
+      const float* dS = ds + slice * T * T;
+      for (int64_t i = j; i < T; ++i) {
+        dv_acc += to_compute(P[i * T + j]) * to_compute(dO[i * D + d]);
+        dk_acc += dS[i * T + j] * to_compute(Q[i * D + d]);
+      }
     }
-    dv[(slice * T + j) * D + d] = from_compute<E>(dv_acc);
-    dk[(slice * T + j) * D + d] = from_compute<E>(scale * dk_acc);
+    dv[(kv_slice * T + j) * D + d] = from_compute<E>(dv_acc);
+    dk[(kv_slice * T + j) * D + d] = from_compute<E>(scale * dk_acc);
   }
 }
 
@@ -161,8 +165,9 @@ __global__ void attention_backward_key_kernel(const E* q, const E* probs, const 
 // The launch geometry and FLOPs of the kernels below, on top of the shared checks.
 struct AttentionGeometry : AttentionShape {
   AttentionGeometry(const char* kernel, const Tensor& q,
-                    std::initializer_list<const Tensor*> like_q, const Tensor& probs)
-      : AttentionShape(kernel, q, like_q, probs) {}
+                    std::initializer_list<const Tensor*> like_q,
+                    std::initializer_list<const Tensor*> like_kv, const Tensor& probs)
+      : AttentionShape(kernel, q, like_q, like_kv, probs) {}
   // `products` T x T x D products over the causal triangle plus `per_entry` per causal entry
   double flops(int products, int per_entry) const {
     const double entries = static_cast<double>(slices) * static_cast<double>(T * (T + 1) / 2);
@@ -179,14 +184,15 @@ struct AttentionGeometry : AttentionShape {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                        const Tensor& probs, double scale) {
   const char* kernel = "attention_forward";
-  const AttentionGeometry g(kernel, q, {&q, &k, &v, &out}, probs);
+  const AttentionGeometry g(kernel, q, {&q, &out}, {&k, &v}, probs);
   if (q.numel() == 0) return;
   const LaunchInfo info =
       kernel_launch_info(kernel, q, dim3(static_cast<unsigned>(g.rows())), g.block(),
                          g.shared_bytes(), g.flops(2, 5), bytes_of({&q, &k, &v, &out, &probs}));
   visit_f32_bf16(q, kernel, [&]<class E>() {
     launch_cuda_kernel(info, attention_forward_kernel<E>, q.data<E>(), k.data<E>(), v.data<E>(),
-                       out.data<E>(), probs.data<E>(), g.T, g.D, static_cast<float>(scale));
+                       out.data<E>(), probs.data<E>(), g.T, g.D, g.group,
+                       static_cast<float>(scale));
   });
 }
 
@@ -194,7 +200,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                         double scale) {
   const char* kernel = "attention_backward";
-  const AttentionGeometry g(kernel, q, {&q, &k, &v, &dout, &dq, &dk, &dv}, probs);
+  const AttentionGeometry g(kernel, q, {&q, &dout, &dq}, {&k, &v, &dk, &dv}, probs);
   if (q.numel() == 0) return;
   const Tensor ds = Tensor::empty(probs.shape(), DType::f32, q.device());  // lower triangle used
   const dim3 grid(static_cast<unsigned>(g.rows()));
@@ -205,16 +211,17 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   visit_f32_bf16(q, kernel, [&]<class E>() {
     launch_cuda_kernel(query_info, attention_backward_query_kernel<E>, k.data<E>(), v.data<E>(),
                        probs.data<E>(), dout.data<E>(), dq.data<E>(), ds.data<float>(), g.T, g.D,
-                       static_cast<float>(scale));
+                       g.group, static_cast<float>(scale));
   });
-  // 2. per key row: dV and dK (the other two products)
-  const LaunchInfo key_info =
-      kernel_launch_info("attention_backward_key", q, grid, dim3(whole_warps(g.D, kMaxThreads)), 0,
-                         g.flops(2, 0), bytes_of({&q, &probs, &dout, &ds, &dk, &dv}));
+  // 2. per key row of each key/value slice: dV and dK (the other two products)
+  const LaunchInfo key_info = kernel_launch_info(
+      "attention_backward_key", q, dim3(static_cast<unsigned>(g.kv_slices() * g.T)),
+      dim3(whole_warps(g.D, kMaxThreads)), 0, g.flops(2, 0),
+      bytes_of({&q, &probs, &dout, &ds, &dk, &dv}));
   visit_f32_bf16(q, kernel, [&]<class E>() {
     launch_cuda_kernel(key_info, attention_backward_key_kernel<E>, q.data<E>(), probs.data<E>(),
                        dout.data<E>(), ds.data<float>(), dk.data<E>(), dv.data<E>(), g.T, g.D,
-                       static_cast<float>(scale));
+                       g.group, static_cast<float>(scale));
   });
 }
 

@@ -15,10 +15,10 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 // FlashAttention-2 on the Tensor Cores (flash_attention_mma.cu), the backend entries of that name
 void flash_attention_forward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                 int64_t n_head, double scale);
+                                 int64_t n_head, int64_t n_kv_head, double scale);
 void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                   const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                  double scale);
+                                  int64_t n_kv_head, double scale);
 
 void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
 void gemm_cublas(const GemmArgs& args);  // checked arguments, no bias: cuBLAS, never TF32 (gemm.cu)

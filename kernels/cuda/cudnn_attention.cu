@@ -1,6 +1,7 @@
 // cuDNN's fused flash attention: causal SDPA forward and backward as cuDNN 9 operation graphs,
 // built with the backend API of cudnn.h (descriptor by descriptor, no cudnn_frontend), for the
-// contract of cudnn_attention.h (qkv [B, T, 3C] in, out [B, T, C] and lse [B, H, T] out).
+// contract of cudnn_attention.h (qkv [B, T, (H + 2 Hkv) D] in, out [B, T, C] and lse [B, H, T]
+// out).
 //
 // cuDNN has no single "attention" call that takes a causal mask: one describes the math as a graph
 // of matmuls, pointwise ops and reductions, and cuDNN's SDPA engines recognise that graph and run
@@ -13,6 +14,10 @@
 //   backward: Dsum = rowsum(dO * O) (a real f32 tensor, [B, H, T, 1]);
 //             P = exp(S * scale - stats) with the causal mask; dV = P^T dO; dP = dO V^T;
 //             dS = (dP - Dsum) * P * scale; dK = dS^T Q; dQ = dS K
+//   grouped-query attention (Hkv < H): K and V have Hkv heads and the matmuls broadcast them over
+//             the H / Hkv query heads of each; backward computes dK and dV per query head
+//             ([B, H, T, D], on chip) and sums each group into [B, Hkv, T, D] by a reduction, as
+//             NVIDIA's frontend builds it for its SDPA node
 //
 // The stats output is exactly the contract's lse: cuDNN's softmax stats are max + log(sum exp) in
 // natural log, f32, per (batch, head, query row), which with strides {H*T, T, 1, 1} is a
@@ -38,7 +43,7 @@
 //
 // Plans: building a graph, querying heuristics and finalising a plan (the SDPA engines compile
 // their kernels at run time, with NVRTC) take about a second; they are done once per (device,
-// direction, B, H, T, D), outside any CUDA graph capture, and cached with the plan's workspace
+// direction, B, H, Hkv, T, D), outside any CUDA graph capture, and cached with the plan's workspace
 // size. The scale is passed by value at execution, so one plan serves every scale. The cache is
 // not bounded: a captured CUDA graph replays kernels that belong to its plans, so none may be
 // freed while the process runs (sampling without a KV cache builds one per sequence length).
@@ -88,21 +93,21 @@ namespace {
 bool cudnn_attention_available() { return false; }
 
 int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
-                                  int64_t head_dim) {
+                                  int64_t n_kv_head, int64_t head_dim) {
   fail("cudnn_attention_graph_ops: this build has no cuDNN");
 }
 
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale) {
+                             int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "cudnn_attention_forward";
-  refuse(kernel, CudnnAttentionShape(kernel, qkv, out, lse, n_head), qkv);
+  refuse(kernel, CudnnAttentionShape(kernel, qkv, out, lse, n_head, n_kv_head), qkv);
 }
 
 void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                              double scale) {
+                              int64_t n_kv_head, double scale) {
   const char* kernel = "cudnn_attention_backward";
-  const CudnnAttentionShape shape(kernel, qkv, out, lse, n_head);
+  const CudnnAttentionShape shape(kernel, qkv, out, lse, n_head, n_kv_head);
   shape.check_backward(kernel, qkv, dout, dqkv);
   refuse(kernel, shape, qkv);
 }
@@ -355,8 +360,8 @@ cudnnBackendDescriptor_t causal_mask(GraphBuilder& g, const Scores& sc, cudnnBac
 }
 
 // Forward: O and stats from Q, K^T, V (see the top of the file).
-void build_forward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int64_t D) {
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, D);
+void build_forward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t D) {
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, Hkv, D);
   const Scores sc(B, H, T);
   const cudnnDataType_t io = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto q = g.real(kQ, io, l.q), k_t = g.real(kK, io, l.k_t), v = g.real(kV, io, l.v);
@@ -389,8 +394,9 @@ void build_forward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int64
 
 // Backward: dQ, dK, dV from Q, K, V, O, dO and stats (see the top of the file). dsum is a real f32
 // [B, H, T, 1] tensor the graph writes and reads back (the engines expect it in memory).
-void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int64_t D) {
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, D);
+void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t Hkv, int64_t T,
+                          int64_t D) {
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(B, T, H, Hkv, D);
   const Scores sc(B, H, T);
   const cudnnDataType_t io = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto q = g.real(kQ, io, l.q), k_t = g.real(kK, io, l.k_t), v_t = g.real(kV, io, l.v_t);
@@ -398,6 +404,14 @@ void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int6
   auto dq = g.real(kDQ, io, l.q), dk = g.real(kDK, io, l.k), dv = g.real(kDV, io, l.v);
   auto dsum = g.tensor(kDsum, f32, sc.row_dims, sc.row_strides, false);
   auto scale = g.scalar(kScale), neg_inf = g.scalar(kNegInf), one = g.scalar(kOne);
+  // dK or dV: straight into `grad` [B, Hkv, T, D] when every key/value head serves one query head;
+  // else per query head into an on-chip [B, H, T, D] (contiguous) that a reduction sums into it
+  auto per_query_head = [&](cudnnBackendDescriptor_t grad) {
+    return H == Hkv ? grad : g.virt(io, {B, H, T, D}, {H * T * D, T * D, D, 1});
+  };
+  auto sum_groups = [&](cudnnBackendDescriptor_t full, cudnnBackendDescriptor_t grad) {
+    if (H != Hkv) g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, grad);
+  };
   // 1. Dsum = rowsum(dO * O) (times 1: the dropout-scale slot of the pattern, no dropout here)
   auto d_o_o = g.virt(f32, {B, H, T, D}, {H * T * D, T * D, H * D, 1});
   g.pointwise(CUDNN_POINTWISE_MUL, f32, d_o, o, nullptr, d_o_o);
@@ -417,7 +431,9 @@ void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int6
   // 3. dV = P^T dO
   auto p_t = g.virt(io, sc.dims, sc.t_strides);
   g.reshape(p, p_t);
-  g.matmul(p_t, d_o, dv);
+  auto dv_full = per_query_head(dv);
+  g.matmul(p_t, d_o, dv_full);
+  sum_groups(dv_full, dv);
   // 4. dS = (dO V^T - Dsum) * P * scale
   auto dp = g.virt(f32, sc.dims, sc.strides);
   g.matmul(d_o, v_t, dp);
@@ -430,7 +446,9 @@ void build_backward_graph(GraphBuilder& g, int64_t B, int64_t H, int64_t T, int6
   // 5. dK = dS^T Q
   auto ds_t = g.virt(io, sc.dims, sc.t_strides);
   g.reshape(ds, ds_t);
-  g.matmul(ds_t, q, dk);
+  auto dk_full = per_query_head(dk);
+  g.matmul(ds_t, q, dk_full);
+  sum_groups(dk_full, dk);
   // 6. dQ = dS K, K being K^T seen transposed back
   auto k = g.virt(io, l.k.dims, l.k.strides);
   g.reshape(k_t, k);
@@ -545,7 +563,8 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, GraphBuilder& g) {
 // the stream is set and the plan executed while it is held.
 struct DeviceState {
   cudnnHandle_t handle = nullptr;
-  std::map<std::tuple<bool, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<Plan> > plans;
+  std::map<std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<Plan> >
+      plans;
 };
 std::mutex& state_mutex() {
   static auto* m = new std::mutex;  // never destroyed: plans outlive static destruction order
@@ -570,16 +589,16 @@ DeviceState& device_state(Device device, const std::string& what) {
 // The plan for this direction and shape: built on first use, then reused.
 Plan& plan_for(DeviceState& st, Device device, bool backward, const CudnnAttentionShape& s,
                const std::string& what) {
-  auto& slot = st.plans[{backward, s.B, s.H, s.T, s.D}];
+  auto& slot = st.plans[{backward, s.B, s.H, s.Hkv, s.T, s.D}];
   if (slot == nullptr) {
     refuse_in_graph_capture(device, "cudnn_attention on a shape not seen before",
                             "building its plan compiles and loads kernels; run one eager step "
                             "with this shape first");
     GraphBuilder g(what);
     if (backward)
-      build_backward_graph(g, s.B, s.H, s.T, s.D);
+      build_backward_graph(g, s.B, s.H, s.Hkv, s.T, s.D);
     else
-      build_forward_graph(g, s.B, s.H, s.T, s.D);
+      build_forward_graph(g, s.B, s.H, s.Hkv, s.T, s.D);
     slot = make_plan(st.handle, g);
     if (!slot->deterministic)
       log_warning(fmt::format(
@@ -688,27 +707,27 @@ double causal_flops(const CudnnAttentionShape& s, int products, int per_entry) {
 bool cudnn_attention_available() { return true; }
 
 int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
-                                  int64_t head_dim) {
-  GraphBuilder g(fmt::format("{} graph (B={} H={} T={} D={})", backward ? "backward" : "forward", B,
-                             n_head, T, head_dim));
+                                  int64_t n_kv_head, int64_t head_dim) {
+  GraphBuilder g(fmt::format("{} graph (B={} H={} Hkv={} T={} D={})",
+                             backward ? "backward" : "forward", B, n_head, n_kv_head, T, head_dim));
   if (backward)
-    build_backward_graph(g, B, n_head, T, head_dim);
+    build_backward_graph(g, B, n_head, n_kv_head, T, head_dim);
   else
-    build_forward_graph(g, B, n_head, T, head_dim);
+    build_forward_graph(g, B, n_head, n_kv_head, T, head_dim);
   return static_cast<int64_t>(g.ops().size());
 }
 
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale) {
+                             int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "cudnn_attention_forward";
-  const CudnnAttentionShape s(kernel, qkv, out, lse, n_head);
+  const CudnnAttentionShape s(kernel, qkv, out, lse, n_head, n_kv_head);
   if (s.B == 0 || s.T == 0) return;
   const std::string what = fmt::format("{} ({})", kernel, s.describe());
   check_cudnn_supports(false, s, what);
   // bf16 operands (f32 is converted, see the top of the file)
   const Tensor qkv16 = as_bf16(qkv), out16 = bf16_like(out);
   auto* base = static_cast<char*>(qkv16.raw_data());
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.D);
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.Hkv, s.D);
   void* q = base + 2 * l.q.offset;
   void* k = base + 2 * l.k.offset;
   void* v = base + 2 * l.v.offset;
@@ -724,8 +743,9 @@ void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
     const std::lock_guard<std::mutex> lock(state_mutex());
     DeviceState& st = device_state(qkv.device(), what);
     Plan& plan = plan_for(st, qkv.device(), false, s, what);
-    const double bytes =
-        2.0 * static_cast<double>(4 * s.B * s.T * s.C) + 4.0 * static_cast<double>(s.B * s.H * s.T);
+    // qkv read and out written (bf16), lse written (f32)
+    const double bytes = 2.0 * static_cast<double>(s.B * s.T * (s.W + s.C)) +
+                         4.0 * static_cast<double>(s.B * s.H * s.T);
     execute(st, plan,
             {{kQ, q},
              {kK, k},
@@ -741,9 +761,9 @@ void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
 
 void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                              double scale) {
+                              int64_t n_kv_head, double scale) {
   const char* kernel = "cudnn_attention_backward";
-  const CudnnAttentionShape s(kernel, qkv, out, lse, n_head);
+  const CudnnAttentionShape s(kernel, qkv, out, lse, n_head, n_kv_head);
   s.check_backward(kernel, qkv, dout, dqkv);
   if (s.B == 0 || s.T == 0) return;
   const std::string what = fmt::format("{} ({})", kernel, s.describe());
@@ -752,7 +772,7 @@ void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const Tensor dqkv16 = bf16_like(dqkv);
   // rowsum(dO * O) per (batch, head, row): written and read by the graph
   const Tensor dsum = Tensor::empty({s.B, s.H, s.T}, DType::f32, qkv.device());
-  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.D);
+  const CudnnSdpaLayout l = cudnn_sdpa_layout(s.B, s.T, s.H, s.Hkv, s.D);
   auto* in = static_cast<char*>(qkv16.raw_data());
   auto* grad = static_cast<char*>(dqkv16.raw_data());
   void* q = in + 2 * l.q.offset;
@@ -780,7 +800,7 @@ void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
     DeviceState& st = device_state(qkv.device(), what);
     Plan& plan = plan_for(st, qkv.device(), true, s, what);
     // qkv, out, dout read, dqkv written (bf16); lse read, dsum written and read (f32)
-    const double bytes = 2.0 * static_cast<double>(8 * s.B * s.T * s.C) +
+    const double bytes = 2.0 * static_cast<double>(2 * s.B * s.T * (s.W + s.C)) +
                          4.0 * 3.0 * static_cast<double>(s.B * s.H * s.T);
     execute(st, plan,
             {{kQ, q},

@@ -7,12 +7,16 @@
 //   backward: D_i = rowsum(dO_i * O_i);  dP = dO V^T;  dS = P * (dP - D)
 //             dV = P^T dO;  dQ = dS K * scale;  dK = dS^T Q * scale
 //
-// qkv bf16 [B, T, 3C] is read where c_attn wrote it (head h of q at columns h*D.., k at C + h*D..,
-// v at 2C + h*D..); out bf16 [B, T, C]; lse f32 [B, H, T] (natural log, as flash-simt saves it).
+// qkv bf16 [B, T, (H + 2 Hkv) D] is read where the qkv projection wrote it (kernels/cuda/
+// qkv_heads.h: query head h reads key/value head h / (H / Hkv), grouped-query attention; Hkv = H
+// is qkv [B, T, 3C]); out bf16 [B, T, C = H D]; lse f32 [B, H, T] (natural log, as flash-simt
+// saves it).
 // Head dims D = 32, 64, 128 (a template parameter: every fragment array has a compile-time size,
 // so ptxas keeps all of them in registers; `-Xptxas -v` reports 0 bytes of local memory and stack
-// for every kernel here; registers on sm_90 for D = 32 / 64 / 128: forward 76 / 100 / 169, query
-// kernel 128 / 130 / 166, key kernel 138 / 180 / 232).
+// for every kernel here; registers on sm_90 for D = 32 / 64 / 128: forward 80 / 125 / 174, query
+// kernel 128 / 128 / 169, key kernel 126 / 166 / 238; with 128-thread blocks the same blocks per
+// SM as before grouped-query attention's head arithmetic, 76 / 100 / 169, 128 / 130 / 166 and
+// 138 / 180 / 232).
 //
 // Blocks are 4 warps; a warp owns 16 rows of the block's 64 (the m of mma) and the whole head dim.
 // - forward `flash_attention_forward_mma`, block (query tile of 64 rows, slice): Q's fragments are
@@ -27,11 +31,13 @@
 //   its rows (written to a scratch [B, H, T] for the key kernel), then for each key tile up to the
 //   diagonal S and dP = dO V^T by mma, P = exp(S - lse) and dS = P (dP - D) on the accumulators,
 //   and dQ += dS K by mma (dS reused in registers as the A operand, as P in the forward).
-// - backward `flash_attention_backward_mma_key`, block (key tile of 64 keys, slice): for each query
-//   tile from the diagonal on, S^T = K Q^T and dP^T = V dO^T by mma (the warp's 16 keys are the m
-//   rows), P^T and dS^T on the accumulators, and dV += P^T dO, dK += dS^T Q by mma. The query
-//   tiles are 64 rows for D <= 64 and 32 for D = 128 (dK and dV of 16 x 128 take 128 accumulator
-//   registers per lane; the narrower tile keeps S^T and dP^T at 16 each, under 255 in all).
+// - backward `flash_attention_backward_mma_key`, block (key tile of 64 keys, key/value slice): for
+//   each query head of the key/value head in order (grouped-query attention sums their dK and dV),
+//   for each query tile from the diagonal on, S^T = K Q^T and dP^T = V dO^T by mma (the warp's 16
+//   keys are the m rows), P^T and dS^T on the accumulators, and dV += P^T dO, dK += dS^T Q by mma.
+//   The query tiles are 64 rows for D <= 64 and 32 for D = 128 (dK and dV of 16 x 128 take 128
+//   accumulator registers per lane; the narrower tile keeps S^T and dP^T at 16 each, under 255 in
+//   all).
 // Both backward launches carry the prefix `flash_attention_backward_mma`; the query kernel runs
 // first (the key kernel reads its D). Every output element is summed by one lane in a fixed order
 // (an mma's k-sum, then the tiles in order): no atomics, the same bits on every run.
@@ -79,6 +85,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
+#include "kernels/cuda/qkv_heads.h"
 #include "kernels/cuda/shared_memory.h"
 #include "kernels/cuda/tensor_core.h"
 
@@ -126,16 +133,17 @@ __device__ void load_tile_async(bf16* tile, const bf16* head, int64_t stride, in
   }
 }
 
-// Step kt of the loops over key tiles 0..last (forward, query kernel): queues key and value tile
-// kt + 1 into the other buffers while tile kt is used (nothing after the last: the commit then
-// makes an empty group, so that wait_group 1 still means "tile kt"), then waits until tile kt has
-// landed, this thread's part (wait_group) and everyone's (__syncthreads).
+// Step kt of the loops over key tiles 0..last (forward, query kernel; k and v rows `stride`
+// elements apart): queues key and value tile kt + 1 into the other buffers while tile kt is used
+// (nothing after the last: the commit then makes an empty group, so that wait_group 1 still means
+// "tile kt"), then waits until tile kt has landed, this thread's part (wait_group) and everyone's
+// (__syncthreads).
 template <int D>
 __device__ void next_key_value_tile(bf16* k_next, bf16* v_next, const bf16* k, const bf16* v,
-                                    int64_t C, int64_t kt, int64_t last, int64_t T) {
+                                    int64_t stride, int64_t kt, int64_t last, int64_t T) {
   if (kt < last) {
-    load_tile_async<D>(k_next, k, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
-    load_tile_async<D>(v_next, v, 3 * C, (kt + 1) * kTileRows, T, kTileRows);
+    load_tile_async<D>(k_next, k, stride, (kt + 1) * kTileRows, T, kTileRows);
+    load_tile_async<D>(v_next, v, stride, (kt + 1) * kTileRows, T, kTileRows);
   }
   tc::cp_async_commit();
   tc::cp_async_wait<1>();
@@ -256,9 +264,10 @@ __device__ float group_reduce(float value, Op op) {
 // buffers of K and V tiles [64][D + 8]; Q passes through buffer 1 first.
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
-    flash_attention_forward_mma_kernel(const bf16* qkv, bf16* out, float* lse, int64_t T, int64_t C,
-                                       int64_t H, float scale_log2) {
+    flash_attention_forward_mma_kernel(const bf16* qkv, bf16* out, float* lse, QkvHeads x,
+                                       float scale_log2) {
   constexpr int P = pitch<D>(), kTileElems = kTileRows * P, kN = kTileRows / 8;
+  const int64_t T = x.T, W = x.width();
   GLASS_DYNAMIC_SHARED(bf16, shared);
   // buffer i: K at shared + 2i tiles, V after it (pointer arithmetic rather than arrays of
   // pointers indexed at run time, which ptxas would put on the stack)
@@ -266,16 +275,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   auto Vs = [&](int i) { return shared + (2 * i + 1) * kTileElems; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = mma::lane_group(lane), t = mma::lane_thread(lane);
-  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t slice = blockIdx.y;
   const int64_t q_tile = gridDim.x - 1 - blockIdx.x, q0 = q_tile * kTileRows;
   const int64_t row[2] = {q0 + warp * kWarpRows + g, q0 + warp * kWarpRows + g + 8};
-  const bf16* q = qkv + b * T * 3 * C + h * D;
-  const bf16* k = q + C;
-  const bf16* v = q + 2 * C;
+  const bf16* k = qkv + x.k_at(slice);
+  const bf16* v = qkv + x.v_at(slice);
   // 1. Q (through K buffer 1), K and V tile 0; Q's A fragments into registers for good
-  load_tile_async<D>(Ks(1), q, 3 * C, q0, T, kTileRows);
-  load_tile_async<D>(Ks(0), k, 3 * C, 0, T, kTileRows);
-  load_tile_async<D>(Vs(0), v, 3 * C, 0, T, kTileRows);
+  load_tile_async<D>(Ks(1), qkv + x.q_at(slice), W, q0, T, kTileRows);
+  load_tile_async<D>(Ks(0), k, W, 0, T, kTileRows);
+  load_tile_async<D>(Vs(0), v, W, 0, T, kTileRows);
   tc::cp_async_commit();
   tc::cp_async_wait<0>();
   __syncthreads();
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t kt = 0; kt <= q_tile; ++kt) {
     const int buf = kt % 2;
     // 2. prefetch key tile kt + 1 into the other buffer (an empty group on the last tile)
-    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, C, kt, q_tile, T);
+    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, W, kt, q_tile, T);
     // 3. S = Q K^T for the warp's 16 rows x 64 keys; x = S * scale * log2(e)
     float s[kN][4] = {};
     for (int kk = 0; kk < D / 16; ++kk)
@@ -333,8 +341,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int r = 0; r < 2; ++r) l[r] = group_reduce(l[r], Sum{});
   stage_accumulators<D>(Ks(0), warp * kWarpRows, o, 1.0f / l[0], 1.0f / l[1], lane);
   __syncwarp();
-  store_rows<D>(out + b * T * C + h * D, C, q0 + warp * kWarpRows, T, Ks(0), warp * kWarpRows,
-                lane);
+  store_rows<D>(out + x.out_at(slice), x.out_width(), q0 + warp * kWarpRows, T, Ks(0),
+                warp * kWarpRows, lane);
   if (t == 0)
     for (int r = 0; r < 2; ++r)
       if (row[r] < T) lse[slice * T + row[r]] = (m[r] + log2f(l[r])) * kLn2;
@@ -346,9 +354,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
     flash_attention_backward_mma_query_kernel(const bf16* qkv, const bf16* out, const float* lse,
-                                              const bf16* dout, float* delta, bf16* dqkv, int64_t T,
-                                              int64_t C, int64_t H, float scale, float scale_log2) {
+                                              const bf16* dout, float* delta, bf16* dqkv,
+                                              QkvHeads x, float scale, float scale_log2) {
   constexpr int P = pitch<D>(), kTileElems = kTileRows * P, kN = kTileRows / 8;
+  const int64_t T = x.T, W = x.width(), C = x.out_width();
   GLASS_DYNAMIC_SHARED(bf16, shared);
   bf16* Qs = shared;
   bf16* dOs = shared + kTileElems;
@@ -356,18 +365,17 @@ __global__ void __launch_bounds__(kBlockThreads)
   auto Vs = [&](int i) { return shared + (3 + 2 * i) * kTileElems; };  // pointers: see forward)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = mma::lane_group(lane), t = mma::lane_thread(lane);
-  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t slice = blockIdx.y;
   const int64_t q_tile = gridDim.x - 1 - blockIdx.x, q0 = q_tile * kTileRows;
   const int w0 = warp * kWarpRows;
   const int64_t row[2] = {q0 + w0 + g, q0 + w0 + g + 8};
-  const bf16* q = qkv + b * T * 3 * C + h * D;
-  const bf16* k = q + C;
-  const bf16* v = q + 2 * C;
+  const bf16* k = qkv + x.k_at(slice);
+  const bf16* v = qkv + x.v_at(slice);
   // 1. Q, dO and key tile 0
-  load_tile_async<D>(Qs, q, 3 * C, q0, T, kTileRows);
-  load_tile_async<D>(dOs, dout + b * T * C + h * D, C, q0, T, kTileRows);
-  load_tile_async<D>(Ks(0), k, 3 * C, 0, T, kTileRows);
-  load_tile_async<D>(Vs(0), v, 3 * C, 0, T, kTileRows);
+  load_tile_async<D>(Qs, qkv + x.q_at(slice), W, q0, T, kTileRows);
+  load_tile_async<D>(dOs, dout + x.out_at(slice), C, q0, T, kTileRows);
+  load_tile_async<D>(Ks(0), k, W, 0, T, kTileRows);
+  load_tile_async<D>(Vs(0), v, W, 0, T, kTileRows);
   tc::cp_async_commit();
   tc::cp_async_wait<0>();
   __syncthreads();
@@ -377,7 +385,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int r = 0; r < 2; ++r) {
     float part = 0;
     if (row[r] < T) {
-      const bf16* o = out + (b * T + row[r]) * C + h * D;
+      const bf16* o = out + x.out_at(slice) + row[r] * C;
       const bf16* d_o = dOs + (w0 + g + 8 * r) * P;
       for (int c = t; c < D / 8; c += 4)
         for (int e = 0; e < 8; ++e) part += to_compute(d_o[8 * c + e]) * to_compute(o[8 * c + e]);
@@ -389,7 +397,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   float dq[D / 8][4] = {};
   for (int64_t kt = 0; kt <= q_tile; ++kt) {
     const int buf = kt % 2;
-    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, C, kt, q_tile, T);
+    next_key_value_tile<D>(Ks(1 - buf), Vs(1 - buf), k, v, W, kt, q_tile, T);
     // 3. S = Q K^T and dP = dO V^T for the warp's 16 rows x 64 keys
     float s[kN][4] = {}, dp[kN][4] = {};
     mma_rows_dot_rows<D>(s, Qs, w0, Ks(buf), lane);
@@ -411,18 +419,20 @@ __global__ void __launch_bounds__(kBlockThreads)
   //    this warp ever read them)
   stage_accumulators<D>(Qs, w0, dq, scale, scale, lane);
   __syncwarp();
-  store_rows<D>(dqkv + b * T * 3 * C + h * D, 3 * C, q0 + w0, T, Qs, w0, lane);
+  store_rows<D>(dqkv + x.q_at(slice), W, q0 + w0, T, Qs, w0, lane);
 }
 
-// Backward, key kernel: dK and dV. Grid (key tiles of 64, B*H), heaviest (first) key tiles first
-// in launch order. Dynamic shared memory: K and V tiles [64][D + 8], then two buffers of Q and dO
-// tiles [kQ][D + 8] and of lse and D [kQ] (f32).
+// Backward, key kernel: dK and dV. Grid (key tiles of 64, B*Hkv), heaviest (first) key tiles
+// first in launch order; a block walks the query tiles of its key/value head's query heads, head
+// by head, as one double-buffered sequence. Dynamic shared memory: K and V tiles [64][D + 8], then
+// two buffers of Q and dO tiles [kQ][D + 8] and of lse and D [kQ] (f32).
 template <int D>
 __global__ void __launch_bounds__(kBlockThreads)
     flash_attention_backward_mma_key_kernel(const bf16* qkv, const float* lse, const bf16* dout,
-                                            const float* delta, bf16* dqkv, int64_t T, int64_t C,
-                                            int64_t H, float scale, float scale_log2) {
+                                            const float* delta, bf16* dqkv, QkvHeads x, float scale,
+                                            float scale_log2) {
   constexpr int P = pitch<D>(), kQ = key_kernel_queries<D>(), kN = kQ / 8;
+  const int64_t T = x.T, W = x.width();
   GLASS_DYNAMIC_SHARED(bf16, shared);
   bf16* Ks = shared;
   bf16* Vs = Ks + kTileRows * P;
@@ -434,38 +444,36 @@ __global__ void __launch_bounds__(kBlockThreads)
   auto delta_s = [&](int i) { return stats + (2 + i) * kQ; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = mma::lane_group(lane), t = mma::lane_thread(lane);
-  const int64_t slice = blockIdx.y, b = slice / H, h = slice % H;
+  const int64_t first_slice = blockIdx.y * x.group();  // the key/value head's first query head
+  const int64_t end_slice = first_slice + x.group();
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
   const int w0 = warp * kWarpRows;
   const int64_t key[2] = {k0 + w0 + g, k0 + w0 + g + 8};
-  const bf16* q = qkv + b * T * 3 * C + h * D;
-  const bf16* k = q + C;
-  const bf16* v = q + 2 * C;
-  const bf16* dO = dout + b * T * C + h * D;
-  // lse (log2 units; +inf past T, so P = 0 there) and D of query tile q0 into buffer `buf`: plain
-  // stores, visible after the barrier that follows the tile's wait
-  auto load_row_stats = [&](int64_t q0, int buf) {
+  // query tile q0 of query head `slice` into buffer `buf`: Q and dO asynchronously; lse (log2
+  // units; +inf past T, so P = 0 there) and D by plain stores, visible after the barrier that
+  // follows the tile's wait
+  auto load_query_tile = [&](int64_t slice, int64_t q0, int buf) {
+    load_tile_async<D>(Qs(buf), qkv + x.q_at(slice), W, q0, T, kQ);
+    load_tile_async<D>(dOs(buf), dout + x.out_at(slice), x.out_width(), q0, T, kQ);
     for (int r = threadIdx.x; r < kQ; r += blockDim.x) {
       const int64_t i = q0 + r;
       lse_s(buf)[r] = i < T ? lse[slice * T + i] * kLog2e : INFINITY;
       delta_s(buf)[r] = i < T ? delta[slice * T + i] : 0.0f;
     }
   };
-  // 1. K, V and query tile 0 (the first that sees this key tile: q0 = k0)
-  load_tile_async<D>(Ks, k, 3 * C, k0, T, kTileRows);
-  load_tile_async<D>(Vs, v, 3 * C, k0, T, kTileRows);
-  load_tile_async<D>(Qs(0), q, 3 * C, k0, T, kQ);
-  load_tile_async<D>(dOs(0), dO, C, k0, T, kQ);
-  load_row_stats(k0, 0);
+  // 1. K, V and the first query head's query tile k0 (the first that sees this key tile)
+  load_tile_async<D>(Ks, qkv + x.k_at(first_slice), W, k0, T, kTileRows);
+  load_tile_async<D>(Vs, qkv + x.v_at(first_slice), W, k0, T, kTileRows);
+  load_query_tile(first_slice, k0, 0);
   tc::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int64_t q0 = k0, it = 0; q0 < T; q0 += kQ, ++it) {
+  // the query heads in order, each from query tile k0 to the last: (slice, q0) now, (next_slice,
+  // next_q0) queued behind it
+  for (int64_t slice = first_slice, q0 = k0, it = 0; slice < end_slice; ++it) {
     const int buf = it % 2;
-    if (q0 + kQ < T) {
-      load_tile_async<D>(Qs(1 - buf), q, 3 * C, q0 + kQ, T, kQ);
-      load_tile_async<D>(dOs(1 - buf), dO, C, q0 + kQ, T, kQ);
-      load_row_stats(q0 + kQ, 1 - buf);
-    }
+    const bool head_done = q0 + kQ >= T;
+    const int64_t next_slice = head_done ? slice + 1 : slice, next_q0 = head_done ? k0 : q0 + kQ;
+    if (next_slice < end_slice) load_query_tile(next_slice, next_q0, 1 - buf);
     tc::cp_async_commit();
     tc::cp_async_wait<1>();
     __syncthreads();
@@ -488,6 +496,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     mma_probs_times_tile<D>(dv, s, dOs(buf), lane);
     mma_probs_times_tile<D>(dk, dp, Qs(buf), lane);
     __syncthreads();
+    slice = next_slice;
+    q0 = next_q0;
   }
   tc::cp_async_wait<0>();
   // 5. dK = dk * scale and dV = dv into the k and v columns of dqkv, staged through the warp's own
@@ -495,9 +505,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   stage_accumulators<D>(Ks, w0, dk, scale, scale, lane);
   stage_accumulators<D>(Vs, w0, dv, 1.0f, 1.0f, lane);
   __syncwarp();
-  bf16* dkv = dqkv + b * T * 3 * C + h * D;
-  store_rows<D>(dkv + C, 3 * C, k0 + w0, T, Ks, w0, lane);
-  store_rows<D>(dkv + 2 * C, 3 * C, k0 + w0, T, Vs, w0, lane);
+  store_rows<D>(dqkv + x.k_at(first_slice), W, k0 + w0, T, Ks, w0, lane);
+  store_rows<D>(dqkv + x.v_at(first_slice), W, k0 + w0, T, Vs, w0, lane);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,10 +516,10 @@ size_t tile_bytes(int64_t rows, int64_t D) { return static_cast<size_t>(rows * (
 
 // The checks, geometry, FLOPs and bytes of the launches above.
 struct MmaGeometry : FlashAttentionShape {
-  MmaGeometry(const char* kernel, const Tensor& qkv, int64_t n_head,
+  MmaGeometry(const char* kernel, const Tensor& qkv, int64_t n_head, int64_t n_kv_head,
               std::initializer_list<const Tensor*> like_qkv,
               std::initializer_list<const Tensor*> like_out, const Tensor& lse)
-      : FlashAttentionShape(kernel, qkv, n_head, like_qkv, like_out, lse) {
+      : FlashAttentionShape(kernel, qkv, n_head, n_kv_head, like_qkv, like_out, lse) {
     GLASS_CHECK(qkv.dtype() == DType::bf16,
                 "{}: qkv {} is {}; the Tensor Core flash kernel takes bf16 only (f32: "
                 "--attention flash-simt)",
@@ -530,7 +539,10 @@ struct MmaGeometry : FlashAttentionShape {
                 "{}: {} must start 16-byte aligned (cp.async and 16-byte stores)", kernel,
                 t.describe());
   }
-  dim3 grid(int rows) const { return dim3(ceil_div(T, rows), static_cast<unsigned>(slices())); }
+  // tiles of `rows` rows, times the slices (query kernels) or the key/value slices (key kernel)
+  dim3 grid(int rows, bool per_kv_head = false) const {
+    return dim3(ceil_div(T, rows), static_cast<unsigned>(per_kv_head ? kv_slices() : slices()));
+  }
   // the causal entries (i, j <= i) of all slices: what the math needs
   double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
   // per slice, rows one block kind loads in its loop: `outer`-row tiles each walking `inner`-row
@@ -546,14 +558,16 @@ struct MmaGeometry : FlashAttentionShape {
     for (int64_t k0 = 0; k0 < T; k0 += kTileRows) rows += static_cast<double>(T - k0);
     return rows;
   }
-  double head_bytes(double rows) const {  // bf16 head rows over all slices
+  double head_bytes(double rows) const {  // bf16 head rows over all (query) slices
     return static_cast<double>(slices()) * rows * static_cast<double>(D * 2);
   }
+  double kv_head_bytes(double rows) const {  // bf16 head rows over the key/value slices
+    return static_cast<double>(kv_slices()) * rows * static_cast<double>(D * 2);
+  }
   double stats_bytes() const { return static_cast<double>(slices() * T) * sizeof(float); }
-  LaunchInfo info(const char* name, const Tensor& on, int rows, size_t shared, double flops,
+  LaunchInfo info(const char* name, const Tensor& on, dim3 grid, size_t shared, double flops,
                   double bytes) const {
-    LaunchInfo li =
-        kernel_launch_info(name, on, grid(rows), dim3(kBlockThreads), shared, flops, bytes);
+    LaunchInfo li = kernel_launch_info(name, on, grid, dim3(kBlockThreads), shared, flops, bytes);
     li.unit = ComputeUnit::tensor_core_bf16;
     return li;
   }
@@ -575,30 +589,30 @@ void visit_head_dim(int64_t D, Fn&& fn) {
 }  // namespace
 
 void flash_attention_forward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                 int64_t n_head, double scale) {
+                                 int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "flash_attention_forward_mma";
-  const MmaGeometry g(kernel, qkv, n_head, {}, {&out}, lse);
+  const MmaGeometry g(kernel, qkv, n_head, n_kv_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
   // FLOPs per causal entry: S and P V (2D each, on the Tensor Cores) and the softmax (5); bytes: Q
   // read, O written once, K and V once per query tile that sees them, lse written
   const size_t shared = 4 * tile_bytes(kTileRows, g.D);
   const LaunchInfo info =
-      g.info(kernel, qkv, kTileRows, shared, g.entries() * (4.0 * g.D + 5),
+      g.info(kernel, qkv, g.grid(kTileRows), shared, g.entries() * (4.0 * g.D + 5),
              g.head_bytes(2.0 * g.T + 2 * g.key_rows_loaded()) + g.stats_bytes());
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
     allow_dynamic_shared_memory(flash_attention_forward_mma_kernel<D>, kernel, shared);
     launch_cuda_kernel(info, flash_attention_forward_mma_kernel<D>, qkv.data<bf16>(),
-                       out.data<bf16>(), lse.data<float>(), g.T, g.C, g.H,
+                       out.data<bf16>(), lse.data<float>(), QkvHeads::of(g),
                        static_cast<float>(scale) * kLog2e);
   });
 }
 
 void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                   const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                  double scale) {
+                                  int64_t n_kv_head, double scale) {
   const char* kernel = "flash_attention_backward_mma";
-  const MmaGeometry g(kernel, qkv, n_head, {&dqkv}, {&out, &dout}, lse);
+  const MmaGeometry g(kernel, qkv, n_head, n_kv_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
   const Tensor delta = Tensor::empty(lse.shape(), DType::f32, qkv.device());  // D = rowsum(dO∘O)
   const float scale_f = static_cast<float>(scale), scale_log2 = scale_f * kLog2e;
@@ -607,21 +621,23 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
   //    them, lse read and D written.
   const size_t query_shared = 6 * tile_bytes(kTileRows, g.D);
   const LaunchInfo query_info =
-      g.info("flash_attention_backward_mma_query", qkv, kTileRows, query_shared,
+      g.info("flash_attention_backward_mma_query", qkv, g.grid(kTileRows), query_shared,
              g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
              g.head_bytes(4.0 * g.T + 2 * g.key_rows_loaded()) + 2 * g.stats_bytes());
   // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
-  //    dK, dV written once; Q, dO, lse and D once per key tile that sees them.
+  //    dK, dV written once per key/value slice; Q, dO, lse and D of each of its query heads once
+  //    per key tile that sees them.
   const LaunchInfo key_info =
-      g.info("flash_attention_backward_mma_key", qkv, kTileRows, 0, g.entries() * (8.0 * g.D + 4),
-             g.head_bytes(4.0 * g.T + 2 * g.query_rows_loaded()) +
+      g.info("flash_attention_backward_mma_key", qkv, g.grid(kTileRows, true), 0,
+             g.entries() * (8.0 * g.D + 4),
+             g.kv_head_bytes(4.0 * g.T) + g.head_bytes(2 * g.query_rows_loaded()) +
                  2 * static_cast<double>(g.slices()) * g.query_rows_loaded() * sizeof(float));
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
     allow_dynamic_shared_memory(flash_attention_backward_mma_query_kernel<D>, kernel, query_shared);
     launch_cuda_kernel(query_info, flash_attention_backward_mma_query_kernel<D>, qkv.data<bf16>(),
                        out.data<bf16>(), lse.data<float>(), dout.data<bf16>(), delta.data<float>(),
-                       dqkv.data<bf16>(), g.T, g.C, g.H, scale_f, scale_log2);
+                       dqkv.data<bf16>(), QkvHeads::of(g), scale_f, scale_log2);
     constexpr int kQ = key_kernel_queries<D>();
     LaunchInfo info = key_info;
     info.shared_bytes =
@@ -630,7 +646,7 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
                                 info.shared_bytes);
     launch_cuda_kernel(info, flash_attention_backward_mma_key_kernel<D>, qkv.data<bf16>(),
                        lse.data<float>(), dout.data<bf16>(), delta.data<float>(), dqkv.data<bf16>(),
-                       g.T, g.C, g.H, scale_f, scale_log2);
+                       QkvHeads::of(g), scale_f, scale_log2);
   });
 }
 

@@ -290,7 +290,7 @@ TEST(Attention, KernelNamesAndRefusals) {
   EXPECT_TRUE(contains_all(error_of([&] {
                              causal_attention(zeros({1, 4, 96}), 5);
                            }),
-                           {"C = 32", "not divisible by n_head 5"}));
+                           {"qkv f32[1, 4, 96]", "(n_head + 2 n_kv_head) D", "(5 + 2 * 5) D"}));
 }
 
 }  // namespace

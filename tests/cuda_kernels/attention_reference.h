@@ -31,7 +31,7 @@ inline AttentionReference attention_reference(const Tensor& qkv, const Tensor& d
   const Tensor dq = empty_like(q), dk = empty_like(q), dv = empty_like(q);
   kernels::cpu::attention_backward(q, k, v, probs, to_heads(dout), dq, dk, dv, scale);
   const Tensor out_flash = Tensor::empty({B, T, C}), lse = Tensor::empty({B, H, T});
-  kernels::cpu::flash_attention_forward(qkv, out_flash, lse, H, scale);
+  kernels::cpu::flash_attention_forward(qkv, out_flash, lse, H, H, scale);
   return {from_heads(out), concat({from_heads(dq), from_heads(dk), from_heads(dv)}, 2), lse};
 }
 

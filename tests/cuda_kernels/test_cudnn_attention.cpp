@@ -1,7 +1,8 @@
 // kernels/cuda/cudnn_attention: what can be checked without a GPU.
 // - The strided views cuDNN is given (cudnn_sdpa_layout) select exactly the q, k, v heads of the
-//   fused qkv [B, T, 3C] and the heads of out [B, T, C]: compared with the split the model does
-//   with view/slice/permute (autograd ops, independent code).
+//   fused qkv [B, T, (H + 2 Hkv) D] (multi-head [B, T, 3C], and grouped-query with fewer key/value
+//   heads) and the heads of out [B, T, C]: compared with the split the model does with
+//   view/slice/permute (autograd ops, independent code).
 // - The math the SDPA graphs describe (stats = max + log sum exp, P recomputed from stats,
 //   dS = (dO V^T - rowsum(dO * O)) * P * scale, ...), evaluated step by step on the host through
 //   those views, agrees with the cpu attention kernels: the graphs compute the contract, and
@@ -44,12 +45,15 @@ Tensor heads(const Tensor& x, int64_t H) {
 
 TEST(CudnnAttention, ViewsSelectTheHeadsOfTheFusedLayouts) {
   Generator gen(31);
-  for (auto [B, T, H, D] : {std::array<int64_t, 4>{2, 5, 3, 8}, {1, 7, 2, 16}}) {
-    const int64_t C = H * D;
-    const Tensor qkv = randn({B, T, 3 * C}, gen), out = randn({B, T, C}, gen);
-    const CudnnSdpaLayout l = kernels::cuda::cudnn_sdpa_layout(B, T, H, D);
-    const Tensor q = heads(slice(qkv, 2, 0, C), H), k = heads(slice(qkv, 2, C, 2 * C), H);
-    const Tensor v = heads(slice(qkv, 2, 2 * C, 3 * C), H);
+  for (auto [B, T, H, Hkv, D] : {std::array<int64_t, 5>{2, 5, 3, 3, 8},
+                                 {1, 7, 2, 2, 16},
+                                 {2, 5, 4, 2, 8},
+                                 {1, 3, 4, 1, 16}}) {
+    const int64_t C = H * D, KV = Hkv * D;
+    const Tensor qkv = randn({B, T, C + 2 * KV}, gen), out = randn({B, T, C}, gen);
+    const CudnnSdpaLayout l = kernels::cuda::cudnn_sdpa_layout(B, T, H, Hkv, D);
+    const Tensor q = heads(slice(qkv, 2, 0, C), H), k = heads(slice(qkv, 2, C, C + KV), Hkv);
+    const Tensor v = heads(slice(qkv, 2, C + KV, C + 2 * KV), Hkv);
     EXPECT_TRUE(all_close(through(qkv, l.q), q, 0));
     EXPECT_TRUE(all_close(through(qkv, l.k), k, 0));
     EXPECT_TRUE(all_close(through(qkv, l.v), v, 0));
@@ -82,7 +86,7 @@ TEST(CudnnAttention, GraphMathMatchesTheCpuKernelsAndLseContract) {
   const int64_t B = 2, T = 9, H = 3, D = 8, C = H * D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const Tensor qkv = randn({B, T, 3 * C}, gen), dout = randn({B, T, C}, gen);
-  const CudnnSdpaLayout l = kernels::cuda::cudnn_sdpa_layout(B, T, H, D);
+  const CudnnSdpaLayout l = kernels::cuda::cudnn_sdpa_layout(B, T, H, H, D);
   // the cpu reference on the model's split
   const Tensor q = heads(slice(qkv, 2, 0, C), H), k = heads(slice(qkv, 2, C, 2 * C), H);
   const Tensor v = heads(slice(qkv, 2, 2 * C, 3 * C), H), d_o = heads(dout, H);
@@ -164,23 +168,29 @@ TEST(CudnnAttention, GraphMathMatchesTheCpuKernelsAndLseContract) {
 // The cuda build's function (this file, compiled by the host compiler, sees the emu build's).
 namespace kernels::cuda::on_gpu {
 int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
-                                  int64_t head_dim);
+                                  int64_t n_kv_head, int64_t head_dim);
 void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale);
+                             int64_t n_head, int64_t n_kv_head, double scale);
 void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& dout, const Tensor& dqkv, int64_t n_head, double scale);
+                              const Tensor& dout, const Tensor& dqkv, int64_t n_head,
+                              int64_t n_kv_head, double scale);
 }  // namespace kernels::cuda::on_gpu
 namespace {
 
 // cuDNN itself accepts every tensor and operation descriptor of both graphs (data types, dims,
 // strides, by-value scalars, broadcasts, matmul shapes): cudnnBackendFinalize validates each one
 // and needs no GPU. Only the operation graph, the heuristics and the plan are left to the GPU.
+// Grouped-query attention adds the backward's two reductions of dK and dV over each group.
 TEST(CudnnAttention, CudnnAcceptsEveryDescriptorOfBothGraphs) {
-  for (auto [B, T, H, D] :
-       {std::array<int64_t, 4>{8, 1024, 12, 64}, {2, 37, 3, 16}, {1, 2, 1, 128}}) {
-    SCOPED_TRACE(fmt::format("B={} T={} H={} D={}", B, T, H, D));
-    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(false, B, T, H, D), 14);
-    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(true, B, T, H, D), 21);
+  for (auto [B, T, H, Hkv, D] : {std::array<int64_t, 5>{8, 1024, 12, 12, 64},
+                                 {2, 37, 3, 3, 16},
+                                 {1, 2, 1, 1, 128},
+                                 {2, 37, 4, 2, 16},
+                                 {1, 64, 8, 1, 64}}) {
+    SCOPED_TRACE(fmt::format("B={} T={} H={} Hkv={} D={}", B, T, H, Hkv, D));
+    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(false, B, T, H, Hkv, D), 14);
+    EXPECT_EQ(kernels::cuda::on_gpu::cudnn_attention_graph_ops(true, B, T, H, Hkv, D),
+              H == Hkv ? 21 : 23);
   }
 }
 
@@ -205,27 +215,30 @@ TEST(CudnnAttention, OnAGpuMatchesTheCpuKernelsTensorByTensorAndRepeatsItsBits) 
   };
   auto as_f32 = [](const Tensor& t) { return cast(testing::to_cpu(t), DType::f32); };
   Generator gen(43);
-  for (auto [B, T, H, D] : {std::array<int64_t, 4>{2, 128, 3, 64}, {1, 256, 2, 128}}) {
-    SCOPED_TRACE(fmt::format("B={} T={} H={} D={}", B, T, H, D));
-    const int64_t C = H * D;
+  for (auto [B, T, H, Hkv, D] :
+       {std::array<int64_t, 5>{2, 128, 3, 3, 64}, {1, 256, 2, 2, 128}, {2, 128, 4, 2, 64}}) {
+    SCOPED_TRACE(fmt::format("B={} T={} H={} Hkv={} D={}", B, T, H, Hkv, D));
+    const int64_t C = H * D, W = (H + 2 * Hkv) * D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const Tensor qkv = cast(cast(randn({B, T, 3 * C}, gen, 0, 1.5), DType::bf16), DType::f32);
+    const Tensor qkv = cast(cast(randn({B, T, W}, gen, 0, 1.5), DType::bf16), DType::f32);
     const Tensor dout = cast(cast(randn({B, T, C}, gen), DType::bf16), DType::f32);
     const Tensor out_ref = Tensor::empty({B, T, C}), lse_ref = Tensor::empty({B, H, T});
-    const Tensor dqkv_ref = Tensor::empty({B, T, 3 * C});
-    kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, scale);
-    kernels::cpu::flash_attention_backward(qkv, out_ref, lse_ref, dout, dqkv_ref, H, scale);
+    const Tensor dqkv_ref = Tensor::empty({B, T, W});
+    kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, Hkv, scale);
+    kernels::cpu::flash_attention_backward(qkv, out_ref, lse_ref, dout, dqkv_ref, H, Hkv, scale);
 
     const Tensor gpu_qkv = on_gpu(qkv, DType::bf16), gpu_dout = on_gpu(dout, DType::bf16);
     const Tensor out = empty_gpu({B, T, C}, DType::bf16), lse = empty_gpu({B, H, T}, DType::f32);
-    const Tensor dqkv = empty_gpu({B, T, 3 * C}, DType::bf16);
-    kernels::cuda::on_gpu::cudnn_attention_forward(gpu_qkv, out, lse, H, scale);
-    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, scale);
+    const Tensor dqkv = empty_gpu({B, T, W}, DType::bf16);
+    kernels::cuda::on_gpu::cudnn_attention_forward(gpu_qkv, out, lse, H, Hkv, scale);
+    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, Hkv,
+                                                    scale);
     EXPECT_TRUE(all_close(as_f32(out), out_ref, 4 * kUnit));
     EXPECT_TRUE(all_close(as_f32(lse), lse_ref, 1e-3));
     EXPECT_TRUE(all_close(as_f32(dqkv), dqkv_ref, 8 * kUnit));
     const std::vector<unsigned char> first = testing::bytes_of(dqkv);
-    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, scale);
+    kernels::cuda::on_gpu::cudnn_attention_backward(gpu_qkv, out, lse, gpu_dout, dqkv, H, Hkv,
+                                                    scale);
     EXPECT_TRUE(testing::bytes_of(dqkv) == first) << "the backward's bits differ run to run";
   }
 }
@@ -234,20 +247,27 @@ TEST(CudnnAttention, OnAGpuMatchesTheCpuKernelsTensorByTensorAndRepeatsItsBits) 
 TEST(CudnnAttention, RejectsBadArgumentsNamingTheTensor) {
   const Tensor qkv = device_empty({2, 5, 3 * 32}), out = device_empty({2, 5, 32});
   const Tensor lse = device_empty({2, 4, 5});
-  std::string msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 3, 1); });
-  EXPECT_TRUE(contains_all(msg, {"cudnn_attention_forward", "not a multiple of n_head 3"})) << msg;
-  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 8, 1); });
+  std::string msg =
+      error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 3, 3, 1); });
+  EXPECT_TRUE(
+      contains_all(msg, {"cudnn_attention_forward", "qkv f32[2, 5, 96]", "[B, T, (3 + 2 * 3) D]"}))
+      << msg;
+  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 4, 3, 1); });
+  EXPECT_TRUE(contains_all(msg, {"cudnn_attention_forward", "n_kv_head 3 must divide n_head 4"}))
+      << msg;
+  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 8, 8, 1); });
   EXPECT_TRUE(contains_all(msg, {"head dim D = C / n_head = 4", "multiples of 8"})) << msg;
   const Tensor lse_bf16 = device_empty({2, 4, 5}, DType::bf16);
-  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse_bf16, 4, 1); });
+  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse_bf16, 4, 4, 1); });
   EXPECT_TRUE(contains_all(msg, {"lse bf16[2, 4, 5]", "contiguous f32 [2, 4, 5]"})) << msg;
   const Tensor wide = device_empty({2, 5, 64});
-  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, wide, lse, 4, 1); });
+  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, wide, lse, 4, 4, 1); });
   EXPECT_TRUE(contains_all(msg, {"out f32[2, 5, 64]", "[2, 5, 32]"})) << msg;
-  msg = error_of([&] { kernels::cuda::cudnn_attention_backward(qkv, out, lse, out, out, 4, 1); });
+  msg =
+      error_of([&] { kernels::cuda::cudnn_attention_backward(qkv, out, lse, out, out, 4, 4, 1); });
   EXPECT_TRUE(contains_all(msg, {"cudnn_attention_backward", "dqkv f32[2, 5, 32]"})) << msg;
   const Tensor ids = device_empty({2, 5, 96}, DType::i32);
-  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(ids, out, lse, 4, 1); });
+  msg = error_of([&] { kernels::cuda::cudnn_attention_forward(ids, out, lse, 4, 4, 1); });
   EXPECT_TRUE(contains_all(msg, {"is i32", "takes bf16"})) << msg;
 }
 
@@ -256,10 +276,12 @@ TEST(CudnnAttention, EmuRefusesWithOneLine) {
   const Tensor qkv = device_empty({2, 5, 3 * 32}), out = device_empty({2, 5, 32});
   const Tensor lse = device_empty({2, 4, 5});
   for (const std::string& msg :
-       {error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 4, 0.35); }),
-        error_of(
-            [&] { kernels::cuda::cudnn_attention_backward(qkv, out, lse, out, qkv, 4, 0.35); })}) {
-    EXPECT_TRUE(contains_all(msg, {"runs on the cuda device only", "B=2 H=4 T=5 D=8 f32"})) << msg;
+       {error_of([&] { kernels::cuda::cudnn_attention_forward(qkv, out, lse, 4, 4, 0.35); }),
+        error_of([&] {
+          kernels::cuda::cudnn_attention_backward(qkv, out, lse, out, qkv, 4, 4, 0.35);
+        })}) {
+    EXPECT_TRUE(contains_all(msg, {"runs on the cuda device only", "B=2 H=4 Hkv=4 T=5 D=8 f32"}))
+        << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
 }

@@ -39,21 +39,22 @@ TEST(FlashAttention, EmuAndCpuMatchTheProbsBasedCpuKernels) {
       // emu: the hand-written CUDA kernels
       const Tensor dev_qkv = on_device(qkv), out = device_empty({B, T, C});
       const Tensor lse = device_empty({B, H, T}), dqkv = device_empty({B, T, 3 * C});
-      kernels::cuda::flash_attention_forward(dev_qkv, out, lse, H, scale);
-      kernels::cuda::flash_attention_backward(dev_qkv, out, lse, on_device(dout), dqkv, H, scale);
+      kernels::cuda::flash_attention_forward(dev_qkv, out, lse, H, H, scale);
+      kernels::cuda::flash_attention_backward(dev_qkv, out, lse, on_device(dout), dqkv, H, H,
+                                              scale);
       EXPECT_TRUE(all_close(to_cpu(out), ref.out, 2e-5));
       EXPECT_TRUE(all_close(to_cpu(dqkv), ref.dqkv, 2e-5));
 
       // cpu: the flash entries' own loops; lse in f64 as the reference for both
       const Tensor out_cpu = Tensor::empty({B, T, C}), lse_cpu = Tensor::empty({B, H, T});
       const Tensor dqkv_cpu = Tensor::empty({B, T, 3 * C});
-      kernels::cpu::flash_attention_forward(qkv, out_cpu, lse_cpu, H, scale);
-      kernels::cpu::flash_attention_backward(qkv, out_cpu, lse_cpu, dout, dqkv_cpu, H, scale);
+      kernels::cpu::flash_attention_forward(qkv, out_cpu, lse_cpu, H, H, scale);
+      kernels::cpu::flash_attention_backward(qkv, out_cpu, lse_cpu, dout, dqkv_cpu, H, H, scale);
       EXPECT_TRUE(all_close(out_cpu, ref.out, 2e-5));
       EXPECT_TRUE(all_close(dqkv_cpu, ref.dqkv, 2e-5));
       const Tensor qkv64 = cast(qkv, DType::f64), out64 = Tensor::empty({B, T, C}, DType::f64);
       const Tensor lse64 = Tensor::empty({B, H, T});
-      kernels::cpu::flash_attention_forward(qkv64, out64, lse64, H, scale);
+      kernels::cpu::flash_attention_forward(qkv64, out64, lse64, H, H, scale);
       EXPECT_TRUE(all_close(to_cpu(lse), lse64, 1e-6));
     }
   }
@@ -66,8 +67,8 @@ TEST(FlashAttention, BackwardIsBitIdenticalAcrossRunsAndThreadOrders) {
   const Tensor out = device_empty({B, T, C}), lse = device_empty({B, H, T});
   const Tensor dqkv = device_empty({B, T, 3 * C});
   expect_deterministic({out, lse, dqkv}, [&] {
-    kernels::cuda::flash_attention_forward(qkv, out, lse, H, 0.25);
-    kernels::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, H, 0.25);
+    kernels::cuda::flash_attention_forward(qkv, out, lse, H, H, 0.25);
+    kernels::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, H, H, 0.25);
   });
 }
 
@@ -97,14 +98,14 @@ TEST(FlashAttention, Bf16MatchesTheF32CpuReferenceWithinBf16Rounding) {
       const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
       const testing::AttentionReference ref = attention_reference(qkv, dout, H);
       const Tensor lse_ref = Tensor::empty({B, H, T}), out_ref = Tensor::empty({B, T, C});
-      kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, scale);
+      kernels::cpu::flash_attention_forward(qkv, out_ref, lse_ref, H, H, scale);
 
       const Tensor dev_qkv = on_device(cast(qkv, DType::bf16));
       const Tensor out = device_empty({B, T, C}, DType::bf16), lse = device_empty({B, H, T});
       const Tensor dqkv = device_empty({B, T, 3 * C}, DType::bf16);
-      kernels::cuda::flash_attention_forward(dev_qkv, out, lse, H, scale);
+      kernels::cuda::flash_attention_forward(dev_qkv, out, lse, H, H, scale);
       kernels::cuda::flash_attention_backward(dev_qkv, out, lse, on_device(cast(dout, DType::bf16)),
-                                              dqkv, H, scale);
+                                              dqkv, H, H, scale);
       EXPECT_TRUE(all_close(to_cpu(out), ref.out, 2 * kUnit));
       EXPECT_TRUE(all_close(to_cpu(dqkv), ref.dqkv, 4 * kUnit));
       EXPECT_TRUE(all_close(to_cpu(lse), lse_ref, 2e-5));
@@ -120,8 +121,8 @@ TEST(FlashAttention, Bf16BackwardIsBitIdenticalAcrossRunsAndThreadOrders) {
   const Tensor out = device_empty({B, T, C}, DType::bf16), lse = device_empty({B, H, T});
   const Tensor dqkv = device_empty({B, T, 3 * C}, DType::bf16);
   expect_deterministic({out, lse, dqkv}, [&] {
-    kernels::cuda::flash_attention_forward(qkv, out, lse, H, 0.25);
-    kernels::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, H, 0.25);
+    kernels::cuda::flash_attention_forward(qkv, out, lse, H, H, 0.25);
+    kernels::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, H, H, 0.25);
   });
 }
 
@@ -131,36 +132,39 @@ TEST(FlashAttention, RefusesHeadDimsAndShapesItCannotTake) {
     const int64_t C = 2 * D;
     const Tensor qkv = device_empty({1, 5, 3 * C}), out = device_empty({1, 5, C});
     const std::string msg =
-        error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 2, 0.5); });
+        error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 2, 2, 0.5); });
     EXPECT_TRUE(contains_all(msg, {"flash_attention_forward", "head dim D", std::to_string(D),
                                    "multiple of 8 in 16..128"}));
   }
   const Tensor qkv = device_empty({1, 5, 96}), out = device_empty({1, 5, 32});
   EXPECT_TRUE(contains_all(
       error_of([&] {
-        kernels::cuda::flash_attention_forward(qkv, out, device_empty({1, 2, 4}), 2, 1);
+        kernels::cuda::flash_attention_forward(qkv, out, device_empty({1, 2, 4}), 2, 2, 1);
       }),
       {"lse f32[1, 2, 4]", "[B, n_head, T] = [1, 2, 5]"}));
-  EXPECT_TRUE(
-      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, qkv, lse, 2, 1); }),
-                   {"flash_attention_forward", "f32[1, 5, 96]", "[1, 5, 32]"}));
-  EXPECT_TRUE(
-      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 5, 1); }),
-                   {"C = 32", "not divisible by n_head 5"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { kernels::cuda::flash_attention_forward(qkv, qkv, lse, 2, 2, 1); }),
+      {"flash_attention_forward", "f32[1, 5, 96]", "[1, 5, 32]"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 5, 5, 1); }),
+      {"qkv f32[1, 5, 96]", "last dim 96 is not (n_head + 2 n_kv_head) D = (5 + 2 * 5) D"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { kernels::cuda::flash_attention_forward(qkv, out, lse, 2, 3, 1); }),
+      {"flash_attention_forward", "n_kv_head 3 must divide n_head 2"}));
   // f32 and bf16 only; and the bf16 operands must all be bf16 (lse stays f32)
   const Tensor qkv64 = device_empty({1, 5, 96}, DType::f64),
                out64 = device_empty({1, 5, 32}, DType::f64);
   EXPECT_TRUE(contains_all(
-      error_of([&] { kernels::cuda::flash_attention_forward(qkv64, out64, lse, 2, 1); }),
+      error_of([&] { kernels::cuda::flash_attention_forward(qkv64, out64, lse, 2, 2, 1); }),
       {"flash_attention_forward", "f64", "f32 or bf16"}));
   const Tensor qkv16 = device_empty({1, 5, 96}, DType::bf16);
-  EXPECT_TRUE(
-      contains_all(error_of([&] { kernels::cuda::flash_attention_forward(qkv16, out, lse, 2, 1); }),
-                   {"flash_attention_forward", "bf16 [1, 5, 32]"}));
+  EXPECT_TRUE(contains_all(
+      error_of([&] { kernels::cuda::flash_attention_forward(qkv16, out, lse, 2, 2, 1); }),
+      {"flash_attention_forward", "bf16 [1, 5, 32]"}));
   EXPECT_TRUE(contains_all(error_of([&] {
                              kernels::cuda::flash_attention_forward(
                                  qkv16, device_empty({1, 5, 32}, DType::bf16),
-                                 device_empty({1, 2, 5}, DType::bf16), 2, 1);
+                                 device_empty({1, 2, 5}, DType::bf16), 2, 2, 1);
                            }),
                            {"lse", "must be contiguous f32"}));
 }

@@ -51,9 +51,9 @@ Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H)
   Outputs o{Tensor::empty({B, T, C}, DType::bf16, device),
             Tensor::empty({B, H, T}, DType::f32, device),
             Tensor::empty({B, T, 3 * C}, DType::bf16, device)};
-  be.flash_attention_forward_mma(dev_qkv, o.out, o.lse, H, scale);
+  be.flash_attention_forward_mma(dev_qkv, o.out, o.lse, H, H, scale);
   be.flash_attention_backward_mma(dev_qkv, o.out, o.lse, on(device, cast(dout, DType::bf16)),
-                                  o.dqkv, H, scale);
+                                  o.dqkv, H, H, scale);
   return o;
 }
 
@@ -95,8 +95,8 @@ TEST(FlashAttentionMma, IsBitIdenticalAcrossRunsAndThreadOrders) {
   const Tensor lse = Tensor::empty({B, H, T}, DType::f32, kEmu);
   const Tensor dqkv = Tensor::empty({B, T, 3 * C}, DType::bf16, kEmu);
   expect_deterministic({out, lse, dqkv}, [&] {
-    kernels::cuda::flash_attention_forward_mma(qkv, out, lse, H, 0.25);
-    kernels::cuda::flash_attention_backward_mma(qkv, out, lse, dout, dqkv, H, 0.25);
+    kernels::cuda::flash_attention_forward_mma(qkv, out, lse, H, H, 0.25);
+    kernels::cuda::flash_attention_backward_mma(qkv, out, lse, dout, dqkv, H, H, 0.25);
   });
 }
 
@@ -194,13 +194,13 @@ TEST(FlashAttentionMma, RefusesF32AndHeadDimsItDoesNotTake) {
   const Tensor qkv32 = Tensor::empty({1, 5, 96}, DType::f32, kEmu);
   const Tensor out32 = Tensor::empty({1, 5, 32}, DType::f32, kEmu);
   EXPECT_TRUE(contains_all(
-      error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv32, out32, lse, 1, 1); }),
+      error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv32, out32, lse, 1, 1, 1); }),
       {"flash_attention_forward_mma", "f32", "bf16 only", "flash-simt"}));
   for (const int64_t D : {16, 48, 256}) {
     const Tensor qkv = Tensor::empty({1, 5, 3 * D}, DType::bf16, kEmu);
     const Tensor out = Tensor::empty({1, 5, D}, DType::bf16, kEmu);
     EXPECT_TRUE(contains_all(
-        error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv, out, lse, 1, 1); }),
+        error_of([&] { kernels::cuda::flash_attention_forward_mma(qkv, out, lse, 1, 1, 1); }),
         {"flash_attention_forward_mma", "head dim D", std::to_string(D), "32, 64 or 128"}));
   }
 }

@@ -203,6 +203,25 @@ std::vector<Case> cases() {
          return Inputs{randn({2, 13, 3 * 32}, g)};
        },
        [](const Inputs& x) { return causal_attention(x[0], 2, AttentionKernel::flash); }},
+      // --- grouped-query attention (fewer key/value heads than query heads): the probs-based op
+      // with k and v of 2 heads for 4 query heads; the fused layout [B, T, (H + 2 Hkv) D] with
+      // the flash kernels, head dim 16 (flash-simt on emu and cuda) and 32 with one key/value head
+      // (flash-mma there in bf16) ---
+      {"causal_attention_gqa",
+       [](Generator& g) {
+         return Inputs{randn({2, 4, 13, 8}, g), randn({2, 2, 13, 8}, g), randn({2, 2, 13, 8}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], x[1], x[2]); }},
+      {"causal_attention_gqa_flash",
+       [](Generator& g) {
+         return Inputs{randn({2, 13, (4 + 2 * 2) * 16}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], 4, 2, AttentionKernel::flash); }},
+      {"causal_attention_mqa_flash",
+       [](Generator& g) {
+         return Inputs{randn({1, 21, (4 + 2 * 1) * 32}, g)};
+       },
+       [](const Inputs& x) { return causal_attention(x[0], 4, 1, AttentionKernel::flash); }},
       // --- embedding: repeated ids accumulate into one row ---
       {"embedding",
        [](Generator& g) {

@@ -31,14 +31,15 @@ TEST(AttentionRungs, EveryRungMatchesTheF64Reference) {
     const Tensor qkv = cast(cast(randn({c.B, c.T, 3 * C}, gen), DType::bf16), DType::f32);
     const Tensor out64 = Tensor::empty({c.B, c.T, C}, DType::f64);
     const Tensor lse64 = Tensor::empty({c.B, c.H, c.T});
-    kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, scale);
+    kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, c.H, scale);
     for (const ladder::Rung& rung : ladder::rungs(ladder::Op::attention)) {
       SCOPED_TRACE("rung " + std::to_string(rung.index) + " T " + std::to_string(c.T) + " D " +
                    std::to_string(c.D));
       const DType dtype = rung.f32 ? DType::f32 : DType::bf16;  // the mma rung: bf16 only
       if (dtype == DType::bf16 && !kernels::flash_mma_head_dim_ok(c.D)) continue;
       const Tensor out = device_empty({c.B, c.T, C}, dtype), lse = device_empty({c.B, c.H, c.T});
-      ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, scale);
+      ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, c.H,
+                                    scale);
       // bf16: the output stored in bf16 and P rounded to bf16 before P V (2 units of 2^-8, as
       // tests/cuda_kernels/test_flash_attention_mma.cpp argues); lse stays f32
       EXPECT_TRUE(

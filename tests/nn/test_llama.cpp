@@ -7,7 +7,6 @@
 #include "nn/llama.h"
 #include "nn/llama_decoder.h"
 #include "tests/testing.h"
-#include "train/gpt_cost.h"
 
 namespace glass {
 namespace {
@@ -171,18 +170,6 @@ TEST(Llama, DecoderMatchesTheFullForward) {
     }
     EXPECT_EQ(decoder->pos(), 9);
   }
-}
-
-TEST(Llama, MixtureOfExpertsCountsActiveAndResidentParameters) {
-  const auto e = train::expert_parameters(kTinyLlama, 8, 2);
-  const int64_t C = 16, F = 24, L = 2, N = gpt_num_parameters(kTinyLlama);
-  EXPECT_EQ(e.mlp, 3 * F * C);
-  EXPECT_EQ(e.resident, N + L * (7 * 3 * F * C + 8 * C));
-  EXPECT_EQ(e.active, N + L * (1 * 3 * F * C + 8 * C));
-  EXPECT_TRUE(contains_all(error_of([] { train::expert_parameters(kTinyLlama, 4, 5); }),
-                           {"--top-k 5", "--n-expert=4"}));
-  EXPECT_TRUE(contains_all(error_of([] { train::expert_parameters(kTinyLlama, 1, 1); }),
-                           {"--n-expert 1", "at least 2"}));
 }
 
 }  // namespace

@@ -238,6 +238,33 @@ TEST(RooflineCli, Gpt2Preset) {
   expect_one_line_error("roofline", "gpt --model gpt2 --n-layer 3", "drop --n-layer");
 }
 
+// `roofline model` for llama shapes: llama2.c's stories15M count (15,191,712 with its 32000-token
+// vocabulary), GQA's smaller projections, and the mixture of experts on paper: active vs resident
+// parameters by the formulas of train/gpt_cost.h worked by hand here.
+TEST(RooflineCli, LlamaAndMixtureOfExperts) {
+  const auto s = run_sample("roofline", "model --model stories15m --batch 4");
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_NE(s.out.find("N = 15191712 parameters"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("arch=llama"), std::string::npos) << s.out;
+  // L=2 C=64 H=4 Hkv=2 D=16 F=128 V=100 tied: per block the norms 128 + qkv_proj (4 + 2*2)*16*64
+  // = 8192 + o_proj 4096 + gate_up and down 3*128*64 = 24576, 36992 in all;
+  // N = 100*64 + 2*36992 + 64 = 80448; one expert 24576, a router 4*64 = 256 per layer.
+  const auto m = run_sample("roofline",
+                            "model --arch llama --n-layer 2 --n-head 4 --n-kv-head 2 --n-embd 64 "
+                            "--ffn-hidden 128 --vocab-size 100 --seq-len 32 --batch 2 "
+                            "--n-expert 4 --top-k 2");
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_NE(m.out.find("N = 80448 parameters"), std::string::npos) << m.out;
+  // active = 80448 + 2 (24576 + 256) = 130112; resident = 80448 + 2 (3*24576 + 256) = 228416.
+  const std::string table = line_of(m.out, "130112");
+  EXPECT_NE(table.find("80448"), std::string::npos) << m.out;
+  EXPECT_NE(table.find("228416"), std::string::npos) << m.out;
+  expect_one_line_error("roofline", "model --arch llama --n-head 4 --n-kv-head 3 --n-embd 64",
+                        "n_kv_head 3 must divide n_head 4");
+  expect_one_line_error("roofline", "model --model llama-tiny --n-kv-head 2", "drop --n-kv-head");
+  expect_one_line_error("roofline", "model --arch llama --n-expert 4 --top-k 5", "--top-k 5");
+}
+
 // cpu has f32 kernels and an f32 peak only: --dtype defaults to f32 there, in every subcommand,
 // and an explicit bf16 is one short line that says what to use.
 TEST(RooflineCli, CpuDefaultsToF32) {

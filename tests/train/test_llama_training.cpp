@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tests/testing.h"
+#include "train/gpt_cost.h"
 #include "train_testing.h"
 
 namespace glass::train {
@@ -94,6 +95,26 @@ TEST(LlamaTraining, FlagsAreCheckedAgainstTheArchitecture) {
   o.shape_flags_given = {"--arch"};
   EXPECT_TRUE(testing::contains_all(testing::error_of([&] { Trainer t(o); }),
                                     {"--model llama-tiny is a llama", "--arch is gpt2"}));
+}
+
+TEST(LlamaCost, MixtureOfExpertsCountsActiveAndResidentParameters) {
+  const GPTConfig tiny{.vocab_size = 13,
+                       .block_size = 10,
+                       .n_layer = 2,
+                       .n_head = 4,
+                       .n_embd = 16,
+                       .arch = Arch::llama,
+                       .n_kv_head = 2,
+                       .ffn_hidden = 24};
+  const auto e = expert_parameters(tiny, 8, 2);
+  const int64_t C = 16, F = 24, L = 2, N = gpt_num_parameters(tiny);
+  EXPECT_EQ(e.mlp, 3 * F * C);
+  EXPECT_EQ(e.resident, N + L * (7 * 3 * F * C + 8 * C));
+  EXPECT_EQ(e.active, N + L * (1 * 3 * F * C + 8 * C));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([&] { expert_parameters(tiny, 4, 5); }),
+                                    {"--top-k 5", "--n-expert=4"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([&] { expert_parameters(tiny, 1, 1); }),
+                                    {"--n-expert 1", "at least 2"}));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// The attention ladder: causal attention forward, f32, read from qkv [B, T, 3C] and written to
-// out [B, T, C] with lse [B, H, T] (the flash entries' contract, kernels/backend.h), from the
+// The attention ladder: causal attention forward, f32, read from qkv [B, T, (H + 2 Hkv) D] (3C for
+// multi-head attention; grouped-query attention reads key/value head h / (H / Hkv) for query
+// head h) and written to out [B, T, C] with lse [B, H, T] (the flash entries' contract,
+// kernels/backend.h), from the
 // textbook three passes to FlashAttention (docs/kernel_ladders.md). Every rung computes
 //   S = Q K^T * scale (causal),  P = softmax rows of S,  lse_i = log sum_j exp(S_ij),  O = P V
 // and they differ in what goes through global memory (HBM on a GPU) and how often:
@@ -20,6 +22,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
+#include "kernels/cuda/qkv_heads.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -30,16 +33,10 @@ constexpr int kTiledRows = 32;  // rung 2: query rows (one thread each) and key 
 constexpr int kMaxHeadDim = kFlashMaxHeadDim;
 constexpr size_t kSharedPerBlock = 48 * 1024;  // without opting in to more (sm_90)
 
-// The head rows of one slice: element (t, d) of q, k or v at t * 3C + d from here.
-struct Heads {
-  int64_t T, C, H, D;
-  __device__ int64_t qkv_at(int64_t slice, int part) const {
-    return (slice / H) * T * 3 * C + part * C + (slice % H) * D;
-  }
-  __device__ int64_t out_at(int64_t slice, int64_t i) const {
-    return ((slice / H) * T + i) * C + (slice % H) * D;
-  }
-};
+// The head rows of slice s: q, k and v at h.q_at(s), h.k_at(s), h.v_at(s) in qkv, rows h.width()
+// apart (kernels/cuda/qkv_heads.h: a query head reads its key/value head); out at h.out_at(s), rows
+// h.out_width() apart.
+using Heads = QkvHeads;
 
 // Rung 0, kernel 1: one thread per entry (slice, i, j) of S: q_i . k_j * scale, -inf above the
 // diagonal. Writes S [B*H, T, T]: T^2 floats per slice through memory.
@@ -48,8 +45,8 @@ __global__ void attention_scores_naive_kernel(const float* qkv, float* S, Heads 
   const int64_t per_slice = h.T * h.T;
   const int64_t slice = blockIdx.y, i = e / h.T, j = e % h.T;
   if (e >= per_slice) return;
-  const float* q = qkv + h.qkv_at(slice, 0) + i * 3 * h.C;
-  const float* k = qkv + h.qkv_at(slice, 1) + j * 3 * h.C;
+  const float* q = qkv + h.q_at(slice) + i * h.width();
+  const float* k = qkv + h.k_at(slice) + j * h.width();
   float s = 0;
   if (j <= i)
     for (int64_t d = 0; d < h.D; ++d) s += q[d] * k[d];
@@ -77,10 +74,10 @@ __global__ void attention_pv_kernel(const float* P, const float* qkv, float* out
   const int64_t slice = blockIdx.y, i = e / h.D, d = e % h.D;
   if (e >= h.T * h.D) return;
   const float* p = P + (slice * h.T + i) * h.T;
-  const float* v = qkv + h.qkv_at(slice, 2) + d;
+  const float* v = qkv + h.v_at(slice) + d;
   float acc = 0;
-  for (int64_t j = 0; j <= i; ++j) acc += p[j] * v[j * 3 * h.C];
-  out[h.out_at(slice, i) + d] = acc;
+  for (int64_t j = 0; j <= i; ++j) acc += p[j] * v[j * h.width()];
+  out[h.out_at(slice) + i * h.out_width() + d] = acc;
 }
 
 // Rung 1, kernel 1: one block per row (slice, i). q_i and the row of scores live in shared memory
@@ -92,8 +89,8 @@ __global__ void attention_row_fused_kernel(const float* qkv, float* P, float* ls
   float* qi = shared;
   float* s = shared + h.D;
   const int64_t slice = blockIdx.y, i = blockIdx.x;
-  const float* q = qkv + h.qkv_at(slice, 0) + i * 3 * h.C;
-  const float* k = qkv + h.qkv_at(slice, 1);
+  const float* q = qkv + h.q_at(slice) + i * h.width();
+  const float* k = qkv + h.k_at(slice);
   // 1. stage q_i
   for (int64_t d = threadIdx.x; d < h.D; d += blockDim.x) qi[d] = q[d];
   __syncthreads();
@@ -101,7 +98,7 @@ __global__ void attention_row_fused_kernel(const float* qkv, float* P, float* ls
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
     float dot = 0;
-    for (int64_t d = 0; d < h.D; ++d) dot += qi[d] * k[j * 3 * h.C + d];
+    for (int64_t d = 0; d < h.D; ++d) dot += qi[d] * k[j * h.width() + d];
     s[j] = dot * scale;
     m = fmaxf(m, s[j]);
   }
@@ -129,11 +126,11 @@ __global__ void attention_forward_tiled_kernel(const float* qkv, float* out, flo
   const int64_t slice = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kTiledRows;
   const int64_t i = q0 + threadIdx.x;
   const int D = static_cast<int>(h.D);
-  const float* k = qkv + h.qkv_at(slice, 1);
-  const float* v = qkv + h.qkv_at(slice, 2);
+  const float* k = qkv + h.k_at(slice);
+  const float* v = qkv + h.v_at(slice);
   float q[kMaxHeadDim], acc[kMaxHeadDim];
   for (int d = 0; d < D; ++d) {
-    q[d] = i < h.T ? qkv[h.qkv_at(slice, 0) + i * 3 * h.C + d] : 0.0f;
+    q[d] = i < h.T ? qkv[h.q_at(slice) + i * h.width() + d] : 0.0f;
     acc[d] = 0;
   }
   float m = -INFINITY, l = 0;
@@ -142,8 +139,8 @@ __global__ void attention_forward_tiled_kernel(const float* qkv, float* out, flo
     // 1. stage the K and V tiles (rows past T as 0), consecutive threads on consecutive dims
     for (int idx = threadIdx.x; idx < kTiledRows * D; idx += kTiledRows) {
       const int64_t j = k0 + idx / D;
-      Ks[idx] = j < h.T ? k[j * 3 * h.C + idx % D] : 0.0f;
-      Vs[idx] = j < h.T ? v[j * 3 * h.C + idx % D] : 0.0f;
+      Ks[idx] = j < h.T ? k[j * h.width() + idx % D] : 0.0f;
+      Vs[idx] = j < h.T ? v[j * h.width() + idx % D] : 0.0f;
     }
     __syncthreads();
     // 2. online softmax over the tile's keys j <= i, one key at a time
@@ -160,7 +157,7 @@ __global__ void attention_forward_tiled_kernel(const float* qkv, float* out, flo
   }
   if (i >= h.T) return;
   // 3. O_i = acc / l written once, lse_i = m + log l
-  for (int d = 0; d < D; ++d) out[h.out_at(slice, i) + d] = acc[d] / l;
+  for (int d = 0; d < D; ++d) out[h.out_at(slice) + i * h.out_width() + d] = acc[d] / l;
   lse[slice * h.T + i] = m + logf(l);
 }
 
@@ -169,14 +166,14 @@ __global__ void attention_forward_tiled_kernel(const float* qkv, float* out, flo
 
 struct RungShape : FlashAttentionShape {
   RungShape(const char* kernel, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-            int64_t n_head)
-      : FlashAttentionShape(kernel, require_f32(kernel, qkv), n_head, {}, {&out}, lse) {
+            int64_t n_head, int64_t n_kv_head)
+      : FlashAttentionShape(kernel, require_f32(kernel, qkv), n_head, n_kv_head, {}, {&out}, lse) {
     GLASS_CHECK(flash_head_dim_ok(D), "{}: head dim {} must be a multiple of 8 in {}..{}", kernel,
                 D, kFlashMinHeadDim, kFlashMaxHeadDim);
     GLASS_CHECK(slices() <= 65535, "{}: B * n_head = {} exceeds the grid's 65535 in y", kernel,
                 slices());
   }
-  Heads heads() const { return {T, C, H, D}; }
+  Heads heads() const { return QkvHeads::of(*this); }
   double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
   double square_bytes() const { return static_cast<double>(slices() * T * T) * sizeof(float); }
   double head_bytes(double rows) const { return static_cast<double>(slices()) * rows * D * 4.0; }
@@ -195,8 +192,8 @@ void launch_pv(const RungShape& g, const Tensor& P, const Tensor& qkv, const Ten
 }  // namespace
 
 void attention_forward_naive(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale) {
-  const RungShape g("attention_forward_naive", qkv, out, lse, n_head);
+                             int64_t n_head, int64_t n_kv_head, double scale) {
+  const RungShape g("attention_forward_naive", qkv, out, lse, n_head, n_kv_head);
   if (qkv.numel() == 0) return;
   const Tensor S = Tensor::empty({g.slices(), g.T, g.T}, DType::f32, qkv.device());  // then P
   // 1. S: Q and K read, S written
@@ -217,9 +214,9 @@ void attention_forward_naive(const Tensor& qkv, const Tensor& out, const Tensor&
 }
 
 void attention_forward_row_fused(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                 int64_t n_head, double scale) {
+                                 int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "attention_row_fused";
-  const RungShape g(kernel, qkv, out, lse, n_head);
+  const RungShape g(kernel, qkv, out, lse, n_head, n_kv_head);
   if (qkv.numel() == 0) return;
   const size_t shared = static_cast<size_t>(g.D + g.T) * sizeof(float);
   GLASS_CHECK(shared <= kSharedPerBlock,
@@ -238,9 +235,9 @@ void attention_forward_row_fused(const Tensor& qkv, const Tensor& out, const Ten
 }
 
 void attention_forward_tiled(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale) {
+                             int64_t n_head, int64_t n_kv_head, double scale) {
   const char* kernel = "attention_forward_tiled";
-  const RungShape g(kernel, qkv, out, lse, n_head);
+  const RungShape g(kernel, qkv, out, lse, n_head, n_kv_head);
   if (qkv.numel() == 0) return;
   // K and V rows loaded: query tile q0 reads keys 0..min(T, q0 + kTiledRows)
   double keys = 0;

@@ -38,10 +38,10 @@ void matmul_tensor_core_swapped_rows(const GemmArgs& g);
 // attention_ladder.cu: causal attention forward on qkv [B, T, 3C] -> out [B, T, C], lse [B, H, T]
 // (the flash_attention_forward contract), f32
 void attention_forward_naive(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale);
+                             int64_t n_head, int64_t n_kv_head, double scale);
 void attention_forward_row_fused(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                 int64_t n_head, double scale);
+                                 int64_t n_head, int64_t n_kv_head, double scale);
 void attention_forward_tiled(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, double scale);
+                             int64_t n_head, int64_t n_kv_head, double scale);
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD
