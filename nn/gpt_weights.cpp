@@ -21,6 +21,8 @@ namespace glass {
 
 namespace {
 
+constexpr int64_t kMaxLlamaBlockSize = int64_t{1} << 24;
+
 constexpr std::pair<WeightLayout, const char*> kLayoutNames[] = {
     {WeightLayout::glass, "glass"},
     {WeightLayout::hf, "hf"},
@@ -211,6 +213,11 @@ GPTConfig config_of_weights(const NamedTensors& state, const GPTConfig& declared
   GPTConfig c;
   if (llama) {
     c = llama_config_from_state_dict(state, declared.n_head > 0 ? declared.n_head : 0, what);
+    // No position table bounds a llama's block size by the file's bytes: a size no model has is
+    // refused here, before a KV cache of it is allocated.
+    GLASS_CHECK(declared.block_size <= kMaxLlamaBlockSize,
+                "{}: block_size {} is more than {}, not a model's size", what, declared.block_size,
+                kMaxLlamaBlockSize);
     if (declared.arch == Arch::llama) {  // what only the file's metadata says
       c.block_size = declared.block_size;
       c.rope_theta = declared.rope_theta;

@@ -1,6 +1,7 @@
 // llama2.c's legacy checkpoint; see llama2c_weights.h for the layout.
 #include "nn/llama2c_weights.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -224,21 +225,21 @@ std::string llama2c_weights_bytes(const NamedTensors& state, const GPTConfig& c)
               arch_name(c.arch));
   check_llama_state(state, c, "llama2.c checkpoint");
   const int64_t L = c.n_layer, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim(), F = c.ffn();
-  GLASS_CHECK(c.n_embd < (1 << 16) && c.block_size <= (1 << 24) && c.vocab_size <= (1 << 24),
-              "llama2.c checkpoint: {} does not fit llama2.c's int32 header", c.str());
+  // The header's sizes within what the reader accepts (each far inside int32).
+  Header sizes;
+  const int64_t fields[7] = {
+      c.n_embd, F, L, H, Hkv, c.tie_embeddings ? c.vocab_size : -c.vocab_size, c.block_size};
+  std::copy(std::begin(fields), std::end(fields), sizes.field);
+  const std::string problem = header_problem(sizes);
+  GLASS_CHECK(problem.empty(), "llama2.c checkpoint of {}: {}", c.str(), problem);
   auto param = [&](const std::string& name) {
     return contiguous(to_device(find_tensor(state, name, "llama2.c checkpoint").detach(), kCPU));
   };
   auto layer = [&](int64_t l, const char* suffix) { return param(llama_layer_name(l, suffix)); };
 
   // 1. The header.
-  const int32_t header[7] = {static_cast<int32_t>(c.n_embd),
-                             static_cast<int32_t>(F),
-                             static_cast<int32_t>(L),
-                             static_cast<int32_t>(H),
-                             static_cast<int32_t>(Hkv),
-                             static_cast<int32_t>(c.tie_embeddings ? c.vocab_size : -c.vocab_size),
-                             static_cast<int32_t>(c.block_size)};
+  int32_t header[7];
+  for (int i = 0; i < 7; ++i) header[i] = static_cast<int32_t>(fields[i]);
   std::string out(reinterpret_cast<const char*>(header), sizeof(header));
 
   // 2. The groups, each over all layers; q and k rows in llama2.c's RoPE order.

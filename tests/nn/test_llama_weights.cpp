@@ -499,7 +499,18 @@ TEST(LlamaWeights, ShapesThatDisagreeWithTheConfigNameTheTensor) {
   other.n_kv_head = 1;
   save_safetensors(path, state, {{"config", config_metadata(other)}});
   EXPECT_TRUE(contains_all(error_of([&] { load_gpt_weights(path); }), {"n_kv_head 2 vs 1"}));
-  // A llama saved as llm.c's GPT-2 file, or a GPT-2 file declaring a llama.
+  // A block size no model has (no position table bounds it by the file's bytes).
+  other = c;
+  other.block_size = int64_t{1} << 40;
+  save_safetensors(path, state, {{"config", config_metadata(other)}});
+  EXPECT_TRUE(contains_all(error_of([&] { load_gpt_weights(path); }),
+                           {"block_size 1099511627776", "not a model's size"}));
+  EXPECT_TRUE(
+      contains_all(error_of([&] {
+                     config_of_weights({{"transformer.wte.weight", zeros({11, 16})}}, c, "g");
+                   }),
+                   {"declares a llama", "GPT-2's", "model.embed_tokens.weight"}));
+  // A llama saved as llm.c's GPT-2 file.
   EXPECT_TRUE(contains_all(
       error_of([&] { save_llama_weights(scratch_path("x.llmc"), WeightLayout::llmc, state, c); }),
       {"--save-format llmc", "holds a gpt2, not a llama"}));
