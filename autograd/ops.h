@@ -10,6 +10,9 @@
 //   softmax.cpp      softmax, log_softmax, cross_entropy
 //   classifier.cpp   fused_classifier (cross-entropy with dlogits in forward, padded vocabulary)
 //   layernorm.cpp    layer_norm, residual_layer_norm (the residual add fused with it)
+//   rmsnorm.cpp      rms_norm, residual_rms_norm (Llama's; the residual add fused with it)
+//   swiglu.cpp       swiglu (Llama's MLP activation on the fused gate/up projection)
+//   rope.cpp         rotary_embedding (Llama's rotary position embedding on the fused qkv)
 //   attention.cpp    causal_attention
 //   embedding.cpp    embedding
 //
@@ -36,6 +39,13 @@
 //   layer_norm        dx = rstd (w dy - mean(w dy)                  layernorm_forward / _backward
 //                     - xhat mean(w dy xhat)),
 //                     dw = sum(dy xhat), db = sum(dy)
+//   rms_norm          dx = rstd (w dy - xhat mean(w dy xhat)),      rmsnorm_forward / _backward
+//                     dw = sum(dy xhat), xhat = x rstd
+//   residual_*_norm   d(x) = d(delta) = dresidual + the norm's dx   residual_layernorm_*,
+//                                                                   residual_rmsnorm_*
+//   swiglu            dgate = dy up silu'(gate),                    swiglu_forward / _backward
+//                     dup = dy silu(gate)
+//   rotary_embedding  dx = dy rotated by -angle (v: dx = dy)        rope_forward / rope_backward
 //   causal_attention  dV = P^T dO, dS = P (dP - rowsum(dP P)),      attention_forward / _backward
 //                     dP = dO V^T, dQ = dS K s, dK = dS^T Q s       (naive); flash_attention_*
 //                     (GQA: dK, dV summed over a kv head's query heads)

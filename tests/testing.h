@@ -234,6 +234,45 @@ inline std::string scratch_path(const std::string& name) {
   return (dir.path / name).string();
 }
 
+// One parameter's elements before K AdamW steps, after them in glass, and after them in the
+// reference (PyTorch in f32), for bf16_steps_close.
+struct WeightsAfterSteps {
+  std::string name;
+  std::vector<double> start, got, want;
+};
+
+// The f32 master weights of a bf16 mixed-precision run after `steps` AdamW steps of learning rate
+// `lr` against an f32 reference run from the same start. An AdamW step moves an element by
+// lr * m^/(sqrt(v^)+eps) (+ the decay lr wd w, the same in both); with consistent gradient signs
+// |m^/sqrt(v^)| is ~1, so an element moves ~lr per step whatever its gradient's size. bf16 changes
+// a gradient by a few 2^-8 relative, which changes the update little when the gradient is well
+// above its rounding noise, but flips the update's sign where the gradient is near 0 (e.g. GPT-2's
+// key bias, whose exact gradient is 0): such an element can differ by up to 2 lr per step. So
+// every element is held to 2 K lr (what a sign-flipped update can reach, not more), and the
+// updates as a whole to 25% of the reference's: |dw_glass - dw_ref| <= 0.25 |dw_ref| over all
+// elements of all parameters, dw = after - start (a missing or wrong update is ~100%).
+inline ::testing::AssertionResult bf16_steps_close(const std::vector<WeightsAfterSteps>& weights,
+                                                   int steps, double lr) {
+  double diff2 = 0, ref2 = 0;
+  for (const WeightsAfterSteps& w : weights) {
+    if (w.got.size() != w.want.size() || w.start.size() != w.want.size())
+      return ::testing::AssertionFailure()
+             << w.name << ": " << w.got.size() << " elements, the "
+             << "reference " << w.want.size() << ", the start " << w.start.size();
+    if (::testing::AssertionResult r = all_close(w.got, w.want, 0, 2 * steps * lr); !r)
+      return ::testing::AssertionFailure() << w.name << ": " << r.message();
+    for (size_t i = 0; i < w.got.size(); ++i) {
+      diff2 += (w.got[i] - w.want[i]) * (w.got[i] - w.want[i]);
+      ref2 += (w.want[i] - w.start[i]) * (w.want[i] - w.start[i]);
+    }
+  }
+  if (!(ref2 > 0)) return ::testing::AssertionFailure() << "the reference's weights did not move";
+  if (!(std::sqrt(diff2) <= 0.25 * std::sqrt(ref2)))
+    return ::testing::AssertionFailure()
+           << "relative update error " << std::sqrt(diff2 / ref2) << " > 0.25";
+  return ::testing::AssertionSuccess();
+}
+
 // The Python that has PyTorch (Debian's python3-torch), for the oracle scripts in tests/oracle.
 inline const char* const kTorchPython = "/usr/bin/python3";
 

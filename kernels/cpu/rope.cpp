@@ -25,6 +25,7 @@ namespace {
 
 // FLOPs per rotated pair: 4 multiplies, 2 adds (the table's trig is per (t, i), not counted).
 constexpr double kRopeFlopsPerPair = 6;
+constexpr int64_t kRopeTrigWork = 32;
 
 // in and out [B, T, (n_head + 2 n_kv_head) D], rotated by +angle (sign 1) or -angle (sign -1).
 void rope_rows(const char* kernel, const Tensor& in, const Tensor& out, int64_t n_head,
@@ -36,9 +37,10 @@ void rope_rows(const char* kernel, const Tensor& in, const Tensor& out, int64_t 
                          static_cast<double>(in.nbytes() + out.nbytes())),
          [&] {
            visit_float(in, kernel, [&]<class T>() {
-             // 1. cos and sin (sign folded into sin) of every (t, i)
+             // 1. cos and sin (sign folded into sin) of every (t, i); a pow, a cos and a sin
+             //    weigh about as much as kRopeTrigWork elements of a plain loop
              std::vector<T> cos_table(static_cast<size_t>(g.T * half)), sin_table(cos_table.size());
-             for_each_row(g.T, g.T * half * 32, [&](int64_t t) {
+             for_each_row(g.T, g.T * half * kRopeTrigWork, [&](int64_t t) {
                for (int64_t i = 0; i < half; ++i) {
                  const RopeRotation<T> rot = rope_rotation<T>(start_pos + t, i, g.D, theta);
                  cos_table[t * half + i] = rot.cos;

@@ -8,13 +8,15 @@
 //   forward:  out[i] = x[i] cos - x[i + D/2] sin,  out[i + D/2] = x[i + D/2] cos + x[i] sin
 //   backward: the rotation by -angle (sin negated), v's gradient copied.
 //
-// Thread mapping: one block per row (b, t); its threads stride over the row's (H + Hkv) D/2 pairs,
-// pair u being head u / (D/2), index i = u % (D/2), so a warp reads 32 consecutive x[i] and 32
-// consecutive x[i + D/2] (coalesced), then over the v columns. Each thread computes its pair's
-// angle, cos and sin itself, in f32 (f64 for f64 tensors): a few dozen instructions per 4 to 8
-// bytes moved, against an H100's ~20 f32 operations per byte of bandwidth, and no table to read.
-// bf16 elements are loaded exactly, rotated in f32 and rounded once. out may be the input: each
-// pair is read by the thread that writes it, before it writes it.
+// Thread mapping: one block per row (b, t), a 2-D block: threadIdx.x strides over the pair index
+// i < D/2, threadIdx.y over the rotated heads. A thread computes its pair's angle, cos and sin
+// once (in f32; f64 for f64 tensors: pow, cos and sin are a few dozen instructions, against the 4
+// to 8 bytes a pair moves) and applies them to every head it visits; a warp reads 32 consecutive
+// x[i] and 32 consecutive x[i + D/2] of one head (coalesced). Then all the block's threads copy
+// the v columns. bf16 elements are loaded exactly, rotated in f32 and rounded once. out may be the
+// input: each pair is read by the thread that writes it, before it writes it.
+#include <algorithm>
+
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/rope_math.h"
@@ -40,16 +42,20 @@ __global__ void rope_kernel(const T* in, T* out, int64_t T_len, int64_t width,
   const int64_t position = start_pos + r % T_len;
   const T* x = in + r * width;
   T* y = out + r * width;
-  for (int64_t u = threadIdx.x; u < rotated_heads * half; u += blockDim.x) {
-    const int64_t h = u / half, i = u % half;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const RopeRotation<C> rot = rope_rotation<C>(position, i, D, theta);
     const C s = static_cast<C>(sign) * rot.sin;
-    const C a = to_compute(x[h * D + i]), b = to_compute(x[h * D + i + half]);
-    y[h * D + i] = from_compute<T>(a * rot.cos - b * s);
-    y[h * D + i + half] = from_compute<T>(b * rot.cos + a * s);
+    for (int64_t h = threadIdx.y; h < rotated_heads; h += blockDim.y) {
+      const C a = to_compute(x[h * D + i]), b = to_compute(x[h * D + i + half]);
+      y[h * D + i] = from_compute<T>(a * rot.cos - b * s);
+      y[h * D + i + half] = from_compute<T>(b * rot.cos + a * s);
+    }
   }
   if (x == y) return;
-  for (int64_t j = rotated_heads * D + threadIdx.x; j < width; j += blockDim.x) y[j] = x[j];
+  const int64_t threads = static_cast<int64_t>(blockDim.x) * blockDim.y;
+  for (int64_t j = rotated_heads * D + threadIdx.y * blockDim.x + threadIdx.x; j < width;
+       j += threads)
+    y[j] = x[j];
 }
 
 void launch_rope(const char* kernel, const Tensor& in, const Tensor& out, int64_t n_head,
@@ -58,10 +64,15 @@ void launch_rope(const char* kernel, const Tensor& in, const Tensor& out, int64_
   const int64_t rows = g.B * g.T;
   if (rows == 0) return;
   const int64_t pairs = (n_head + n_kv_head) * (g.D / 2);
-  LaunchInfo info = kernel_launch_info(kernel, in, dim3(static_cast<unsigned>(rows)),
-                                       dim3(whole_warps(pairs, kRopeMaxThreadsPerRow)), 0,
-                                       kRopeFlopsPerPair * static_cast<double>(rows * pairs),
-                                       static_cast<double>(in.nbytes() + out.nbytes()));
+  // threadIdx.x over the D/2 pairs of a head, threadIdx.y over as many heads as fill the block
+  const int64_t pair_threads = std::min<int64_t>(g.D / 2, kRopeMaxThreadsPerRow);
+  const int64_t head_threads =
+      std::clamp<int64_t>(kRopeMaxThreadsPerRow / pair_threads, 1, n_head + n_kv_head);
+  LaunchInfo info = kernel_launch_info(
+      kernel, in, dim3(static_cast<unsigned>(rows)),
+      dim3(static_cast<unsigned>(pair_threads), static_cast<unsigned>(head_threads)), 0,
+      kRopeFlopsPerPair * static_cast<double>(rows * pairs),
+      static_cast<double>(in.nbytes() + out.nbytes()));
   info.function = "rope";  // rope_kernel, both ways
   visit_element(in, kernel, [&]<class T>() {
     launch_cuda_kernel(info, rope_kernel<T>, in.data<T>(), out.data<T>(), g.T, g.width,

@@ -184,6 +184,52 @@ std::vector<Case> cases() {
          return concat({r.residual, r.normed}, -1);
        },
        1e-5, 5},
+      // --- Llama's layers: RMSNorm (plain and fused with the residual add; C = 33 leaves a
+      // scalar tail, 1000 rows over several row chunks), SwiGLU (F = 33: scalar path; F = 64:
+      // 16-byte vectors), rotary embedding (grouped-query heads, a start position) ---
+      {"rms_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g, 1, 2), randn({33}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      {"rms_norm_wide",
+       [](Generator& g) {
+         return Inputs{randn({3, 5, 1000}, g), randn({1000}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      // 600 rows: 19 row chunks in 3 groups, so the weight gradient's groups are combined
+      {"rms_norm_many_rows",
+       [](Generator& g) {
+         return Inputs{randn({600, 24}, g), randn({24}, g)};
+       },
+       [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      // x and gate_up one element into their buffer: not 16-byte aligned, so the launchers must
+      // take the scalar path (the emulator throws on a misaligned vector access)
+      {"rms_norm_misaligned",
+       [](Generator& g) {
+         return Inputs{randn({37 * 32 + 1}, g), randn({32}, g)};
+       },
+       [](const Inputs& x) {
+         return rms_norm(view(slice(x[0], 0, 1, 37 * 32 + 1), {37, 32}), x[1]);
+       }},
+      {"swiglu_misaligned", r({5 * 128 + 1}),
+       [](const Inputs& x) {
+         return swiglu(view(slice(x[0], 0, 1, 5 * 128 + 1), {5, 128}));
+       }},
+      // bf16: the residual's rounding is carried into the normalised output and its gradient
+      {"residual_rms_norm",
+       [](Generator& g) {
+         return Inputs{randn({37, 33}, g), randn({37, 33}, g), randn({33}, g)};
+       },
+       [](const Inputs& x) {
+         const ResidualNorm r = residual_rms_norm(x[0], x[1], x[2]);
+         return concat({r.residual, r.normed}, -1);
+       },
+       1e-5, 5},
+      {"swiglu", r({37, 2 * 33}), [](const Inputs& x) { return swiglu(x[0]); }},
+      {"swiglu_vectorised", r({3, 7, 2 * 64}), [](const Inputs& x) { return swiglu(x[0]); }},
+      {"rotary_embedding", r({2, 13, (4 + 2 * 2) * 16}),
+       [](const Inputs& x) { return rotary_embedding(x[0], 4, 2, 10000, 5); }},
       // --- causal attention: T and D that leave partial tiles ---
       {"causal_attention",
        [](Generator& g) {

@@ -139,6 +139,34 @@ TEST(MetaDevice, LaunchesAreReportedNotRun) {
   EXPECT_GT(rec.launches[2].flops, 0);
 }
 
+// Llama's kernels (RMSNorm, SwiGLU, rotary embedding) plan on meta: each launcher reports its
+// launches from shapes alone (a data read would fault on meta's addresses).
+TEST(MetaDevice, LlamaKernelsAreReportedNotRun) {
+  auto empty = [](Shape s, DType d = DType::bf16) { return Tensor::empty(s, d, kMeta); };
+  const Tensor x = empty({64, 256}), w = empty({256}), rstd = empty({64}, DType::f32);
+  const Tensor gate_up = empty({64, 512}), qkv = empty({2, 32, (4 + 2 * 2) * 32});
+  const kernels::Backend& k = kernels::backend(kMeta);
+  MetaLaunchRecorder rec;
+  k.rmsnorm_forward(x, w, x, rstd, 1e-5);
+  k.rmsnorm_backward(x, x, w, rstd, x, w);
+  k.residual_rmsnorm_forward(x, x, w, x, x, rstd, 1e-5);
+  k.residual_rmsnorm_backward(x, x, x, w, rstd, x, w);
+  k.swiglu_forward(gate_up, x);
+  k.swiglu_backward(gate_up, x, gate_up);
+  k.rope_forward(qkv, qkv, 4, 2, 1e4, 0);
+  k.rope_backward(qkv, qkv, 4, 2, 1e4, 0);
+  std::vector<std::string> names;
+  for (const LaunchInfo& l : rec.launches) names.emplace_back(l.kernel);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"rmsnorm_forward", "rmsnorm_backward", "rmsnorm_weight_grad",
+                                      "residual_rmsnorm_forward", "residual_rmsnorm_backward",
+                                      "rmsnorm_weight_grad", "swiglu_forward", "swiglu_backward",
+                                      "rope_forward", "rope_backward"}));
+  EXPECT_EQ(rec.launches[0].grid.x, 64u);  // one block per row
+  EXPECT_EQ(rec.launches[8].grid.x, 64u);  // one block per (b, t)
+  for (const LaunchInfo& l : rec.launches) EXPECT_GT(l.bytes, 0) << l.kernel;
+}
+
 // The units of the GEMM launches: bf16 on the bf16 Tensor Cores, f32 on the CUDA cores, f32
 // under TF32 on the TF32 Tensor Cores (cuBLASLt).
 TEST(MetaDevice, GemmUnits) {

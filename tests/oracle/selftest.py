@@ -11,6 +11,9 @@ Checks:
   4. The two-group AdamW vs a hand-written numpy AdamW for a few steps.
   5. The CLI end to end (outputs, shapes, loss == losses[0], bad input exits
      non-zero).
+  6. The Llama oracle (torch_llama.py): selftest_llama.py's checks (against
+     numpy, RoPE as a complex rotation, GQA as repeated heads, RMSNorm,
+     gradcheck, AdamW groups, CLI).
 Exits non-zero on any failure.
 """
 
@@ -36,6 +39,7 @@ except ImportError as error:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import safetensors_io as st  # noqa: E402
+import selftest_llama  # noqa: E402
 from torch_gpt import GPT, GPTConfig, make_adamw  # noqa: E402
 
 FAILURES = []
@@ -315,6 +319,7 @@ def main():
         test_model()
         test_adamw()
         test_cli(tmp)
+        selftest_llama.run_all(check, tmp)
     if FAILURES:
         print(f"\n{len(FAILURES)} FAILURE(S)")
         return 1

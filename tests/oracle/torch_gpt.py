@@ -9,9 +9,13 @@ written by hand (torch 1.13), dropout 0, loss = mean cross-entropy over B*T.
 Optimizer: torch.optim.AdamW, weight decay only on params with dim >= 2.
 
 Library use:
-    from torch_gpt import GPT, GPTConfig, config_from_state, make_adamw
+    from torch_gpt import (GPT, GPTConfig, config_from_state, make_adamw,
+                           record_training)
     model = GPT.from_numpy_state(state, n_head)   # state: name -> np.ndarray
     logits, loss = model(x, y)
+    out = record_training(model, x, y, steps, lr, wd, beta1, beta2, eps)
+The CLI helpers (add_oracle_args, read_oracle_inputs, check_token_ids,
+write_oracle_outputs) and record_training are shared with torch_llama.py.
 
 CLI (run with Debian's /usr/bin/python3, which has torch):
     /usr/bin/python3 tests/oracle/torch_gpt.py --weights W.safetensors \
@@ -218,10 +222,12 @@ def make_adamw(model, lr, weight_decay, betas=(0.9, 0.95), eps=1e-8):
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
 
 
-def run_oracle(state, x, y, n_head, steps, lr, weight_decay, beta1, beta2, eps,
-               dtype=torch.float32):
-    """Returns dict name -> np.ndarray with loss, grad.*, losses, after.*"""
-    model = GPT.from_numpy_state(state, n_head, dtype=dtype)
+def record_training(model, x, y, steps, lr, weight_decay, beta1, beta2, eps):
+    """The oracle's outputs for `model` on the batch (x, y) (int arrays [B, T]):
+    dict name -> np.ndarray with "loss" and "grad.<name>" at the current
+    weights, "losses" before each of `steps` AdamW steps (make_adamw) on that
+    batch, and "after.<name>" once they are done. Shared by every oracle model
+    (torch_gpt.py, torch_llama.py): model(x, y) must return (logits, loss)."""
     xt = torch.from_numpy(np.asarray(x, dtype=np.int64))
     yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
     out = {}
@@ -245,19 +251,17 @@ def run_oracle(state, x, y, n_head, steps, lr, weight_decay, beta1, beta2, eps,
     return out
 
 
-def _fail(msg):
-    print(f"torch_gpt.py: error: {msg}", file=sys.stderr)
-    sys.exit(2)
+def run_oracle(state, x, y, n_head, steps, lr, weight_decay, beta1, beta2, eps,
+               dtype=torch.float32):
+    """Returns dict name -> np.ndarray with loss, grad.*, losses, after.*"""
+    model = GPT.from_numpy_state(state, n_head, dtype=dtype)
+    return record_training(model, x, y, steps, lr, weight_decay, beta1, beta2, eps)
 
 
-def main(argv=None):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import safetensors_io as st
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_oracle_args(ap):
+    """The flags every oracle CLI shares (files, AdamW, precision, threads)."""
     ap.add_argument("--weights", required=True)
     ap.add_argument("--batch", required=True)
-    ap.add_argument("--n-head", type=int, required=True)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.0)
@@ -271,58 +275,85 @@ def main(argv=None):
                     help="store outputs as F64 instead of F32")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch intra-op threads (0 = torch default)")
-    a = ap.parse_args(argv)
+
+
+def read_oracle_inputs(a):
+    """Checks the shared flags and reads the weights and the batch: returns
+    (state, x, y) or raises ValueError with the message for the user."""
+    import safetensors_io as st
 
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     if a.steps < 0:
-        _fail("--steps must be >= 0")
+        raise ValueError("--steps must be >= 0")
     if not (a.lr >= 0 and a.weight_decay >= 0 and a.eps > 0
             and 0 <= a.beta1 < 1 and 0 <= a.beta2 < 1):
-        _fail("invalid optimizer hyper-parameters")
+        raise ValueError("invalid optimizer hyper-parameters")
     try:
         state = st.load(a.weights)
     except (OSError, st.SafetensorsError) as e:
-        _fail(f"cannot read weights: {e}")
+        raise ValueError(f"cannot read weights: {e}") from None
     try:
         batch = st.load(a.batch)
     except (OSError, st.SafetensorsError) as e:
-        _fail(f"cannot read batch: {e}")
+        raise ValueError(f"cannot read batch: {e}") from None
     for k in ("x", "y"):
         if k not in batch:
-            _fail(f"batch file has no tensor {k!r} (has {sorted(batch)})")
+            raise ValueError(f"batch file has no tensor {k!r} (has {sorted(batch)})")
         if batch[k].dtype != np.int32 or batch[k].ndim != 2:
-            _fail(f"batch {k!r} must be I32 [B,T], got {batch[k].dtype} "
-                  f"{list(batch[k].shape)}")
+            raise ValueError(f"batch {k!r} must be I32 [B,T], got {batch[k].dtype} "
+                             f"{list(batch[k].shape)}")
     x, y = batch["x"], batch["y"]
     if x.shape != y.shape or x.size == 0:
-        _fail(f"x {list(x.shape)} and y {list(y.shape)} must be equal, non-empty")
-    try:
-        cfg = config_from_state(state, a.n_head)
-    except ValueError as e:
-        _fail(str(e))
-    if x.shape[1] > cfg.block_size:
-        _fail(f"batch T={x.shape[1]} exceeds block size {cfg.block_size} (wpe rows)")
-    for k, v in (("x", x), ("y", y)):
-        if v.min() < 0 or v.max() >= cfg.vocab_size:
-            _fail(f"batch {k!r} has token ids outside [0, {cfg.vocab_size})")
+        raise ValueError(f"x {list(x.shape)} and y {list(y.shape)} must be equal, non-empty")
+    return state, x, y
 
-    dtype = torch.float64 if a.double else torch.float32
-    try:
-        out = run_oracle(state, x, y, a.n_head, a.steps, a.lr, a.weight_decay,
-                         a.beta1, a.beta2, a.eps, dtype=dtype)
-    except ValueError as e:
-        _fail(str(e))
+
+def check_token_ids(x, y, vocab_size):
+    for k, v in (("x", x), ("y", y)):
+        if v.min() < 0 or v.max() >= vocab_size:
+            raise ValueError(f"batch {k!r} has token ids outside [0, {vocab_size})")
+
+
+def write_oracle_outputs(a, out, meta):
+    """Writes the outputs (F32, or F64 with --out-f64) and the run's metadata."""
+    import safetensors_io as st
+
     np_out = np.float64 if a.out_f64 else np.float32
     out = {k: np.asarray(v, dtype=np_out) for k, v in out.items()}
-    meta = {"n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_embd": cfg.n_embd,
-            "vocab_size": cfg.vocab_size, "block_size": cfg.block_size,
-            "steps": a.steps, "compute_dtype": "f64" if a.double else "f32",
+    meta = {**meta, "steps": a.steps, "compute_dtype": "f64" if a.double else "f32",
             "torch_version": torch.__version__}
     try:
         st.write(a.out, out, metadata=meta)
     except OSError as e:
-        _fail(f"cannot write output: {e}")
+        raise ValueError(f"cannot write output: {e}") from None
+
+
+def _fail(msg):
+    print(f"torch_gpt.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv=None):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_oracle_args(ap)
+    ap.add_argument("--n-head", type=int, required=True)
+    a = ap.parse_args(argv)
+    try:
+        state, x, y = read_oracle_inputs(a)
+        cfg = config_from_state(state, a.n_head)
+        if x.shape[1] > cfg.block_size:
+            raise ValueError(f"batch T={x.shape[1]} exceeds block size {cfg.block_size} (wpe rows)")
+        check_token_ids(x, y, cfg.vocab_size)
+        dtype = torch.float64 if a.double else torch.float32
+        out = run_oracle(state, x, y, a.n_head, a.steps, a.lr, a.weight_decay,
+                         a.beta1, a.beta2, a.eps, dtype=dtype)
+        write_oracle_outputs(a, out, {
+            "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_embd": cfg.n_embd,
+            "vocab_size": cfg.vocab_size, "block_size": cfg.block_size})
+    except ValueError as e:
+        _fail(str(e))
     return 0
 
 

@@ -1,14 +1,14 @@
-// Generation: the sampling rule on hand-made logits, and the KV cache against the full context.
-// The full-context path is the model's ordinary forward (GPT::forward over the window); the cache
-// path is a different computation (nn/gpt_decoder.cpp: one position at a time, attention over the
-// cached keys by plain matmul and softmax), so agreement is a real check of the cache.
+// Generation: the sampling rule on hand-made logits, and the KV cache against the full context,
+// for GPT-2 and for a llama with grouped-query attention. The full-context path is the model's
+// ordinary forward over the window (its attention kernel); the cache path is a different
+// computation (nn/gpt_decoder.cpp, nn/llama_decoder.cpp: one position at a time, attention over
+// the cached keys by plain matmul and softmax), so agreement is a real check of the cache.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 
 #include "autograd/ops.h"
-#include "nn/gpt_decoder.h"
 #include "train/generate.h"
 #include "train_testing.h"
 
@@ -40,14 +40,20 @@ TEST(SampleToken, InverseCdfTemperatureAndTopK) {
   EXPECT_EQ(sample_token(four, o, 0.999), 1);
 }
 
-// A tiny character GPT trained a few steps, so that its distributions are not flat.
-Trainer& trained(Device device) {
+// A tiny character model (GPT-2, or a llama with 2 key/value heads for 4 query heads) trained a
+// few steps, so that its distributions are not flat.
+Trainer& trained(Device device, const std::string& arch = "gpt2") {
   static std::map<std::string, std::unique_ptr<Trainer>> trainers;
-  auto& t = trainers[device.str()];
+  auto& t = trainers[device.str() + "/" + arch];
   if (!t) {
     TrainOptions o = testing::tiny_options();
     o.device = device.str();
     o.dropout = 0;
+    o.arch = arch;
+    if (arch == "llama") {
+      o.n_head = 4;
+      o.n_kv_head = 2;
+    }
     o.steps = device == kCPU ? 25 : 4;  // emu is slow; its model only needs to be the cpu's kind
     o.lr = 1e-2;
     t = std::make_unique<Trainer>(o);
@@ -57,9 +63,9 @@ Trainer& trained(Device device) {
 }
 
 // Every position's logits from the cache (prefill, then steps) equal those of the full forward.
-void expect_cache_logits_match(Device device) {
-  Trainer& t = trained(device);
-  GPT& model = const_cast<GPT&>(t.model());
+void expect_cache_logits_match(Device device, const std::string& arch = "gpt2") {
+  Trainer& t = trained(device, arch);
+  CausalLM& model = const_cast<CausalLM&>(t.model());
   model.train(false);
   const std::vector<int32_t> ids = t.data().vocab->encode("First Citizen:");  // 14 > block_size 12
   const int64_t T = model.config.block_size, V = model.config.vocab_size;
@@ -70,19 +76,19 @@ void expect_cache_logits_match(Device device) {
     NoGradGuard no_grad;
     full = to_vector<float>(model.forward(from_vector(window, {1, T}, device)));
   }
-  GPTDecoder decoder(model);
+  const std::unique_ptr<Decoder> decoder = model.decoder();
   for (int64_t n = 1; n <= T; ++n) {
     const std::vector<float> got =
-        n <= 3 ? decoder.prefill(std::vector<int32_t>(window.begin(), window.begin() + n))
-               : decoder.step(window[static_cast<size_t>(n - 1)]);
-    ASSERT_EQ(decoder.pos(), n);
+        n <= 3 ? decoder->prefill(std::vector<int32_t>(window.begin(), window.begin() + n))
+               : decoder->step(window[static_cast<size_t>(n - 1)]);
+    ASSERT_EQ(decoder->pos(), n);
     for (int64_t v = 0; v < V; ++v) {
       const float want = full[static_cast<size_t>((n - 1) * model.config.table_rows() + v)];
       ASSERT_NEAR(got[static_cast<size_t>(v)], want, 1e-5 * (1 + std::fabs(want)))
           << "position " << n - 1 << " class " << v;
     }
   }
-  EXPECT_THROW(decoder.step(0), Error);  // past block_size
+  EXPECT_THROW(decoder->step(0), Error);  // past block_size
   model.train(true);
 }
 
@@ -92,9 +98,14 @@ TEST(KvCache, LogitsOfEveryPositionMatchTheFullForwardOnEmu) {
   expect_cache_logits_match(Device::parse("emu"));
 }
 
-TEST(KvCache, SamplesExactlyTheTokensOfFullContextSampling) {
-  Trainer& t = trained(kCPU);
-  GPT& model = const_cast<GPT&>(t.model());
+TEST(KvCache, LlamaLogitsOfEveryPositionMatchTheFullForward) {
+  expect_cache_logits_match(kCPU, "llama");
+  expect_cache_logits_match(Device::parse("emu"), "llama");
+}
+
+void expect_kv_samples_match_full_context(const std::string& arch) {
+  Trainer& t = trained(kCPU, arch);
+  CausalLM& model = const_cast<CausalLM&>(t.model());
   const std::vector<int32_t> prompt = t.data().vocab->encode("ROMEO:");
   for (const SamplingOptions& o :
        {SamplingOptions{1.0, 0, 7}, SamplingOptions{0.8, 5, 8}, SamplingOptions{0.0, 0, 9}}) {
@@ -109,6 +120,14 @@ TEST(KvCache, SamplesExactlyTheTokensOfFullContextSampling) {
   EXPECT_NE(generate(model, prompt, 40, {1.0, 0, 7}, true).tokens,
             generate(model, prompt, 40, {1.0, 0, 70}, true).tokens);
   EXPECT_TRUE(model.is_training());  // generation restores the mode
+}
+
+TEST(KvCache, SamplesExactlyTheTokensOfFullContextSampling) {
+  expect_kv_samples_match_full_context("gpt2");
+}
+
+TEST(KvCache, LlamaSamplesExactlyTheTokensOfFullContextSampling) {
+  expect_kv_samples_match_full_context("llama");
 }
 
 TEST(KvCache, TrainerSampleDecodesWithTheDataTokenizer) {

@@ -24,7 +24,7 @@ TrainOptions tiny_llama() {
   return o;
 }
 
-std::vector<std::vector<float>> weights(const Trainer& t) {
+std::vector<std::vector<float>> trained_weights(const Trainer& t) {
   std::vector<std::vector<float>> w;
   for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
   return w;
@@ -60,7 +60,7 @@ TEST(LlamaTraining, ResumeIsBitExact) {
   Trainer resumed(second);
   EXPECT_EQ(resumed.model().config.arch, Arch::llama);
   resumed.run();
-  EXPECT_EQ(weights(resumed), weights(straight));
+  EXPECT_EQ(trained_weights(resumed), trained_weights(straight));
 }
 
 TEST(LlamaTraining, EmuTrainsAsCpuDoes) {
@@ -71,7 +71,7 @@ TEST(LlamaTraining, EmuTrainsAsCpuDoes) {
   o.device = "emu";
   Trainer emu(o);
   emu.run();
-  const auto a = weights(cpu), b = weights(emu);
+  const auto a = trained_weights(cpu), b = trained_weights(emu);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(testing::all_close(std::vector<double>(b[i].begin(), b[i].end()),
