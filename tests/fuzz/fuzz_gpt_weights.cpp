@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "fuzz_input.h"
+#include "nn/causal_lm.h"
 #include "nn/gpt_weights.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     config.validate();
     glass::Generator gen(1);
-    glass::GPT model(config, gen);
-    model.load_state_dict(w.state);
+    const auto model = glass::make_model(config, gen);  // a GPT or a Llama, as config.arch says
+    model->load_state_dict(w.state);
   } catch (const glass::Error& e) {
     glass::fuzz::rejected(e);
   }
