@@ -101,10 +101,14 @@ def get_batch(tokens, step, B, T):
     return chunk[:-1].view(B, T), chunk[1:].view(B, T)
 
 
-def build_llama(a, vocab_size, T):
+def build_llama(a, vocab_size):
     """tests/oracle/torch_llama.py's Llama, initialised like glass's Llama::init,
-    with FastAttention unless --oracle-attention."""
+    with FastAttention unless --oracle-attention. `a` needs n_layer, n_head,
+    n_kv_head, n_embd, ffn_hidden, oracle_attention (tests/oracle/
+    selftest_llama.py checks the fast path against an independent forward)."""
     import math
+
+    import torch
     import torch.nn.functional as F
     from torch_llama import Attention, Llama, LlamaConfig, apply_rope, rope_cos_sin
 
@@ -112,30 +116,30 @@ def build_llama(a, vocab_size, T):
         """Attention.forward's math with the table and mask made once and GQA
         as one matmul per key/value head (module docstring)."""
 
-        def setup(self, T):
-            D = self.cfg.head_dim
-            cos, sin = rope_cos_sin(T, D, self.cfg.rope_theta, torch.float32)
-            self.register_buffer("cos", cos, persistent=False)
-            self.register_buffer("sin", sin, persistent=False)
-            group = self.cfg.n_head // self.cfg.n_kv_head
-            causal = torch.ones(T, T, dtype=torch.bool).tril().repeat(group, 1)
-            self.register_buffer("masked", ~causal, persistent=False)  # [group*T, T]
+        def tables(self, T, dtype):
+            """cos, sin [T, D] (the oracle's rope_cos_sin) and the mask [group*T, T] of
+            the entries a query must not see, made on the first call for (T, dtype)."""
+            key = (T, dtype)
+            if key not in self.cache:
+                cos, sin = rope_cos_sin(T, self.cfg.head_dim, self.cfg.rope_theta, dtype)
+                group = self.cfg.n_head // self.cfg.n_kv_head
+                masked = ~torch.ones(T, T, dtype=torch.bool).tril().repeat(group, 1)
+                self.cache[key] = (cos, sin, masked)
+            return self.cache[key]
 
         def forward(self, x):
             B, T, _ = x.shape
             H, Hkv, D = self.cfg.n_head, self.cfg.n_kv_head, self.cfg.head_dim
             g = H // Hkv
+            cos, sin, masked = self.tables(T, x.dtype)
             q, k, v = self.qkv_proj(x).split([H * D, Hkv * D, Hkv * D], dim=-1)
             # query head h = kv * g + j reads key/value head kv: rows (j, t) of group kv
             q = q.view(B, T, Hkv, g, D).permute(0, 2, 3, 1, 4)  # [B, Hkv, g, T, D]
             k = k.view(B, T, Hkv, D).transpose(1, 2)  # [B, Hkv, T, D]
             v = v.view(B, T, Hkv, D).transpose(1, 2)
-            cos, sin = self.cos[:T], self.sin[:T]
             q = apply_rope(q, cos, sin).reshape(B, Hkv, g * T, D)
             k = apply_rope(k, cos, sin)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # [B, Hkv, g*T, T]
-            masked = self.masked if T == self.masked.shape[1] else \
-                ~torch.ones(T, T, dtype=torch.bool).tril().repeat(g, 1)
             att = F.softmax(att.masked_fill(masked, float("-inf")), dim=-1)
             y = (att @ v).view(B, Hkv, g, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D)
             return self.o_proj(y)
@@ -147,7 +151,7 @@ def build_llama(a, vocab_size, T):
     if not a.oracle_attention:
         for layer in model.model.layers:
             layer.self_attn.__class__ = FastAttention
-            layer.self_attn.setup(T)
+            layer.self_attn.cache = {}
     proj_std = 0.02 / math.sqrt(2 * cfg.n_layer)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -218,7 +222,7 @@ def main(argv=None):
     B, T = a.batch, a.seq_len
     if a.arch == "llama":
         try:
-            model = build_llama(a, len(chars), T)
+            model = build_llama(a, len(chars))
         except ValueError as e:
             ap.error(str(e))
     else:

@@ -12,6 +12,10 @@
   5. torch.autograd.gradcheck of the loss w.r.t. every parameter (float64),
      tied and untied; the tied embedding's gradient is the sum of its uses.
   6. AdamW's decay groups: matrices and embeddings decay, RMSNorm weights not.
+  8. bench/torch_train_gpt.py's fast attention path (the benchmark's Llama:
+     RoPE table and mask made once, grouped-query attention as one matmul per
+     key/value head) against the numpy forward, n_kv_head 1, 2 and 4 of 4
+     heads, two lengths.
   7. The CLI end to end (outputs, loss against numpy, --double, bad input:
      n_kv_head not dividing n_head, odd head dim, qkv rows that disagree with
      the head counts, a missing tensor, out-of-range ids).
@@ -324,6 +328,30 @@ def test_llama_cli(check, tmp):
           "llama cli: rejects a missing tensor by name")
 
 
+def test_bench_fast_attention(check):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "bench"))
+    import argparse
+
+    from torch_train_gpt import build_llama
+    for Hkv in (1, 2, 4):
+        ref = tiny_llama(Hkv=Hkv, seed=20 + Hkv)
+        a = argparse.Namespace(n_layer=2, n_head=4, n_kv_head=Hkv, n_embd=16, ffn_hidden=12,
+                               oracle_attention=False)
+        fast = build_llama(a, 11).to(torch.float64)
+        fast.load_state_dict(ref.state_dict())
+        check(type(fast.model.layers[0].self_attn).__name__ == "FastAttention",
+              "bench llama: the fast attention path is in use")
+        state = _state(ref)
+        for T in (8, 5):
+            x, y = _batch(11, 2, T, seed=T + Hkv)
+            got = fast(x, y)[1].item()
+            want = numpy_llama_loss(state, x.numpy(), y.numpy(), 4, Hkv)
+            check(abs(got - want) < 1e-10,
+                  f"bench llama: fast path loss {got:.12f} == numpy {want:.12f} (n_kv_head "
+                  f"{Hkv}, T {T})")
+
+
 def run_all(check, tmp):
     test_llama_against_numpy(check)
     test_rope(check)
@@ -332,3 +360,4 @@ def run_all(check, tmp):
     test_llama_gradcheck(check)
     test_llama_adamw_groups(check)
     test_llama_cli(check, tmp)
+    test_bench_fast_attention(check)
