@@ -13,7 +13,7 @@ Checks:
      non-zero).
   6. The Llama oracle (torch_llama.py): selftest_llama.py's checks (against
      numpy, RoPE as a complex rotation, GQA as repeated heads, RMSNorm,
-     gradcheck, AdamW groups, CLI).
+     gradcheck, AdamW groups, CLI, the benchmark's fast attention path).
 Exits non-zero on any failure.
 """
 

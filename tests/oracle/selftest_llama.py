@@ -12,13 +12,13 @@
   5. torch.autograd.gradcheck of the loss w.r.t. every parameter (float64),
      tied and untied; the tied embedding's gradient is the sum of its uses.
   6. AdamW's decay groups: matrices and embeddings decay, RMSNorm weights not.
+  7. The CLI end to end (outputs, loss against numpy, --double, bad input:
+     n_kv_head not dividing n_head, odd head dim, qkv rows that disagree with
+     the head counts, a missing tensor, out-of-range ids).
   8. bench/torch_train_gpt.py's fast attention path (the benchmark's Llama:
      RoPE table and mask made once, grouped-query attention as one matmul per
      key/value head) against the numpy forward, n_kv_head 1, 2 and 4 of 4
      heads, two lengths.
-  7. The CLI end to end (outputs, loss against numpy, --double, bad input:
-     n_kv_head not dividing n_head, odd head dim, qkv rows that disagree with
-     the head counts, a missing tensor, out-of-range ids).
 """
 
 import math
