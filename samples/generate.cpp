@@ -4,7 +4,8 @@
 //                          [--temperature 0.8] [--top-k 40] [--seed 1337] [--device cpu]
 //
 // W is any layout train_gpt --init reads (nn/gpt_weights.h): glass safetensors (train_gpt --save,
-// or a training checkpoint), Hugging Face's GPT-2 safetensors, or llm.c's checkpoint file. The
+// or a training checkpoint), Hugging Face's GPT-2 or Llama safetensors (a llama's config.json
+// beside it), llm.c's checkpoint file, or llama2.c's (its tokenizer.bin beside it decodes). The
 // model's shape comes from the weights; n_head from the file (glass's "config" metadata, llm.c's
 // header) or --n-head (Hugging Face files keep it in a separate config.json). The tokenizer comes
 // from the file's "tokenizer" metadata, which train_gpt --save writes: "char" (the character
@@ -14,11 +15,13 @@
 // Errors: one line, "generate: error: ...".
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 
 #include "autograd/ops.h"
 #include "engine/error.h"
 #include "kernels/cpu/threads.h"
 #include "nn/gpt_weights.h"
+#include "nn/llama2c_tokenizer.h"
 #include "samples/command_line.h"
 #include "train/data.h"
 #include "train/generate.h"
@@ -53,6 +56,13 @@ train::CharVocab data_vocab(const GPTWeights& weights, const std::string& data) 
 std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::string kind,
                                                const std::string& data) {
   const auto& metadata = weights.metadata;
+  // llama2.c's checkpoint has no metadata: the tokenizer.bin beside it (train_gpt --save-format
+  // llama2c writes one) holds its vocabulary, which glass decodes when it is one of characters.
+  const std::string llama2c_vocab = llama2c_tokenizer_path(weights.path);
+  if (kind.empty() && weights.layout == WeightLayout::llama2c &&
+      std::filesystem::exists(llama2c_vocab))
+    return std::make_unique<train::CharVocab>(train::char_vocab_from_pieces(
+        load_llama2c_tokenizer(llama2c_vocab, weights.config.vocab_size).pieces));
   if (kind.empty()) {
     const auto t = metadata.find("tokenizer");
     const auto chars = metadata.find("char_vocab");
@@ -130,6 +140,15 @@ int main(int argc, char** argv) {
     }
     GLASS_CHECK(config.n_head > 0, "{} ({} layout) does not say its n_head: pass --n-head", weights,
                 weight_layout_name(file.layout));
+    // A Hugging Face llama without its config.json: the block size is in no shape, and n_kv_head
+    // follows from the qkv rows once n_head is known.
+    if (config.arch == Arch::llama && file.config.n_head == 0) {
+      GLASS_CHECK(config.block_size > 0,
+                  "{} does not say its block size (a llama has no position table): put its "
+                  "config.json (max_position_embeddings) beside it",
+                  weights);
+      config = config_of_weights(file.state, config, weights);
+    }
     config.validate();
     const auto tok = tokenizer_of(file, tokenizer, data);
     GLASS_CHECK(tok->vocab_size() <= config.vocab_size,

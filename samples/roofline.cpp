@@ -173,6 +173,9 @@ void print_experts(const Flags& f, glass::DType dtype, const glass::train::GptSt
 
 void model(const Flags& f) {
   const glass::DType dtype = glass::samples::parse_dtype_flag(f.dtype);
+  // The experts' flags are checked before anything is printed: an error is one line.
+  const bool experts = f.n_expert > 1 || f.top_k > 1;
+  if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
   const bool fast = !f.model.empty();
   const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
@@ -212,7 +215,7 @@ void model(const Flags& f) {
   const glass::DevicePeaks peaks = peaks_of(f.device);
   fmt::print("  at 100% MFU on {}: {} per step ({})\n", peaks.name,
              si(fl.total() / peaks.flops(dtype), "s"), peaks.source);
-  if (f.n_expert > 1 || f.top_k > 1) print_experts(f, dtype, fl);
+  if (experts) print_experts(f, dtype, fl);
 }
 
 void add_common(CLI::App* cmd, Flags& f) {

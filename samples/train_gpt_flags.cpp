@@ -64,9 +64,10 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
                  "GPT-2 .safetensors, or an llm.c checkpoint (.bin)");
   app.add_option("--save", o.save, "write the final weights here");
   app.add_option("--save-format", o.save_format,
-                 "layout of --save: glass (safetensors, nanoGPT names) | hf (Hugging Face GPT-2 "
-                 "safetensors) | llmc (llm.c checkpoint, f32)")
-      ->check(CLI::IsMember({"glass", "hf", "llmc"}));
+                 "layout of --save: glass (safetensors, glass's names) | hf (Hugging Face "
+                 "safetensors; a llama's with config.json) | llmc (llm.c checkpoint, f32; gpt2) | "
+                 "llama2c (llama2.c checkpoint and tokenizer.bin; llama)")
+      ->check(CLI::IsMember({"glass", "hf", "llmc", "llama2c"}));
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "write checkpoints into this directory");
   app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
   app.add_option("--keep-last", o.keep_last,

@@ -13,6 +13,7 @@
 
 #include "engine/atomic_file.h"
 #include "nn/gpt_weights.h"
+#include "nn/llama_state.h"
 #include "nn/safetensors.h"
 
 namespace glass::train {
@@ -34,6 +35,11 @@ void take_prefixed(const NamedTensors& all, const std::string& prefix, NamedTens
 void check_config_matches_weights(const std::string& path, const LoadedCheckpoint& ck) {
   const GPTConfig& c = ck.state.config;
   c.validate();
+  // A llama's parameters are all fixed by its configuration: each is checked by name and shape.
+  if (c.arch == Arch::llama) {
+    check_llama_state(ck.model, c, fmt::format("checkpoint '{}'", path));
+    return;
+  }
   auto shape_of = [&](const std::string& name) -> Shape {
     for (const auto& [n, t] : ck.model)
       if (n == name) return t.shape();

@@ -111,6 +111,30 @@ CharVocab char_vocab_from_metadata(const std::string& hex) {
   return v;
 }
 
+std::vector<std::string> token_pieces(const Tokenizer& tokenizer, int64_t n) {
+  std::vector<std::string> pieces;
+  pieces.reserve(static_cast<size_t>(n));
+  for (int64_t id = 0; id < n; ++id)
+    pieces.push_back(id < tokenizer.vocab_size() ? tokenizer.decode({static_cast<int32_t>(id)})
+                                                 : std::string());
+  return pieces;
+}
+
+CharVocab char_vocab_from_pieces(const std::vector<std::string>& pieces) {
+  std::string chars;
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    GLASS_CHECK(
+        pieces[id].size() == 1 && (chars.empty() || static_cast<unsigned char>(chars.back()) <
+                                                        static_cast<unsigned char>(pieces[id][0])),
+        "token {} is {:?}: not a character vocabulary (one byte per token, sorted and "
+        "distinct), which is what glass decodes",
+        id, pieces[id]);
+    chars += pieces[id];
+  }
+  GLASS_CHECK(!chars.empty(), "an empty vocabulary is not a character vocabulary");
+  return CharVocab::from_text(chars);
+}
+
 Dataset load_text(const std::string& path, double val_fraction) {
   const std::string text = read_file(path);
   GLASS_CHECK(text.size() >= 2, "data file '{}' holds {} bytes: too little text to train on", path,

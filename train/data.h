@@ -38,6 +38,14 @@ class CharVocab : public Tokenizer {
 std::string char_vocab_metadata(const CharVocab& vocab);
 CharVocab char_vocab_from_metadata(const std::string& hex);
 
+// A vocabulary as llama2.c's tokenizer.bin holds it (nn/llama2c_tokenizer.h): the bytes of each
+// token id in [0, n), decoded one at a time; ids at or past the tokenizer's vocab_size (classes a
+// model has beyond its data's tokens) are "".
+std::vector<std::string> token_pieces(const Tokenizer& tokenizer, int64_t n);
+// The character vocabulary whose token_pieces these are: one byte each, sorted and distinct; else
+// an error naming the first token that is not.
+CharVocab char_vocab_from_pieces(const std::vector<std::string>& pieces);
+
 // The tokens a sample continues: `prompt` encoded (throws naming a character the vocabulary
 // lacks), or, for an empty prompt, the start of a line (characters: a newline, or the first
 // character when there is none) or of a document (GPT-2's <|endoftext|>).

@@ -24,6 +24,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/peaks.h"
 #include "nn/gpt_weights.h"
+#include "nn/llama2c_tokenizer.h"
 #include "optim/step_status.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
@@ -148,6 +149,11 @@ GPTConfig config_for_init(GPTWeights& w, const TrainOptions& opt) {
     if (c.n_head == 0) c.n_head = opt.n_head;
     // A llama's shapes do not say its block size (it has no position table): --seq-len does.
     if (c.block_size == 0) c.block_size = opt.seq_len;
+    // With n_head known, a llama's qkv rows say its n_kv_head (checked against --n-kv-head).
+    if (c.arch == Arch::llama && w.config.n_head == 0) {
+      c = config_of_weights(w.state, c, w.path);
+      check_flags_agree(c, opt, {"--n-kv-head"}, holds, "file");
+    }
   }
   c.dropout = opt.dropout;
   return c;
@@ -283,6 +289,7 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   std::optional<LoadedCheckpoint> ck;
   std::optional<GPTWeights> init;
   choose_config(ck, init);
+  if (!opt_.save.empty()) check_layout_holds(parse_weight_layout(opt_.save_format), config_.arch);
   check_prompt();
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
@@ -762,8 +769,13 @@ void Trainer::run() {
     std::map<std::string, std::string> metadata;
     if (data_.tokenizer) metadata["tokenizer"] = data_.tokenizer->name();
     if (data_.vocab) metadata["char_vocab"] = char_vocab_metadata(*data_.vocab);
-    save_gpt_weights(opt_.save, parse_weight_layout(opt_.save_format), *model_, DType::f32,
-                     metadata);
+    const WeightLayout layout = parse_weight_layout(opt_.save_format);
+    save_gpt_weights(opt_.save, layout, *model_, DType::f32, metadata);
+    // llama2.c's checkpoint has no metadata: run.c reads the vocabulary from tokenizer.bin beside
+    // it, one piece per class of the model.
+    if (layout == WeightLayout::llama2c && data_.tokenizer)
+      save_llama2c_tokenizer(llama2c_tokenizer_path(opt_.save),
+                             token_pieces(*data_.tokenizer, config_.vocab_size));
     log().info("saved weights to {} ({} layout)", opt_.save, opt_.save_format);
   }
   const AllocatorStats mem = Allocator::for_device(device_).stats();

@@ -283,3 +283,60 @@ put("llmc_tokenizer", "count_too_large", llmc_tokenizer(toks[:3], n=1 << 30))
 put("llmc_tokenizer", "trailing_bytes", llmc_tokenizer(toks[:3], tail=b"xyz"))
 put("llmc_tokenizer", "zero_length_token", llmc_tokenizer(toks[:2]) + b"\0")
 put("llmc_tokenizer", "bad_magic", llmc_tokenizer(toks[:2], magic=20240326))
+
+
+# --- gpt_weights, llama: a tiny llama (C=4, F=4, 1 layer, 2 heads, 1 kv head, V=3, T=2) ---
+def llama2c(fields, n_floats):
+    return struct.pack("<7i", *fields) + f32(*[0.01 * (i % 7) for i in range(n_floats)])
+
+
+# embed 12, rms_att 4, wq 16, wk 8, wv 8, wo 16, rms_ffn 4, w1 16, w2 16, w3 16, rms_final 4,
+# freq_cis 2*2, then wcls 12 when unshared.
+llama_floats = 12 + 4 + 16 + 8 + 8 + 16 + 4 + 16 + 16 + 16 + 4 + 4
+put("gpt_weights", "llama2c_shared", llama2c([4, 4, 1, 2, 1, 3, 2], llama_floats))
+put("gpt_weights", "llama2c_unshared", llama2c([4, 4, 1, 2, 1, -3, 2], llama_floats + 12))
+put("gpt_weights", "llama2c_truncated", llama2c([4, 4, 1, 2, 1, 3, 2], llama_floats - 1))
+put("gpt_weights", "llama2c_negative_layers", llama2c([4, 4, -1, 2, 1, 3, 2], llama_floats))
+put("gpt_weights", "llama2c_absurd_dim", llama2c([1 << 30, 4, 1, 2, 1, 3, 2], llama_floats))
+llama_hf = [("model.embed_tokens.weight", "F32", [3, 4], f32(*[0.1] * 12)),
+            ("model.layers.0.input_layernorm.weight", "F32", [4], f32(1, 1, 1, 1)),
+            ("model.layers.0.self_attn.q_proj.weight", "F32", [4, 4], f32(*[0.2] * 16)),
+            ("model.layers.0.self_attn.k_proj.weight", "F32", [2, 4], f32(*[0.3] * 8)),
+            ("model.layers.0.self_attn.v_proj.weight", "F32", [2, 4], f32(*[0.4] * 8)),
+            ("model.layers.0.self_attn.o_proj.weight", "F32", [4, 4], f32(*[0.5] * 16)),
+            ("model.layers.0.post_attention_layernorm.weight", "F32", [4], f32(1, 1, 1, 1)),
+            ("model.layers.0.mlp.gate_proj.weight", "F32", [4, 4], f32(*[0.6] * 16)),
+            ("model.layers.0.mlp.up_proj.weight", "F32", [4, 4], f32(*[0.7] * 16)),
+            ("model.layers.0.mlp.down_proj.weight", "F32", [4, 4], f32(*[0.8] * 16)),
+            ("model.norm.weight", "F32", [4], f32(1, 1, 1, 1))]
+put("gpt_weights", "llama_hf", safetensors(llama_hf, {"format": "pt"}))
+put("gpt_weights", "llama_hf_missing_k", safetensors(llama_hf[:3] + llama_hf[4:]))
+llama_config = {"vocab_size": 3, "block_size": 2, "n_layer": 1, "n_head": 2, "n_embd": 4,
+                "arch": "llama", "n_kv_head": 1, "ffn_hidden": 4, "rope_theta": 10000.0,
+                "norm_eps": 1e-5, "tie_embeddings": True}
+llama_glass = [("model.embed_tokens.weight", "F32", [3, 4], f32(*[0.1] * 12)),
+               ("model.layers.0.input_layernorm.weight", "F32", [4], f32(1, 1, 1, 1)),
+               ("model.layers.0.self_attn.qkv_proj.weight", "F32", [8, 4], f32(*[0.2] * 32)),
+               ("model.layers.0.self_attn.o_proj.weight", "F32", [4, 4], f32(*[0.5] * 16)),
+               ("model.layers.0.post_attention_layernorm.weight", "F32", [4], f32(1, 1, 1, 1)),
+               ("model.layers.0.mlp.gate_up_proj.weight", "F32", [8, 4], f32(*[0.6] * 32)),
+               ("model.layers.0.mlp.down_proj.weight", "F32", [4, 4], f32(*[0.8] * 16)),
+               ("model.norm.weight", "F32", [4], f32(1, 1, 1, 1))]
+put("gpt_weights", "llama_glass", safetensors(llama_glass, {"config": json.dumps(llama_config)}))
+put("gpt_weights", "llama_glass_kv_disagrees", safetensors(
+    llama_glass, {"config": json.dumps(dict(llama_config, n_kv_head=2))}))
+
+
+# --- llama2c_tokenizer: int32 max_token_length, then per token f32 score, int32 length, bytes ---
+def llama2c_tokenizer(tokens, max_length=None, tail=b""):
+    longest = max(len(t) for t in tokens) if max_length is None else max_length
+    body = b"".join(struct.pack("<fi", 0.0, len(t)) + t for t in tokens)
+    return struct.pack("<i", longest) + body + tail
+
+
+chars = [bytes([c]) for c in b"\n !abc"] + [b"<s>", b"\xc3\xa9"]
+put("llama2c_tokenizer", "chars", llama2c_tokenizer(chars))
+put("llama2c_tokenizer", "truncated", llama2c_tokenizer(chars)[:-3])
+put("llama2c_tokenizer", "negative_length", struct.pack("<ifi", 4, 0.0, -2) + b"ab")
+put("llama2c_tokenizer", "longer_than_max", llama2c_tokenizer(chars, max_length=1))
+put("llama2c_tokenizer", "empty", b"")

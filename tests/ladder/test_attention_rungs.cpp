@@ -1,10 +1,12 @@
 // The attention ladder (kernels/cuda/ladder/attention_ladder.cu, and rung 4, the Tensor Core
 // kernel kernels/cuda/flash_attention_mma.cu) on emu: every rung against the cpu flash entry run
 // in f64 (out and lse), with T of one partial tile, several tiles, and the largest head dim (the
-// bf16 rung on bf16-rounded inputs, to bf16 rounding, where it takes the head dim); the bytes and
-// the memory each rung reports, as docs/kernel_ladders.md argues them (the T x T matrix through
-// memory four times, then twice, then never; the mma rung's heads in bf16); and the backend entry
-// following GLASS_KERNEL_VARIANT's attention rung.
+// bf16 rung on bf16-rounded inputs, to bf16 rounding, where it takes the head dim), and
+// grouped-query attention (fewer key/value heads than query heads; the cpu entry checked against
+// PyTorch in tests/kernels/test_attention_torch_oracle.cpp); the bytes and the memory each rung
+// reports, as docs/kernel_ladders.md argues them (the T x T matrix through memory four times, then
+// twice, then never; the mma rung's heads in bf16); and the backend entry following
+// GLASS_KERNEL_VARIANT's attention rung.
 #include <cmath>
 
 #include "kernels/ladder_timing.h"
@@ -22,23 +24,25 @@ namespace ladder = kernels::ladder;
 TEST(AttentionRungs, EveryRungMatchesTheF64Reference) {
   Generator gen(41);
   struct Case {
-    int64_t B, H, T, D;
+    int64_t B, H, Hkv, T, D;
   };
-  for (const Case c : {Case{1, 3, 7, 16}, Case{2, 1, 45, 32}, Case{1, 1, 20, 128}}) {
-    const int64_t C = c.H * c.D;
+  for (const Case c : {Case{1, 3, 3, 7, 16}, Case{2, 1, 1, 45, 32}, Case{1, 1, 1, 20, 128},
+                       Case{1, 4, 2, 19, 32}, Case{2, 3, 1, 9, 16}}) {
+    const int64_t C = c.H * c.D, W = (c.H + 2 * c.Hkv) * c.D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
     // bf16-representable inputs, so that the bf16 rung starts from the same numbers
-    const Tensor qkv = cast(cast(randn({c.B, c.T, 3 * C}, gen), DType::bf16), DType::f32);
+    const Tensor qkv = cast(cast(randn({c.B, c.T, W}, gen), DType::bf16), DType::f32);
     const Tensor out64 = Tensor::empty({c.B, c.T, C}, DType::f64);
     const Tensor lse64 = Tensor::empty({c.B, c.H, c.T});
-    kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, c.H, scale);
+    kernels::cpu::flash_attention_forward(cast(qkv, DType::f64), out64, lse64, c.H, c.Hkv, scale);
     for (const ladder::Rung& rung : ladder::rungs(ladder::Op::attention)) {
       SCOPED_TRACE("rung " + std::to_string(rung.index) + " T " + std::to_string(c.T) + " D " +
-                   std::to_string(c.D));
+                   std::to_string(c.D) + " H " + std::to_string(c.H) + " Hkv " +
+                   std::to_string(c.Hkv));
       const DType dtype = rung.f32 ? DType::f32 : DType::bf16;  // the mma rung: bf16 only
       if (dtype == DType::bf16 && !kernels::flash_mma_head_dim_ok(c.D)) continue;
       const Tensor out = device_empty({c.B, c.T, C}, dtype), lse = device_empty({c.B, c.H, c.T});
-      ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, c.H,
+      ladder::run_attention_forward(rung.index, on_device(cast(qkv, dtype)), out, lse, c.H, c.Hkv,
                                     scale);
       // bf16: the output stored in bf16 and P rounded to bf16 before P V (2 units of 2^-8, as
       // tests/cuda_kernels/test_flash_attention_mma.cpp argues); lse stays f32

@@ -224,8 +224,8 @@ TEST(GptWeights, ShapeDifferencesNameEachField) {
   EXPECT_TRUE(contains_all(error_of([] { parse_config_metadata("n_layer=x", "meta"); }),
                            {"meta", "n_layer = 'x'"}));
   EXPECT_EQ(parse_weight_layout("llmc"), WeightLayout::llmc);
-  EXPECT_TRUE(
-      contains_all(error_of([] { parse_weight_layout("onnx"); }), {"'onnx'", "glass, hf or llmc"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_weight_layout("onnx"); }),
+                           {"'onnx'", "glass, hf, llmc or llama2c"}));
 }
 
 // glass's files carry their shape as JSON, the form checkpoints have always used; weights files

@@ -98,6 +98,18 @@ TEST(TrainGptCli, ShapeMismatchHeadsDoNotDivideWidth) {
   expect_one_line_error("--data " + kData + " --n-embd 30 --n-head 4 --steps 1", "n_head");
 }
 
+// Llama's shape errors: each one line naming both numbers (or the flag and the architecture).
+TEST(TrainGptCli, LlamaShapeErrors) {
+  expect_one_line_error(kData1 + "--arch llama --n-head 4 --n-kv-head 3 --steps 1",
+                        "n_kv_head 3 must divide n_head 4");
+  expect_one_line_error(kData1 + "--arch llama --n-embd 12 --n-head 4 --steps 1",
+                        "RoPE needs an even head dim");
+  expect_one_line_error(kData1 + "--n-kv-head 2 --steps 1", "--n-kv-head is a llama flag");
+  expect_one_line_error(kData1 + "--model llama-tiny --n-kv-head 2 --steps 1",
+                        "--model llama-tiny fixes the model's shape; drop --n-kv-head");
+  expect_one_line_error(kData1 + "--arch llama --dropout 0.1 --steps 1", "dropout 0.1 is gpt2's");
+}
+
 TEST(TrainGptCli, CorruptShard) {
   const std::string path = tmp("corrupt.bin");
   std::ofstream(path, std::ios::binary) << std::string("\x88\xd8\x34\x01", 4) << "junk";

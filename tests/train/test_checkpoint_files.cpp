@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 
+#include "nn/llama_state.h"
+#include "nn/safetensors.h"
 #include "train/checkpoint.h"
 #include "train_testing.h"
 
@@ -99,6 +101,57 @@ TEST(Latest, AnythingButAFileNameIsRefused) {
       EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
     }
   }
+}
+
+// A llama's configuration (arch, n_kv_head, ffn_hidden, rope_theta, norm_eps, tie_embeddings)
+// round-trips through a checkpoint's "config" metadata, and its tensors are checked by name and
+// shape against it before anything is allocated. (The file is written here as save_checkpoint
+// writes it, with its metadata keys.)
+TEST(LlamaCheckpoint, ConfigRoundTripsAndEachTensorIsChecked) {
+  using glass::testing::contains_all, glass::testing::error_of, glass::testing::scratch_path;
+  const GPTConfig c{.vocab_size = 11,
+                    .block_size = 8,
+                    .n_layer = 2,
+                    .n_head = 4,
+                    .n_embd = 16,
+                    .dropout = 0,
+                    .padded_vocab_size = 16,
+                    .arch = Arch::llama,
+                    .n_kv_head = 2,
+                    .ffn_hidden = 24,
+                    .rope_theta = 500000,
+                    .norm_eps = 1e-6,
+                    .tie_embeddings = false};
+  const std::string dir = scratch_path("llama_ckpt");
+  fs::create_directories(dir);
+  auto write = [&](const NamedTensors& model) {
+    NamedTensors tensors;
+    for (const auto& [name, t] : model) tensors.emplace_back("model." + name, t);
+    save_safetensors(dir + "/ckpt_00000003.safetensors", tensors,
+                     {{"format", std::string(kCheckpointFormat)},
+                      {"step", "3"},
+                      {"rng_seed", "1"},
+                      {"rng_offset", "0"},
+                      {"data_position", "0"},
+                      {"config", config_metadata(c)},
+                      {"optimizer", "adamw"},
+                      {"optimizer_scalars", "{}"},
+                      {"data_path", "x.txt"},
+                      {"seq_len", "8"}});
+    return dir + "/ckpt_00000003.safetensors";
+  };
+  NamedTensors model;
+  for (const auto& [name, shape] : llama_parameter_shapes(c))
+    model.emplace_back(name, zeros(shape));
+  const LoadedCheckpoint ck = load_checkpoint(write(model));
+  EXPECT_EQ(ck.state.config.str(), c.str());
+  EXPECT_EQ(ck.state.config.arch, Arch::llama);
+  EXPECT_EQ(ck.state.config.rope_theta, 500000);
+  EXPECT_EQ(ck.model.size(), model.size());
+  model[3].second = zeros({16, 16});  // layer 0's o_proj is right; its qkv_proj [32, 16] is not
+  model[2].second = zeros({40, 16});
+  EXPECT_TRUE(contains_all(error_of([&] { load_checkpoint(write(model)); }),
+                           {"model.layers.0.self_attn.qkv_proj.weight", "[40, 16]", "[32, 16]"}));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "nn/llama2c_tokenizer.h"
 #include "train/data.h"
 #include "train_testing.h"
 
@@ -19,6 +20,33 @@ TEST(CharVocab, SortedUniqueCharactersRoundTrip) {
   EXPECT_EQ(ids, (std::vector<int32_t>{7, 5, 6, 4, 1}));
   EXPECT_EQ(v.decode(ids), "world");
   EXPECT_THROW(v.encode("hat"), Error);
+}
+
+// llama2.c's tokenizer.bin holds a vocabulary as pieces: a character vocabulary's are its
+// characters, and those pieces give the same vocabulary back; anything else is refused by token.
+TEST(CharVocab, TokenPiecesRoundTripThroughLlama2csTokenizerBin) {
+  const CharVocab v = CharVocab::from_text("hello world\n");
+  const std::vector<std::string> pieces = token_pieces(v, v.size() + 2);
+  EXPECT_EQ(pieces,
+            (std::vector<std::string>{"\n", " ", "d", "e", "h", "l", "o", "r", "w", "", ""}));
+  const std::vector<std::string> chars(pieces.begin(), pieces.begin() + v.size());
+  EXPECT_EQ(char_vocab_from_pieces(chars).chars(), v.chars());
+  const std::string path = testing::temp_dir("pieces") + "/tokenizer.bin";
+  save_llama2c_tokenizer(path, chars);
+  EXPECT_EQ(char_vocab_from_pieces(load_llama2c_tokenizer(path, v.size()).pieces).chars(),
+            v.chars());
+  auto error = [](const std::vector<std::string>& p) {
+    try {
+      char_vocab_from_pieces(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error({"a", "bc"}).find("token 1 is \"bc\""), std::string::npos) << error({"a", "bc"});
+  EXPECT_NE(error({"b", "a"}).find("token 1"), std::string::npos);
+  EXPECT_NE(error({"a", "a"}).find("sorted and distinct"), std::string::npos);
+  EXPECT_NE(error({}).find("empty"), std::string::npos);
 }
 
 TEST(Data, TinyShakespeareHasItsKnownVocabularyAndSplit) {
