@@ -45,6 +45,16 @@ const Rung kLayerNormRungs[kRungs] = {
      false, false},
 };
 
+// Both take bf16 x (f32 sums and rstd), so a bf16 Llama can run either.
+const Rung kRmsNormLadder[kRmsNormRungs] = {
+    {0, "naive", "rmsnorm_forward_naive",
+     "one thread per row (uncoalesced, few threads), the LayerNorm naive rung less the mean", false,
+     true},
+    {1, "vector", "rmsnorm_forward",
+     "production (rmsnorm.cu): a block per row, 16-byte vectors, one shuffle reduction (sum x^2)",
+     true, true},
+};
+
 const Rung kMatmulLadder[kMatmulRungs] = {
     {0, "naive", "matmul_naive",
      "one thread per output, 2k loads from global memory for 2k FLOPs: no reuse", false, false},
@@ -146,6 +156,8 @@ const char* op_name(Op op) {
       return "matmul";
     case Op::attention:
       return "attention";
+    case Op::rmsnorm:
+      return "rmsnorm";
   }
   return "?";
 }
@@ -165,6 +177,8 @@ std::span<const Rung> rungs(Op op) {
       return kMatmulLadder;
     case Op::attention:
       return kAttentionLadder;
+    case Op::rmsnorm:
+      return kRmsNormLadder;
   }
   fail("kernel ladder: unknown op {}", static_cast<int>(op));
 }
@@ -212,6 +226,11 @@ void run_layernorm_forward(int index, const Tensor& x, const Tensor& weight, con
                            const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps) {
   ladder_table(x.device())
       .layernorm_forward[rung(Op::layernorm, index).index](x, weight, bias, y, mean, rstd, eps);
+}
+
+void run_rmsnorm_forward(int index, const Tensor& x, const Tensor& weight, const Tensor& y,
+                         const Tensor& rstd, double eps) {
+  ladder_table(x.device()).rmsnorm_forward[rung(Op::rmsnorm, index).index](x, weight, y, rstd, eps);
 }
 
 // The ladder of the device a GEMM writes to.
@@ -313,6 +332,11 @@ void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Ten
                                 double eps) {
   ladder_table(x.device())
       .layernorm_forward[active_rung(Op::layernorm)](x, weight, bias, y, mean, rstd, eps);
+}
+
+void selected_rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                              const Tensor& rstd, double eps) {
+  ladder_table(x.device()).rmsnorm_forward[active_rung(Op::rmsnorm)](x, weight, y, rstd, eps);
 }
 
 void selected_gemm(const GemmArgs& args) { gemm_table(args).gemm[active_rung(Op::matmul)](args); }

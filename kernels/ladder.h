@@ -1,12 +1,13 @@
-// Kernel ladders: for softmax forward, LayerNorm forward, matmul and attention forward, a ladder of
-// CUDA kernels from naive to fast (kernels/cuda/ladder, docs/kernel_ladders.md), each rung a small
-// kernel that changes one thing. This registry lists the rungs, runs rung N on given tensors
-// (device emu, or cuda where built), and selects the rung that training runs: the emu/cuda
-// backend's softmax_forward, layernorm_forward, gemm and flash_attention_forward entries are
-// selected_*() below, which run the rung GLASS_KERNEL_VARIANT names, while it names one other than
-// the production kernel (otherwise the tables point at the production kernels themselves).
+// Kernel ladders: for softmax forward, LayerNorm forward (and its RMSNorm pair), matmul and
+// attention forward, a ladder of CUDA kernels from naive to fast (kernels/cuda/ladder,
+// docs/kernel_ladders.md), each rung a small kernel that changes one thing. This registry lists the
+// rungs, runs rung N on given tensors (device emu, or cuda where built), and selects the rung that
+// training runs: the emu/cuda backend's softmax_forward, layernorm_forward, rmsnorm_forward, gemm
+// and flash_attention_forward entries are selected_*() below, which run the rung
+// GLASS_KERNEL_VARIANT names, while it names one other than the production kernel (otherwise the
+// tables point at the production kernels themselves).
 //
-//   GLASS_KERNEL_VARIANT=softmax:1,layernorm:float4,matmul:0
+//   GLASS_KERNEL_VARIANT=softmax:1,layernorm:float4,rmsnorm:naive,matmul:0
 //
 // names a rung per op by index or name; ops not named keep their production kernel. The variable
 // is read once, at the first call; a bad value throws a glass::Error naming the variable and
@@ -23,14 +24,17 @@
 
 namespace glass::kernels::ladder {
 
-enum class Op : uint8_t { softmax, layernorm, matmul, attention };
-inline constexpr std::array<Op, 4> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention};
+enum class Op : uint8_t { softmax, layernorm, matmul, attention, rmsnorm };
+inline constexpr std::array<Op, 5> kOps = {Op::softmax, Op::layernorm, Op::matmul, Op::attention,
+                                           Op::rmsnorm};
 // Rungs per ladder: 0 (naive) to 3 for softmax and layernorm; matmul and attention have a rung 4
 // on the Tensor Cores (bf16 in, f32 accumulate) above their production rung: the Tensor Core GEMM,
 // and FlashAttention-2 (kernels/cuda/flash_attention_mma.cu).
 inline constexpr int kRungs = 4;
 inline constexpr int kMatmulRungs = 5;
 inline constexpr int kAttentionRungs = 5;
+// RMSNorm (Llama's norm, in the LayerNorm ladder's file): a pair, naive and production.
+inline constexpr int kRmsNormRungs = 2;
 int rung_count(Op op);
 
 const char* op_name(Op op);
@@ -56,6 +60,9 @@ int production_rung(Op op);
 void run_softmax_forward(int rung, const Tensor& x, const Tensor& y);
 void run_layernorm_forward(int rung, const Tensor& x, const Tensor& weight, const Tensor& bias,
                            const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps);
+// RMSNorm forward, f32 or bf16 (rstd f32): the rmsnorm_forward contract.
+void run_rmsnorm_forward(int rung, const Tensor& x, const Tensor& weight, const Tensor& y,
+                         const Tensor& rstd, double eps);
 void run_gemm(int rung, const GemmArgs& args);
 // C = A B for contiguous 2-D f32 a [M, K], b [K, N], c [M, N]: run_gemm with the plain arguments.
 void run_matmul(int rung, const Tensor& a, const Tensor& b, const Tensor& c);
@@ -79,11 +86,12 @@ Selection selection_from_env();
 // set_active_selection() put there last (call it between launches, e.g. in tests or tools).
 Selection active_selection();
 void set_active_selection(const Selection& s);
-std::string selection_string(const Selection& s);  // e.g. "softmax:2,layernorm:2,matmul:3"
+// e.g. "softmax:2,layernorm:2,matmul:3,attention:3,rmsnorm:1"
+std::string selection_string(const Selection& s);
 
 // Whether the active selection runs a rung other than the production kernel for some op. The emu
 // and cuda kernel tables point at the production kernels; only while this holds do they route
-// their four ladder entries through selected_*() (kernels/cuda/backend_table.cu).
+// their five ladder entries through selected_*() (kernels/cuda/backend_table.cu).
 bool rungs_selected();
 
 // The ladder's entries of the emu and cuda kernel tables: the active rung of the op.
@@ -91,6 +99,8 @@ void selected_softmax_forward(const Tensor& x, const Tensor& y);
 void selected_layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                 const Tensor& y, const Tensor& mean, const Tensor& rstd,
                                 double eps);
+void selected_rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                              const Tensor& rstd, double eps);
 void selected_gemm(const GemmArgs& args);
 void selected_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                 int64_t n_head, int64_t n_kv_head, double scale);
@@ -102,6 +112,9 @@ struct LadderTable {
                       const Tensor&, double),
              kRungs>
       layernorm_forward;
+  std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double),
+             kRmsNormRungs>
+      rmsnorm_forward;
   std::array<void (*)(const GemmArgs&), kMatmulRungs> gemm;
   std::array<void (*)(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double),
              kAttentionRungs>

@@ -42,6 +42,14 @@ Tensor random(const Shape& shape, Generator& gen, Device device) {
   return t;
 }
 
+// t cast to `dtype` on its device (t itself when it has that dtype).
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  const Tensor out = Tensor::empty(t.shape(), dtype, t.device());
+  backend(t.device()).cast(t, out);
+  return out;
+}
+
 // Random inputs for `op` at `shape` on `device`, and a call running rung N on them.
 std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, DType dtype,
                                       Generator& gen) {
@@ -62,16 +70,18 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
       const Tensor mean = empty({shape[0]}), rstd = empty({shape[0]});
       return [=](int rung) { run_layernorm_forward(rung, x, weight, bias, y, mean, rstd, 1e-5); };
     }
+    case Op::rmsnorm: {
+      // bf16: the same N(0, 1) draws, rounded; rstd stays f32
+      const Tensor x = as_dtype(random(shape, gen, device), dtype),
+                   weight = as_dtype(random({shape[1]}, gen, device), dtype);
+      const Tensor y = Tensor::empty(shape, dtype, device), rstd = empty({shape[0]});
+      return [=](int rung) { run_rmsnorm_forward(rung, x, weight, y, rstd, 1e-5); };
+    }
     case Op::matmul: {
       const int64_t M = shape[0], N = shape[1], K = shape[2];
-      Tensor a = random({M, K}, gen, device), b = random({K, N}, gen, device);
-      if (dtype == DType::bf16) {  // the same N(0, 1) draws, rounded
-        for (Tensor* t : {&a, &b}) {
-          const Tensor rounded = Tensor::empty(t->shape(), DType::bf16, device);
-          backend(device).cast(*t, rounded);
-          *t = rounded;
-        }
-      }
+      // bf16: the same N(0, 1) draws, rounded
+      const Tensor a = as_dtype(random({M, K}, gen, device), dtype),
+                   b = as_dtype(random({K, N}, gen, device), dtype);
       const Tensor c = Tensor::empty({M, N}, dtype, device);
       return [=](int rung) { run_matmul(rung, a, b, c); };
     }
@@ -80,8 +90,7 @@ std::function<void(int)> make_problem(Op op, Device device, const Shape& shape, 
       // an f32 ladder it gets those too (and a bf16 output)
       const int64_t B = shape[0], H = shape[1], T = shape[2], D = shape[3];
       const Tensor qkv = random({B, T, 3 * H * D}, gen, device), out = empty({B, T, H * D});
-      const Tensor qkv_bf16 = Tensor::empty(qkv.shape(), DType::bf16, device);
-      backend(device).cast(qkv, qkv_bf16);
+      const Tensor qkv_bf16 = as_dtype(qkv, DType::bf16);
       const Tensor out_bf16 = Tensor::empty(out.shape(), DType::bf16, device);
       const Tensor lse = empty({B, H, T});
       const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -140,9 +149,10 @@ std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
               options.repeats);
   ladder_table(device);  // throws for a device without ladders
   const bool bf16 = options.dtype == DType::bf16;
-  GLASS_CHECK(options.dtype == DType::f32 || (bf16 && (op == Op::matmul || op == Op::attention)),
-              "time_ladder: {} runs on f32 operands; only matmul and attention also take bf16 "
-              "(asked for {})",
+  GLASS_CHECK(options.dtype == DType::f32 ||
+                  (bf16 && (op == Op::matmul || op == Op::attention || op == Op::rmsnorm)),
+              "time_ladder: {} runs on f32 operands; only matmul, attention and rmsnorm also "
+              "take bf16 (asked for {})",
               op_name(op), dtype_name(options.dtype));
   std::vector<int> indices(rung_indices.begin(), rung_indices.end());
   std::string bf16_rungs;

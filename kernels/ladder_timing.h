@@ -35,21 +35,22 @@ struct TimingOptions {
   int warmup = 1;
   int repeats = 5;
   uint64_t seed = 1;  // of the random inputs
-  // The operands' dtype: f32, or for matmul and attention bf16 (then only the rungs that take it:
-  // Rung::bf16). In an f32 ladder attention's bf16-only rung gets the inputs rounded to bf16.
+  // The operands' dtype: f32, or for matmul, attention and rmsnorm bf16 (then only the rungs that
+  // take it: Rung::bf16). In an f32 ladder attention's bf16-only rung gets the inputs rounded to
+  // bf16.
   DType dtype = DType::f32;
 };
 
-// What a shape of `op` lists ("rows, cols" for softmax and layernorm, "M, N, K", "B, H, T, D"), and
-// the shape the tools time when given none.
+// What a shape of `op` lists ("rows, cols" for softmax, layernorm and rmsnorm, "M, N, K", "B, H, T,
+// D"), and the shape the tools time when given none.
 const char* shape_names(Op op);
 Shape default_shape(Op op);
 
 // Times `rungs` (all of the op's rungs when empty; with bf16, all that take bf16; either way only
 // those that take the shape: attention's Tensor Core rung takes head dims 32, 64, 128) of `op` on
-// `device` (emu or cuda) with random inputs of `shape`: softmax and layernorm [rows, cols], matmul
-// [M, N, K] (A [M, K], B [K, N]), attention [B, H, T, D] (qkv [B, T, 3 H D]). Not thread-safe
-// against launches from other threads (they would be counted).
+// `device` (emu or cuda) with random inputs of `shape`: softmax, layernorm and rmsnorm
+// [rows, cols], matmul [M, N, K] (A [M, K], B [K, N]), attention [B, H, T, D] (qkv [B, T, 3 H D]).
+// Not thread-safe against launches from other threads (they would be counted).
 std::vector<LadderRow> time_ladder(Op op, Device device, const Shape& shape,
                                    std::span<const int> rungs = {},
                                    const TimingOptions& options = {});

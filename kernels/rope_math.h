@@ -21,24 +21,29 @@ GLASS_HD inline double rope_cos(double angle) { return cos(angle); }
 GLASS_HD inline float rope_sin(float angle) { return sinf(angle); }
 GLASS_HD inline double rope_sin(double angle) { return sin(angle); }
 
-// The rotation angle of pair i (of D/2) at `position`, for head dim D.
+// The frequency of pair i (of D/2) for head dim D: the same at every position, so a caller
+// filling a table of positions can form it once per pair.
 template <class C>
-GLASS_HD inline C rope_angle(int64_t position, int64_t i, int64_t D, double theta) {
-  const C inv_freq =
-      C(1) / rope_pow(static_cast<C>(theta), static_cast<C>(2 * i) / static_cast<C>(D));
-  return static_cast<C>(position) * inv_freq;
+GLASS_HD inline C rope_inv_freq(int64_t i, int64_t D, double theta) {
+  return C(1) / rope_pow(static_cast<C>(theta), static_cast<C>(2 * i) / static_cast<C>(D));
 }
 
-// The cosine and sine of pair i's angle at `position`, in C.
+// The cosine and sine of an angle, in C.
 template <class C>
 struct RopeRotation {
   C cos, sin;
 };
+// ... of the angle position * inv_freq (inv_freq from rope_inv_freq).
+template <class C>
+GLASS_HD inline RopeRotation<C> rope_rotation_at(int64_t position, C inv_freq) {
+  const C angle = static_cast<C>(position) * inv_freq;
+  return {rope_cos(angle), rope_sin(angle)};
+}
+// ... of pair i's angle at `position`.
 template <class C>
 GLASS_HD inline RopeRotation<C> rope_rotation(int64_t position, int64_t i, int64_t D,
                                               double theta) {
-  const C angle = rope_angle<C>(position, i, D, theta);
-  return {rope_cos(angle), rope_sin(angle)};
+  return rope_rotation_at<C>(position, rope_inv_freq<C>(i, D, theta));
 }
 
 }  // namespace glass::kernels

@@ -53,7 +53,7 @@ std::string shape_help() {
     parts.push_back(o + " " + glass::samples::operation_shape_help(o));
   namespace ladder = glass::kernels::ladder;
   std::vector<std::string> variant_only;
-  for (const ladder::Op op : {ladder::Op::layernorm})
+  for (const ladder::Op op : {ladder::Op::layernorm, ladder::Op::rmsnorm})
     variant_only.push_back(fmt::format("{} {}", ladder::op_name(op), ladder::shape_names(op)));
   return fmt::format("{}; with --variant also {}", fmt::join(parts, "; "),
                      fmt::join(variant_only, "; "));
@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
   Flags f;
   app.add_option("--device", f.device, "cpu | emu | cuda");
   app.add_option("--operation", f.operation,
-                 "matmul | softmax | mlp | attention (with --variant: layernorm, and attention's "
-                 "ladder)");
+                 "matmul | softmax | mlp | attention (with --variant: layernorm, rmsnorm, and "
+                 "attention's ladder)");
   app.add_option("--variant", f.variant,
                  "N, a rung's name (e.g. smem) or all: time the operation's kernel ladder rung by "
                  "rung (emu, cuda)");
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", f.dtype,
                  "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak; "
                  "with --variant: the rungs that take bf16: matmul's cuBLAS and Tensor Core rungs, "
-                 "attention's flash and mma rungs)");
+                 "attention's flash and mma rungs, both rmsnorm rungs)");
   app.add_option("--attention", f.attention,
                  "the attention operation's kernel: auto | naive | flash | flash-simt | flash-mma "
                  "| cudnn");

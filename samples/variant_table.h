@@ -17,12 +17,13 @@ namespace glass::samples {
 
 struct VariantRequest {
   Device device = kEmu;
-  std::string operation;       // softmax | layernorm | matmul | attention
+  std::string operation;       // softmax | layernorm | matmul | attention | rmsnorm
   std::string variant;         // a rung's index or name, or "all"
-  std::vector<int64_t> shape;  // softmax/layernorm: rows,cols; matmul: M,K,N; attention: B,H,T,D;
-                               // empty: a default
+  std::vector<int64_t> shape;  // softmax/layernorm/rmsnorm: rows,cols; matmul: M,K,N;
+                               // attention: B,H,T,D; empty: a default
   int warmup = 1, repeats = 5;
-  DType dtype = DType::f32;  // bf16: matmul's rungs that take bf16 operands (cuBLAS, Tensor Cores)
+  DType dtype = DType::f32;  // bf16: the rungs that take bf16 operands (matmul: cuBLAS, Tensor
+                             // Cores; attention: flash, mma; rmsnorm: both)
 };
 
 // Times the rungs and returns {"table": text, "json": rows}. Throws glass::Error naming the

@@ -462,7 +462,7 @@ stage sanitizer 30 90 sanitizer_stage
 # 11. The kernel ladders on the GPU: every rung of each ladder, timed, with its roofline fraction.
 ladders_stage() {
   local op ok=0
-  for op in softmax:4096,1024 layernorm:4096,1024 matmul:2048,2048,2048; do
+  for op in softmax:4096,1024 layernorm:4096,1024 rmsnorm:8192,4096 matmul:2048,2048,2048; do
     timeout 60 "$build/samples/profile_op" --device cuda --operation "${op%%:*}" --variant all \
       --shape "${op#*:}" --output "$build/ladder_${op%%:*}.json" || ok=1
   done
@@ -471,6 +471,9 @@ ladders_stage() {
   # against the bf16 Tensor Core peak (989 TFLOP/s dense on an H200).
   timeout 60 "$build/samples/profile_op" --device cuda --operation matmul --variant all \
     --dtype bf16 --shape 4096,4096,4096 --output "$build/ladder_matmul_bf16.json" || ok=1
+  # The RMSNorm pair in bf16, Llama's training dtype (8192 rows of 4096: 128 MiB through memory).
+  timeout 60 "$build/samples/profile_op" --device cuda --operation rmsnorm --variant all \
+    --dtype bf16 --shape 8192,4096 --output "$build/ladder_rmsnorm_bf16.json" || ok=1
   echo "result: tables above; rows in $build/ladder_*.json"
   return $ok
 }

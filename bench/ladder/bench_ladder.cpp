@@ -1,9 +1,10 @@
 // bench_ladder: prints the kernel-ladder table (kernels/ladder_timing.h) of softmax, LayerNorm,
-// matmul and attention: time, GB/s of the ideal bytes and GFLOP/s per rung. On emu the numbers
-// measure the emulator on the CPU (fibers, barriers), not a GPU; docs/kernel_ladders.md says how
-// to read them.
+// matmul, attention and RMSNorm: time, GB/s of the ideal bytes and GFLOP/s per rung. On emu the
+// numbers measure the emulator on the CPU (fibers, barriers), not a GPU; docs/kernel_ladders.md
+// says how to read them.
 //
-//   bench_ladder [--op all|softmax|layernorm|matmul|attention] [--device emu] [--rows R --cols C]
+//   bench_ladder [--op all|softmax|layernorm|matmul|attention|rmsnorm] [--device emu] [--rows R
+//   --cols C]
 //                [--mnk M N K] [--bhtd B H T D] [--warmup W] [--repeats N]
 //
 // Errors are one line on stderr, "bench_ladder: error: ...", and a non-zero exit.
@@ -62,10 +63,10 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app("bench_ladder: the kernel-ladder table (docs/kernel_ladders.md)");
   app.option_defaults()->always_capture_default();  // --help shows each default
-  app.add_option("--op", o.op, "all, softmax, layernorm, matmul or attention");
+  app.add_option("--op", o.op, "all, softmax, layernorm, matmul, attention or rmsnorm");
   app.add_option("--device", o.device, "emu (or cuda where built)");
-  app.add_option("--rows", o.rows, "softmax and layernorm rows");
-  app.add_option("--cols", o.cols, "softmax and layernorm columns");
+  app.add_option("--rows", o.rows, "softmax, layernorm and rmsnorm rows");
+  app.add_option("--cols", o.cols, "softmax, layernorm and rmsnorm columns");
   app.add_option("--mnk", o.mnk, "matmul sizes M N K")->expected(3);
   app.add_option("--bhtd", o.bhtd, "attention sizes B H T D (qkv [B, T, 3 H D])")->expected(4);
   app.add_option("--warmup", o.timing.warmup, "untimed runs per rung");

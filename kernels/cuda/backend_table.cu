@@ -3,7 +3,7 @@
 // cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
 // them out. The entries are the host launchers of this build's production kernels: what you read
 // in softmax.cu is what runs. Only while GLASS_KERNEL_VARIANT (or a test) selects a kernel-ladder
-// rung other than production (kernels/ladder.h) does the table hand out a copy whose four ladder
+// rung other than production (kernels/ladder.h) does the table hand out a copy whose five ladder
 // entries run the selected rungs.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn_attention.h"
@@ -52,11 +52,12 @@ Backend cuda_kernel_table(const char* name) {
   };
 }
 
-// `table` with its softmax forward, LayerNorm forward, GEMM and attention forward entries running
-// the selected kernel-ladder rungs instead.
+// `table` with its softmax forward, LayerNorm forward, RMSNorm forward, GEMM and attention forward
+// entries running the selected kernel-ladder rungs instead.
 Backend with_selected_rungs(Backend table) {
   table.softmax_forward = ladder::selected_softmax_forward;
   table.layernorm_forward = ladder::selected_layernorm_forward;
+  table.rmsnorm_forward = ladder::selected_rmsnorm_forward;
   table.gemm = ladder::selected_gemm;
   table.flash_attention_forward = ladder::selected_attention_forward;
   return table;

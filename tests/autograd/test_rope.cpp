@@ -2,10 +2,12 @@
 // 1e-12, f32 to f32 rounding), and in f32 at large positions against angles formed in f32 the way
 // Hugging Face forms them; v passes through and the input is left as it was; gradcheck in f64
 // (grouped-query heads, a start position, a non-contiguous input); bit-identical for any thread
-// count; the errors naming each bad argument.
+// count; the cpu kernels' cached cos/sin tables against the naive rotation over calls differing
+// in one argument at a time; the errors naming each bad argument.
 #include <cmath>
 #include <string>
 
+#include "kernels/backend.h"
 #include "tests/testing.h"
 
 namespace glass {
@@ -108,6 +110,48 @@ TEST(Rope, BitIdenticalForAnyThreadCount) {
   };
   auto run = [&] { return f32_values(output_and_grads(f, {qkv}, dout)); };
   EXPECT_EQ(with_threads(1, run), with_threads(2, run));
+}
+
+// The cpu kernels keep the last few cos/sin tables (kernels/cpu/rope.cpp): calls that differ in
+// one argument at a time (length, start position, theta, head dim, dtype, direction), more of
+// them than the cache holds, each made twice in a row and the whole sequence twice (hits, misses,
+// evictions), each against the naive rotation by the exact angle (backward: by -angle).
+TEST(Rope, CachedTablesFollowEveryArgument) {
+  struct Call {
+    int64_t T, D, start;
+    double theta;
+    DType dtype;
+    bool backward;
+  };
+  const Call calls[] = {
+      {5, 6, 0, 1e4, DType::f32, false}, {5, 6, 0, 1e4, DType::f32, true},
+      {3, 6, 0, 1e4, DType::f32, false}, {5, 6, 3, 1e4, DType::f32, false},
+      {5, 6, 0, 100, DType::f32, false}, {5, 4, 0, 1e4, DType::f32, false},
+      {5, 6, 0, 1e4, DType::f64, false}, {5, 6, 0, 1e4, DType::f64, true},
+  };
+  Generator gen(66);
+  for (int pass = 0; pass < 2; ++pass)
+    for (const Call& c : calls)
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        SCOPED_TRACE(fmt::format("pass {} T {} D {} start {} theta {} {} {}", pass, c.T, c.D,
+                                 c.start, c.theta, dtype_name(c.dtype),
+                                 c.backward ? "backward" : "forward"));
+        const int64_t width = (kHeads + 2 * kKvHeads) * c.D;
+        const Tensor x = randn({kB, c.T, width}, gen, 0, 1, c.dtype);
+        const auto exact = exact_angle(c.theta, c.D);
+        const auto angle = [&](int64_t p, int64_t i) {
+          return (c.backward ? -1 : 1) * exact(p, i);
+        };
+        const std::vector<double> ref =
+            naive_rope(values(x), kB, c.T, kHeads, kKvHeads, c.D, c.start, angle);
+        const Tensor out = empty_like(x);
+        if (c.backward)
+          kernels::backend(x).rope_backward(x, out, kHeads, kKvHeads, c.theta, c.start);
+        else
+          kernels::backend(x).rope_forward(x, out, kHeads, kKvHeads, c.theta, c.start);
+        EXPECT_TRUE(
+            all_close(out, from_vector(ref, x.shape()), c.dtype == DType::f64 ? 1e-12 : 2e-6));
+      }
 }
 
 TEST(Rope, RejectsBadShapes) {

@@ -1,6 +1,7 @@
 // Choosing rungs: parsing GLASS_KERNEL_VARIANT (indices and names, ops left at production, errors
-// naming the variable and listing the valid rungs), and a training step on emu that runs the
-// chosen rungs (seen by a LaunchObserver) and still matches the same step on cpu.
+// naming the variable and listing the valid rungs), a training step on emu that runs the chosen
+// rungs (seen by a LaunchObserver) and still matches the same step on cpu, and Llama's rms_norm
+// reaching the chosen RMSNorm rung through the emu kernel table.
 #include <cstdlib>
 
 #include "tests/ladder/ladder_test.h"
@@ -18,7 +19,7 @@ using testing::error_of;
 constexpr const char* kSource = "GLASS_KERNEL_VARIANT";
 
 TEST(LadderSelection, ProductionByDefault) {
-  EXPECT_EQ(default_selection(), (Selection{{2, 2, 3, 3}}));
+  EXPECT_EQ(default_selection(), (Selection{{2, 2, 3, 3, 1}}));
   EXPECT_EQ(parse_selection("", kSource), default_selection());
   for (kernels::ladder::Op op : kernels::ladder::kOps)
     EXPECT_TRUE(kernels::ladder::rung(op, kernels::ladder::production_rung(op)).production);
@@ -26,10 +27,12 @@ TEST(LadderSelection, ProductionByDefault) {
 
 TEST(LadderSelection, ParsesIndicesAndNames) {
   EXPECT_EQ(parse_selection("softmax:1,layernorm:float4,matmul:0", kSource),
-            (Selection{{1, 3, 0, 3}}));
-  EXPECT_EQ(parse_selection("matmul:register", kSource), (Selection{{2, 2, 2, 3}}));
-  EXPECT_EQ(kernels::ladder::selection_string(Selection{{1, 3, 0, 3}}),
-            "softmax:1,layernorm:3,matmul:0,attention:3");
+            (Selection{{1, 3, 0, 3, 1}}));
+  EXPECT_EQ(parse_selection("matmul:register", kSource), (Selection{{2, 2, 2, 3, 1}}));
+  EXPECT_EQ(parse_selection("rmsnorm:naive", kSource), (Selection{{2, 2, 3, 3, 0}}));
+  EXPECT_EQ(parse_selection("rmsnorm:1,layernorm:0", kSource), (Selection{{2, 0, 3, 3, 1}}));
+  EXPECT_EQ(kernels::ladder::selection_string(Selection{{1, 3, 0, 3, 0}}),
+            "softmax:1,layernorm:3,matmul:0,attention:3,rmsnorm:0");
 }
 
 TEST(LadderSelection, BadValuesNameTheVariableAndTheRungs) {
@@ -39,18 +42,22 @@ TEST(LadderSelection, BadValuesNameTheVariableAndTheRungs) {
   EXPECT_TRUE(contains_all(error_of([] { parse_selection("matmul:fast", kSource); }),
                            {"matmul has no rung 'fast'", "3 cublas (production)"}));
   EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmx:1", kSource); }),
-                           {"unknown op 'softmx'", "softmax, layernorm, matmul"}));
+                           {"unknown op 'softmx'", "softmax, layernorm, matmul", "rmsnorm"}));
+  EXPECT_TRUE(contains_all(error_of([] { parse_selection("rmsnorm:float4", kSource); }),
+                           {"rmsnorm has no rung 'float4'", "0 naive, 1 vector (production)"}));
   EXPECT_TRUE(contains_all(error_of([] { parse_selection("softmax:1,layernorm", kSource); }),
                            {"'layernorm' is not op:rung"}));
   EXPECT_TRUE(contains_all(error_of([] {
-                             kernels::ladder::set_active_selection({{0, 4, 0, 3}});
+                             kernels::ladder::set_active_selection({{0, 4, 0, 3, 1}});
                            }),
                            {"layernorm has no rung 4"}));
 }
 
 TEST(LadderSelection, ReadsTheEnvironment) {
   ::setenv(kSource, "layernorm:1", 1);
-  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 1, 3, 3}}));
+  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 1, 3, 3, 1}}));
+  ::setenv(kSource, "rmsnorm:naive", 1);
+  EXPECT_EQ(kernels::ladder::selection_from_env(), (Selection{{2, 2, 3, 3, 0}}));
   ::setenv(kSource, "softmax:-1", 1);
   EXPECT_TRUE(contains_all(error_of([] { kernels::ladder::selection_from_env(); }),
                            {"GLASS_KERNEL_VARIANT=softmax:-1", "softmax has no rung '-1'"}));
@@ -84,7 +91,7 @@ TEST(LadderSelection, TrainingStepRunsTheChosenRungsAndMatchesCpu) {
   for (const char* kernel : kProduction)
     EXPECT_GT(testing::count_of(production.kernels, kernel), 0) << kernel;
 
-  const Selection selections[] = {{{0, 0, 0, 3}}, {{1, 1, 1, 3}}, {{3, 3, 2, 3}}};
+  const Selection selections[] = {{{0, 0, 0, 3, 1}}, {{1, 1, 1, 3, 1}}, {{3, 3, 2, 3, 1}}};
   for (const Selection& s : selections) {
     SCOPED_TRACE(kernels::ladder::selection_string(s));
     const testing::ScopedSelection selected(s);
@@ -128,6 +135,32 @@ TEST(LadderSelection, TrainingStepOnTheTensorCoreRung) {
             2 * (gemms + bias_gemms));
   EXPECT_NEAR(emu.loss, cpu.loss, 1e-2 * cpu.loss);
   EXPECT_NEAR(emu.grad_norm, cpu.grad_norm, 5e-2 * cpu.grad_norm);
+}
+
+// Llama's rms_norm on emu, in f32 and bf16: with rmsnorm:naive selected its forward launches the
+// naive rung instead of the production kernel (backward kernels are not the ladder's), and the
+// output still matches cpu; with the production selection, the production kernel.
+TEST(LadderSelection, RmsNormReachesTheChosenRung) {
+  Generator gen(9);
+  const Tensor x_host = cast(cast(randn({5, 37}, gen, 0.5, 2), DType::bf16), DType::f32);
+  const Tensor w_host = cast(cast(randn({37}, gen, 1, 0.5), DType::bf16), DType::f32);
+  const Tensor y_cpu = rms_norm(x_host, w_host);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const char* chosen : {"rmsnorm:naive", "rmsnorm:vector"}) {
+      SCOPED_TRACE(fmt::format("{} {}", chosen, dtype_name(dtype)));
+      const testing::ScopedSelection selected(parse_selection(chosen, "test"));
+      const Tensor x = testing::on_device(cast(x_host, dtype)),
+                   w = testing::on_device(cast(w_host, dtype));
+      testing::LaunchLog log;
+      const Tensor y = rms_norm(x, w);
+      const std::vector<std::string> forward = log.kernels();
+      const bool naive = std::string_view(chosen) == "rmsnorm:naive";
+      EXPECT_EQ(forward,
+                std::vector<std::string>{naive ? "rmsnorm_forward_naive" : "rmsnorm_forward"});
+      EXPECT_TRUE(testing::all_close(testing::to_cpu(cast(y, DType::f32)), y_cpu,
+                                     dtype == DType::bf16 ? 1.0 / 256 : 1e-5));
+    }
+  }
 }
 
 }  // namespace

@@ -48,6 +48,21 @@ TEST(LadderTiming, RowPerRungWithFlopsAndIdealBytes) {
               2 * 4.0 * 37 * 45);
   expect_rows(time_ladder(Op::layernorm, kEmu, {37, 45}, {}, kQuick), Op::layernorm, 8.0 * 37 * 45,
               4.0 * (2 * 37 * 45 + 2 * 45 + 2 * 37));
+  // x, y and weight; one rstd per row
+  expect_rows(time_ladder(Op::rmsnorm, kEmu, {37, 45}, {}, kQuick), Op::rmsnorm, 4.0 * 37 * 45,
+              4.0 * (2 * 37 * 45 + 45 + 37));
+}
+
+// bf16 RMSNorm: both rungs take it; x, y and weight at 2 bytes, rstd still f32.
+TEST(LadderTiming, Bf16RmsNormRunsBothRungs) {
+  const TimingOptions bf16{.warmup = 0, .repeats = 1, .dtype = DType::bf16};
+  const std::vector<LadderRow> rows = time_ladder(Op::rmsnorm, kEmu, {37, 45}, {}, bf16);
+  ASSERT_EQ(rows.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rows[i].rung->index, i);
+    EXPECT_DOUBLE_EQ(rows[i].flops, 4.0 * 37 * 45);
+    EXPECT_DOUBLE_EQ(rows[i].bytes, 2.0 * (2 * 37 * 45 + 45) + 4.0 * 37);
+  }
 }
 
 // bf16 operands: matmul's rungs that take them, cuBLAS (3) and the Tensor Cores (4), 2 bytes per

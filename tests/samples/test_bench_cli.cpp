@@ -42,4 +42,11 @@ TEST(BenchCli, LadderRunsAttentionWithItsShapeFlag) {
   EXPECT_NE(bad.status, 0) << bad.out;
 }
 
+TEST(BenchCli, LadderRunsTheRmsNormPair) {
+  RUN_BENCH(r, "ladder/bench_ladder", "--op rmsnorm --rows 5 --cols 33 --warmup 0 --repeats 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"rmsnorm [5, 33] on emu", "rmsnorm_forward_naive", "rmsnorm_forward "})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in:\n" << r.out;
+}
+
 }  // namespace

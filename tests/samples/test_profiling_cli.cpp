@@ -117,8 +117,8 @@ TEST(ProfileOpCli, AttentionTimesTheChosenKernel) {
 TEST(ProfileOpCli, HelpShowsDefaultsAndEveryShape) {
   const Outcome r = run_sample("profile_op", "--help");
   ASSERT_EQ(r.status, 0) << r.out;
-  for (const char* text : {"layernorm rows, cols", "attention B, H, T, D", "matmul M,K,N",
-                           "(e.g. smem)", "TEXT=cpu", "TEXT=matmul", "INT=10"})
+  for (const char* text : {"layernorm rows, cols", "rmsnorm rows, cols", "attention B, H, T, D",
+                           "matmul M,K,N", "(e.g. smem)", "TEXT=cpu", "TEXT=matmul", "INT=10"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << " in:\n" << r.out;
   EXPECT_EQ(r.out.find("; \n"), std::string::npos) << r.out;
 }

@@ -22,6 +22,11 @@ void layernorm_forward_coalesced(const Tensor& x, const Tensor& weight, const Te
 void layernorm_forward_float4(const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps);
 
+// layernorm_ladder.cu, the RMSNorm pair: rung 0 (rung 1 is the production rmsnorm_forward), f32 or
+// bf16 with f32 rstd
+void rmsnorm_forward_naive(const Tensor& x, const Tensor& weight, const Tensor& y,
+                           const Tensor& rstd, double eps);
+
 // matmul_ladder.cu: the whole GemmArgs contract (transposes, leading dimensions, batches, alpha,
 // beta, bias), so that training can run on any rung
 void matmul_naive(const GemmArgs& g);

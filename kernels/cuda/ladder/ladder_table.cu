@@ -16,6 +16,7 @@ LadderTable this_builds_ladder() {
                           k::softmax_forward, k::softmax_forward_float4},
       .layernorm_forward = {k::layernorm_forward_naive, k::layernorm_forward_coalesced,
                             k::layernorm_forward, k::layernorm_forward_float4},
+      .rmsnorm_forward = {k::rmsnorm_forward_naive, k::rmsnorm_forward},
       .gemm = {k::matmul_naive, k::matmul_smem_tiled, k::matmul_register_tiled, k::gemm,
                k::matmul_tensor_core},
       .attention_forward = {k::attention_forward_naive, k::attention_forward_row_fused,

@@ -8,6 +8,16 @@
 //   rung 2  warp shuffle  layernorm_forward  (production: kernels/cuda/layernorm.cu)
 //   rung 3  float4        layernorm_forward_float4
 // The ideal traffic is x read and y written once, plus weight, bias, mean and rstd.
+//
+// The RMSNorm pair (Llama's norm, kernels/cuda/rmsnorm.cu), f32 or bf16 with f32 sums:
+//   rstd = 1 / sqrt(sum_j x_j^2 / C + eps),   y_j = x_j * rstd * weight_j   (rstd saved)
+//   rung 0  naive         rmsnorm_forward_naive: rung 0 above without the mean, the centring and
+//                         the bias
+//   rung 1  vector        rmsnorm_forward  (production: kernels/cuda/rmsnorm.cu), rungs 1-3 above
+//                         in one step: a block per row, shuffle reductions, 16-byte vectors
+// One statistic instead of two: the sum of squares needs no mean first, so a row is read twice
+// (the sum, then y) where LayerNorm's two-pass mean and variance read it three times, and there is
+// one reduction per row instead of two. Ideal traffic: x read and y written once, weight, rstd.
 #include <cmath>
 
 #include "kernels/cuda/kernel_launcher.h"
@@ -118,7 +128,45 @@ void launch_layernorm(const char* kernel, LayerNormKernel fn, ladder::RowMapping
                      static_cast<float>(eps));
 }
 
+// RMSNorm rung 0, naive. Mapping: one thread per row, as layernorm_naive_kernel, and slow for the
+// same reasons (a warp's 32 loads fall in 32 rows, C elements apart; only `rows` threads). T is
+// float or bf16; the sum and the scaling run in f32 (to_compute), y is rounded once into T.
+template <class T>
+__global__ void rmsnorm_forward_naive_kernel(const T* x, const T* weight, T* y, float* rstd,
+                                             int64_t rows, int64_t C, float eps) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const T* xr = x + r * C;
+  T* yr = y + r * C;
+  float s = 0;
+  for (int64_t j = 0; j < C; ++j) s += to_compute(xr[j]) * to_compute(xr[j]);
+  const float rs = 1.0f / sqrtf(s / static_cast<float>(C) + eps);
+  for (int64_t j = 0; j < C; ++j)
+    yr[j] = from_compute<T>(to_compute(xr[j]) * rs * to_compute(weight[j]));
+  rstd[r] = rs;
+}
+
+// RMSNorm rung 1 is the production kernel (rmsnorm.cu): one block per row, threads striding over
+// the row in 16-byte vectors (4 floats or 8 bf16, vector_row.h), the sum of squares combined by
+// the warp-shuffle block_reduce; the second pass reads back the vectors the thread read in the
+// first. It is LayerNorm rungs 1 to 3 taken together.
+
 }  // namespace
+
+void rmsnorm_forward_naive(const Tensor& x, const Tensor& weight, const Tensor& y,
+                           const Tensor& rstd, double eps) {
+  constexpr const char* kernel = "rmsnorm_forward_naive";
+  const ladder::RowShape g = ladder::check_rows(kernel, x, {&x, &y}, {&rstd}, {&weight}, true);
+  if (g.rows == 0) return;
+  // the production kernel's FLOPs per element: 2 (sum of squares) + 2 (normalise, scale)
+  const LaunchInfo info = ladder::row_launch_info(kernel, ladder::RowMapping::thread_per_row, x, g,
+                                                  4.0 * static_cast<double>(x.numel()),
+                                                  bytes_of({&x, &y, &weight, &rstd}));
+  visit_f32_bf16(x, kernel, [&]<class T>() {
+    launch_cuda_kernel(info, rmsnorm_forward_naive_kernel<T>, x.data<T>(), weight.data<T>(),
+                       y.data<T>(), rstd.data<float>(), g.rows, g.cols, static_cast<float>(eps));
+  });
+}
 
 void layernorm_forward_naive(const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps) {

@@ -1,5 +1,6 @@
-// Host side of the row-wise ladders (softmax_ladder.cu, layernorm_ladder.cu): the checks every
-// rung's launcher makes before it launches, and the two launch shapes the rungs use.
+// Host side of the row-wise ladders (softmax_ladder.cu, layernorm_ladder.cu with its RMSNorm
+// pair): the checks every rung's launcher makes before it launches, and the launch shapes the
+// rungs use.
 #pragma once
 
 #include <algorithm>
@@ -19,29 +20,33 @@ struct RowShape {
   int64_t rows, cols;
 };
 
-// Checks that x has a last dimension and runs on a CUDA device (emu or cuda), and that each
-// tensor of `like_x`, `per_row` and `per_col` is contiguous f32 on x's device with x's number of
-// elements, `rows` or `cols`. Throws naming the kernel and the offending tensor.
+// Checks that x has a last dimension, runs on a CUDA device (emu or cuda) and is f32 (or bf16 too
+// where `takes_bf16`), and that each tensor of `like_x`, `per_row` and `per_col` is contiguous on
+// x's device with x's number of elements, `rows` or `cols`: `like_x` and `per_col` of x's dtype,
+// `per_row` (statistics) of accum_dtype(x), f32. Throws naming the kernel and the offending tensor.
 inline RowShape check_rows(const char* kernel, const Tensor& x,
                            std::initializer_list<const Tensor*> like_x,
                            std::initializer_list<const Tensor*> per_row,
-                           std::initializer_list<const Tensor*> per_col) {
+                           std::initializer_list<const Tensor*> per_col, bool takes_bf16 = false) {
   GLASS_CHECK(x.dim() > 0 && x.size(-1) > 0, "{}: x {} has no last dimension to work on", kernel,
               x.describe());
   GLASS_CHECK(x.device().kind != DeviceKind::cpu,
               "{}: a CUDA kernel runs on emu or cuda, and x {} is on cpu", kernel, x.describe());
   const RowShape g{x.numel() / x.size(-1), x.size(-1)};
   GLASS_CHECK(g.rows <= INT_MAX, "{}: {} rows is more than a grid holds", kernel, g.rows);
-  auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel) {
+  GLASS_CHECK(x.dtype() == DType::f32 || (takes_bf16 && x.dtype() == DType::bf16),
+              "{}: x {} is {}; this rung takes {}", kernel, x.describe(), dtype_name(x.dtype()),
+              takes_bf16 ? "f32 or bf16" : "f32 only");
+  auto check = [&](std::initializer_list<const Tensor*> ts, int64_t numel, DType dtype) {
     for (const Tensor* t : ts)
-      GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == DType::f32 &&
+      GLASS_CHECK(t->is_contiguous() && t->numel() == numel && t->dtype() == dtype &&
                       t->device() == x.device(),
-                  "{}: {} must be contiguous f32 with {} elements on {} (x is {})", kernel,
-                  t->describe(), numel, x.device().str(), x.describe());
+                  "{}: {} must be contiguous {} with {} elements on {} (x is {})", kernel,
+                  t->describe(), dtype_name(dtype), numel, x.device().str(), x.describe());
   };
-  check(like_x, x.numel());
-  check(per_row, g.rows);
-  check(per_col, g.cols);
+  check(like_x, x.numel(), x.dtype());
+  check(per_row, g.rows, accum_dtype(x.dtype()));
+  check(per_col, g.cols, x.dtype());
   return g;
 }
 
