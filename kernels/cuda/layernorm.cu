@@ -23,9 +23,9 @@
 // reductions give the row's means, then each thread writes dx for its columns and adds dy * xhat
 // and dy into the chunk's partial dweight/dbias sums, a scratch buffer [chunks, 2, C] in device
 // memory where each column belongs to one thread (no race, no atomics). The parameter gradients
-// then run on a 2-D grid, column blocks x groups of kChunksPerGroup chunks (GPT-2 at 8192 rows, C =
-// 768: 3 x 32 blocks, where one thread per column would give 3): each block adds its group's chunks
-// in chunk order, and a last kernel adds the groups in group order. Every order is fixed by the
+// are then those partials added column by column in chunk order (chunk_column_sums.h: a 2-D grid
+// of column blocks x groups of chunks, GPT-2 at 8192 rows, C = 768: 3 x 32 blocks, where one
+// thread per column would give 3; then the groups in group order). Every order is fixed by the
 // code, so the results are bit-identical run to run. Elements are f32 or bf16 (with f32 statistics,
 // sums and partial gradients either way). The plain and the fused launchers run the same kernels:
 // the plain ones pass null for delta/residual and dresidual.
@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/cuda/chunk_column_sums.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -45,11 +46,6 @@ namespace {
 
 constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kRowsPerChunk = 32;
-constexpr int kThreadsPerColumnBlock = 256;
-// The parameter gradients' grid: groups of kChunksPerGroup chunks (more when there would be over
-// kMaxGroups groups, the grid's y limit).
-constexpr int64_t kChunksPerGroup = 8;
-constexpr int64_t kMaxGroups = 65535;
 
 // Every kernel is templated on the stored element type T of x, y, dy, dx and the parameters
 // (float or bf16); loads convert to f32 (to_compute), the statistics, the sums and the chunks'
@@ -179,48 +175,6 @@ __global__ void layernorm_backward_kernel(const T* dy, const T* dresidual, const
   }
 }
 
-// dweight and dbias from the chunks' partials, on a 2-D grid: block (bx, by) sums, for the
-// kThreadsPerColumnBlock columns of bx, the chunks of group by (chunks_per_group consecutive
-// chunks) in chunk order. With one group it writes the parameters' gradients (rounded once into
-// T); with several it writes the group's f32 sums to group_partial[by] = {dweight[C], dbias[C]},
-// and layernorm_param_grads_combine_kernel adds the groups in group order.
-template <class T>
-__global__ void layernorm_param_grads_kernel(const float* partial, float* group_partial, T* dweight,
-                                             T* dbias, int64_t chunks, int64_t chunks_per_group,
-                                             int64_t C) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= C) return;
-  const int64_t first = blockIdx.y * chunks_per_group;
-  const int64_t end = first + chunks_per_group < chunks ? first + chunks_per_group : chunks;
-  float dw = 0, db = 0;
-  for (int64_t c = first; c < end; ++c) {
-    dw += partial[c * 2 * C + j];
-    db += partial[c * 2 * C + C + j];
-  }
-  if (gridDim.y == 1) {
-    dweight[j] = from_compute<T>(dw);
-    dbias[j] = from_compute<T>(db);
-    return;
-  }
-  group_partial[blockIdx.y * 2 * C + j] = dw;
-  group_partial[blockIdx.y * 2 * C + C + j] = db;
-}
-
-// One thread per column j: the groups' sums added in group order (f32), rounded once into T.
-template <class T>
-__global__ void layernorm_param_grads_combine_kernel(const float* group_partial, T* dweight,
-                                                     T* dbias, int64_t groups, int64_t C) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= C) return;
-  float dw = 0, db = 0;
-  for (int64_t g = 0; g < groups; ++g) {
-    dw += group_partial[g * 2 * C + j];
-    db += group_partial[g * 2 * C + C + j];
-  }
-  dweight[j] = from_compute<T>(dw);
-  dbias[j] = from_compute<T>(db);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
@@ -279,31 +233,9 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
                          mean.data<float>(), rstd.data<float>(), dx.data<T>(),
                          partial.data<float>(), g.rows, g.C, vectorised);
     }
-    // 2. dweight and dbias: the chunks' partials summed by groups of chunks on a 2-D grid, then
-    //    the groups added in group order (one launch when there is one group)
-    const int64_t chunks_per_group =
-        std::max<int64_t>(kChunksPerGroup, (chunks + kMaxGroups - 1) / kMaxGroups);
-    const int64_t groups = std::max<int64_t>((chunks + chunks_per_group - 1) / chunks_per_group, 1);
-    const Tensor group_partial =
-        Tensor::empty({groups > 1 ? groups : 1, 2, groups > 1 ? g.C : 1}, DType::f32, x.device());
-    const LaunchInfo info = kernel_launch_info(
-        "layernorm_param_grads", x,
-        dim3(ceil_div(g.C, kThreadsPerColumnBlock), static_cast<unsigned>(groups)),
-        dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(chunks * g.C),
-        bytes_of({&partial, &dweight, &dbias}) +
-            (groups > 1 ? static_cast<double>(group_partial.nbytes()) : 0.0));
-    launch_cuda_kernel(info, layernorm_param_grads_kernel<T>, partial.data<float>(),
-                       group_partial.data<float>(), dweight.data<T>(), dbias.data<T>(), chunks,
-                       chunks_per_group, g.C);
-    if (groups > 1) {
-      const LaunchInfo combine = kernel_launch_info(
-          "layernorm_param_grads_combine", x, dim3(ceil_div(g.C, kThreadsPerColumnBlock)),
-          dim3(kThreadsPerColumnBlock), 0, 2.0 * static_cast<double>(groups * g.C),
-          bytes_of({&group_partial, &dweight, &dbias}));
-      launch_cuda_kernel(combine, layernorm_param_grads_combine_kernel<T>,
-                         group_partial.data<float>(), dweight.data<T>(), dbias.data<T>(), groups,
-                         g.C);
-    }
+    // 2. dweight and dbias: the chunks' partials added column by column in chunk order
+    launch_chunk_column_sums<T, 2>("layernorm_param_grads", "layernorm_param_grads_combine",
+                                   partial, {&dweight, &dbias}, chunks, g.C);
   });
 }
 

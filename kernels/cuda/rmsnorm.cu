@@ -16,15 +16,16 @@
 // the first. Backward: one block per chunk of kRowsPerChunk rows, walked in order: one block
 // reduction for the row's mean(dxhat * xhat), then each thread writes dx for its columns and adds
 // dy * xhat into the chunk's partial dweight, a scratch buffer [chunks, C] in device memory where
-// each column belongs to one thread (no race, no atomics). dweight then runs on a 2-D grid,
-// column blocks x groups of kChunksPerGroup chunks, each adding its group's chunks in chunk order,
-// and a last kernel adds the groups in group order. Every order is fixed by the code, so the
-// results are bit-identical run to run. Elements are f32 or bf16, with f32 statistics, sums and
-// partial gradients either way. The plain and the fused launchers run the same kernels.
+// each column belongs to one thread (no race, no atomics). dweight is then those partials added
+// column by column in chunk order (chunk_column_sums.h, as LayerNorm's). Every order is fixed by
+// the code, so the results are bit-identical run to run. Elements are f32 or bf16, with f32
+// statistics, sums and partial gradients either way. The plain and the fused launchers run the same
+// kernels.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/chunk_column_sums.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -36,11 +37,6 @@ namespace {
 
 constexpr int kRmsMaxThreadsPerRow = 512;
 constexpr int64_t kRmsRowsPerChunk = 32;
-constexpr int kRmsThreadsPerColumnBlock = 256;
-// dweight's grid: groups of kRmsChunksPerGroup chunks (more when there would be over
-// kRmsMaxGroups groups, the grid's y limit).
-constexpr int64_t kRmsChunksPerGroup = 8;
-constexpr int64_t kRmsMaxGroups = 65535;
 
 // One block per row r. With delta (and residual) given, the row normalised is residual = x + delta.
 template <class T>
@@ -149,37 +145,6 @@ __global__ void rmsnorm_backward_kernel(const T* dy, const T* dresidual, const T
   }
 }
 
-// dweight from the chunks' partials, on a 2-D grid: block (bx, by) sums, for the columns of bx,
-// the chunks of group by in chunk order. With one group it writes dweight (rounded once into T);
-// with several it writes the group's f32 sums to group_partial[by], and
-// rmsnorm_weight_grad_combine_kernel adds the groups in group order.
-template <class T>
-__global__ void rmsnorm_weight_grad_kernel(const float* partial, float* group_partial, T* dweight,
-                                           int64_t chunks, int64_t chunks_per_group, int64_t C) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= C) return;
-  const int64_t first = blockIdx.y * chunks_per_group;
-  const int64_t end = first + chunks_per_group < chunks ? first + chunks_per_group : chunks;
-  float dw = 0;
-  for (int64_t c = first; c < end; ++c) dw += partial[c * C + j];
-  if (gridDim.y == 1) {
-    dweight[j] = from_compute<T>(dw);
-    return;
-  }
-  group_partial[blockIdx.y * C + j] = dw;
-}
-
-// One thread per column j: the groups' sums added in group order (f32), rounded once into T.
-template <class T>
-__global__ void rmsnorm_weight_grad_combine_kernel(const float* group_partial, T* dweight,
-                                                   int64_t groups, int64_t C) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= C) return;
-  float dw = 0;
-  for (int64_t g = 0; g < groups; ++g) dw += group_partial[g * C + j];
-  dweight[j] = from_compute<T>(dw);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
@@ -235,30 +200,9 @@ void launch_rmsnorm_backward(const char* kernel, const Tensor& dy, const Tensor*
                          rstd.data<float>(), dx.data<T>(), partial.data<float>(), g.rows, g.C,
                          vectorised);
     }
-    // 2. dweight: the chunks' partials summed by groups of chunks on a 2-D grid, then the groups
-    //    added in group order (one launch when there is one group)
-    const int64_t chunks_per_group =
-        std::max<int64_t>(kRmsChunksPerGroup, (chunks + kRmsMaxGroups - 1) / kRmsMaxGroups);
-    const int64_t groups = std::max<int64_t>((chunks + chunks_per_group - 1) / chunks_per_group, 1);
-    const Tensor group_partial =
-        Tensor::empty({groups > 1 ? groups : 1, groups > 1 ? g.C : 1}, DType::f32, x.device());
-    const LaunchInfo info = kernel_launch_info(
-        "rmsnorm_weight_grad", x,
-        dim3(ceil_div(g.C, kRmsThreadsPerColumnBlock), static_cast<unsigned>(groups)),
-        dim3(kRmsThreadsPerColumnBlock), 0, static_cast<double>(chunks * g.C),
-        bytes_of({&partial, &dweight}) +
-            (groups > 1 ? static_cast<double>(group_partial.nbytes()) : 0.0));
-    launch_cuda_kernel(info, rmsnorm_weight_grad_kernel<T>, partial.data<float>(),
-                       group_partial.data<float>(), dweight.data<T>(), chunks, chunks_per_group,
-                       g.C);
-    if (groups > 1) {
-      const LaunchInfo combine = kernel_launch_info(
-          "rmsnorm_weight_grad_combine", x, dim3(ceil_div(g.C, kRmsThreadsPerColumnBlock)),
-          dim3(kRmsThreadsPerColumnBlock), 0, static_cast<double>(groups * g.C),
-          bytes_of({&group_partial, &dweight}));
-      launch_cuda_kernel(combine, rmsnorm_weight_grad_combine_kernel<T>,
-                         group_partial.data<float>(), dweight.data<T>(), groups, g.C);
-    }
+    // 2. dweight: the chunks' partials added column by column in chunk order
+    launch_chunk_column_sums<T, 1>("rmsnorm_weight_grad", "rmsnorm_weight_grad_combine", partial,
+                                   {&dweight}, chunks, g.C);
   });
 }
 
