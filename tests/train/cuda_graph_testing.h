@@ -43,12 +43,6 @@ struct TrainedRun {
   std::vector<std::string> step3_ops;
 };
 
-inline std::vector<std::vector<float>> weights_of(const train::Trainer& t) {
-  std::vector<std::vector<float>> w;
-  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
-  return w;
-}
-
 inline train::TrainOptions graph_options(bool graph, double clip) {
   train::TrainOptions o = tiny_options();
   o.device = "cuda";

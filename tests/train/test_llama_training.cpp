@@ -24,12 +24,6 @@ TrainOptions tiny_llama() {
   return o;
 }
 
-std::vector<std::vector<float>> trained_weights(const Trainer& t) {
-  std::vector<std::vector<float>> w;
-  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
-  return w;
-}
-
 TEST(LlamaTraining, LossFallsBelowTheUniformGuess) {
   TrainOptions o = tiny_llama();
   o.steps = 40;
@@ -60,7 +54,7 @@ TEST(LlamaTraining, ResumeIsBitExact) {
   Trainer resumed(second);
   EXPECT_EQ(resumed.model().config.arch, Arch::llama);
   resumed.run();
-  EXPECT_EQ(trained_weights(resumed), trained_weights(straight));
+  EXPECT_EQ(testing::weights_of(resumed), testing::weights_of(straight));
 }
 
 TEST(LlamaTraining, EmuTrainsAsCpuDoes) {
@@ -71,7 +65,7 @@ TEST(LlamaTraining, EmuTrainsAsCpuDoes) {
   o.device = "emu";
   Trainer emu(o);
   emu.run();
-  const auto a = trained_weights(cpu), b = trained_weights(emu);
+  const auto a = testing::weights_of(cpu), b = testing::weights_of(emu);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(testing::all_close(std::vector<double>(b[i].begin(), b[i].end()),

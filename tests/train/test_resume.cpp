@@ -13,12 +13,6 @@
 namespace glass::train {
 namespace {
 
-std::vector<std::vector<float>> weights(const Trainer& t) {
-  std::vector<std::vector<float>> w;
-  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
-  return w;
-}
-
 TEST(Resume, IsBitExact) {
   const std::string dir = testing::temp_dir("resume");
   TrainOptions o = testing::tiny_options();
@@ -39,9 +33,9 @@ TEST(Resume, IsBitExact) {
   EXPECT_EQ(part2.step(), 3);
   part2.run();
   EXPECT_EQ(part2.step(), 6);
-  EXPECT_EQ(weights(part2), weights(straight));
+  EXPECT_EQ(testing::weights_of(part2), testing::weights_of(straight));
   // And it is not trivially equal: the last three steps did move the weights.
-  EXPECT_NE(weights(part1), weights(part2));
+  EXPECT_NE(testing::weights_of(part1), testing::weights_of(part2));
 }
 
 TEST(Resume, CosineScheduleResumesBitExactToo) {
@@ -60,7 +54,7 @@ TEST(Resume, CosineScheduleResumesBitExactToo) {
   Trainer resumed(r);
   EXPECT_EQ(resumed.step(), 2);
   resumed.run();
-  EXPECT_EQ(weights(resumed), weights(full));
+  EXPECT_EQ(testing::weights_of(resumed), testing::weights_of(full));
 }
 
 // The checkpoint records the run's sequence length and the text's characters, which a resume

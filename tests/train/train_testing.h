@@ -34,6 +34,13 @@ inline std::string shard_bytes(int32_t magic, int32_t version, int32_t count,
   return b;
 }
 
+// Every parameter's values, in the model's order: what bit-exact comparisons of runs compare.
+inline std::vector<std::vector<float>> weights_of(const train::Trainer& t) {
+  std::vector<std::vector<float>> w;
+  for (const auto& [name, p] : t.model().named_parameters()) w.push_back(to_vector<float>(p));
+  return w;
+}
+
 inline train::TrainOptions tiny_options() {
   train::TrainOptions o;
   o.data = testing::kTinyShakespeare;
