@@ -24,6 +24,8 @@ const char* phase_name(Phase p) {
       return "optimizer";
     case Phase::comm:
       return "comm";
+    case Phase::recompute:
+      return "recompute";
     case Phase::other:
       return "other";
   }

@@ -19,7 +19,9 @@
 
 namespace glass {
 
-enum class Phase : uint8_t { forward, backward, optimizer, comm, other };
+// recompute: a forward re-run inside backward to rebuild activations that were not saved
+// (train_gpt --recompute): hardware FLOPs that the model's FLOPs do not count (HFU, not MFU).
+enum class Phase : uint8_t { forward, backward, optimizer, comm, recompute, other };
 const char* phase_name(Phase p);
 
 // The unit of the GPU that does a launch's FLOPs, whose peak is the launch's compute roof
