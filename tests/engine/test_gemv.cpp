@@ -138,14 +138,14 @@ void check_few_rows(const GemvCase& p) {
 }
 
 // Every transpose, 1..4 rows, column counts around the blocks (4 columns per dot product, 64 per
-// streamed row, 16 per thread share), k around the 16-lane vectors, with padded leading
-// dimensions.
+// streamed row: 63 is a partial block of each, 130 two whole ones and a tail), k around the
+// 16-lane vectors (a tail only, one whole vector, two and a tail), with padded leading dimensions.
 TEST(Gemv, EqualsTheGemmForFewRowsAtEveryEdge) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t m = 1; m <= kGemvMaxRows; ++m)
-        for (int64_t n : {1, 3, 5, 17, 63, 65, 130})
-          for (int64_t k : {1, 7, 16, 33, 100}) check_few_rows({ta, tb, m, n, k, (n + k) % 3});
+        for (int64_t n : {1, 5, 63, 130})
+          for (int64_t k : {1, 16, 45}) check_few_rows({ta, tb, m, n, k, (n + k) % 3});
 }
 
 // Alpha, beta (C read and scaled; beta = 0 never reads it) and the bias, which sgemm's epilogue
