@@ -405,8 +405,8 @@ TEST(ZeroOne, CheckpointsAreConsolidatedAndResumeBitExactly) {
 }
 
 // The ledger (train/gpt_cost.h) for data parallelism on 2 ranks, the default model (train_gpt's
-// defaults, f32 on cpu, at batch 4), each rank's allocator measured against `roofline gpt --world 2
-// --zero Z`:
+// defaults, f32 on cpu, at batch 4), each rank's allocator measured against
+// `roofline gpt --world 2 --zero Z`:
 // - what ZeRO-1 saves (the moments' term: 8 N unsharded, 8 ceil(N / 2) sharded, each tensor
 //   rounded to its size class as the allocator rounds it: the unsharded moments are one tensor
 //   per parameter, the sharded ones two flat buffers) is what the allocator's peak drops by,
