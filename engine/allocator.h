@@ -58,7 +58,7 @@ struct AllocatorStats {
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t device_malloc_count = 0;  // calls to the device's own malloc
-  int64_t cache_hits = 0;           // requests served from a free list
+  int64_t cache_hits = 0;           // requests served from a free list or an already-reserved slab
   int64_t alloc_count = 0;          // all requests
   int64_t pool_reserved_bytes = 0;  // of reserved_bytes, held by private pools (graphs)
 };
