@@ -1,7 +1,8 @@
 // The emulated CUDA runtime's API: the functions of <cuda_runtime_api.h> the engine calls, under
 // the names of cudart_names.h, with CUDA's semantics on emulated GPUs (streams.h). Device memory
 // is host memory from the emulator's allocator (engine/emu/memory.h: 256-byte aligned, fresh
-// bytes 0xFF, red zones with GLASS_EMU_CHECK=1).
+// bytes 0xFF, red zones with GLASS_EMU_CHECK=1), at most GLASS_EMU_GPU_MEMORY bytes per GPU
+// (engine/emu/gpu_memory.h).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
