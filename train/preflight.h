@@ -58,6 +58,7 @@ struct PreflightResult {
   int64_t planned_reserved_bytes = 0;   // peak reserved: with the allocator's cache
   std::optional<DeviceMemory> memory;   // the device's free memory; nullopt: nothing to compare
   double plan_ms = 0;                   // the time the plan of the run's step took
+  double plan_cpu_ms = 0;               // ... and the CPU time of the process meanwhile
   std::vector<PlannedRemedy> remedies;  // planned only when the step does not fit
   bool fits() const { return !memory || planned_peak_bytes <= memory->free_bytes; }
   // Over 80% of the free memory (and fits): a warning.
