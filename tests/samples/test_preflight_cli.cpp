@@ -34,7 +34,7 @@ const std::string& kData = testing::kTinyShakespeare;
 
 // train_gpt with GLASS_EMU_GPU_MEMORY=`memory` on the cuda device of the emulated runtime.
 Outcome train_on_emulated_gpu(const std::string& memory, const std::string& args) {
-  return testing::run_command("GLASS_EMU_GPU_MEMORY=" + memory + " " + GLASS_BINARY_DIR +
+  return testing::run_command("GLASS_EMU_GPU_MEMORY='" + memory + "' " + GLASS_BINARY_DIR +
                               "/samples/train_gpt --device cuda --data " + kData +
                               " --sample 0 --eval-every 0 --eval-batches 1 --threads 1 " + args);
 }
@@ -79,9 +79,9 @@ TEST(Preflight, RefusesAStepThatDoesNotFitAndNamesRemediesThatFit) {
   EXPECT_EQ(r.out.rfind("train_gpt: error: pre-flight: one training step needs ", 0), 0u) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;  // one line
   EXPECT_TRUE(contains_all(
-      r.out, {"allocated, planned on the meta device", "has 1.00 GiB free of 1.00 GiB", "cudaMemGetInfo",
-              "128 rows x 256 tokens", "Each of these would fit: --batch ", "--grad-accum",
-              "--dtype bf16 (planned peak", "--no-preflight"}))
+      r.out, {"allocated, planned on the meta device", "has 1.00 GiB free of 1.00 GiB",
+              "cudaMemGetInfo", "128 rows x 256 tokens", "Each of these would fit: --batch ",
+              "--grad-accum", "--dtype bf16 (planned peak", "--no-preflight"}))
       << r.out;
   // Nothing written: no metrics, no checkpoint, no weights.
   EXPECT_FALSE(std::filesystem::exists(metrics));
