@@ -123,9 +123,9 @@ std::string preflight_refusal(const PreflightRun& run, const PreflightResult& r)
       "pre-flight: one training step needs {} at its peak (allocated, planned on the meta "
       "device; {} with the allocator's cache), but {} has {} free of {} ({}). The step: {} | "
       "{} | {} rows x {} tokens per micro-step{}{}.",
-      bytes(r.planned_peak_bytes), bytes(r.planned_reserved_bytes),
-      run.device.str(), bytes(r.memory->free_bytes), bytes(r.memory->total_bytes), r.memory->source,
-      p.config.str(), dtype_name(p.dtype), p.batch, p.seq_len,
+      bytes(r.planned_peak_bytes), bytes(r.planned_reserved_bytes), run.device.str(),
+      bytes(r.memory->free_bytes), bytes(r.memory->total_bytes), r.memory->source, p.config.str(),
+      dtype_name(p.dtype), p.batch, p.seq_len,
       p.grad_accum > 1 ? fmt::format(", {} micro-steps", p.grad_accum) : "",
       run.world > 1 ? fmt::format(", on each of {} ranks", run.world) : "");
   // One line, as every error of train_gpt: the remedies one after the other.
@@ -146,21 +146,26 @@ std::string preflight_refusal(const PreflightRun& run, const PreflightResult& r)
 }
 
 PreflightResult run_preflight(const PreflightRun& run) {
-  const PreflightResult r = plan_preflight(run);
+  PreflightResult r = plan_preflight(run);
   if (!r.memory) return r;
   if (!r.fits()) fail("{}", preflight_refusal(run, r));
-  const std::string line = fmt::format(
+  r.summary = fmt::format(
       "pre-flight: the step's planned peak is {} allocated ({} reserved) of {} free on {} ({}), "
       "planned in {:.0f} ms ({:.0f} ms of CPU)",
       bytes(r.planned_peak_bytes), bytes(r.planned_reserved_bytes), bytes(r.memory->free_bytes),
       run.device.str(), percent(r.planned_peak_bytes, r.memory->free_bytes), r.plan_ms,
       r.plan_cpu_ms);
   if (r.tight())
-    log().warn("{}: over 80% of the free memory; a smaller --batch or --grad-accum leaves room",
-               line);
-  else
-    log().info("{}", line);
+    r.summary += ": over 80% of the free memory; a smaller --batch or --grad-accum leaves room";
   return r;
+}
+
+void log_preflight(const PreflightResult& r) {
+  if (r.summary.empty()) return;
+  if (r.tight())
+    log().warn("{}", r.summary);
+  else
+    log().info("{}", r.summary);
 }
 
 }  // namespace glass::train

@@ -60,6 +60,7 @@ struct PreflightResult {
   double plan_ms = 0;                   // the time the plan of the run's step took
   double plan_cpu_ms = 0;               // ... and the CPU time of the process meanwhile
   std::vector<PlannedRemedy> remedies;  // planned only when the step does not fit
+  std::string summary;                  // run_preflight's line for the log
   bool fits() const { return !memory || planned_peak_bytes <= memory->free_bytes; }
   // Over 80% of the free memory (and fits): a warning.
   bool tight() const {
@@ -74,8 +75,12 @@ PreflightResult plan_preflight(const PreflightRun& run);
 // The refusal: the figures and the remedies (the message of the error run_preflight throws).
 std::string preflight_refusal(const PreflightRun& run, const PreflightResult& result);
 
-// plan_preflight, then: throws the refusal when the step does not fit; logs a warning when it
-// takes over 80% of the free memory, else one info line. Returns the result (for the metrics).
+// plan_preflight, then: throws the refusal when the step does not fit; else returns the result
+// with its summary line (a warning when the step takes over 80% of the free memory).
 PreflightResult run_preflight(const PreflightRun& run);
+
+// Logs the summary line: a warning over 80%, else info. The Trainer logs it with its set-up lines,
+// once every other check of the run has passed (an error stays the only line of a failed start).
+void log_preflight(const PreflightResult& result);
 
 }  // namespace glass::train

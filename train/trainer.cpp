@@ -449,14 +449,21 @@ void Trainer::preflight() {
   p.seq_len = opt_.seq_len;
   p.grad_accum = opt_.grad_accum;
   p.dtype = dtype_;
-  // cuDNN runs on cuda only; its attention keeps what flash attention keeps (the LSE, no T x T).
-  p.attention = opt_.attention == "cudnn" ? "flash" : opt_.attention;
+  // The kernel is checked for the run's device first (its error, not meta's). Meta plans the
+  // emu and cuda kernels: a cpu run and cuDNN's attention (which keeps what flash attention keeps,
+  // the LSE) are planned with meta's own choice.
+  const int64_t head_dim = config_.head_dim();
+  check_attention_kernel(
+      resolve_attention_kernel(parse_attention_kernel(opt_.attention), device_, dtype_, head_dim),
+      device_, dtype_, head_dim);
+  p.attention = runs_cuda_kernels(device_) && opt_.attention != "cudnn" ? opt_.attention : "auto";
   p.tf32 = opt_.tf32;
   p.grad_clip = opt_.grad_clip;
   preflight_ = run_preflight(run);
 }
 
 void Trainer::log_setup(AttentionKernel attention) const {
+  if (preflight_) log_preflight(*preflight_);
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads_, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info(
