@@ -95,6 +95,8 @@ class BackwardPass {
       const std::string site =
           detail::debug_switches_off.load(std::memory_order_relaxed) ? "" : n->created_at.str();
       LaunchScope scope(n->op, n->id, Phase::backward, site.c_str());
+      // The module whose forward made the node, for an out-of-memory error's message.
+      const ModulePathScope module(n->created_at.module ? *n->created_at.module : std::string());
       // A multi-output node runs when any of its outputs received a gradient.
       const bool other_output_grads =
           n->extras && std::any_of(n->extras->output_grads.begin(), n->extras->output_grads.end(),

@@ -4,6 +4,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "engine/out_of_memory.h"
+
 namespace glass {
 
 namespace {
@@ -65,6 +67,13 @@ const char* relative_to_source_root(const char* file) {
   }
   return last_relative;
 }
+
+// An out-of-memory error names the module that asked (engine/out_of_memory.h): the engine asks
+// this file, installed when the autograd library is linked in.
+[[maybe_unused]] const bool module_source_installed = [] {
+  set_module_path_source([]() -> std::string { return module_path ? *module_path : ""; });
+  return true;
+}();
 
 }  // namespace
 

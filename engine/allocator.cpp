@@ -7,9 +7,11 @@
 #include <map>
 #include <memory>
 
+#include "engine/device_memory.h"
 #include "engine/error.h"
 #include "engine/launch.h"
 #include "engine/log.h"
+#include "engine/out_of_memory.h"
 #if defined(GLASS_HAS_EMU)
 #include "engine/emu/memory.h"
 #include "engine/emu/settings.h"
@@ -110,10 +112,11 @@ void* Allocator::device_malloc(size_t bytes) {
     case DeviceKind::emu:
 #if defined(GLASS_HAS_EMU)
       // Host memory behind a device pointer: 256-byte aligned like cudaMalloc, fresh bytes 0xFF,
-      // red zones with GLASS_EMU_CHECK=1. It throws on failure; report it like the cpu case.
+      // red zones with GLASS_EMU_CHECK=1; at most GLASS_EMU_GPU_MEMORY bytes (emu/gpu_memory.h).
+      // It throws when full; report it like the cpu case.
       try {
         return glass::emu::device_malloc(bytes);
-      } catch (const std::exception&) {
+      } catch (const glass::emu::OutOfDeviceMemory&) {
         return nullptr;
       }
 #else
@@ -282,15 +285,24 @@ void* Allocator::allocate(size_t bytes) {
     // On cuda during a capture: cudaMalloc in relaxed mode (engine/cuda/memory.cpp), which a
     // capture permits; the block is the pool's, outside the graph's nodes.
     p = device_malloc(size);
+    size_t largest_free = 0;
+    const int64_t reserved_before = stats_.reserved_bytes;
     if (p == nullptr && pool == nullptr) {
       // Out of memory: give the cached blocks back and try once more (not during a capture:
       // cudaFree is not permitted then).
+      largest_free = free_.largest();
       empty_cache_locked();
       p = device_malloc(size);
     }
-    GLASS_CHECK(p != nullptr,
-                "Allocator: out of memory on {} allocating {} bytes ({} allocated, {} reserved)",
-                device_.str(), size, stats_.allocated_bytes, stats_.reserved_bytes);
+    // Still nothing: the error names the tensor, op and module and the remedies
+    // (engine/out_of_memory.h).
+    if (p == nullptr)
+      throw_out_of_memory({.device = device_,
+                           .request_bytes = static_cast<int64_t>(size),
+                           .allocated_bytes = stats_.allocated_bytes,
+                           .reserved_bytes = reserved_before,
+                           .largest_free_block = static_cast<int64_t>(largest_free),
+                           .free = device_memory(device_)});
     stats_.device_malloc_count++;
     stats_.reserved_bytes += static_cast<int64_t>(size);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);

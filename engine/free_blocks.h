@@ -78,6 +78,13 @@ class FreeBlocks {
     lists_.clear();
   }
 
+  // The size class of the largest cached block (0: none), what an out-of-memory error quotes.
+  size_t largest() const {
+    for (auto it = lists_.rbegin(); it != lists_.rend(); ++it)
+      if (!it->second.empty()) return it->first;
+    return 0;
+  }
+
   size_t size() const {
     size_t n = 0;
     for (const auto& [size_class, blocks] : lists_) n += blocks.size();

@@ -4,6 +4,7 @@
 
 #include "engine/allocator.h"
 #include "engine/device_flags.h"
+#include "engine/out_of_memory.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/memory.h"
 #endif
@@ -41,7 +42,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     GLASS_CHECK(d >= 0, "Tensor::empty: negative dimension in shape {}", shape_str(shape));
   Tensor t;
   t.impl_ = std::make_shared_for_overwrite<TensorImpl>();
-  t.impl_->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  try {
+    t.impl_->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  } catch (OutOfMemoryError& e) {
+    e.set_tensor(fmt::format("{} {}", shape_str(shape), dtype_name(dtype)));  // what asked
+    throw;
+  }
   t.impl_->shape = shape;
   t.impl_->strides = contiguous_strides(shape);
   t.impl_->dtype = dtype;

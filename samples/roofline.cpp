@@ -42,8 +42,8 @@ struct Flags {
   double flops_per_element = 1;        // elementwise
   glass::GPTConfig gpt{50257, 1024, 12, 12, 768, 0};  // GPT-2 small by default
   int64_t batch = 8, seq_len = 1024;
-  int64_t heads = 12, head_dim = 64;  // attention
-  std::string model;                  // a preset of train_gpt --model, on the fast path
+  int64_t heads = 12, head_dim = 64;                 // attention
+  std::string model;                                 // a preset of train_gpt --model
   std::string arch = "gpt2", tie_embeddings = "on";  // model
   int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
   int64_t world = 1;                                 // model: data-parallel ranks (per rank)
@@ -137,6 +137,8 @@ void print_memory_rows(const glass::train::GptMemoryBudget& m) {
                                                  {"saved activations", m.activations_bytes},
                                                  {"temporaries", m.temporaries_bytes},
                                                  {"gradient buckets", m.gradient_buckets_bytes},
+                                                 {"GEMM workspace", m.workspace_bytes},
+                                                 {"size classes", m.size_class_bytes},
                                                  {"total", m.total_bytes()}};
   for (const auto& [name, bytes] : rows)
     fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
@@ -179,35 +181,39 @@ void model(const Flags& f) {
   // The experts' flags are checked before anything is printed: an error is one line.
   const bool experts = f.n_expert > 1 || f.top_k > 1;
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
-  const bool fast = !f.model.empty();
-  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype,
-                                                 {.fast = fast, .world = f.world, .zero = f.zero});
+  // As train_gpt runs the step: flash attention on every device; the fused classifier on the
+  // GPUs (emu, cuda), cross-entropy beside the logits on cpu.
+  const glass::train::GptBudgetOptions options{.flash_attention = true,
+                                               .fused_classifier = f.device != "cpu",
+                                               .gemm_workspace = f.device != "cpu",
+                                               .world = f.world,
+                                               .zero = f.zero};
+  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, options);
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   const bool llama = f.gpt.arch == glass::Arch::llama;
   fmt::print("{} {} | batch {} x seq_len {} | {}\n", glass::arch_name(f.gpt.arch), f.gpt.str(),
              f.batch, f.seq_len, f.dtype);
-  fmt::print("memory budget (N = {} parameters{}):\n", m.parameters,
+  fmt::print("memory at the step's peak (N = {} parameters{}; docs/memory.md):\n", m.parameters,
              f.gpt.padded_vocab_size ? ", wte padded to the vocabulary's multiple of 64" : "");
   const std::string b = std::to_string(glass::dtype_size(dtype));
   fmt::print("  {}; b = {} bytes per element\n", parameter_formula(f.gpt), b);
-  fmt::print("  parameters b N, gradients b N, master weights 4 N (when b < 4), moments 8 N\n");
-  const std::string kept =
-      llama ? fmt::format("{:.0f} BT", glass::train::layer_activation_width(f.gpt)) : "18 BTC";
-  const char* stats = llama ? "2 BT" : "4 BT";
-  const char* top_stats = llama ? "BT" : "2 BT";
-  if (fast)
+  fmt::print("  parameters b N, master weights 4 N (when b < 4), moments 8 N: all step\n");
+  if (llama) {
     fmt::print(
-        "  activations b (L ({} + {}) + 2 BTC + {} + BT V_pad + BT) + 4 L B H T (flash "
-        "attention: LSE, no T x T; fused classifier: dlogits over the logits)\n",
-        kept, stats, top_stats);
-  else
-    fmt::print("  activations b (L ({} + {} + 2 B H T^2) + 2 BTC + {} + 2 BT V + BT)\n", kept,
-               stats, top_stats);
-  if (llama)
+        "  activations b (L ({:.0f} BT + 2 BT) + 2 BTC + BT + BT V_pad) + 4 L B H T "
+        "(an estimate: llm.c's list)\n",
+        glass::train::layer_activation_width(f.gpt));
     fmt::print(
         "  (a llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token: GQA's K/V are "
         "{} of multi-head attention's)\n",
         fmt::format("{}/{}", f.gpt.kv_heads(), f.gpt.n_head));
+  } else {
+    fmt::print(
+        "  activations b (L 16 BTC + 2 BTC + BT V_pad) + 4 (L (4 + H) BT + 4 BT) (flash "
+        "attention: LSE, no T x T; the batch's tokens and targets in i32)\n");
+    fmt::print("  the peak is at {}; size classes: the allocator's rounding of every tensor\n",
+               m.peak_at);
+  }
   if (f.world > 1)
     fmt::print(
         "  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n", f.world,

@@ -94,6 +94,10 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
                  "flash-mma where it applies, else flash-simt, naive where neither suits the "
                  "head dim)")
       ->check(CLI::IsMember({"auto", "naive", "flash", "flash-simt", "flash-mma", "cudnn"}));
+  app.add_flag_function(
+      "--no-preflight", [&o](int64_t) { o.preflight = false; },
+      "skip the pre-flight: the step planned on the meta device before step 1 and checked "
+      "against the device's free memory (docs/memory.md)");
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");

@@ -1,8 +1,11 @@
 #include "train/gpt_cost.h"
 
 #include <cmath>
+#include <vector>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace glass::train {
 
@@ -27,41 +30,163 @@ double layer_activation_width(const GPTConfig& c) {
 
 namespace {
 
-// One replica's budget for `batch` rows: the model's terms (the header's list).
-GptMemoryBudget replica_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
-                               GptBudgetOptions options) {
-  check_sizes(c, batch, seq_len);
-  GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-              "GPT memory budget: dtype {} is not a training dtype (f32 or bf16)",
-              dtype_name(dtype));
-  const double b = static_cast<double>(dtype_size(dtype));
+// Tensors counted into a term: the bytes the formula gives, and what the allocator holds for them
+// (each rounded to its size class).
+struct Held {
+  double bytes = 0, rounded = 0;
+  void add(double count, double each) {
+    bytes += count * each;
+    rounded += count * static_cast<double>(Allocator::size_class(static_cast<size_t>(each)));
+  }
+  void add(const Held& h, double count = 1) {
+    bytes += count * h.bytes;
+    rounded += count * h.rounded;
+  }
+};
+
+// ZeRO-1 over more than one rank: AdamW's moments are sharded.
+bool sharded(const GptBudgetOptions& o) { return o.zero == 1 && o.world > 1; }
+
+// One point of the step: what each term holds there.
+struct PeakPoint {
+  explicit PeakPoint(const char* point) : name(point) {}
+  const char* name;
+  Held parameters, gradients, master, adam, activations, temporaries, buckets;
+  double rounded() const {
+    return parameters.rounded + gradients.rounded + master.rounded + adam.rounded +
+           activations.rounded + temporaries.rounded + buckets.rounded;
+  }
+};
+
+// The parameters' element counts, one per tensor, in nn/gpt.cpp's order less wte (the table).
+std::vector<double> gpt2_tensors_but_table(const GPTConfig& c) {
+  const double C = static_cast<double>(c.n_embd);
+  std::vector<double> t = {static_cast<double>(c.block_size) * C};  // wpe
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (double n : {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C})
+      t.push_back(n);
+  t.push_back(C);  // ln_f
+  t.push_back(C);
+  return t;
+}
+
+// The header's gpt2 ledger: the three points of the step, the one that holds most.
+GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, double b,
+                            GptBudgetOptions o) {
   const double B = static_cast<double>(batch), T = static_cast<double>(seq_len);
-  const double C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
-  // What one layer keeps for backward, in b per token, and its f32 norm statistics per token
-  // (the header's lists).
-  const double kept = layer_activation_width(c), stats = c.arch == Arch::gpt2 ? 4 : 2;
-  const double top_stats = c.arch == Arch::gpt2 ? 2 : 1;
+  const double BT = B * T, C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
   const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.table_rows());
+  const double aux = static_cast<double>((c.n_embd * 4 + 7) / 8 * 8);  // gemm_aux_ld(4 C)
+  // Held all step: the parameters (compute dtype), the masters (under bf16), the moments.
+  Held params, masters, moments;
+  std::vector<double> tensors = gpt2_tensors_but_table(c);
+  tensors.push_back(V * C);
+  double N = 0;
+  for (double n : tensors) {
+    params.add(1, b * n);
+    if (b < 4) masters.add(1, 4 * n);
+    if (!sharded(o)) moments.add(2, 4 * n);
+    N += n;
+  }
+  // Data parallelism (the header): the gradient buckets; ZeRO-1's two flat moment shards.
+  Held buckets;
+  if (o.world > 1) buckets.add(1, 4 * N);
+  if (sharded(o)) moments.add(2, 4 * std::ceil(N / static_cast<double>(o.world)));
+  // Saved activations: one layer's, and the top's.
+  Held layer, top;
+  layer.add(5, b * BT * C);  // ln_1 out, attention out, x + attn, ln_2 out, the next residual sum
+  layer.add(1, b * BT * 3 * C);
+  layer.add(1, b * BT * aux);    // the GELU's input
+  layer.add(1, b * BT * 4 * C);  // its output
+  layer.add(4, 4 * BT);          // two LayerNorms' mean and rstd
+  if (o.flash_attention)
+    layer.add(1, 4 * B * H * T);  // log-sum-exp per row and head
+  else
+    layer.add(2, b * B * H * T * T);  // scores and probabilities
+  top.add(2, b * BT * C);             // the embeddings' sum (the first ln_1's input), ln_f's output
+  top.add(2, 4 * BT);                 // the first ln_1's statistics
+  top.add(1, b * BT * V);             // the logits
+  top.add(2, 4 * BT);                 // the batch: tokens and targets, i32
+  Held saved;
+  saved.add(layer, L);
+  saved.add(top);
+
+  PeakPoint head{"the LM head's backward"}, block{"the last block's MLP backward"},
+      end{"the tied embedding's gradient (the end of backward)"};
+  for (PeakPoint* p : {&head, &block, &end}) {
+    p->parameters = params;
+    p->master = masters;
+    p->adam = moments;
+    p->buckets = buckets;
+  }
+  head.activations = saved;
+  if (o.fused_classifier) {
+    head.temporaries.add(1, b * BT * C);  // dx
+    head.gradients.add(1, b * V * C);     // the table's share from the head
+  } else {
+    head.temporaries.add(1, b * BT * V);  // the logits' gradient beside the logits
+    head.temporaries.add(1, 4 * BT);      // cross-entropy's log-sum-exp per row
+  }
+  // Freed by then: ln_f's output and statistics, the last residual sum, the logits.
+  Held freed;
+  freed.add(2, b * BT * C);
+  freed.add(2, 4 * BT);
+  freed.add(1, b * BT * V);
+  block.activations = saved;
+  block.activations.bytes -= freed.bytes;
+  block.activations.rounded -= freed.rounded;
+  block.gradients.add(1, 4 * V * C);  // the table's share, cast to fp32
+  block.gradients.add(2, 4 * C);      // ln_f
+  block.gradients.add(2, b * 4 * C * C);
+  block.gradients.add(1, b * 4 * C);
+  block.gradients.add(1, b * C);
+  block.temporaries.add(2, b * BT * C);  // the incoming gradient, dx
+  block.temporaries.add(1, b * BT * aux);
+  end.activations.add(2, 4 * BT);  // the batch
+  for (double n : gpt2_tensors_but_table(c)) end.gradients.add(1, 4 * n);
+  end.gradients.add(1, 4 * V * C);               // the table's .grad
+  end.temporaries.add(2, 4 * V * C);             // the head's share and the embedding's, in fp32
+  if (b < 4) end.temporaries.add(1, b * V * C);  // the embedding's, before its cast
+  const PeakPoint* peak = &head;
+  for (const PeakPoint* p : {&block, &end})
+    if (p->rounded() > peak->rounded()) peak = p;
 
   GptMemoryBudget m;
-  m.parameters = gpt_num_parameters(c, true);
-  const double N = static_cast<double>(m.parameters);
+  m.parameters_bytes = peak->parameters.bytes;
+  m.gradients_bytes = peak->gradients.bytes;
+  m.master_bytes = peak->master.bytes;
+  m.adam_bytes = peak->adam.bytes;
+  m.activations_bytes = peak->activations.bytes;
+  m.temporaries_bytes = peak->temporaries.bytes;
+  m.gradient_buckets_bytes = peak->buckets.bytes;
+  m.size_class_bytes =
+      peak->rounded() - (m.parameters_bytes + m.gradients_bytes + m.master_bytes + m.adam_bytes +
+                         m.activations_bytes + m.temporaries_bytes + m.gradient_buckets_bytes);
+  m.peak_at = peak->name;
+  return m;
+}
+
+// The llama estimate of the header (llm.c's list, not checked against the allocator).
+GptMemoryBudget llama_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, double b,
+                             GptBudgetOptions o) {
+  const double B = static_cast<double>(batch), T = static_cast<double>(seq_len);
+  const double C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
+  const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.table_rows());
+  const double N = static_cast<double>(gpt_num_parameters(c, true));
+  const double kept = layer_activation_width(c);
+  GptMemoryBudget m;
   m.parameters_bytes = b * N;
   m.gradients_bytes = b * N;
   m.master_bytes = b < 4 ? 4 * N : 0;
-  m.adam_bytes = 8 * N;
-  if (options.fast) {
-    const double per_layer = kept * B * T + stats * B * T;  // in b, plus the f32 LSE:
-    const double lse_bytes = 4 * B * H * T;
-    const double top = 2 * B * T * C + top_stats * B * T + B * T * V + B * T;
-    m.activations_bytes = b * (L * per_layer + top) + L * lse_bytes;
-    m.temporaries_bytes = b * per_layer + lse_bytes;
-    return m;
-  }
-  const double per_layer = kept * B * T + stats * B * T + 2 * B * H * T * T;
-  const double top = 2 * B * T * C + top_stats * B * T + 2 * B * T * V + B * T;
-  m.activations_bytes = b * (L * per_layer + top);
-  m.temporaries_bytes = b * (B * T * V + per_layer);
+  m.adam_bytes = sharded(o) ? 8 * std::ceil(N / static_cast<double>(o.world)) : 8 * N;
+  m.gradient_buckets_bytes = o.world > 1 ? 4 * N : 0;
+  const double attention = o.flash_attention ? 0 : 2 * B * H * T * T;
+  const double lse_bytes = o.flash_attention ? 4 * B * H * T : 0;
+  const double per_layer = kept * B * T + 2 * B * T + attention;
+  const double logits = o.fused_classifier ? B * T * V : 2 * B * T * V;
+  m.activations_bytes = b * (L * per_layer + 2 * B * T * C + B * T + logits) + L * lse_bytes;
+  m.temporaries_bytes = b * (per_layer + (o.fused_classifier ? 0 : B * T * V)) + lse_bytes;
+  m.peak_at = "an estimate (llama)";
   return m;
 }
 
@@ -69,6 +194,10 @@ GptMemoryBudget replica_budget(const GPTConfig& c, int64_t batch, int64_t seq_le
 
 GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
                                   GptBudgetOptions options) {
+  check_sizes(c, batch, seq_len);
+  GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+              "GPT memory budget: dtype {} is not a training dtype (f32 or bf16)",
+              dtype_name(dtype));
   GLASS_CHECK(options.world >= 1, "GPT memory budget: --world {} must be at least 1",
               options.world);
   GLASS_CHECK(options.zero == 0 || options.zero == 1,
@@ -77,11 +206,13 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
               "GPT memory budget: --batch {} (the global batch) does not split over --world {} "
               "ranks",
               batch, options.world);
-  GptMemoryBudget m = replica_budget(c, batch / options.world, seq_len, dtype, options);
-  if (options.world == 1) return m;  // one rank: no buckets, nothing to shard
-  const double N = static_cast<double>(m.parameters), world = static_cast<double>(options.world);
-  m.gradient_buckets_bytes = 4 * N;
-  if (options.zero == 1) m.adam_bytes = 8 * std::ceil(N / world);
+  const double b = static_cast<double>(dtype_size(dtype));
+  const int64_t rows = batch / options.world;  // one rank's share of the batch
+  GptMemoryBudget m = c.arch == Arch::gpt2 ? gpt2_budget(c, rows, seq_len, b, options)
+                                           : llama_budget(c, rows, seq_len, b, options);
+  m.parameters = gpt_num_parameters(c, true);
+  if (options.gemm_workspace)
+    m.workspace_bytes = static_cast<double>(kernels::cuda::kGemmWorkspaceBytes);
   return m;
 }
 

@@ -1,29 +1,49 @@
 // The cost model of training a GPT (nn/gpt.h): memory budget and FLOPs of a step, from the
 // configuration alone. samples/roofline prints these; the MFU of train_gpt uses the FLOPs.
 //
-// Memory, for parameters stored in dtype b (bytes per element), N = all parameters:
-//   parameters b N, gradients b N, fp32 master weights 4 N (only when b < 4), AdamW moments 8 N
-//   (m and v in fp32);
-//   saved activations: llm.c's list of what a GPT-2 step keeps from forward for backward, in b:
-//     per layer 18 B T C (ln_1, qkv 3x, attention out, attn proj, residual, ln_2, fc 4x, gelu 4x,
-//     mlp proj, residual) + 4 B T (LayerNorm means and reciprocal std) + 2 B H T^2 (scores and
-//     probabilities, as an attention without flash keeps them); at the top 2 B T C (embeddings,
-//     ln_f) + 2 B T (ln_f stats) + 2 B T V (logits, probabilities) + B T (losses);
-//     A llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token (input_layernorm, the rotated qkv,
-//     attention out, o_proj, residual, post_attention_layernorm, gate_up 2F, swiglu F, down_proj,
-//     residual) and 2 B T statistics (two RMSNorms' rstd); its top 2 B T C + B T (norm's rstd).
-//   temporaries: the largest buffers alive at once in backward, estimated as the logits' gradient
-//     B T V plus one layer of activation gradients (the per-layer term above).
-//   The fast path (GptBudgetOptions::fast, the GPT-2 preset's): flash attention keeps no T x T
-//   matrix, only the log-sum-exp of each row, 4 B H T bytes (f32) per layer instead of
-//   2 b B H T^2; the fused classifier writes the logits' gradient over the logits, so the top
-//   keeps B T V (logits) instead of 2 B T V and there is no B T V temporary.
-//   V is the padded vocabulary (GPTConfig::table_rows()), the logits' width.
-// Data parallelism over `world` ranks (GptBudgetOptions::world; --batch is the global batch, each
-// rank's activations are those of batch / world rows): every rank also holds the gradient
-// buckets of comm/data_parallel.h, 4 N (f32, the masters' gradients; padded to a multiple of the
-// world size per bucket, at most world - 1 elements each, not counted). ZeRO-1 (zero = 1,
-// comm/zero_adamw.h) keeps 8 ceil(N / world) of AdamW moments per rank instead of 8 N; the f32
+// Memory: the peak that one training step allocates (the allocator's peak_allocated_bytes, per
+// rank), as a sum of named terms. b = bytes per element of the compute dtype (4 f32, 2 bf16);
+// N = all parameters; V = the padded vocabulary (GPTConfig::table_rows(), the logits' width);
+// R(x) = the allocator's size class of an x-byte tensor (engine/allocator.h).
+//   parameters b N (the compute copies under bf16, the parameters themselves under f32), fp32
+//   master weights 4 N (only when b < 4), AdamW moments 8 N (m and v in fp32): held all step.
+//   gpt2 saved activations (what forward keeps for backward, nn/layers.cpp and autograd/): per
+//     layer and token 16 C in b (ln_1's output, qkv 3C, attention's output, the residual sum
+//     x + attn that ln_2 keeps, ln_2's output, the MLP's GELU input 4C (rows padded to a multiple
+//     of 8, as cuBLASLt stores it) and output 4C, the residual sum that the next LayerNorm keeps)
+//     plus 4 + H in fp32 (two LayerNorms' mean and rstd; flash attention's log-sum-exp per head);
+//     at the top 2 C in b (the embeddings' sum, ln_f's output), 2 fp32 (the first ln_1's
+//     statistics), V in b (the logits) and the batch (tokens and targets, i32).
+//   The peak is at one of three points of backward, whichever holds most (peak_at):
+//     the LM head's backward: every activation saved, plus its dx (B T C in b, temporaries) and
+//       the tied embedding's gradient V C in b (gradients); the fused classifier (emu, cuda) has
+//       written the logits' gradient over the logits; cpu's cross-entropy writes it beside them
+//       (B T V in b, and a log-sum-exp per row in fp32, temporaries; no gradient yet).
+//     the last block's MLP backward: the activations less what the head's backward freed (ln_f's
+//       output and statistics, the last residual sum, the logits); gradients: the tied
+//       embedding's and ln_f's in fp32, the MLP's weights 8 C^2 + 5 C in b; temporaries: the
+//       incoming gradient, the GELU input's gradient and dx (B T (2 C + 4 C) in b).
+//     the tied embedding's gradient, the end of backward: no activation left; every other
+//       parameter's gradient in fp32 (4 (N - V C): the masters' under bf16), and the tied table's
+//       gradient three times over in fp32 (the head's share, the embedding's, their sum: 12 V C),
+//       under bf16 also the embedding's own before its cast (b V C).
+//   workspace: cuBLAS's GEMM workspace on emu and cuda, 32 MiB per device and stream, held from
+//   the first GEMM on (kernels/cuda/gemm.cu).
+//   size classes: what the allocator's rounding adds, sum of R(x) - x over the tensors above.
+//   The ledger of what the model needs is the terms before rounding; what the allocator holds is
+//   their total with the rounding. Held to 3% of the measured peak by tests/train/
+//   test_memory_ledger.cpp. Not modelled: naive attention (the non-flash path: its T x T scores
+//   and probabilities are counted as 2 B H T^2 per layer in b, unchecked), and llama, whose terms
+//   are llm.c-style estimates (below) and not checked against the allocator.
+//   llama (estimate): per layer 7 C + (H + 2 Hkv) D + 3 F per token in b (input_layernorm, the
+//     rotated qkv, attention out, o_proj, residual, post_attention_layernorm, gate_up 2F, swiglu
+//     F, down_proj, residual) and 2 fp32 statistics; its top 2 B T C + B T; gradients b N; the
+//     logits' gradient B T V and one layer as temporaries.
+// Data parallelism over `world` ranks (GptBudgetOptions::world): each rank's activations are those
+// of batch / world rows, and every rank also holds the gradient buckets of comm/data_parallel.h,
+// 4 N (f32, the masters' gradients; padded to a multiple of the world size per bucket, at most
+// world - 1 elements each, not counted), all step. ZeRO-1 (zero = 1, comm/zero_adamw.h) keeps
+// AdamW's moments as two flat buffers of ceil(N / world) fp32 per rank instead of 8 N; the f32
 // master weights stay whole (they are the model's parameters, from which every rank refreshes its
 // compute copies after the all-gather), and the reduce-scatter and all-gather run in place in the
 // gradient buckets, so they add nothing.
@@ -38,18 +58,30 @@ namespace glass::train {
 
 struct GptMemoryBudget {
   int64_t parameters = 0;  // N, wpe included
+  // Held at the peak (the header's terms), before the allocator's rounding.
   double parameters_bytes = 0, gradients_bytes = 0, master_bytes = 0, adam_bytes = 0;
   double activations_bytes = 0, temporaries_bytes = 0;
   double gradient_buckets_bytes = 0;  // data parallelism's flat gradient buffers (world > 1)
+  double workspace_bytes = 0;         // cuBLAS's GEMM workspace (emu, cuda), kept for the process
+  double size_class_bytes = 0;        // the allocator's rounding of all of them
+  const char* peak_at = "";           // which point of the step the peak is at
   double total_bytes() const {
     return parameters_bytes + gradients_bytes + master_bytes + adam_bytes + activations_bytes +
-           temporaries_bytes + gradient_buckets_bytes;
+           temporaries_bytes + gradient_buckets_bytes + workspace_bytes + size_class_bytes;
   }
 };
 
 struct GptBudgetOptions {
-  bool fast = false;  // flash attention and the fused classifier (see above)
-  int64_t world = 1;  // data-parallel ranks; the budget is one rank's
+  // Flash attention keeps a log-sum-exp per row (train_gpt's on every device); naive attention
+  // the T x T scores and probabilities.
+  bool flash_attention = true;
+  // emu, cuda (and meta): the fused classifier, the logits' gradient over the logits; cpu:
+  // cross-entropy, beside them.
+  bool fused_classifier = true;
+  // emu and cuda: the workspace cuBLAS's GEMMs get (kernels/cuda/gemm.cu), made at the first GEMM
+  // and kept; cpu has none.
+  bool gemm_workspace = true;
+  int64_t world = 1;  // data-parallel ranks; the budget is one rank's (--batch is the global batch)
   int zero = 0;       // ZeRO stage: 0, or 1 (AdamW's moments sharded over the ranks)
 };
 

@@ -62,6 +62,7 @@ class Tf32Scope {
 void check_options(Device device, const StepPlanOptions& o) {
   o.config.validate();
   GLASS_CHECK(o.batch >= 1, "step plan: --batch {} must be at least 1", o.batch);
+  GLASS_CHECK(o.grad_accum >= 1, "step plan: --grad-accum {} must be at least 1", o.grad_accum);
   GLASS_CHECK(o.seq_len >= 1 && o.seq_len <= o.config.block_size,
               "step plan: --seq-len {} must be in [1, block_size={}]", o.seq_len,
               o.config.block_size);
@@ -106,13 +107,19 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   LaunchList list(device);
   {
     const Subscription subscription(&list);
-    // One batch of zero tokens, uploaded as the Trainer uploads its micro-steps' batches.
+    // Batches of zero tokens, uploaded as the Trainer uploads its micro-steps' batches; each
+    // micro-step's loss scaled by 1/k for backward, their sum the step's (Trainer::micro_step).
     const Batch host{zeros({o.batch, o.seq_len}, DType::i32),
                      zeros({o.batch, o.seq_len}, DType::i32)};
-    const MicroBatches batches = upload_micro_batches({host}, device);
-    const Tensor loss = batch_loss(model, batches.micro[0]);
-    backward(loss);
-    queue_step_update(model, optimizer, loss.detach(), o.lr, o.grad_clip, 1);
+    const MicroBatches batches =
+        upload_micro_batches(std::vector<Batch>(static_cast<size_t>(o.grad_accum), host), device);
+    Tensor loss_sum;
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      const Tensor loss = batch_loss(model, batches.micro[static_cast<size_t>(micro)]);
+      backward(o.grad_accum == 1 ? loss : loss / static_cast<double>(o.grad_accum));
+      loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
+    }
+    queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, 1);
   }
   step.launches = list.take();
   const AllocatorStats after = allocator.stats();

@@ -6,12 +6,12 @@
 //
 // The step is the Trainer's (train/step_body.h): the model (f32 masters, and bf16 compute copies
 // under --dtype bf16) and AdamW built as train_gpt builds them, one batch uploaded, forward,
-// cross-entropy, backward, the clipped gradient norm, the step status, the gated AdamW update,
-// zero_grad and the refreshed copies. Only the step's launches are recorded (not the model's
-// set-up). The host's read of the status, which ends a trained step, is not made (on meta there is
-// nothing to read: the placeholder for the Trainer's non-finite check is that there is none); the
-// ops' error flags, which that read would check, are checked after the measurement (dropped on
-// meta).
+// cross-entropy, backward (for each of --grad-accum micro-steps), the clipped gradient norm, the
+// step status, the gated AdamW update, zero_grad and the refreshed copies. Only the step's launches
+// are recorded (not the model's set-up). The host's read of the status, which ends a trained step,
+// is not made (on meta there is nothing to read: the placeholder for the Trainer's non-finite check
+// is that there is none); the ops' error flags, which that read would check, are checked after the
+// measurement (dropped on meta).
 //
 // Memory is measured from the allocator of the device (engine/allocator.h): its cache is emptied
 // first, and the figures are the growth over what was allocated before, so a plan in a fresh
@@ -32,6 +32,8 @@ namespace glass::train {
 struct StepPlanOptions {
   GPTConfig config;
   int64_t batch = 1, seq_len = 1;
+  // Micro-steps of `batch` rows each (train_gpt --grad-accum): their gradients add up in .grad.
+  int64_t grad_accum = 1;
   DType dtype = DType::bf16;  // bf16: mixed precision (bf16 copies of f32 masters); or f32
   // The attention kernel (autograd/ops.h: parse_attention_kernel), as train_gpt --attention.
   std::string attention = "auto";

@@ -217,6 +217,7 @@ void check_run_flags(const TrainOptions& o) {
   GLASS_CHECK(o.steps >= 0, "--steps {} must be at least 1", o.steps);
   GLASS_CHECK(o.seq_len >= 1, "--seq-len {} must be at least 1", o.seq_len);
   GLASS_CHECK(o.batch >= 1, "--batch {} must be at least 1", o.batch);
+  GLASS_CHECK(o.grad_accum >= 1, "--grad-accum must be at least 1, not {}", o.grad_accum);
   GLASS_CHECK(o.threads >= 0, "--threads {} must be 0 (all cores) or more", o.threads);
   GLASS_CHECK(o.eval_every >= 0, "--eval-every {} must be 0 (only at the end) or more",
               o.eval_every);
@@ -313,6 +314,9 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   choose_config(ck, init);
   if (!opt_.save.empty()) check_layout_holds(parse_weight_layout(opt_.save_format), config_.arch);
   check_prompt();
+  // The ranks are known before the model is built: the pre-flight plans one rank's step.
+  comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
+  if (opt_.preflight) preflight();  // before anything big is allocated
   const AttentionKernel attention = build_model(init);
   build_optimizer_and_loaders();
   if (ck) restore(*ck);
@@ -443,7 +447,6 @@ void Trainer::restore(const LoadedCheckpoint& ck) {
 
 // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
 void Trainer::join_data_parallel(const std::optional<LoadedCheckpoint>& ck) {
-  comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
@@ -470,7 +473,33 @@ void Trainer::join_data_parallel(const std::optional<LoadedCheckpoint>& ck) {
                model_->num_parameters());
 }
 
+// The step this rank will run, planned on meta against the device's free memory.
+void Trainer::preflight() {
+  PreflightRun run;
+  run.device = device_;
+  run.world = comm_->size();
+  const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
+  StepPlanOptions& p = run.plan;
+  p.config = config_;
+  p.batch = rows.end - rows.begin;
+  p.seq_len = opt_.seq_len;
+  p.grad_accum = opt_.grad_accum;
+  p.dtype = dtype_;
+  // The kernel is checked for the run's device first (its error, not meta's). Meta plans the
+  // emu and cuda kernels: a cpu run and cuDNN's attention (which keeps what flash attention keeps,
+  // the LSE) are planned with meta's own choice.
+  const int64_t head_dim = config_.head_dim();
+  check_attention_kernel(
+      resolve_attention_kernel(parse_attention_kernel(opt_.attention), device_, dtype_, head_dim),
+      device_, dtype_, head_dim);
+  p.attention = runs_cuda_kernels(device_) && opt_.attention != "cudnn" ? opt_.attention : "auto";
+  p.tf32 = opt_.tf32;
+  p.grad_clip = opt_.grad_clip;
+  preflight_ = run_preflight(run);
+}
+
 void Trainer::log_setup(AttentionKernel attention) const {
+  if (preflight_) log_preflight(*preflight_);
   log().info("device {} | {} threads | data {}: {} train + {} val tokens, vocab {}", device_.str(),
              threads_, data_.path, data_.train.size(), data_.val.size(), data_.vocab_size);
   log().info(
@@ -618,6 +647,10 @@ StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_poin
                              uint64_t syncs_before) {
   ++step_;
   r.step = step_;
+  // The measured peak beside the pre-flight's planned one: after the second step (the first of a
+  // --cuda-graph run is its eager warm-up, and the second has run the step as the first left it).
+  if (step_ - first_step_ <= 2)
+    measured_peak_ = Allocator::for_device(device_).stats().peak_allocated_bytes;
   r.host_syncs = static_cast<int64_t>(host_sync_count() - syncs_before);
   r.ms = ms_since(t0);
   r.tokens_per_s =
@@ -738,6 +771,8 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"mfu", mfu},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
                         {"peak_reserved_bytes", mem.peak_reserved_bytes},
+                        // The pre-flight's plan of the same (peak allocated) figure; -1: none.
+                        {"planned_peak_bytes", preflight_ ? preflight_->planned_peak_bytes : -1},
                         {"host_syncs", r.host_syncs},
                         {"skipped", r.skipped}};
     if (val_loss) j["val_loss"] = *val_loss;
@@ -837,12 +872,20 @@ void Trainer::run() {
       step_ == first ? ""
                      : fmt::format(" | final loss {:.4f}{}", last_loss,
                                    val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : "");
+  // The pre-flight's planned peak beside the peak measured after step 2 (same figure: allocated).
+  const std::string planned =
+      preflight_ && measured_peak_ >= 0
+          ? fmt::format(" | planned peak {:.1f} MiB (pre-flight), measured {:.1f} MiB (step {})",
+                        static_cast<double>(preflight_->planned_peak_bytes) / (1 << 20),
+                        static_cast<double>(measured_peak_) / (1 << 20),
+                        std::min<int64_t>(step_ - first, 2))
+          : "";
   fmt::print(
       "\ndone: {} steps in {:.1f} s | {:.0f} tok/s{} | peak memory {:.1f} MiB allocated, {:.1f} "
-      "MiB reserved\n",
+      "MiB reserved{}\n",
       step_ - first, ms_since(t0) / 1000.0, train_ms > 0 ? tokens / (train_ms / 1000.0) : 0.0,
       losses, static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
-      static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
+      static_cast<double>(mem.peak_reserved_bytes) / (1 << 20), planned);
   if (!skipped_steps_.empty())
     fmt::print("skipped {} non-finite step(s) (--on-nonfinite skip): {}\n", skipped_steps_.size(),
                fmt::join(skipped_steps_, ", "));

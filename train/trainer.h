@@ -27,6 +27,7 @@
 #include "train/data.h"
 #include "train/generate.h"
 #include "train/mfu.h"
+#include "train/preflight.h"
 #include "train/profiler.h"
 
 namespace glass::train {
@@ -113,6 +114,9 @@ struct TrainOptions {
   // 1/N of the master weights (reduce-scatter, sharded update, all-gather). One rank: nothing to
   // shard, the same as 0.
   int zero = 0;
+  // Before step 1, plan the step on meta and refuse it when its peak exceeds the device's free
+  // memory, naming the remedies that fit (train/preflight.h; train_gpt --no-preflight: false).
+  bool preflight = true;
 };
 
 struct StepResult {
@@ -168,6 +172,7 @@ class Trainer {
   void join_data_parallel(const std::optional<LoadedCheckpoint>& ck);
   void log_setup(AttentionKernel attention) const;
   void check_prompt() const;
+  void preflight();
 
   void log_step(const StepResult& r, std::optional<double> val_loss);
   // The step's parts. forward_backward returns the micro-steps' loss sum (micro_step: one
@@ -215,6 +220,10 @@ class Trainer {
   // what the captured step reads and writes.
   std::unique_ptr<GraphStep> graph_;
   Tensor test_nan_;  // test_inject_nan_step: f32 [1], NaN at that step, else 0
+  // The pre-flight's plan (train/preflight.h; nullopt under --no-preflight), and the allocator's
+  // peak after this run's second step (or its only one): the two figures the metrics compare.
+  std::optional<PreflightResult> preflight_;
+  int64_t measured_peak_ = -1;
 };
 
 }  // namespace glass::train

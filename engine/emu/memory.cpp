@@ -26,12 +26,15 @@ struct Allocation {
   size_t before;  // red zone bytes before the user's first byte (0: unchecked)
   size_t after;   // red zone bytes after the user's last byte
   uint64_t serial;
+  int memory;      // the budget it counts against (gpu_memory.h)
+  size_t counted;  // bytes it counts there: `bytes` rounded up to 256
 };
 
 struct Registry {
   std::mutex mutex;
   std::map<std::byte*, Allocation> live;  // by user pointer
   uint64_t allocations = 0;
+  std::map<int, size_t> in_use;  // memory (gpu_memory.h) -> bytes counted against it
 };
 
 Registry& registry() {
@@ -81,14 +84,30 @@ std::string damage(std::byte* user, const Allocation& a) {
 
 }  // namespace
 
-void* device_malloc(size_t bytes) {
+void* device_malloc(size_t bytes, int memory) {
   const bool checked = settings().check_memory;
   const size_t body = round_up(bytes == 0 ? 1 : bytes, kAlignment);
+  const size_t limit = gpu_memory_bytes();
+  Registry& r = registry();
+  {
+    // Taken now, so that two threads cannot both fit in the last bytes; given back on failure.
+    std::lock_guard lock(r.mutex);
+    size_t& used = r.in_use[memory];
+    if (body > limit - std::min(used, limit))
+      throw OutOfDeviceMemory("device_malloc: out of memory allocating " + std::to_string(bytes) +
+                              " bytes: " + std::to_string(used) + " of the emulated GPU's " +
+                              std::to_string(limit) + " bytes in use (GLASS_EMU_GPU_MEMORY)");
+    used += body;
+  }
   const size_t before = checked ? kRedZone : 0;
   const size_t total = before + body + (checked ? kRedZone : 0);
   auto* raw = static_cast<std::byte*>(std::aligned_alloc(kAlignment, total));
-  if (!raw)
-    throw EmuError("device_malloc: out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (!raw) {
+    std::lock_guard lock(r.mutex);
+    r.in_use[memory] -= body;
+    throw OutOfDeviceMemory("device_malloc: out of memory allocating " + std::to_string(bytes) +
+                            " bytes: the host has no more memory");
+  }
   std::byte* user = raw + before;
   if (settings().init_check) {
     for (size_t i = 0; i < bytes; i += 4)
@@ -101,9 +120,8 @@ void* device_malloc(size_t bytes) {
     std::memset(raw, kZoneByte, before);
     std::memset(user + bytes, kZoneByte, after);
   }
-  Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.live.emplace(user, Allocation{raw, bytes, before, after, ++r.allocations});
+  r.live.emplace(user, Allocation{raw, bytes, before, after, ++r.allocations, memory, body});
   return user;
 }
 
@@ -117,10 +135,19 @@ void device_free(void* p) {
     if (it == r.live.end())
       throw EmuError("device_free(" + address(p) + "): not a pointer returned by device_malloc");
     bad = damage(it->first, it->second);
+    r.in_use[it->second.memory] -= it->second.counted;
     std::free(it->second.raw);
     r.live.erase(it);
   }
   if (!bad.empty()) throw EmuError("device_free(" + address(p) + "): " + bad);
+}
+
+GpuMemoryInfo gpu_memory_info(int memory) {
+  const size_t total = gpu_memory_bytes();
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const size_t used = r.in_use[memory];
+  return {total - std::min(used, total), total};
 }
 
 void check_red_zones(const char* kernel) {

@@ -13,10 +13,23 @@
 #include <optional>
 #include <vector>
 
+#include "engine/emu/error.h"
+#include "engine/emu/gpu_memory.h"
+
 namespace glass::emu {
 
-// Like cudaMalloc: the pointer is aligned to 256 bytes. Throws EmuError when out of memory.
-void* device_malloc(size_t bytes);
+// What device_malloc throws when the memory is full: the caller may give memory back and retry
+// (any other EmuError, e.g. a bad GLASS_EMU_GPU_MEMORY, is not an out of memory).
+class OutOfDeviceMemory : public EmuError {
+ public:
+  using EmuError::EmuError;
+};
+
+// Like cudaMalloc: the pointer is aligned to 256 bytes. `memory` is the budget it draws from
+// (gpu_memory.h: the `emu` device's, or an emulated GPU's): throws EmuError when the allocation,
+// rounded up to 256 bytes, does not fit in what is left of it, or the host has no memory
+// (OutOfDeviceMemory).
+void* device_malloc(size_t bytes, int memory = kEmuDeviceMemory);
 // Like cudaFree; nullptr is ignored. Throws EmuError for a pointer device_malloc did not return,
 // or, when it has red zones, if they were written.
 void device_free(void* p);

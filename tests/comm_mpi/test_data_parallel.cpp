@@ -442,7 +442,10 @@ MeasuredRun measure_default_model(int zero) {
   MeasuredRun m;
   m.peak = static_cast<double>(allocator.stats().peak_allocated_bytes - before);
   m.budget = train::gpt_memory_budget(t.model().config, o.batch, o.seq_len, DType::f32,
-                                      {.world = t.communicator().size(), .zero = zero});
+                                      {.fused_classifier = false,  // cpu: as train_gpt runs it
+                                       .gemm_workspace = false,
+                                       .world = t.communicator().size(),
+                                       .zero = zero});
   auto held = [&allocator](int64_t elements) {  // as the cpu allocator rounds it (class_of)
     return static_cast<double>(allocator.class_of(static_cast<size_t>(4 * elements)));
   };

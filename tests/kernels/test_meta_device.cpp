@@ -252,6 +252,7 @@ train::StepPlanOptions plan_options(const train::TrainOptions& o, const GPTConfi
   p.config = config;
   p.batch = o.batch;
   p.seq_len = o.seq_len;
+  p.grad_accum = o.grad_accum;
   p.dtype = o.dtype == "bf16" ? DType::bf16 : DType::f32;
   p.attention = o.attention;
   p.tf32 = o.tf32;
@@ -280,6 +281,17 @@ TEST(StepPlan, MetaPlansTheTrainersStepOnEmuBf16Flash) {
   train::TrainOptions o = testing::tiny_options();
   o.dtype = "bf16";
   o.n_embd = 32;  // head dim 16: flash attention
+  expect_plan_matches_trainer(o);
+}
+
+// --grad-accum: the pre-flight plans the micro-steps as the Trainer runs them (the remedy
+// `--batch N --grad-accum K` is planned so).
+TEST(StepPlan, MetaPlansTheTrainersStepOnEmuWithGradAccum) {
+  train::TrainOptions o = testing::tiny_options();
+  o.dtype = "bf16";
+  o.n_embd = 32;
+  o.batch = 2;
+  o.grad_accum = 3;
   expect_plan_matches_trainer(o);
 }
 

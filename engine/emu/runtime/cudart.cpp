@@ -1,7 +1,8 @@
 // The emulated CUDA runtime's API: the functions of <cuda_runtime_api.h> the engine calls, under
 // the names of cudart_names.h, with CUDA's semantics on emulated GPUs (streams.h). Device memory
 // is host memory from the emulator's allocator (engine/emu/memory.h: 256-byte aligned, fresh
-// bytes 0xFF, red zones with GLASS_EMU_CHECK=1).
+// bytes 0xFF, red zones with GLASS_EMU_CHECK=1), at most GLASS_EMU_GPU_MEMORY bytes per GPU
+// (engine/emu/gpu_memory.h).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -212,7 +213,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!valid_device(device)) return result(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "%s", kH200.name);
-  prop->totalGlobalMem = kH200.global_memory_bytes;
+  prop->totalGlobalMem = glass::emu::gpu_memory_bytes();  // GLASS_EMU_GPU_MEMORY, else the H200's
   prop->sharedMemPerBlock = kH200.shared_per_block;
   prop->sharedMemPerBlockOptin = kH200.shared_per_block_optin;
   prop->sharedMemPerMultiprocessor = kH200.shared_per_multiprocessor;
@@ -293,7 +294,10 @@ cudaError_t cudaDeviceSynchronize() {
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return result(cudaErrorInvalidValue);
-  *free = *total = kH200.global_memory_bytes;
+  if (gpu_count() == 0) return result(cudaErrorNoDevice);
+  const glass::emu::GpuMemoryInfo info = glass::emu::gpu_memory_info(current_device());
+  *free = info.free;
+  *total = info.total;
   return cudaSuccess;
 }
 
@@ -402,11 +406,11 @@ const char* cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (p == nullptr) return result(cudaErrorInvalidValue);
   if (gpu_count() == 0) return result(cudaErrorNoDevice);
-  if (bytes > kH200.global_memory_bytes) return result(cudaErrorMemoryAllocation);
   if (const cudaError_t e = refuse_unsafe_call("cudaMalloc")) return result(e);
+  // Each emulated GPU has GLASS_EMU_GPU_MEMORY bytes (gpu_memory.h): past them, as past a GPU's.
   try {
-    *p = glass::emu::device_malloc(bytes);
-  } catch (const std::exception&) {
+    *p = glass::emu::device_malloc(bytes, current_device());
+  } catch (const glass::emu::OutOfDeviceMemory&) {
     return result(cudaErrorMemoryAllocation);
   }
   add_allocation(*p, bytes);

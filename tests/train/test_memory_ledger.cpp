@@ -1,0 +1,146 @@
+// The two ledgers agree: the cost model's peak (train/gpt_cost.h: a sum of named terms from the
+// configuration alone, no planner) against the allocator's peak of a step that runs
+// (train/step_plan.h's record_training_step on that device), within 3%. And the pre-flight's
+// remedy table (train/preflight.h) changes the planned step as its flags say.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "autograd/ops.h"
+#include "engine/allocator.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "tests/testing.h"
+#include "train/data.h"
+#include "train/gpt_cost.h"
+#include "train/preflight.h"
+#include "train/step_plan.h"
+
+#if defined(GLASS_HAS_CUDA)
+#include "engine/cuda/runtime.h"
+#endif
+
+namespace glass::train {
+namespace {
+
+StepPlanOptions step_of(const GPTConfig& config, int64_t batch, int64_t seq_len, DType dtype) {
+  StepPlanOptions o;
+  o.config = config;
+  o.batch = batch;
+  o.seq_len = seq_len;
+  o.dtype = dtype;
+  return o;
+}
+
+void expect_within_3_percent(const GptMemoryBudget& predicted, int64_t measured) {
+  const double m = static_cast<double>(measured);
+  EXPECT_NEAR(predicted.total_bytes(), m, 0.03 * m)
+      << "predicted " << predicted.total_bytes() << " (peak at " << predicted.peak_at
+      << ") vs measured " << measured;
+}
+
+// train_gpt's default model (L=4, H=4, C=256, T=128, B=16 on tinyshakespeare's characters), f32,
+// one step run on cpu: flash attention, cross-entropy beside the logits, no GEMM workspace.
+TEST(MemoryLedger, DefaultModelF32OnCpuWithin3Percent) {
+  const TrainOptions d;
+  const GPTConfig c{.vocab_size = load_dataset(testing::kTinyShakespeare, 0).vocab_size,
+                    .block_size = d.seq_len,
+                    .n_layer = d.n_layer,
+                    .n_head = d.n_head,
+                    .n_embd = d.n_embd};
+  const RecordedStep step = record_training_step(kCPU, step_of(c, d.batch, d.seq_len, DType::f32));
+  const GptMemoryBudget m = gpt_memory_budget(
+      c, d.batch, d.seq_len, DType::f32,
+      {.flash_attention = true, .fused_classifier = false, .gemm_workspace = false});
+  expect_within_3_percent(m, step.peak_allocated_bytes);
+  EXPECT_STREQ(m.peak_at, "the last block's MLP backward");
+}
+
+// GPT-2's shape (the padded 50304-row table, tied, flash-mma, the fused classifier) at a size the
+// emulator runs in seconds, bf16, one step on the cuda device of the emulated CUDA runtime; at
+// B=2, T=32 the table's gradients outweigh the activations, so the peak is at the end of backward
+// (the default model above peaks in the last block, GPT-2 124M below at the LM head: each point
+// of the cost model is held by one test). The GEMM workspace is made first and added: a fresh
+// process makes it in its first step and keeps it.
+TEST(MemoryLedger, Gpt2ShapedBf16OnCudaOnEmuWithin3Percent) {
+#if defined(GLASS_HAS_CUDA)
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no cuda device";
+  const Device gpu{DeviceKind::cuda, 0};
+  GPTConfig c = GPTConfig::gpt2();
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 128;
+  c.block_size = 32;
+  matmul(Tensor::empty({8, 8}, DType::f32, gpu), Tensor::empty({8, 8}, DType::f32, gpu));
+  const RecordedStep step = record_training_step(gpu, step_of(c, 2, 32, DType::bf16));
+  EXPECT_EQ(step.attention, "flash-mma");
+  const GptMemoryBudget m = gpt_memory_budget(c, 2, 32, DType::bf16);
+  expect_within_3_percent(m, step.peak_allocated_bytes + kernels::cuda::kGemmWorkspaceBytes);
+  EXPECT_STREQ(m.peak_at, "the tied embedding's gradient (the end of backward)");
+#else
+  GTEST_SKIP() << "no cuda device in this build";
+#endif
+}
+
+// GPT-2 124M itself (B=4, T=1024, bf16), planned on meta, whose allocator counts what cuda's does
+// byte for byte (tests/kernels/test_meta_device.cpp holds that against emu): its peak is at the LM
+// head's backward, the logits alive.
+TEST(MemoryLedger, Gpt2On124MPlannedOnMetaWithin3Percent) {
+  const GPTConfig c = GPTConfig::gpt2();
+  matmul(Tensor::empty({8, 8}, DType::f32, kMeta), Tensor::empty({8, 8}, DType::f32, kMeta));
+  const RecordedStep step = record_training_step(kMeta, step_of(c, 4, 1024, DType::bf16));
+  const GptMemoryBudget m = gpt_memory_budget(c, 4, 1024, DType::bf16);
+  expect_within_3_percent(m, step.peak_allocated_bytes + kernels::cuda::kGemmWorkspaceBytes);
+  EXPECT_STREQ(m.peak_at, "the LM head's backward");
+}
+
+// Each remedy of the pre-flight's table: its flags, and the step it plans.
+TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
+  const std::vector<Remedy>& table = preflight_remedies();
+  ASSERT_EQ(table.size(), 3u);
+  PreflightRun run;
+  run.plan.batch = 16;
+  run.plan.dtype = DType::f32;
+  run.world = 2;  // --batch 32 over two ranks: 16 rows each
+  run.device = kEmu;
+  StepPlanOptions p = run.plan;
+  EXPECT_EQ(table[0].apply(p, run, 4), "--batch 8");  // the global batch, 4 rows per rank
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_TRUE(table[0].graded);
+  p = run.plan;
+  EXPECT_EQ(table[1].apply(p, run, 4), "--batch 8 --grad-accum 4");
+  EXPECT_EQ(p.batch * p.grad_accum, 16);
+  p = run.plan;
+  EXPECT_EQ(table[0].apply(p, run, 32), "");  // 32 does not divide 16 rows
+  p = run.plan;
+  EXPECT_EQ(table[2].apply(p, run, 1), "--dtype bf16");
+  EXPECT_EQ(p.dtype, DType::bf16);
+  run.device = kCPU;  // no bf16 kernels
+  p = run.plan;
+  EXPECT_EQ(table[2].apply(p, run, 1), "");
+}
+
+// Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks
+// lower, and k micro-steps peak at least as high as one of their size (the gradients are held
+// while the later ones run).
+TEST(PreflightRemedies, GradAccumPlansItsMicroSteps) {
+  const GPTConfig c{.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 64};
+  StepPlanOptions whole = step_of(c, 16, 64, DType::f32);
+  StepPlanOptions one = step_of(c, 4, 64, DType::f32);
+  StepPlanOptions four = one;
+  four.grad_accum = 4;
+  const RecordedStep w = record_training_step(kMeta, whole), o = record_training_step(kMeta, one),
+                     f = record_training_step(kMeta, four);
+  EXPECT_LT(f.peak_allocated_bytes, w.peak_allocated_bytes);
+  EXPECT_GE(f.peak_allocated_bytes, o.peak_allocated_bytes);
+  // Four micro-steps launch four forwards: four times the embedding lookups of one.
+  const auto lookups = [](const RecordedStep& s) {
+    return std::count_if(s.launches.begin(), s.launches.end(), [](const LaunchInfo& l) {
+      return std::string_view(l.kernel) == "embedding_forward";
+    });
+  };
+  EXPECT_EQ(lookups(f), 4 * lookups(o));
+}
+
+}  // namespace
+}  // namespace glass::train
