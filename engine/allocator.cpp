@@ -244,12 +244,19 @@ void* Allocator::allocate_small(size_t bytes) {
   bool new_slab = false;
   void* p = small_.take(bytes, new_slab);
   if (p == nullptr) {  // no memory for a new slab: give the cached blocks back and try once more
+    const int64_t reserved_before = stats_.reserved_bytes;
+    const size_t largest_free = free_.largest();
     empty_cache_locked();
     p = small_.take(bytes, new_slab);
+    // Still nothing: the same error as any other tensor's (engine/out_of_memory.h).
+    if (p == nullptr)
+      throw_out_of_memory({.device = device_,
+                           .request_bytes = static_cast<int64_t>(size),
+                           .allocated_bytes = stats_.allocated_bytes,
+                           .reserved_bytes = reserved_before,
+                           .largest_free_block = static_cast<int64_t>(largest_free),
+                           .free = device_memory(device_)});
   }
-  GLASS_CHECK(p != nullptr,
-              "Allocator: out of memory on {} allocating {} bytes ({} allocated, {} reserved)",
-              device_.str(), size, stats_.allocated_bytes, stats_.reserved_bytes);
   if (new_slab) {
     stats_.device_malloc_count++;
     stats_.reserved_bytes += static_cast<int64_t>(SmallBlocks::kSlabBytes);
