@@ -73,6 +73,7 @@ struct Word {
 };
 
 thread_local bool t_in_parallel = false;
+std::atomic<bool> g_backoff_enabled{true};
 
 // Every chunk in order on this thread; the first exception is rethrown after the last chunk, as
 // the pool does.
@@ -157,7 +158,7 @@ class Pool {
     }
     if (loop_means_busy(own_work, worker_chunks_.load(std::memory_order_relaxed), waited)) {
       g_stats.busy_loops.fetch_add(1, std::memory_order_relaxed);
-      backoff_.on_busy_wait(now_s());
+      if (g_backoff_enabled.load(std::memory_order_relaxed)) backoff_.on_busy_wait(now_s());
     }
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
@@ -313,6 +314,8 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s) 
   const bool absent_workers = worker_chunks == 0 && own_work_s > kAbsentWorkerSeconds;
   return descheduled_holder || absent_workers;
 }
+
+void set_busy_backoff(bool enabled) { g_backoff_enabled.store(enabled); }
 
 ThreadStats thread_stats() {
   return {g_stats.parallel_loops.load(), g_stats.serial_by_backoff.load(),

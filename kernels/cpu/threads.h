@@ -104,6 +104,10 @@ struct ContentionBackoff {
   }
 };
 
+// Whether busy loops start a back-off (on by default). Off, every loop is split over the pool
+// whatever the machine's load: for a benchmark that measures what the split itself costs.
+void set_busy_backoff(bool enabled);
+
 // Counters since the process started (or since reset_thread_stats), for benchmarks and tests.
 struct ThreadStats {
   int64_t parallel_loops = 0;     // loops split over the pool
