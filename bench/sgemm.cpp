@@ -9,7 +9,6 @@
 //   build/bench/bench_sgemm [--threads 2] [--repeats 7] [--only dW] [--slab-depth 256]
 #include <cblas.h>
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -21,6 +20,7 @@
 
 #include "kernels/cpu/hardware_peak.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/threads.h"
 #include "samples/command_line.h"
 
 extern "C" char* openblas_get_corename();
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   int threads = 2, repeats = 7, other_depth = 0;
   std::string only;
   CLI::App app{"glass sgemm against OpenBLAS cblas_sgemm"};
-  app.add_option("--threads", threads, "OpenMP (and OpenBLAS) threads");
+  app.add_option("--threads", threads, "glass's (and OpenBLAS's) threads");
   app.add_option("--repeats", repeats, "best of this many timings per shape and system");
   app.add_option("--only", only, "only the shapes whose name contains this (e.g. dW)");
   app.add_option("--slab-depth", other_depth,
@@ -71,8 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_sgemm"))
     return *status;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  glass::kernels::cpu::set_threads(threads);  // glass's pool and OpenBLAS's threads alike
 
   const auto blocking = glass::kernels::cpu::sgemm_blocking();
   const auto peak = glass::kernels::cpu::hardware_peak();

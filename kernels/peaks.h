@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "engine/device.h"
 #include "engine/device_peaks.h"
@@ -24,5 +25,16 @@ DevicePeaks peaks_for(Device d);
 // of a device-to-device copy of `copy_bytes` (counted twice: read and write), synchronised around
 // each. What peaks_for uses for a GPU that has no datasheet row.
 DevicePeaks measure_device_peaks(Device d, int n = 4096, size_t copy_bytes = size_t{256} << 20);
+
+// Whether the machine was busy while the host's figures were measured, from `cpu_share`: the CPU
+// time the measuring thread got over the wall-clock time of the measurements. That thread never
+// waits for anything but its own work (and, briefly, the pool's other thread), so on a quiet
+// machine it runs ~100% of the time; below kQuietCpuShare other processes held its core for a
+// tenth of the time or more, and the measured bandwidth and GEMM rate read low by about as much.
+constexpr double kQuietCpuShare = 0.9;
+bool measurement_was_busy(double cpu_share);
+// What the start-up line says about it, with the 1-minute load average for context (a negative
+// load_1min: not known, left out).
+std::string measurement_load_note(double cpu_share, double load_1min, int cores);
 
 }  // namespace glass::kernels

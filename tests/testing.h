@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "engine/launch.h"
+#include "kernels/cpu/threads.h"
 #if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
 #endif
@@ -209,13 +209,14 @@ struct GradCase {
   GradcheckFn f;
 };
 
-// Runs fn with OpenMP limited to `threads`, restoring the previous setting; returns fn's result.
+// Runs fn with the cpu kernels limited to `threads` (kernels/cpu/threads.h), restoring the
+// previous setting; returns fn's result.
 template <class Fn>
 auto with_threads(int threads, Fn&& fn) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int saved = glass::kernels::cpu::num_threads();
+  glass::kernels::cpu::set_threads(threads);
   auto result = fn();
-  omp_set_num_threads(saved);
+  glass::kernels::cpu::set_threads(saved);
   return result;
 }
 

@@ -103,37 +103,37 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     const int64_t Tn = g.T, D = g.D;
     launch(cpu_launch_info(kernel, g.slices, g.flops(4, 4), bytes), [&] {
       SingleThreadedBlas one_thread;
-      // not for_each_row: each thread keeps one dP buffer for all its slices
-#pragma omp parallel if (worth_threading(g.kv_slices(), g.work()))
-      {
-        std::vector<T> ds(static_cast<size_t>(Tn * Tn));  // this thread's dP, then dS
-#pragma omp for schedule(static)
-        for (int64_t kv = 0; kv < g.kv_slices(); ++kv) {
-          const int64_t kv_at = kv * Tn * D;
-          // the key/value slice's query slices in order: the first writes dK and dV (beta 0),
-          // the others add to them
-          for (int64_t s = kv * g.group; s < (kv + 1) * g.group; ++s) {
-            const int64_t at = s * Tn * D;
-            const T* P = pp + s * Tn * Tn;
-            const T gather = s == kv * g.group ? T(0) : T(1);
-            // 1. dV += P^T dO
-            blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, gather, dvp + kv_at, D);
-            // 2. dP = dO V^T
-            blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + kv_at, D, T(0), ds.data(),
-                      Tn);
-            // 3. dS = P * (dP - rowsum(dP * P)), row by row
-            for (int64_t i = 0; i < Tn; ++i) {
-              T* row = ds.data() + i * Tn;
-              masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
+      // not for_each_row: each chunk of slices keeps one dP buffer for all its slices
+      parallel_ranges(
+          g.kv_slices(), worth_threading(g.kv_slices(), g.work()),
+          [&](int64_t first, int64_t last) {
+            std::vector<T> ds(static_cast<size_t>(Tn * Tn));  // this chunk's dP, then dS
+            for (int64_t kv = first; kv < last; ++kv) {
+              const int64_t kv_at = kv * Tn * D;
+              // the key/value slice's query slices in order: the first writes dK and dV (beta 0),
+              // the others add to them
+              for (int64_t s = kv * g.group; s < (kv + 1) * g.group; ++s) {
+                const int64_t at = s * Tn * D;
+                const T* P = pp + s * Tn * Tn;
+                const T gather = s == kv * g.group ? T(0) : T(1);
+                // 1. dV += P^T dO
+                blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, gather, dvp + kv_at, D);
+                // 2. dP = dO V^T
+                blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + kv_at, D, T(0), ds.data(),
+                          Tn);
+                // 3. dS = P * (dP - rowsum(dP * P)), row by row
+                for (int64_t i = 0; i < Tn; ++i) {
+                  T* row = ds.data() + i * Tn;
+                  masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
+                }
+                // 4. dQ = dS K * scale, dK += dS^T Q * scale
+                blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + kv_at, D, T(0),
+                          dqp + at, D);
+                blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, gather,
+                          dkp + kv_at, D);
+              }
             }
-            // 4. dQ = dS K * scale, dK += dS^T Q * scale
-            blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + kv_at, D, T(0),
-                      dqp + at, D);
-            blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, gather,
-                      dkp + kv_at, D);
-          }
-        }
-      }
+          });
     });
   });
 }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +17,7 @@
 #include "engine/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/dtype_dispatch.h"
 #include "kernels/merge_dims.h"
 #include "kernels/shape_checks.h"
@@ -31,7 +31,7 @@ inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double
   info.kernel = kernel;
   info.device = kCPU;
   info.grid = {static_cast<unsigned>(std::min<int64_t>(work_items, UINT32_MAX)), 1, 1};
-  info.block = {static_cast<unsigned>(omp_get_max_threads()), 1, 1};
+  info.block = {static_cast<unsigned>(num_threads()), 1, 1};
   info.flops = flops;
   info.bytes = bytes;
   return info;
@@ -45,25 +45,22 @@ inline bool worth_threading(int64_t items, int64_t elements) {
   return items > 1 && elements >= kParallelGrain;
 }
 
-// fn(r) for every row r < rows, in parallel when worth_threading(rows, elements). A row is any
-// independent unit of a kernel's work: a tensor row, a fixed chunk of rows, an attention slice.
-// Small work takes a plain loop: a region with a false `if` clause still enters libgomp.
+// fn(r) for every row r < rows, in parallel when worth_threading(rows, elements): the pool's
+// chunks are runs of consecutive rows (kernels/cpu/threads.h). A row is any independent unit of a
+// kernel's work: a tensor row, a fixed chunk of rows, an attention slice.
 template <class Fn>
 void for_each_row(int64_t rows, int64_t elements, Fn&& fn) {
-  if (!worth_threading(rows, elements)) {
-    for (int64_t r = 0; r < rows; ++r) fn(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) fn(r);
+  parallel_ranges(rows, worth_threading(rows, elements), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) fn(r);
+  });
 }
 
 // A loop over the elements of a shape in row-major order, for N operands with their own strides.
 // The last dimension is the inner run, cut into pieces of at most kRunPiece elements; the other
 // dimensions are the rows. fn(offsets, inner_strides, len) handles one piece, with offsets[i] the
 // element offset of operand i at the piece's start. The pieces are split evenly over the threads
-// when there is enough work; each thread finds its first piece once and steps through the rest
-// like an odometer, so no index is divided per row.
+// when there is enough work, as the pool's chunks; each chunk finds its first piece once and steps
+// through the rest like an odometer, so no index is divided per row.
 template <size_t N>
 struct StridedLoop : MergedDims<N> {
   static constexpr int64_t kRunPiece = 1 << 13;
@@ -81,38 +78,33 @@ struct StridedLoop : MergedDims<N> {
     if (rows == 0 || inner == 0) return;
     const int64_t pieces_per_row = (inner + kRunPiece - 1) / kRunPiece;
     const int64_t pieces = rows * pieces_per_row;
-#pragma omp parallel if (worth_threading(pieces, rows * inner))
-    {
-      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t begin = pieces * t / threads, end = pieces * (t + 1) / threads;
-      if (begin < end) {
-        // 1. the row index (one digit per outer dimension) and offsets of the first piece
-        Shape digit(static_cast<size_t>(std::max(nd - 1, 0)));
-        std::array<int64_t, N> row_off{};
-        for (int64_t d = nd - 2, rem = begin / pieces_per_row; d >= 0; --d) {
-          digit[d] = rem % shape[d];
-          rem /= shape[d];
-          for (size_t i = 0; i < N; ++i) row_off[i] += digit[d] * strides[i][d];
-        }
-        int64_t piece = begin % pieces_per_row;
-        for (int64_t w = begin; w < end; ++w) {
-          // 2. this piece of the row
-          const int64_t start = piece * kRunPiece;
-          std::array<int64_t, N> off;
-          for (size_t i = 0; i < N; ++i) off[i] = row_off[i] + start * inner_stride[i];
-          fn(off, inner_stride, std::min(kRunPiece, inner - start));
-          // 3. the next piece: the row's next, or the first of the next row (odometer step)
-          if (++piece < pieces_per_row) continue;
-          piece = 0;
-          for (int d = nd - 2; d >= 0; --d) {
-            for (size_t i = 0; i < N; ++i) row_off[i] += strides[i][d];
-            if (++digit[d] < shape[d]) break;
-            for (size_t i = 0; i < N; ++i) row_off[i] -= shape[d] * strides[i][d];
-            digit[d] = 0;
-          }
+    parallel_ranges(pieces, worth_threading(pieces, rows * inner), [&](int64_t begin, int64_t end) {
+      // 1. the row index (one digit per outer dimension) and offsets of the first piece
+      Shape digit(static_cast<size_t>(std::max(nd - 1, 0)));
+      std::array<int64_t, N> row_off{};
+      for (int64_t d = nd - 2, rem = begin / pieces_per_row; d >= 0; --d) {
+        digit[d] = rem % shape[d];
+        rem /= shape[d];
+        for (size_t i = 0; i < N; ++i) row_off[i] += digit[d] * strides[i][d];
+      }
+      int64_t piece = begin % pieces_per_row;
+      for (int64_t w = begin; w < end; ++w) {
+        // 2. this piece of the row
+        const int64_t start = piece * kRunPiece;
+        std::array<int64_t, N> off;
+        for (size_t i = 0; i < N; ++i) off[i] = row_off[i] + start * inner_stride[i];
+        fn(off, inner_stride, std::min(kRunPiece, inner - start));
+        // 3. the next piece: the row's next, or the first of the next row (odometer step)
+        if (++piece < pieces_per_row) continue;
+        piece = 0;
+        for (int d = nd - 2; d >= 0; --d) {
+          for (size_t i = 0; i < N; ++i) row_off[i] += strides[i][d];
+          if (++digit[d] < shape[d]) break;
+          for (size_t i = 0; i < N; ++i) row_off[i] -= shape[d] * strides[i][d];
+          digit[d] = 0;
         }
       }
-    }
+    });
   }
 };
 

@@ -30,28 +30,26 @@ int64_t distinct_elements(const Tensor& t) {
   return n;
 }
 
-// out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large. Small arrays take a plain
-// loop: an OpenMP region with a false `if` clause is still entered (a libgomp call and a team of
-// one), which costs more than a few hundred elements of arithmetic.
+// out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large (in ranges of whole vectors).
 template <class T, class F>
 void map2(const T* a, const T* b, T* out, int64_t n, F f) {
-  if (n < kParallelGrain) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  parallel_ranges(
+      n, n >= kParallelGrain,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+      },
+      kRowLanes);
 }
 
-// out[i] = f(x[i]) for contiguous arrays, threaded when large (a plain loop when small, as map2).
+// out[i] = f(x[i]) for contiguous arrays, threaded when large (as map2).
 template <class T, class F>
 void map1(const T* x, T* out, int64_t n, F f) {
-  if (n < kParallelGrain) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+  parallel_ranges(
+      n, n >= kParallelGrain,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = f(x[i]);
+      },
+      kRowLanes);
 }
 
 // out = f(a, b) where a, b and out share out's shape with any strides.
@@ -98,15 +96,17 @@ void dropout_apply(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
   const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain / 8)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(blk), 0);
-    const int64_t lanes = std::min<int64_t>(4, n - blk * 4);
-    for (int64_t l = 0; l < lanes; ++l) {
-      const int64_t i = blk * 4 + l;
-      y[i] = (r.v[l] >> 8) >= threshold ? x[i] * scale : T(0);
+  // Philox draws cost more than a store: threaded from fewer elements.
+  parallel_ranges(blocks, n >= kParallelGrain / 8, [&](int64_t first, int64_t last) {
+    for (int64_t blk = first; blk < last; ++blk) {
+      const Philox4 r = philox4x32_10(seed, off + static_cast<uint64_t>(blk), 0);
+      const int64_t lanes = std::min<int64_t>(4, n - blk * 4);
+      for (int64_t l = 0; l < lanes; ++l) {
+        const int64_t i = blk * 4 + l;
+        y[i] = (r.v[l] >> 8) >= threshold ? x[i] * scale : T(0);
+      }
     }
-  }
+  });
 }
 
 void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,

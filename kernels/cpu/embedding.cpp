@@ -41,9 +41,10 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
     const char* src = static_cast<const char*>(table.raw_data());
     char* dst = static_cast<char*>(out.raw_data());
     // out[i] = table[ids[i]]: a row copy, whatever the dtype.
-#pragma omp parallel for schedule(static) if (n * row_bytes >= 4 * kParallelGrain)
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(dst + i * row_bytes, src + id[i] * row_bytes, row_bytes);
+    parallel_ranges(n, n * row_bytes >= 4 * kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        std::memcpy(dst + i * row_bytes, src + id[i] * row_bytes, row_bytes);
+    });
   });
 }
 
@@ -66,16 +67,15 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
            visit_float(dtable, "embedding_backward", [&]<class T>() {
              const T* g = dout.data<T>();
              T* dt = dtable.data<T>();
-      // dtable[v] = sum of dout rows at the positions of v, in ascending position order.
-#pragma omp parallel for schedule(static) if (vocab * channels >= kParallelGrain)
-             for (int64_t v = 0; v < vocab; ++v) {
+             // dtable[v] = sum of dout rows at the positions of v, in ascending position order.
+             for_each_row(vocab, vocab * channels, [&](int64_t v) {
                T* row = dt + v * channels;
                for (int64_t c = 0; c < channels; ++c) row[c] = T(0);
                for (int64_t p = first[v]; p < first[v + 1]; ++p) {
                  const T* src = g + positions[p] * channels;
                  for (int64_t c = 0; c < channels; ++c) row[c] += src[c];
                }
-             }
+             });
            });
          });
 }

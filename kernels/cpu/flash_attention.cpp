@@ -164,15 +164,12 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   // FLOPs: the two GEMMs (4 D per score entry) and the softmax (~5 per entry)
   const double flops = static_cast<double>(g.slices()) * (4.0 * D + 5.0) * causal_entries(Tn);
   visit_float(qkv, kernel, [&]<class T>() {
-    // A local of this lambda: clang's OpenMP cannot capture the enclosing function's `scale`
-    // into the parallel region of a templated lambda.
     const T scale_t = static_cast<T>(scale);
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
-#pragma omp parallel if (worth_threading(g.slices(), g.slices() * Tn * Tn * D))
-      {
+      const bool threaded = worth_threading(g.slices(), g.slices() * Tn * Tn * D);
+      parallel_ranges(g.slices(), threaded, [&](int64_t first, int64_t last) {
         std::vector<T> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
-#pragma omp for schedule(static)
-        for (int64_t s = 0; s < g.slices(); ++s) {
+        for (int64_t s = first; s < last; ++s) {
           const SliceHeads<T> x(g, s, qkv, out);
           const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
           float* lse_row = lse.data<float>() + s * Tn;
@@ -194,7 +191,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
                       T(0), o.row(blk.first), o.pitch, {Causal::kLowerA, blk.first});
           });
         }
-      }
+      });
     });
   });
 }
@@ -213,17 +210,16 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   visit_float(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {
-#pragma omp parallel if (worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D))
-             {
+             const bool threaded = worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D);
+             parallel_ranges(g.kv_slices(), threaded, [&](int64_t first, int64_t last) {
                const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
                std::vector<T> probs(scratch), dscores(scratch);
-        // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
-#pragma omp for schedule(static)
-               for (int64_t kv = 0; kv < g.kv_slices(); ++kv)
+               // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
+               for (int64_t kv = first; kv < last; ++kv)
                  for (int64_t s = kv * g.group(); s < (kv + 1) * g.group(); ++s)
                    attention_slice_backward<T>(g, s, s == kv * g.group(), scale, qkv, out, lse,
                                                dout, dqkv, probs.data(), dscores.data());
-             }
+             });
            });
   });
 }

@@ -63,14 +63,13 @@ template <class T>
 void prefill(const GemmArgs& g, T* c, const T* bias) {
   const T beta = static_cast<T>(g.beta);
   const int64_t rows = g.batch * g.m, n = g.n;
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  for_each_row(rows, rows * n, [&](int64_t r) {
     T* row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
     if (beta == T(0))
       for (int64_t j = 0; j < n; ++j) row[j] = bias[j];
     else
       for (int64_t j = 0; j < n; ++j) row[j] = beta * row[j] + bias[j];
-  }
+  });
 }
 
 // The sums over k of op(A)'s rows, for the f64 GEMM (the f32 one takes them as it packs A).

@@ -17,15 +17,16 @@
 //
 // The tails (k not a multiple of 16, the last columns) go through the same vector code on
 // zero-padded copies, so every element of C is summed in the same order wherever its column falls.
-// A product whose B is large enough is split over the OpenMP threads by C's columns (each thread
-// reads only its share of B), so the bits do not depend on the thread count.
+// A product whose B is large enough is split over the pool's threads (kernels/cpu/threads.h) by
+// C's columns (each chunk reads only its share of B), so the bits do not depend on the thread
+// count.
 #include "kernels/cpu/gemv.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "kernels/cpu/threads.h"
 
 namespace glass::kernels::cpu {
 
@@ -205,18 +206,17 @@ void sgemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
       for (int64_t i = 0; i < m; ++i) gathered[static_cast<size_t>(i * k + q)] = a[q * lda + i];
   }
   for (int64_t i = 0; i < m; ++i) p.a_rows[i] = trans_a ? gathered.data() + i * k : a + i * lda;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = in_parallel() ? 1 : num_threads();
   if (threads == 1 || static_cast<double>(n) * static_cast<double>(k) < kParallelWeights)
     return columns_for_rows(m, p, trans_b, 0, n);
-  // Shares of whole blocks (the last one takes the partial block), contiguous in C's columns.
+  // Shares of whole blocks (the last one takes the partial block), contiguous in C's columns,
+  // claimed by the pool's threads (kernels/cpu/threads.h).
   const int64_t width = trans_b ? kDotColumns : kLanes;
   const int64_t units = (n + width - 1) / width;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = units * t / nt * width, end = std::min(n, units * (t + 1) / nt * width);
+  parallel_ranges(units, true, [&](int64_t first, int64_t last) {
+    const int64_t begin = first * width, end = std::min(n, last * width);
     if (begin < end) columns_for_rows(m, p, trans_b, begin, end);
-  }
+  });
 }
 
 }  // namespace glass::kernels::cpu

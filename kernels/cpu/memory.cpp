@@ -64,7 +64,6 @@ void move(char* to, const char* from) {
 template <size_t E>
 void copy_tiled(const StridedLoop<2>& loop, const char* s, char* d) {
   const int nd = static_cast<int>(loop.shape.size());
-  // References, not a structured binding: clang 14 cannot capture bindings in an OpenMP region.
   const Shape& s_step = loop.strides[0];
   const Shape& d_step = loop.strides[1];
   // the tile's steps as locals: the char stores below could alias the vectors holding them
@@ -76,8 +75,7 @@ void copy_tiled(const StridedLoop<2>& loop, const char* s, char* d) {
   int64_t outer = 1;
   for (int dim = 0; dim < nd - 2; ++dim) outer *= loop.shape[dim];
   const int64_t tiles = outer * row_tiles * col_tiles;
-#pragma omp parallel for schedule(static) if (worth_threading(tiles, outer * R * C))
-  for (int64_t w = 0; w < tiles; ++w) {
+  for_each_row(tiles, outer * R * C, [&](int64_t w) {
     // 1. the tile's rows and columns, and the byte offsets of its outer index
     const int64_t r0 = w / col_tiles % row_tiles * kCopyTile, c0 = w % col_tiles * kCopyTile;
     const int64_t r1 = std::min(R, r0 + kCopyTile), c1 = std::min(C, c0 + kCopyTile);
@@ -92,7 +90,7 @@ void copy_tiled(const StridedLoop<2>& loop, const char* s, char* d) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = c0; c < c1; ++c)
         move<E>(to + r * d_row + c * d_col, from + r * s_row + c * s_col);
-  }
+  });
 }
 
 // Elements of E bytes from s to d over `loop`, whose strides are in bytes: rows contiguous on both
@@ -122,8 +120,9 @@ void fill_each(const char* kernel, const Tensor& dst, int64_t grain, ValueAt val
   launch(cpu_launch_info(kernel, n, 0, static_cast<double>(dst.nbytes())), [&] {
     void* p = dst.raw_data();
     const DType t = dst.dtype();
-#pragma omp parallel for schedule(static) if (n >= grain)
-    for (int64_t i = 0; i < n; ++i) store_any(p, t, i, value_at(i));
+    parallel_ranges(n, n >= grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) store_any(p, t, i, value_at(i));
+    });
   });
 }
 
@@ -164,8 +163,10 @@ void cast(const Tensor& src, const Tensor& dst) {
   launch(cpu_launch_info("cast", n, 0, bytes_of({&src, &dst})), [&] {
     const void* s = src.raw_data();
     void* d = dst.raw_data();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) store_any(d, dst.dtype(), i, load_any(s, src.dtype(), i));
+    parallel_ranges(n, n >= kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        store_any(d, dst.dtype(), i, load_any(s, src.dtype(), i));
+    });
   });
 }
 

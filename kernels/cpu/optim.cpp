@@ -30,8 +30,13 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
       const float* g = a.grad.data<float>();
       float* m = a.m.data<float>();
       float* v = a.v.data<float>();
-#pragma omp parallel for simd schedule(static) if (count >= kParallelGrain)
-      for (int64_t i = 0; i < count; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
+      parallel_ranges(
+          count, count >= kParallelGrain,
+          [&](int64_t begin, int64_t end) {
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
+          },
+          kRowLanes);
     }
   });
 }
@@ -51,8 +56,13 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
     visit_float(x, "clip_scale", [&]<class T>() {
       const T f = static_cast<T>(factor);
       T* p = x.data<T>();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) p[i] *= f;
+      parallel_ranges(
+          n, n >= kParallelGrain,
+          [&](int64_t begin, int64_t end) {
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) p[i] *= f;
+          },
+          kRowLanes);
     });
   });
 }
@@ -79,19 +89,30 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
     const float* g = grad.data<float>();
     float* b = use_buf ? buf.data<float>() : nullptr;
     if (!use_buf) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr_f * (g[i] + wd * p[i]);
+      parallel_ranges(
+          n, n >= kParallelGrain,
+          [&](int64_t begin, int64_t end) {
+#pragma omp simd
+            for (int64_t i = begin; i < end; ++i) p[i] -= lr_f * (g[i] + wd * p[i]);
+          },
+          kRowLanes);
       return;
     }
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      // Weight decay folded into the gradient: g += wd p.
-      const float gi = g[i] + wd * p[i];
-      // buf = momentum buf + g; on the first step buf = g (the old buffer's content is unused).
-      const float bi = first_step ? gi : mom * b[i] + gi;
-      b[i] = bi;
-      p[i] -= lr_f * bi;
-    }
+    parallel_ranges(
+        n, n >= kParallelGrain,
+        [&](int64_t begin, int64_t end) {
+#pragma omp simd
+          for (int64_t i = begin; i < end; ++i) {
+            // Weight decay folded into the gradient: g += wd p.
+            const float gi = g[i] + wd * p[i];
+            // buf = momentum buf + g; on the first step buf = g (the old buffer's content is
+            // unused).
+            const float bi = first_step ? gi : mom * b[i] + gi;
+            b[i] = bi;
+            p[i] -= lr_f * bi;
+          }
+        },
+        kRowLanes);
   });
 }
 

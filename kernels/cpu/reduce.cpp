@@ -45,8 +45,7 @@ void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) 
   const int64_t chunks = std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk);
   std::vector<double> partial(static_cast<size_t>(outer * chunks * inner), 0.0);
   const int64_t items = outer * chunks * col_blocks;
-#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain && items > 1)
-  for (int64_t w = 0; w < items; ++w) {
+  for_each_row(items, outer * n * inner, [&](int64_t w) {
     const int64_t o = w / (chunks * col_blocks), c = w / col_blocks % chunks, b = w % col_blocks;
     const int64_t r0 = c * rows_per_chunk, r1 = std::min(n, r0 + rows_per_chunk);
     const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
@@ -55,23 +54,21 @@ void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) 
     // Row sums (inner == 1) run along memory; otherwise rows are added column-wise in order.
     if (inner == 1) {
       acc[0] = lane_sum(src, r1 - r0, [](double v) { return v; });
-      continue;
+      return;
     }
     for (int64_t r = r0; r < r1; ++r, src += inner)
       for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(src[i]);
-  }
+  });
   // Each output's partials added in chunk order, accumulated into chunk 0's slot, then stored.
   const int64_t combine_items = outer * col_blocks;
-#pragma omp parallel for schedule(static) if (outer * chunks * inner >= kParallelGrain && \
-                                              combine_items > 1)
-  for (int64_t w = 0; w < combine_items; ++w) {
+  for_each_row(combine_items, outer * chunks * inner, [&](int64_t w) {
     const int64_t o = w / col_blocks, b = w % col_blocks;
     const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
     double* total = partial.data() + o * chunks * inner;
     for (int64_t c = 1; c < chunks; ++c)
       for (int64_t i = i0; i < i1; ++i) total[i] += total[c * inner + i];
     for (int64_t i = i0; i < i1; ++i) out[o * inner + i] = static_cast<T>(total[i]);
-  }
+  });
 }
 
 }  // namespace
@@ -107,13 +104,14 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
   const auto count = static_cast<int64_t>(chunks.size());
   launch(cpu_launch_info("sum_squares", count, 2.0 * n, bytes), [&] {
     std::vector<double> partial(chunks.size());
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t c = 0; c < count; ++c) {
-      const Chunk& k = chunks[c];
-      visit_float(*k.x, "sum_squares", [&]<class T>() {
-        partial[c] = lane_sum(k.x->data<T>() + k.begin, k.size, [](double v) { return v * v; });
-      });
-    }
+    parallel_ranges(count, n >= kParallelGrain, [&](int64_t first, int64_t last) {
+      for (int64_t c = first; c < last; ++c) {
+        const Chunk& k = chunks[c];
+        visit_float(*k.x, "sum_squares", [&]<class T>() {
+          partial[c] = lane_sum(k.x->data<T>() + k.begin, k.size, [](double v) { return v * v; });
+        });
+      }
+    });
     double total = 0;
     for (double s : partial) total += s;
     visit_float(out, "sum_squares", [&]<class T>() { out.data<T>()[0] = static_cast<T>(total); });

@@ -37,8 +37,8 @@
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/threads.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +61,10 @@ constexpr int kMR = 8;           // rows of the register tile
 constexpr int kNR = 2 * kLanes;  // columns of the register tile: two vectors
 constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x KC floats, 384 KB at KC 1024
 constexpr int kNC = 1024;        // columns of B packed at once: 256 x 1024 floats = 1 MB
+// A split by columns: the fewest columns a share takes (it packs all of A once).
+constexpr int64_t kMinShareColumns = 2 * kNR;
+// Products below this many FLOPs run on one thread (bench/RESULTS.md, thread thresholds).
+constexpr double kParallelFlops = 4e6;
 
 Vec load(const float* p) {
   Vec v;
@@ -482,24 +486,27 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   // A C of a few rows (decoding a token) is matrix-vector work: B read once, unpacked (gemv.cpp).
   if (m <= kGemvMaxRows && options.causal.kind == Causal::kNone && !options.a_row_sums)
     return sgemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.bias);
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || 2.0 * m * n * k < 4e6)
+  const int threads = in_parallel() ? 1 : num_threads();
+  if (threads == 1 || 2.0 * m * n * k < kParallelFlops)
     return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
-  // Each thread computes its own share of C with the serial loops: its own packed panels of A and
-  // B, nothing shared, no barrier. C is split by rows when every thread gets at least two row
-  // blocks, else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied
-  // LM head, 65 rows). Packing B once per thread costs O(k n) per thread against O(m n k /
-  // threads) of arithmetic; sharing the panels instead meant a barrier per k slab and C's rows
+  // C is cut into shares, each computed with the serial loops: its own packed panels of A and B,
+  // nothing shared, no barrier. The pool's threads claim shares one at a time (caller included),
+  // so a thread the scheduler leaves waiting leaves its shares to the others
+  // (kernels/cpu/threads.h). C is split by rows when every thread gets at least two row blocks,
+  // else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied LM head,
+  // 65 rows). Each share packs its B (by rows) or all of A (by columns) once: O(k n) or O(m k)
+  // against O(m n k / shares) of arithmetic, so a share keeps at least two row blocks or
+  // kMinShareColumns columns. Sharing the panels instead meant a barrier per k slab and C's rows
   // moving between the cores' caches from slab to slab, which cost 5-37% per shape on 2 cores
   // (bench/RESULTS.md, 2026-12-04).
   const bool by_rows = m >= int64_t(threads) * 2 * kMC;
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = units * t / nt * unit,
-                  end = std::min(extent, units * (t + 1) / nt * unit);
+  const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
+  const int64_t shares = std::clamp<int64_t>(std::min(widest, chunk_count(units)), 1, units);
+  parallel_chunks(shares, [&](int64_t t) {
+    const int64_t begin = units * t / shares * unit,
+                  end = std::min(extent, units * (t + 1) / shares * unit);
     // A share's rows and columns are numbered from its own corner: the causal diagonal moves too.
     // Split by rows, each share sums its own rows of A; by columns, every share packs all of A and
     // the one with column 0 sums it.
@@ -518,7 +525,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     else if (begin < end)
       sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta, share,
                    c + begin, ldc);
-  }
+  });
 }
 
 void set_sgemm_slab_depth(int64_t kc) {

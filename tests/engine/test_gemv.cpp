@@ -10,7 +10,6 @@
 // the magnitudes (test_sgemm's bound) and the two paths against each other at twice that: they
 // may differ by both errors, and no more. Bits are not expected to agree: the orders differ.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -66,23 +65,24 @@ Stored stored_operands(const GemvCase& p, uint32_t seed) {
   return s;
 }
 
-// The few-row path on the first m rows, with `threads` OpenMP threads (or nested in a region).
+// The few-row path on the first m rows, with `threads` threads of the cpu pool (or nested in one
+// of its parallel loops: chunk 0 of two).
 std::vector<float> few_rows(const GemvCase& p, const Stored& s, int threads, bool nested = false) {
   std::vector<float> c = s.c;
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int saved = glass::kernels::cpu::num_threads();
+  glass::kernels::cpu::set_threads(nested ? 2 : threads);
   const auto product = [&] {
     sgemv_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
                c.data(), s.ldc, s.bias.empty() ? nullptr : s.bias.data());
   };
   if (nested) {
-#pragma omp parallel num_threads(2)
-#pragma omp single
-    product();
+    glass::kernels::cpu::parallel_chunks(2, [&](int64_t chunk) {
+      if (chunk == 0) product();
+    });
   } else {
     product();
   }
-  omp_set_num_threads(saved);
+  glass::kernels::cpu::set_threads(saved);
   return c;
 }
 
@@ -100,7 +100,7 @@ void check_few_rows(const GemvCase& p) {
   std::vector<float> via_sgemm = s.c;
   sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
         via_sgemm.data(), s.ldc, {.bias = s.bias.empty() ? nullptr : s.bias.data()});
-  EXPECT_EQ(via_sgemm, few_rows(p, s, omp_get_max_threads()));
+  EXPECT_EQ(via_sgemm, few_rows(p, s, glass::kernels::cpu::num_threads()));
   // the same bits whatever the thread count
   EXPECT_EQ(few_rows(p, s, 2), gemv_c);
   EXPECT_EQ(few_rows(p, s, 2, true), gemv_c);

@@ -101,6 +101,32 @@ TEST(DevicePeaks, HostPeakIsTheHardwaresAndAboveEveryGemmTheEngineMeasures) {
   }
 }
 
+// The start-up line says whether the machine was busy while the host's figures were measured:
+// busy when the measuring thread got less than 90% of the wall-clock time.
+TEST(DevicePeaks, BusyMachineDecisionAndWords) {
+  EXPECT_FALSE(kernels::measurement_was_busy(1.0));
+  EXPECT_FALSE(kernels::measurement_was_busy(0.95));
+  EXPECT_FALSE(kernels::measurement_was_busy(kernels::kQuietCpuShare));
+  EXPECT_TRUE(kernels::measurement_was_busy(0.89));
+  EXPECT_TRUE(kernels::measurement_was_busy(0.3));
+  const std::string quiet = kernels::measurement_load_note(0.98, 0.2, 2);
+  EXPECT_TRUE(testing::contains_all(quiet, {"quiet", "98%", "load average 0.2 on 2 cores"}))
+      << quiet;
+  const std::string busy = kernels::measurement_load_note(0.41, 23.5, 2);
+  EXPECT_TRUE(testing::contains_all(busy, {"BUSY", "41%", "23.5 on 2 cores", "read low"})) << busy;
+  EXPECT_EQ(kernels::measurement_load_note(0.5, -1, 2).find("load average"), std::string::npos);
+}
+
+// The host's line gives both copies, and the cache-resident one is a real copy speed: at least
+// a few GB/s on any machine this runs on (it read 0.0-0.1 GB/s when one copy was timed alone).
+TEST(DevicePeaks, HostLineGivesBothCopiesAndTheLoad) {
+  const DevicePeaks p = kernels::peaks_for(kCPU);
+  EXPECT_TRUE(testing::contains_all(p.source, {"32 MiB", "256 KiB", "copies per timing",
+                                               "during the measurement"}))
+      << p.source;
+  EXPECT_GT(p.bytes_per_s, 1e9) << p.source;
+}
+
 // What peaks_for does for a GPU without a datasheet row, run on emu: the engine's own GEMM and
 // copy, synchronised, named in the source line.
 TEST(DevicePeaks, MeasuredOnADeviceThroughItsKernels) {

@@ -5,7 +5,6 @@
 // tests run with slabs of 256 (ShallowSlabs); Sgemm.AtThisMachinesSlabDepth crosses the depth
 // the machine chose (up to 1024, where the edge tests' shapes would cost three times as much).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/threads.h"
 
 namespace {
 
@@ -22,6 +22,16 @@ using glass::kernels::cpu::set_sgemm_slab_depth;
 using glass::kernels::cpu::sgemm;
 using glass::kernels::cpu::sgemm_blocking;
 using glass::kernels::cpu::SgemmOptions;
+
+// fn() from inside a parallel loop of the cpu pool (two chunks, fn in the first), where sgemm
+// must run on the calling thread.
+template <class Fn>
+void in_a_parallel_loop(Fn&& fn) {
+  glass::kernels::cpu::parallel_chunks(2, [&](int64_t chunk) {
+    EXPECT_TRUE(glass::kernels::cpu::in_parallel());
+    if (chunk == 0) fn();
+  });
+}
 
 struct Problem {
   bool ta, tb;
@@ -177,18 +187,18 @@ TEST(Sgemm, SameBitsWhateverTheThreadCount) {
         Problem{false, true, 100, 200, 270}, Problem{true, false, 20, 400, 260}}) {
     const Operands o = random_operands(p, 3);
     std::vector<float> one = o.c, two = o.c, nested = o.c;
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    const int saved = glass::kernels::cpu::num_threads();
+    glass::kernels::cpu::set_threads(1);
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, one.data(), o.ldc,
           {.bias = o.bias_or_null()});
-    omp_set_num_threads(2);
+    glass::kernels::cpu::set_threads(2);
     sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, two.data(), o.ldc,
           {.bias = o.bias_or_null()});
-#pragma omp parallel num_threads(2)
-#pragma omp single
-    sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, nested.data(),
-          o.ldc, {.bias = o.bias_or_null()});
-    omp_set_num_threads(saved);
+    in_a_parallel_loop([&] {
+      sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb, 0, nested.data(),
+            o.ldc, {.bias = o.bias_or_null()});
+    });
+    glass::kernels::cpu::set_threads(saved);
     EXPECT_EQ(one, two);
     EXPECT_EQ(one, nested);
     expect_matches_reference(p, o, one);
@@ -237,20 +247,18 @@ void mask_a_outside_band(const CausalProblem& cp, Operands& o) {
 std::vector<float> run_product(const Problem& p, const Operands& o, const SgemmOptions& options,
                                int threads, bool nested) {
   std::vector<float> c = o.c;
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const int saved = glass::kernels::cpu::num_threads();
+  glass::kernels::cpu::set_threads(nested ? 2 : threads);
   const auto product = [&] {
     sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, p.beta,
           c.data(), o.ldc, options);
   };
   if (nested) {
-#pragma omp parallel num_threads(2)
-#pragma omp single
-    product();
+    in_a_parallel_loop(product);
   } else {
     product();
   }
-  omp_set_num_threads(saved);
+  glass::kernels::cpu::set_threads(saved);
   return c;
 }
 
