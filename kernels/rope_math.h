@@ -4,7 +4,8 @@
 //   inv_freq_i = 1 / theta^(2i / D)    (i < D/2; 2i / D divided in C, theta^. by pow in C)
 //   angle      = position * inv_freq_i (the position converted to C first)
 // C is the math type: f32 for f32 and bf16 tensors (what PyTorch computes for Hugging Face), f64
-// for the f64 tensors of gradcheck. The rotation itself (rotate-half) is in kernels/backend.h.
+// for the f64 tensors of gradcheck. The rotation itself (rotate-half) is in
+// kernels/kernel_list.inc.
 #pragma once
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// The `cpu` kernel table, and the dispatch point that picks a table by device.
+// The `cpu` kernel table (from the kernel list, kernels/kernel_list.inc), and the dispatch point
+// that picks a table by device.
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ladder.h"
 #if defined(GLASS_HAS_CUDA)
@@ -22,58 +23,18 @@ const char* binary_op_name(BinaryOp op) {
 }
 
 namespace {
+// One entry per kernel of kernels/kernel_list.inc: cpu's function for `every`, null otherwise.
+#define GLASS_KERNEL(kernel, on, params) .kernel = GLASS_CPU_ENTRY_##on(kernel),
+#define GLASS_CPU_ENTRY_every(kernel) cpu::kernel
+#define GLASS_CPU_ENTRY_emu_cuda(kernel) nullptr
+#define GLASS_CPU_ENTRY_cudnn(kernel) nullptr
 const Backend cpu_backend{
     .name = "cpu",
-    .fill = cpu::fill,
-    .copy = cpu::copy,
-    .cast = cpu::cast,
-    .fill_normal = cpu::fill_normal,
-    .fill_uniform = cpu::fill_uniform,
-    .binary = cpu::binary,
-    .affine = cpu::affine,
-    .pow_scalar = cpu::pow_scalar,
-    .gelu_forward = cpu::gelu_forward,
-    .gelu_backward = cpu::gelu_backward,
-    .dropout_forward = cpu::dropout_forward,
-    .dropout_backward = cpu::dropout_backward,
-    .sum_dim = cpu::sum_dim,
-    .sum_squares = cpu::sum_squares,
-    .clip_scale = cpu::clip_scale,
-    .step_status = cpu::step_status,
-    .gemm = cpu::gemm,
-    .gemm_epilogue = cpu::gemm_epilogue,
-    .softmax_forward = cpu::softmax_forward,
-    .softmax_backward = cpu::softmax_backward,
-    .log_softmax_forward = cpu::log_softmax_forward,
-    .log_softmax_backward = cpu::log_softmax_backward,
-    .cross_entropy_forward = cpu::cross_entropy_forward,
-    .cross_entropy_backward = cpu::cross_entropy_backward,
-    .fused_classifier = cpu::fused_classifier,
-    .layernorm_forward = cpu::layernorm_forward,
-    .layernorm_backward = cpu::layernorm_backward,
-    .residual_layernorm_forward = cpu::residual_layernorm_forward,
-    .residual_layernorm_backward = cpu::residual_layernorm_backward,
-    .rmsnorm_forward = cpu::rmsnorm_forward,
-    .rmsnorm_backward = cpu::rmsnorm_backward,
-    .residual_rmsnorm_forward = cpu::residual_rmsnorm_forward,
-    .residual_rmsnorm_backward = cpu::residual_rmsnorm_backward,
-    .swiglu_forward = cpu::swiglu_forward,
-    .swiglu_backward = cpu::swiglu_backward,
-    .rope_forward = cpu::rope_forward,
-    .rope_backward = cpu::rope_backward,
-    .attention_forward = cpu::attention_forward,
-    .attention_backward = cpu::attention_backward,
-    .flash_attention_forward = cpu::flash_attention_forward,
-    .flash_attention_backward = cpu::flash_attention_backward,
-    .flash_attention_forward_mma = nullptr,  // emu and cuda only
-    .flash_attention_backward_mma = nullptr,
-    .cudnn_attention_forward = nullptr,  // cuda only
-    .cudnn_attention_backward = nullptr,
-    .embedding_forward = cpu::embedding_forward,
-    .embedding_backward = cpu::embedding_backward,
-    .adamw_step = cpu::adamw_step,
-    .sgd_step = cpu::sgd_step,
+#include "kernels/kernel_list.inc"
 };
+#undef GLASS_CPU_ENTRY_every
+#undef GLASS_CPU_ENTRY_emu_cuda
+#undef GLASS_CPU_ENTRY_cudnn
 }  // namespace
 
 #if defined(GLASS_HAS_EMU)

@@ -5,6 +5,7 @@
 // on are padding: never a target, no probability, gradient 0.
 #include <cmath>
 
+#include "kernels/costs/classifier.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -17,16 +18,16 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   const ClassifierShape g(kernel, logits, targets, losses, valid, vocab);
   // 1. check the targets (throws naming the first bad row) and count the rows that count
   const int64_t n_valid = count_valid_targets(kernel, targets, vocab, ignore_index);
-  const double elements = static_cast<double>(logits.numel());
-  const double bytes = static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
-                       bytes_of({&targets, &losses, &valid});
+  // the row pass, and the count of valid rows written by the same launch
+  LaunchCost cost = fused_classifier_cost(logits, targets, losses, write_dlogits);
+  cost.bytes += bytes_of({&valid});
   visit_float(logits, kernel, [&]<class T>() {
     T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     T* loss = losses.data<T>();
     T* n_rows = valid.data<T>();
     const T inv_valid = T(1) / static_cast<T>(n_valid);
-    launch(cpu_launch_info(kernel, g.rows, (write_dlogits ? 6.0 : 3.0) * elements, bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         T* xr = x + r * g.cols;
         const bool counted = t[r] != ignore_index;

@@ -10,25 +10,13 @@
 #include <cmath>
 
 #include "engine/rng.h"
+#include "kernels/costs/elementwise.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace glass::kernels::cpu {
 
 namespace {
-
-// FLOPs per element, counting an exp or pow as one operation.
-constexpr double kGeluForwardFlops = 10;   // u (5), -2u, exp, 1 + e, 1 / (.), x (.)
-constexpr double kGeluBackwardFlops = 20;  // q (9), du/dx (4), the product (7)
-
-// Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
-int64_t distinct_elements(const Tensor& t) {
-  const Shape &shape = t.shape(), &strides = t.strides();
-  int64_t n = 1;
-  for (size_t d = 0; d < shape.size(); ++d)
-    n *= strides[d] == 0 ? std::min<int64_t>(shape[d], 1) : shape[d];
-  return n;
-}
 
 // out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large (in ranges of whole vectors).
 template <class T, class F>
@@ -115,7 +103,8 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
   GLASS_CHECK(p >= 0 && p <= 1, "{}: probability {} is outside [0, 1] for {}", kernel, p,
               x.describe());
   const int64_t n = x.numel();
-  launch(cpu_launch_info(kernel, n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+  const LaunchCost cost = map_cost(x, 1);
+  launch(cpu_launch_info(kernel, n, cost.flops, cost.bytes), [&] {
     // The offset read when the kernel runs (rng.offset_base is host memory on cpu).
     const uint64_t off = philox_offset(rng);
     visit_float(x, kernel,
@@ -132,9 +121,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
               "binary {}: operands {} and {} must have the output's shape and dtype, {}", name,
               a.describe(), b.describe(), out.describe());
   const int64_t n = out.numel();
-  const double bytes = static_cast<double>(distinct_elements(a) + distinct_elements(b) + n) *
-                       dtype_size(out.dtype());
-  launch(cpu_launch_info(name, n, static_cast<double>(n), bytes), [&] {
+  const LaunchCost cost = binary_cost(a, b, out);
+  launch(cpu_launch_info(name, n, cost.flops, cost.bytes), [&] {
     visit_float(out, name, [&]<class T>() {
       switch (op) {
         case BinaryOp::add:
@@ -153,7 +141,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
 void affine(const Tensor& x, const Tensor& out, double mul, double add) {
   check_unary("affine", x, out);
   const int64_t n = x.numel();
-  launch(cpu_launch_info("affine", n, 2.0 * n, 2.0 * x.nbytes()), [&] {
+  const LaunchCost cost = map_cost(x, 2);
+  launch(cpu_launch_info("affine", n, cost.flops, cost.bytes), [&] {
     visit_float(x, "affine", [&]<class T>() {
       const T m = static_cast<T>(mul), a = static_cast<T>(add);
       map1(x.data<T>(), out.data<T>(), n, [=](T v) { return v * m + a; });
@@ -164,7 +153,8 @@ void affine(const Tensor& x, const Tensor& out, double mul, double add) {
 void pow_scalar(const Tensor& x, const Tensor& out, double p) {
   check_unary("pow_scalar", x, out);
   const int64_t n = x.numel();
-  launch(cpu_launch_info("pow_scalar", n, static_cast<double>(n), 2.0 * x.nbytes()), [&] {
+  const LaunchCost cost = map_cost(x, 1);
+  launch(cpu_launch_info("pow_scalar", n, cost.flops, cost.bytes), [&] {
     visit_float(x, "pow_scalar", [&]<class T>() {
       // Squares are common (variances, norms) and need no pow call.
       if (p == 2) return map1(x.data<T>(), out.data<T>(), n, [](T v) { return v * v; });
@@ -188,7 +178,8 @@ T sigmoid_2u(T u) {
 void gelu_forward(const Tensor& x, const Tensor& y) {
   check_unary("gelu_forward", x, y);
   const int64_t n = x.numel();
-  launch(cpu_launch_info("gelu_forward", n, kGeluForwardFlops * n, 2.0 * x.nbytes()), [&] {
+  const LaunchCost cost = map_cost(x, kGeluForwardFlops);
+  launch(cpu_launch_info("gelu_forward", n, cost.flops, cost.bytes), [&] {
     visit_float(x, "gelu_forward", [&]<class T>() {
       const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
       map1(x.data<T>(), y.data<T>(), n,
@@ -201,7 +192,8 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   check_unary("gelu_backward", x, dx);
   check_unary("gelu_backward", dy, dx);
   const int64_t n = x.numel();
-  launch(cpu_launch_info("gelu_backward", n, kGeluBackwardFlops * n, 3.0 * x.nbytes()), [&] {
+  const LaunchCost cost = gelu_backward_cost(x);
+  launch(cpu_launch_info("gelu_backward", n, cost.flops, cost.bytes), [&] {
     visit_float(x, "gelu_backward", [&]<class T>() {
       const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
       map2(x.data<T>(), dy.data<T>(), dx.data<T>(), n, [=](T v, T g) {

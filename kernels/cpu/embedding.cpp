@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/costs/embedding.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -36,7 +37,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   check_embedding("embedding_forward", ids, table, out);
   const int64_t n = ids.numel();
   const size_t row_bytes = static_cast<size_t>(table.size(1)) * dtype_size(table.dtype());
-  launch(cpu_launch_info("embedding_forward", n, 0, n * (4.0 + 2.0 * row_bytes)), [&] {
+  const LaunchCost cost = embedding_forward_cost(ids, out);
+  launch(cpu_launch_info("embedding_forward", n, cost.flops, cost.bytes), [&] {
     const int32_t* id = ids.data<int32_t>();
     const char* src = static_cast<const char*>(table.raw_data());
     char* dst = static_cast<char*>(out.raw_data());

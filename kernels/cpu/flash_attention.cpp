@@ -30,6 +30,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/costs/attention.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -81,10 +82,6 @@ void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
   });
   std::fill(row + whole_blocks(seen), row + keys, T(0));
 }
-
-// A slice's causal score entries, T (T + 1) / 2: the work its FLOPs count, as on cuda (the tiles
-// the diagonal crosses compute a few entries more, so the rate shown errs low).
-double causal_entries(int64_t T_len) { return double(T_len) * double(T_len + 1) / 2; }
 
 // Slice s's (batch s / H, query head s % H) rows of q, k, v, out in `qkv` and `out` (or of their
 // gradients in dqkv and dout): k and v those of its key/value head.
@@ -161,8 +158,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const FlashAttentionShape g(kernel, qkv, n_head, n_kv_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
-  // FLOPs: the two GEMMs (4 D per score entry) and the softmax (~5 per entry)
-  const double flops = static_cast<double>(g.slices()) * (4.0 * D + 5.0) * causal_entries(Tn);
+  const double flops = flash_attention_forward_flops(g.slices(), Tn, D);
   visit_float(qkv, kernel, [&]<class T>() {
     const T scale_t = static_cast<T>(scale);
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
@@ -203,10 +199,7 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const FlashAttentionShape g(kernel, qkv, n_head, n_kv_head, {&dqkv}, {&out, &dout}, lse);
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
-  // FLOPs: five GEMMs (S again, dV, dP, dQ, dK: 10 D per score entry), D_i (2 D per row), the
-  // elementwise dS (~4 per entry)
-  const double flops =
-      static_cast<double>(g.slices()) * ((10.0 * D + 4.0) * causal_entries(Tn) + 2.0 * D * Tn);
+  const double flops = flash_attention_backward_flops(g.slices(), Tn, D);  // in one pass
   visit_float(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/costs/gemm.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -126,19 +127,13 @@ void gemm_launch(const GemmArgs& g, const Tensor& a_row_sums, const char* kernel
               "{}: the row sums {} of A must be m = {} contiguous values of C's dtype, batch 1",
               kernel, a_row_sums.describe(), g.m);
   const double es = static_cast<double>(dtype_size(g.c.dtype()));
-  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
-  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
-  const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
-  const double bias_elems = g.bias.defined() ? static_cast<double>(g.n) : 0;
+  const GemmElements e = gemm_elements(g);
   const double sum_elems = sums ? static_cast<double>(g.m) : 0;
-  const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch +
-                       (sums ? static_cast<double>(g.m) * g.k : 0);
-  launch(cpu_launch_info(kernel, g.batch, flops,
-                         es * (a_elems + b_elems + c_elems + bias_elems + sum_elems)),
-         [&] {
-           visit_float(g.c, kernel,
-                       [&]<class T>() { gemm_typed<T>(g, sums ? a_row_sums.data<T>() : nullptr); });
-         });
+  const double flops = gemm_flops(g) + (sums ? static_cast<double>(g.m) * g.k : 0);
+  launch(cpu_launch_info(kernel, g.batch, flops, es * (e.a + e.b + e.c + e.bias + sum_elems)), [&] {
+    visit_float(g.c, kernel,
+                [&]<class T>() { gemm_typed<T>(g, sums ? a_row_sums.data<T>() : nullptr); });
+  });
 }
 
 }  // namespace

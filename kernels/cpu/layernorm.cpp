@@ -20,6 +20,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/costs/norms.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -36,10 +37,7 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
                             const Tensor& y, const Tensor& mean, const Tensor& rstd, double eps) {
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
-  double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
-  if (delta) bytes += bytes_of({delta, residual});
-  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
-  const double flops = (delta ? 9.0 : 8.0) * static_cast<double>(x.numel());
+  const LaunchCost cost = layernorm_forward_cost(x, delta, residual, weight, bias, y, mean, rstd);
   visit_float(x, kernel, [&]<class T>() {
     const T* xp = x.data<T>();
     const T* dp = delta ? delta->data<T>() : nullptr;
@@ -50,7 +48,7 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
     T* mp = mean.data<T>();
     T* rp = rstd.data<T>();
     const int64_t C = g.C;
-    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, x.numel(), [&](int64_t r) {
         const T* xr = xp + r * C;
         T* yr = yp + r * C;
@@ -112,11 +110,9 @@ void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor*
                              const Tensor& dbias) {
   const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&mean, &rstd}, {&weight, &dweight, &dbias});
   if (dresidual) (void)LayerNormShape(kernel, x, {dresidual}, {}, {});
-  double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &dweight, &dbias});
-  if (dresidual) bytes += bytes_of({dresidual});
-  // per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias), + 1
-  // (adding dresidual)
-  const double flops = (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel());
+  // the row pass, and dweight and dbias written from the chunks' partial sums in cache
+  LaunchCost cost = layernorm_backward_rows_cost(dy, dresidual, x, weight, mean, rstd, dx);
+  cost.bytes += bytes_of({&dweight, &dbias});
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   visit_float(x, kernel, [&]<class T>() {
     const T* dyp = dy.data<T>();
@@ -129,7 +125,7 @@ void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor*
     T* dw = dweight.data<T>();
     T* db = dbias.data<T>();
     const int64_t C = g.C;
-    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       // partial[c] holds chunk c's dweight sums, then its dbias sums (2 * C values)
       std::vector<T> partial(static_cast<size_t>(chunks * 2 * C));
       for_each_row(chunks, x.numel(), [&](int64_t c) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/rng.h"
+#include "kernels/costs/memory.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/saturating_cast.h"
@@ -117,7 +118,8 @@ template <class ValueAt>
 void fill_each(const char* kernel, const Tensor& dst, int64_t grain, ValueAt value_at) {
   GLASS_CHECK(dst.is_contiguous(), "{}: destination {} must be contiguous", kernel, dst.describe());
   const int64_t n = dst.numel();
-  launch(cpu_launch_info(kernel, n, 0, static_cast<double>(dst.nbytes())), [&] {
+  const LaunchCost cost = fill_cost(dst);
+  launch(cpu_launch_info(kernel, n, cost.flops, cost.bytes), [&] {
     void* p = dst.raw_data();
     const DType t = dst.dtype();
     parallel_ranges(n, n >= grain, [&](int64_t begin, int64_t end) {
@@ -135,7 +137,8 @@ void fill(const Tensor& dst, double value) {
 void copy(const Tensor& src, const Tensor& dst) {
   GLASS_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(),
               "copy: source {} and destination {} differ", src.describe(), dst.describe());
-  launch(cpu_launch_info("copy", src.numel(), 0, bytes_of({&src, &dst})), [&] {
+  const LaunchCost cost = copy_cost(src, dst);
+  launch(cpu_launch_info("copy", src.numel(), cost.flops, cost.bytes), [&] {
     // Dimensions both sides walk as one merged: contiguous tensors become a single run.
     const size_t e = dtype_size(src.dtype());
     StridedLoop<2> loop = simplify<2>(src.shape(), {src.strides(), dst.strides()});
@@ -160,7 +163,8 @@ void cast(const Tensor& src, const Tensor& dst) {
               "cast: source {} and destination {} must be contiguous and of one shape",
               src.describe(), dst.describe());
   const int64_t n = src.numel();
-  launch(cpu_launch_info("cast", n, 0, bytes_of({&src, &dst})), [&] {
+  const LaunchCost cost = copy_cost(src, dst);
+  launch(cpu_launch_info("cast", n, cost.flops, cost.bytes), [&] {
     const void* s = src.raw_data();
     void* d = dst.raw_data();
     parallel_ranges(n, n >= kParallelGrain, [&](int64_t begin, int64_t end) {

@@ -7,6 +7,7 @@
 // branch-free and vectorise.
 #include <cmath>
 
+#include "kernels/costs/optim.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/optim_math.h"
@@ -19,7 +20,8 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
   for (const AdamWParam& a : params) n += a.param.numel();
   // One launch for all parameters; each parameter's loop is split over the threads. Reads p, g,
   // m, v; writes p, m, v.
-  launch(cpu_launch_info("adamw_step", n, 16.0 * n, 7.0 * 4.0 * n), [&] {
+  const LaunchCost cost = adamw_step_cost(n);
+  launch(cpu_launch_info("adamw_step", n, cost.flops, cost.bytes), [&] {
     // The finite gate: a step with a non-finite loss or norm changes nothing.
     if (hyper.finite.defined() && hyper.finite.data<double>()[0] == 0.0) return;
     const AdamWScalars s = adamw_scalars(hyper);
@@ -49,9 +51,8 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   // it scales (a norm within bounds changes nothing).
   const double factor = clip_factor(sum_sq.data<double>()[0], max_norm);
   const bool scales = factor != 1.0;
-  const double flops = scales ? static_cast<double>(n) : 0.0;
-  const double bytes = sizeof(double) + (scales ? 2.0 * x.nbytes() : 0.0);
-  launch(cpu_launch_info("clip_scale", n, flops, bytes), [&] {
+  const LaunchCost cost = clip_scale_cost(x, scales);
+  launch(cpu_launch_info("clip_scale", n, cost.flops, cost.bytes), [&] {
     if (!scales) return;
     visit_float(x, "clip_scale", [&]<class T>() {
       const T f = static_cast<T>(factor);
@@ -69,7 +70,8 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
 
 void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
   check_step_status(loss, sum_sq, status);
-  launch(cpu_launch_info("step_status", 1, 4.0, 2.0 * sizeof(double) + 3.0 * sizeof(double)), [&] {
+  const LaunchCost cost = step_status_cost(loss);
+  launch(cpu_launch_info("step_status", 1, cost.flops, cost.bytes), [&] {
     visit_float(loss, "step_status", [&]<class T>() {
       step_status_of(static_cast<double>(loss.data<T>()[0]), sum_sq.data<double>()[0],
                      status.data<double>());
@@ -82,7 +84,8 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
   check_sgd_step(param, grad, buf, momentum);
   const bool use_buf = buf.defined();
   const int64_t n = param.numel();
-  launch(cpu_launch_info("sgd_step", n, 5.0 * n, (use_buf ? 5.0 : 3.0) * param.nbytes()), [&] {
+  const LaunchCost cost = sgd_step_cost(param, use_buf);
+  launch(cpu_launch_info("sgd_step", n, cost.flops, cost.bytes), [&] {
     const float wd = static_cast<float>(weight_decay), lr_f = static_cast<float>(lr);
     const float mom = static_cast<float>(momentum);
     float* p = param.data<float>();

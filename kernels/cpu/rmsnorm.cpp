@@ -15,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/costs/norms.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -31,10 +32,7 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
                           const Tensor& rstd, double eps) {
   const LayerNormShape g(kernel, x, {&x, &y}, {&rstd}, {&weight});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
-  double bytes = bytes_of({&x, &y, &weight, &rstd});
-  if (delta) bytes += bytes_of({delta, residual});
-  // per element: 2 (sum of squares) + 2 (normalise, scale), + 1 (the residual add)
-  const double flops = (delta ? 5.0 : 4.0) * static_cast<double>(x.numel());
+  const LaunchCost cost = rmsnorm_forward_cost(x, delta, residual, weight, y, rstd);
   visit_float(x, kernel, [&]<class T>() {
     const T* xp = x.data<T>();
     const T* dp = delta ? delta->data<T>() : nullptr;
@@ -43,7 +41,7 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
     T* yp = y.data<T>();
     T* rp = rstd.data<T>();
     const int64_t C = g.C;
-    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, x.numel(), [&](int64_t r) {
         const T* xr = xp + r * C;
         T* yr = yp + r * C;
@@ -91,10 +89,9 @@ void rmsnorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* d
                            const Tensor& dx, const Tensor& dweight) {
   const LayerNormShape g(kernel, x, {&x, &dy, &dx}, {&rstd}, {&weight, &dweight});
   if (dresidual) (void)LayerNormShape(kernel, x, {dresidual}, {}, {});
-  double bytes = bytes_of({&dy, &x, &weight, &rstd, &dx, &dweight});
-  if (dresidual) bytes += bytes_of({dresidual});
-  // per element: 1 (xhat) + 1 (dxhat) + 2 (the mean) + 3 (dx) + 2 (dweight), + 1 (dresidual)
-  const double flops = (dresidual ? 10.0 : 9.0) * static_cast<double>(x.numel());
+  // the row pass, and dweight written from the chunks' partial sums in cache
+  LaunchCost cost = rmsnorm_backward_rows_cost(dy, dresidual, x, weight, rstd, dx);
+  cost.bytes += bytes_of({&dweight});
   const int64_t chunks = (g.rows + kRmsRowsPerChunk - 1) / kRmsRowsPerChunk;
   visit_float(x, kernel, [&]<class T>() {
     const T* dyp = dy.data<T>();
@@ -105,7 +102,7 @@ void rmsnorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* d
     T* dxp = dx.data<T>();
     T* dw = dweight.data<T>();
     const int64_t C = g.C;
-    launch(cpu_launch_info(kernel, g.rows, flops, bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       // partial[c] holds chunk c's dweight sums (C values)
       std::vector<T> partial(static_cast<size_t>(chunks * C));
       for_each_row(chunks, x.numel(), [&](int64_t c) {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/costs/rope.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/rope_math.h"
@@ -29,8 +30,6 @@ namespace glass::kernels::cpu {
 
 namespace {
 
-// FLOPs per rotated pair: 4 multiplies, 2 adds (the table's trig is per (t, i), not counted).
-constexpr double kRopeFlopsPerPair = 6;
 constexpr int64_t kRopeTrigWork = 32;
 // Tables kept: training uses two (forward and backward, shared by every layer and step); a few
 // more cover evaluation or generation at other lengths without growing with the positions seen.
@@ -113,8 +112,8 @@ void rope_rows(const char* kernel, const Tensor& in, const Tensor& out, int64_t 
   const RopeShape g(kernel, in, out, n_head, n_kv_head);
   const int64_t half = g.D / 2;
   const double pairs = static_cast<double>(g.B * g.T * (n_head + n_kv_head) * half);
-  launch(cpu_launch_info(kernel, g.B * g.T, kRopeFlopsPerPair * pairs,
-                         static_cast<double>(in.nbytes() + out.nbytes())),
+  const LaunchCost cost = rope_cost(in, out, pairs);  // the table's trig is not counted
+  launch(cpu_launch_info(kernel, g.B * g.T, cost.flops, cost.bytes),
          [&] {
            visit_float(in, kernel, [&]<class T>() {
              // 1. cos and sin (sign folded into sin) of every (t, i), cached or computed

@@ -8,6 +8,7 @@
 // FLOP counts treat exp and log as one operation each.
 #include <cmath>
 
+#include "kernels/costs/softmax.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -23,12 +24,11 @@ void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<c
                     double flops_per_element, MakeRow&& make_row) {
   check_row_layout(kernel, x.numel(), ts);
   const Rows g(x);
-  const double bytes = bytes_of(ts);
+  const LaunchCost cost = rowwise_cost(flops_per_element, static_cast<double>(x.numel()), ts);
   visit_float(x, kernel, [&]<class T>() {
     const auto row = make_row.template operator()<T>();
-    launch(
-        cpu_launch_info(kernel, g.rows, flops_per_element * static_cast<double>(x.numel()), bytes),
-        [&] { for_each_row(g.rows, x.numel(), [&](int64_t r) { row(r * g.cols, g.cols); }); });
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes),
+           [&] { for_each_row(g.rows, x.numel(), [&](int64_t r) { row(r * g.cols, g.cols); }); });
   });
 }
 
@@ -36,7 +36,7 @@ void launch_rowwise(const char* kernel, const Tensor& x, std::initializer_list<c
 
 // y = exp(x - max) / sum(exp(x - max))
 void softmax_forward(const Tensor& x, const Tensor& y) {
-  launch_rowwise("softmax_forward", x, {&x, &y}, 5, [&]<class T>() {
+  launch_rowwise("softmax_forward", x, {&x, &y}, kSoftmaxForwardFlops, [&]<class T>() {
     return [xp = x.data<T>(), yp = y.data<T>()](int64_t off, int64_t n) {
       masked_softmax_row(xp + off, yp + off, n, n);
     };
@@ -45,7 +45,7 @@ void softmax_forward(const Tensor& x, const Tensor& y) {
 
 // dx = y * (dy - sum(dy * y))
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  launch_rowwise("softmax_backward", y, {&y, &dy, &dx}, 4, [&]<class T>() {
+  launch_rowwise("softmax_backward", y, {&y, &dy, &dx}, kSoftmaxBackwardFlops, [&]<class T>() {
     return [yp = y.data<T>(), dyp = dy.data<T>(), dxp = dx.data<T>()](int64_t off, int64_t n) {
       masked_softmax_backward_row(yp + off, dyp + off, dxp + off, n, n);
     };
@@ -54,7 +54,7 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
 
 // y = x - logsumexp(x) = (x - max) - log(sum(exp(x - max)))
 void log_softmax_forward(const Tensor& x, const Tensor& y) {
-  launch_rowwise("log_softmax_forward", x, {&x, &y}, 5, [&]<class T>() {
+  launch_rowwise("log_softmax_forward", x, {&x, &y}, kSoftmaxForwardFlops, [&]<class T>() {
     return [xp = x.data<T>(), yp = y.data<T>()](int64_t off, int64_t n) {
       const T* xr = xp + off;
       T* yr = yp + off;
@@ -67,7 +67,7 @@ void log_softmax_forward(const Tensor& x, const Tensor& y) {
 
 // dx = dy - softmax(x) * sum(dy), with softmax(x) = exp(y)
 void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  launch_rowwise("log_softmax_backward", y, {&y, &dy, &dx}, 4, [&]<class T>() {
+  launch_rowwise("log_softmax_backward", y, {&y, &dy, &dx}, kSoftmaxBackwardFlops, [&]<class T>() {
     return [yp = y.data<T>(), dyp = dy.data<T>(), dxp = dx.data<T>()](int64_t off, int64_t n) {
       const T* yr = yp + off;
       const T* dyr = dyp + off;
@@ -90,14 +90,16 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
   check_row_layout(kernel, g.rows, {&targets, &losses, &lse});
   check_row_layout(kernel, 1, {&valid});
   const int64_t n_valid = count_valid_targets(kernel, targets, g.cols, ignore_index);
-  const double bytes = bytes_of({&logits, &targets, &losses, &lse, &valid});
+  // the row pass, and the count of valid rows written by the same launch
+  LaunchCost cost = cross_entropy_forward_cost(logits, targets, losses, lse);
+  cost.bytes += bytes_of({&valid});
   visit_float(logits, kernel, [&]<class T>() {
     const T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     T* loss = losses.data<T>();
     T* l = lse.data<T>();
     T* n_rows = valid.data<T>();
-    launch(cpu_launch_info(kernel, g.rows, 4.0 * static_cast<double>(logits.numel()), bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         const T* xr = x + r * g.cols;
         const LogSumExp<T> lse_r = row_logsumexp(xr, g.cols);
@@ -117,14 +119,14 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   check_row_layout(kernel, logits.numel(), {&logits, &dlogits});
   check_row_layout(kernel, g.rows, {&targets, &lse, &dlosses});
   count_valid_targets(kernel, targets, g.cols, ignore_index);
-  const double bytes = bytes_of({&logits, &targets, &lse, &dlosses, &dlogits});
+  const LaunchCost cost = cross_entropy_backward_cost(logits, targets, lse, dlosses, dlogits);
   visit_float(logits, kernel, [&]<class T>() {
     const T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
     const T* l = lse.data<T>();
     const T* dl = dlosses.data<T>();
     T* dx = dlogits.data<T>();
-    launch(cpu_launch_info(kernel, g.rows, 3.0 * static_cast<double>(logits.numel()), bytes), [&] {
+    launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         const T* xr = x + r * g.cols;
         T* dxr = dx + r * g.cols;

@@ -7,17 +7,13 @@
 //
 // Rows run in parallel, each row's loop vectorised (exp_vectorisable: libm's expf is a call per
 // element). Every element is computed on its own, so the results do not depend on the threads.
+#include "kernels/costs/swiglu.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace glass::kernels::cpu {
 
 namespace {
-
-// FLOPs per output element, counting an exp as one operation: sigmoid 3, silu 1, * up 1.
-constexpr double kSwigluForwardFlops = 5;
-// sigmoid 3, silu' 4, dgate 2, dup 2
-constexpr double kSwigluBackwardFlops = 11;
 
 template <class T>
 T swiglu_sigmoid(T g) {  // sigmoid(g)
@@ -28,9 +24,8 @@ T swiglu_sigmoid(T g) {  // sigmoid(g)
 
 void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
   const SwigluShape g("swiglu_forward", gate_up, out);
-  const double n = static_cast<double>(out.numel());
-  launch(cpu_launch_info("swiglu_forward", g.rows, kSwigluForwardFlops * n,
-                         static_cast<double>(gate_up.nbytes() + out.nbytes())),
+  const LaunchCost cost = swiglu_forward_cost(gate_up, out);
+  launch(cpu_launch_info("swiglu_forward", g.rows, cost.flops, cost.bytes),
          [&] {
            visit_float(out, "swiglu_forward", [&]<class T>() {
              const T* in = gate_up.data<T>();
@@ -49,9 +44,8 @@ void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
 
 void swiglu_backward(const Tensor& gate_up, const Tensor& dout, const Tensor& dgate_up) {
   const SwigluShape g("swiglu_backward", gate_up, dout, &dgate_up);
-  const double n = static_cast<double>(dout.numel());
-  launch(cpu_launch_info("swiglu_backward", g.rows, kSwigluBackwardFlops * n,
-                         static_cast<double>(2 * gate_up.nbytes() + dout.nbytes())),
+  const LaunchCost cost = swiglu_backward_cost(gate_up, dout);
+  launch(cpu_launch_info("swiglu_backward", g.rows, cost.flops, cost.bytes),
          [&] {
            visit_float(dout, "swiglu_backward", [&]<class T>() {
              const T* in = gate_up.data<T>();

@@ -1,5 +1,5 @@
 // CUDA kernels for causal scaled-dot-product attention: q, out [B, H, T, D], k, v [B, Hkv, T, D]
-// and probs [B, H, T, T], all contiguous f32 or bf16 (contracts in kernels/backend.h; the cpu
+// and probs [B, H, T, T], all contiguous f32 or bf16 (contracts in kernels/kernel_list.inc; the cpu
 // reference is kernels/cpu/attention.cpp). Query slice s (batch, head) reads key/value slice
 // s / group, group = H / Hkv (grouped-query attention; Hkv = H is multi-head).
 //

@@ -1,6 +1,6 @@
 // The fused classifier: cross-entropy's forward and the gradient of its logits in one kernel per
-// row (contract in kernels/backend.h; the cpu reference is kernels/cpu/classifier.cpp). And the
-// target check that every cross-entropy kernel runs first (cuda_kernels.h: check_targets).
+// row (contract in kernels/kernel_list.inc; the cpu reference is kernels/cpu/classifier.cpp). And
+// the target check that every cross-entropy kernel runs first (cuda_kernels.h: check_targets).
 //
 // Why fused: the logits of a language model are the largest tensor of a step (GPT-2: 8192 rows x
 // 50304 columns, 1.6 GB in f32). The unfused path reads them three times (logsumexp, loss,
@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/costs/classifier.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -123,14 +124,10 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   if (g.rows == 0) return;
   // 2. one block per row: max, sum, loss and (in place) the gradient
   const dim3 block(whole_warps(g.cols, kMaxThreadsPerRow));
-  const double elements = static_cast<double>(logits.numel());
-  // exp + max/add per class in pass 1, exp + mul + sub per column in pass 2; the row is read
-  // twice (the second time typically from L2) and written once
-  const LaunchInfo info =
-      kernel_launch_info(kernel, logits, dim3(static_cast<unsigned>(g.rows)), block, 0,
-                         (write_dlogits ? 6.0 : 3.0) * elements,
-                         static_cast<double>(logits.nbytes()) * (write_dlogits ? 2.0 : 1.0) +
-                             static_cast<double>(targets.nbytes() + losses.nbytes()));
+  // the row is read twice (the second time typically from L2) and written once; counted once
+  const LaunchCost cost = fused_classifier_cost(logits, targets, losses, write_dlogits);
+  const LaunchInfo info = kernel_launch_info(kernel, logits, dim3(static_cast<unsigned>(g.rows)),
+                                             block, 0, cost.flops, cost.bytes);
   visit_f32_bf16(logits, kernel, [&]<class T>() {
     launch_cuda_kernel(info, fused_classifier_kernel<T>, logits.data<T>(), targets.data<int32_t>(),
                        losses.data<float>(), valid.data<float>(), g.cols, vocab, ignore_index,

@@ -1,7 +1,7 @@
 // Host launchers of the CUDA kernels (kernels/cuda/*.cu). The same sources build the `cuda` table
 // (nvcc) and the `emu` table (host compiler + engine/emu), each in its own inline namespace
 // (build.h); backend_table.cu, compiled in both builds, puts them into the dispatch table.
-// Each kernel's contract is documented once, on its entry in kernels/backend.h.
+// Each kernel's contract is documented once, on its entry in kernels/kernel_list.inc.
 #pragma once
 
 #include <string>
@@ -11,14 +11,10 @@
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
-#include "kernels/kernel_functions.inc"
-
-// FlashAttention-2 on the Tensor Cores (flash_attention_mma.cu), the backend entries of that name
-void flash_attention_forward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                 int64_t n_head, int64_t n_kv_head, double scale);
-void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                                  const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                                  int64_t n_kv_head, double scale);
+// Every kernel of kernels/kernel_list.inc: the `cudnn` entries too, which cudnn_attention.cu
+// defines in every build (refusing with one line where cuDNN is not built in).
+#define GLASS_KERNEL(kernel, on, params) void kernel params;
+#include "kernels/kernel_list.inc"
 
 void check_gemm_args(const GemmArgs& args);  // throws naming what gemm() would refuse
 void gemm_cublas(const GemmArgs& args);  // checked arguments, no bias: cuBLAS, never TF32 (gemm.cu)

@@ -21,6 +21,7 @@
 #include "engine/error.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/build.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
@@ -136,10 +137,7 @@ bool cudnn_attention_available();
 int64_t cudnn_attention_graph_ops(bool backward, int64_t B, int64_t T, int64_t n_head,
                                   int64_t n_kv_head, int64_t head_dim);
 
-void cudnn_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                             int64_t n_head, int64_t n_kv_head, double scale);
-void cudnn_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& dout, const Tensor& dqkv, int64_t n_head,
-                              int64_t n_kv_head, double scale);
+// cudnn_attention_forward and cudnn_attention_backward, the kernels of this file, are declared by
+// the kernel list (kernels/kernel_list.inc, through cuda_kernels.h).
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -11,6 +11,7 @@
 // every op shares one kernel body. The functor computes in compute_t<T> (f32 for bf16): each
 // element is loaded exactly, computed in f32 and rounded once when stored.
 #include "engine/rng.h"
+#include "kernels/costs/elementwise.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/vector_row.h"
@@ -20,10 +21,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-// FLOPs per element, counting an exp or pow as one operation (as the cpu kernels count).
-constexpr double kGeluForwardFlops = 10;
-constexpr double kGeluBackwardFlops = 20;
 
 // Math that picks the f32 or f64 function by argument type, on host and device alike.
 __device__ inline float exp_of(float x) { return expf(x); }
@@ -229,23 +226,16 @@ void launch_map1(const char* name, const Tensor& x, const Tensor& y, double flop
   visit_element(x, name, [&]<class T>() {
     using C = compute_t<T>;
     const bool vectorised = all_vec_aligned(x.data<T>(), y.data<T>());
-    launch_items(name, "map1", y, vec_units<T>(n, vectorised), flops_per_element * n,
-                 2.0 * x.nbytes(), map1_kernel<T, F<C>>, x.data<T>(), y.data<T>(), n, vectorised,
+    const LaunchCost cost = map_cost(x, flops_per_element);
+    launch_items(name, "map1", y, vec_units<T>(n, vectorised), cost.flops, cost.bytes,
+                 map1_kernel<T, F<C>>, x.data<T>(), y.data<T>(), n, vectorised,
                  F<C>{static_cast<C>(scalars)...});
   });
 }
 
-// Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
-int64_t distinct_elements(const Tensor& t) {
-  int64_t n = 1;
-  for (int d = 0; d < t.dim(); ++d)
-    n *= t.stride(d) == 0 ? std::min<int64_t>(t.size(d), 1) : t.size(d);
-  return n;
-}
-
 template <class T, class Op>
 void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out,
-                   double bytes, Op op) {
+                   LaunchCost cost, Op op) {
   const int64_t n = out.numel();
   const StridedIndex<3> idx =
       make_strided_index<3>(name, out, out.shape(), {a.strides(), b.strides(), out.strides()});
@@ -253,7 +243,7 @@ void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Ten
   const bool contiguous =
       idx.ndim == 1 && idx.stride[0][0] == 1 && idx.stride[1][0] == 1 && idx.stride[2][0] == 1;
   const bool vectorised = contiguous && all_vec_aligned(a.data<T>(), b.data<T>(), out.data<T>());
-  launch_items(name, "binary", out, vec_units<T>(n, vectorised), static_cast<double>(n), bytes,
+  launch_items(name, "binary", out, vec_units<T>(n, vectorised), cost.flops, cost.bytes,
                binary_kernel<T, Op>, a.data<T>(), b.data<T>(), out.data<T>(), idx, n, vectorised,
                op);
 }
@@ -270,8 +260,9 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
     using C = compute_t<T>;
     const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
     const bool vectorised = kVecWidth<T> == 4 && all_vec_aligned(x.data<T>(), y.data<T>());
-    launch_items(kernel, "dropout", y, (n + 3) / 4, static_cast<double>(n), 2.0 * x.nbytes(),
-                 dropout_kernel<T>, x.data<T>(), y.data<T>(), n, threshold, scale, rng, vectorised);
+    const LaunchCost cost = map_cost(x, 1);
+    launch_items(kernel, "dropout", y, (n + 3) / 4, cost.flops, cost.bytes, dropout_kernel<T>,
+                 x.data<T>(), y.data<T>(), n, threshold, scale, rng, vectorised);
   });
 }
 
@@ -284,19 +275,17 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
               "binary {}: operands {} and {} must have the output's shape and dtype, {}", name,
               a.describe(), b.describe(), out.describe());
   if (out.numel() == 0) return;
-  const double bytes =
-      static_cast<double>(distinct_elements(a) + distinct_elements(b) + out.numel()) *
-      dtype_size(out.dtype());
+  const LaunchCost cost = binary_cost(a, b, out);
   visit_element(out, name, [&]<class T>() {
     switch (op) {
       case BinaryOp::add:
-        return launch_binary<T>(name, a, b, out, bytes, Add{});
+        return launch_binary<T>(name, a, b, out, cost, Add{});
       case BinaryOp::sub:
-        return launch_binary<T>(name, a, b, out, bytes, Sub{});
+        return launch_binary<T>(name, a, b, out, cost, Sub{});
       case BinaryOp::mul:
-        return launch_binary<T>(name, a, b, out, bytes, Mul{});
+        return launch_binary<T>(name, a, b, out, cost, Mul{});
       case BinaryOp::div:
-        return launch_binary<T>(name, a, b, out, bytes, Div{});
+        return launch_binary<T>(name, a, b, out, cost, Div{});
     }
   });
 }
@@ -322,9 +311,10 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   visit_element(x, "gelu_backward", [&]<class T>() {
     using C = compute_t<T>;
     const bool vectorised = all_vec_aligned(x.data<T>(), dy.data<T>(), dx.data<T>());
-    launch_items("gelu_backward", "map2", dx, vec_units<T>(n, vectorised), kGeluBackwardFlops * n,
-                 3.0 * x.nbytes(), map2_kernel<T, GeluBackward<C>>, x.data<T>(), dy.data<T>(),
-                 dx.data<T>(), n, vectorised, GeluBackward<C>{});
+    const LaunchCost cost = gelu_backward_cost(x);
+    launch_items("gelu_backward", "map2", dx, vec_units<T>(n, vectorised), cost.flops, cost.bytes,
+                 map2_kernel<T, GeluBackward<C>>, x.data<T>(), dy.data<T>(), dx.data<T>(), n,
+                 vectorised, GeluBackward<C>{});
   });
 }
 

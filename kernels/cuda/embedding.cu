@@ -1,6 +1,6 @@
 // cuda embedding: gather rows of a table by token id (forward), and the scatter-add of the output
-// gradient back into table rows (backward). Contracts in kernels/backend.h; the cpu reference is
-// kernels/cpu/embedding.cpp.
+// gradient back into table rows (backward). Contracts in kernels/kernel_list.inc; the cpu reference
+// is kernels/cpu/embedding.cpp.
 //
 // Bad ids: the ids live in device memory, so the host cannot check them before the launch without
 // waiting for the device. The kernels check them instead: a thread that meets an id outside
@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "kernels/costs/embedding.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -242,17 +243,15 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int64_t n = ids.numel(), vocab = table.size(0), channels = table.size(1);
   if (n == 0 || channels == 0) return;  // nothing to gather (nor any id to check)
   const Tensor bad_id = bad_id_flag("embedding_forward", ids, table);
-  // Reads the ids and n table rows, writes n rows.
   visit_f32_bf16(table, "embedding_forward", [&]<class T>() {
     const bool vectorised =
         channels % kVecWidth<T> == 0 && all_vec_aligned(table.data<T>(), out.data<T>());
     const int64_t units = vec_units<T>(channels, vectorised);
     const dim3 block(whole_warps(units, kMaxThreads));
     const dim3 grid(ceil_div(units, block.x), static_cast<unsigned>(std::min(n, kMaxGridY)));
+    const LaunchCost cost = embedding_forward_cost(ids, out);
     const LaunchInfo info =
-        kernel_launch_info("embedding_forward", table, grid, block, 0, 0,
-                           static_cast<double>(ids.nbytes()) +
-                               2.0 * static_cast<double>(n * channels * dtype_size(table.dtype())));
+        kernel_launch_info("embedding_forward", table, grid, block, 0, cost.flops, cost.bytes);
     launch_cuda_kernel(info, embedding_forward_kernel<T>, ids.data<int32_t>(), table.data<T>(),
                        out.data<T>(), n, vocab, channels, vectorised, bad_id.data<int32_t>());
   });

@@ -2,7 +2,7 @@
 // straight from the fused qkv projection qkv [B, T, (H + 2 Hkv) D] (kernels/cuda/qkv_heads.h:
 // query head h reads key/value head h / (H / Hkv); Hkv = H is multi-head attention, qkv
 // [B, T, 3C]), written to out [B, T, C = H D], with lse f32 [B, H, T] the per-row log-sum-exp of
-// the scaled, masked scores. Contracts in kernels/backend.h; the cpu entries are
+// the scaled, masked scores. Contracts in kernels/kernel_list.inc; the cpu entries are
 // kernels/cpu/flash_attention.cpp.
 //
 //   S = Q K^T * scale, causal (S_ij for j > i is -inf);  P = softmax rows of S;  O = P V
@@ -58,6 +58,7 @@
 #include <cstdint>
 
 #include "engine/emu/dynamic_shared.h"
+#include "kernels/costs/attention.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -364,8 +365,6 @@ struct FlashGeometry : FlashAttentionShape {
     return static_cast<size_t>((kForwardRows + 2 * kTile) * tile_pitch(D) + kForwardRows * kPad) *
            sizeof(float);
   }
-  // the causal entries (i, j <= i) of all slices: what the math needs
-  double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
   // per slice, rows of K (or V) the query tiles of `tile` rows load: tile q0 loads keys up to
   // min(T, q0 + tile) (a multiple of kTile)
   double keys_loaded(int tile) const {
@@ -398,8 +397,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const FlashGeometry g(kernel, qkv, n_head, n_kv_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
   const size_t e = dtype_size(qkv.dtype());
-  // FLOPs per causal entry: S (2D), P V (2D), the softmax's max, subtract, exp, sum, rescale (5)
-  const double flops = g.entries() * (4.0 * g.D + 5);
+  const double flops = flash_attention_forward_flops(g.slices(), g.T, g.D);
   // bytes: Q read and O written once; K and V once per query tile that sees them (each query
   // head's blocks load their key/value head's); lse written
   const double bytes = g.head_bytes(2.0 * g.T + 2 * g.keys_loaded(kForwardRows), e) + g.lse_bytes();
@@ -420,24 +418,23 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   if (qkv.numel() == 0) return;
   const size_t e = dtype_size(qkv.dtype());
   const Tensor delta = Tensor::empty(lse.shape(), DType::f32, qkv.device());  // D = rowsum(dO∘O)
-  // 1. D, then dQ: per causal entry S, dP, dS K (2D each) and exp, subtract, multiply (4); D is
-  //    2D per row. Bytes: Q, dO, O read and dQ written once, K and V once per query tile,
-  //    lse read and D written.
+  // 1. D, then dQ (kernels/costs/attention.h). Bytes: Q, dO, O read and dQ written once, K and V
+  //    once per query tile, lse read and D written.
   const LaunchInfo query_info = kernel_launch_info(
       "flash_attention_backward_query", qkv, g.grid(kTile), dim3(kThreads), g.shared_bytes(4, 1, 0),
-      g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
+      flash_attention_backward_query_flops(g.slices(), g.T, g.D),
       g.head_bytes(4.0 * g.T + 2 * g.keys_loaded(kTile), e) + 2 * g.lse_bytes());
   visit_f32_bf16(qkv, kernel, [&]<class E>() {
     launch_cuda_kernel(query_info, flash_attention_backward_query_kernel<E>, qkv.data<E>(),
                        out.data<E>(), lse.data<float>(), dout.data<E>(), delta.data<float>(),
                        dqkv.data<E>(), QkvHeads::of(g), static_cast<float>(scale));
   });
-  // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
-  //    dK, dV written once per key/value slice; Q, dO, lse and D of each of its query heads once
-  //    per key tile that sees them.
+  // 2. dK and dV (kernels/costs/attention.h). Bytes: K, V read and dK, dV written once per
+  //    key/value slice; Q, dO, lse and D of each of its query heads once per key tile that sees
+  //    them.
   const LaunchInfo key_info = kernel_launch_info(
       "flash_attention_backward_key", qkv, g.key_grid(), dim3(kThreads), g.shared_bytes(4, 2, 2),
-      g.entries() * (8.0 * g.D + 4),
+      flash_attention_backward_key_flops(g.slices(), g.T, g.D),
       g.kv_head_bytes(4.0 * g.T, e) + g.head_bytes(2 * g.queries_loaded(), e) +
           2 * static_cast<double>(g.slices()) * g.queries_loaded() * sizeof(float));
   visit_f32_bf16(qkv, kernel, [&]<class E>() {

@@ -82,6 +82,7 @@
 
 #include "engine/emu/dynamic_shared.h"
 #include "engine/emu/mma_fragments.h"
+#include "kernels/costs/attention.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -543,8 +544,6 @@ struct MmaGeometry : FlashAttentionShape {
   dim3 grid(int rows, bool per_kv_head = false) const {
     return dim3(ceil_div(T, rows), static_cast<unsigned>(per_kv_head ? kv_slices() : slices()));
   }
-  // the causal entries (i, j <= i) of all slices: what the math needs
-  double entries() const { return static_cast<double>(slices()) * (T * (T + 1) / 2); }
   // per slice, rows one block kind loads in its loop: `outer`-row tiles each walking `inner`-row
   // tiles over the causal range (the forward / query kernel: tile q loads keys 0..q*64+63)
   double key_rows_loaded() const {
@@ -593,12 +592,12 @@ void flash_attention_forward_mma(const Tensor& qkv, const Tensor& out, const Ten
   const char* kernel = "flash_attention_forward_mma";
   const MmaGeometry g(kernel, qkv, n_head, n_kv_head, {}, {&out}, lse);
   if (qkv.numel() == 0) return;
-  // FLOPs per causal entry: S and P V (2D each, on the Tensor Cores) and the softmax (5); bytes: Q
-  // read, O written once, K and V once per query tile that sees them, lse written
+  // FLOPs: kernels/costs/attention.h (S and P V on the Tensor Cores); bytes: Q read, O written
+  // once, K and V once per query tile that sees them, lse written
   const size_t shared = 4 * tile_bytes(kTileRows, g.D);
-  const LaunchInfo info =
-      g.info(kernel, qkv, g.grid(kTileRows), shared, g.entries() * (4.0 * g.D + 5),
-             g.head_bytes(2.0 * g.T + 2 * g.key_rows_loaded()) + g.stats_bytes());
+  const LaunchInfo info = g.info(
+      kernel, qkv, g.grid(kTileRows), shared, flash_attention_forward_flops(g.slices(), g.T, g.D),
+      g.head_bytes(2.0 * g.T + 2 * g.key_rows_loaded()) + g.stats_bytes());
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
     allow_dynamic_shared_memory(flash_attention_forward_mma_kernel<D>, kernel, shared);
@@ -616,20 +615,19 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
   if (qkv.numel() == 0) return;
   const Tensor delta = Tensor::empty(lse.shape(), DType::f32, qkv.device());  // D = rowsum(dO∘O)
   const float scale_f = static_cast<float>(scale), scale_log2 = scale_f * kLog2e;
-  // 1. D, then dQ: per causal entry S, dP, dS K (2D each) and exp, subtract, multiply (4); D is
-  //    2D per row. Bytes: Q, dO, O read and dQ written once, K and V once per query tile that sees
-  //    them, lse read and D written.
+  // 1. D, then dQ (kernels/costs/attention.h). Bytes: Q, dO, O read and dQ written once, K and V
+  //    once per query tile that sees them, lse read and D written.
   const size_t query_shared = 6 * tile_bytes(kTileRows, g.D);
   const LaunchInfo query_info =
       g.info("flash_attention_backward_mma_query", qkv, g.grid(kTileRows), query_shared,
-             g.entries() * (6.0 * g.D + 4) + 2.0 * g.D * static_cast<double>(g.slices() * g.T),
+             flash_attention_backward_query_flops(g.slices(), g.T, g.D),
              g.head_bytes(4.0 * g.T + 2 * g.key_rows_loaded()) + 2 * g.stats_bytes());
-  // 2. dK and dV: per causal entry S, dP, P^T dO, dS^T Q (2D each) and 4. Bytes: K, V read and
-  //    dK, dV written once per key/value slice; Q, dO, lse and D of each of its query heads once
-  //    per key tile that sees them.
+  // 2. dK and dV (kernels/costs/attention.h). Bytes: K, V read and dK, dV written once per
+  //    key/value slice; Q, dO, lse and D of each of its query heads once per key tile that sees
+  //    them.
   const LaunchInfo key_info =
       g.info("flash_attention_backward_mma_key", qkv, g.grid(kTileRows, true), 0,
-             g.entries() * (8.0 * g.D + 4),
+             flash_attention_backward_key_flops(g.slices(), g.T, g.D),
              g.kv_head_bytes(4.0 * g.T) + g.head_bytes(2 * g.query_rows_loaded()) +
                  2 * static_cast<double>(g.slices()) * g.query_rows_loaded() * sizeof(float));
   visit_head_dim(g.D, [&](auto d) {

@@ -42,6 +42,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/costs/gemm.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -183,17 +184,13 @@ void gemm(const GemmArgs& g) {
 void gemm_cublas(const GemmArgs& g) {
   GLASS_CHECK(!g.bias.defined(), "gemm_cublas: cuBLAS adds no bias ({})", describe_gemm_args(g));
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-  // FLOPs 2mnk per matrix. Bytes: each distinct input matrix once (a batch stride of 0 reuses
-  // one), C written (and read when beta != 0).
-  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
-  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
-  const double c_elems = static_cast<double>(g.m * g.n * g.batch) * (g.beta != 0 ? 2 : 1);
+  const GemmElements e = gemm_elements(g);  // no bias here
   const bool bf16 = g.c.dtype() == DType::bf16;
   LaunchInfo info;
   info.kernel = bf16 ? "cublasGemmStridedBatchedEx" : "cublasSgemmStridedBatched";
   info.device = g.c.device();
-  info.flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * g.batch;
-  info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (a_elems + b_elems + c_elems);
+  info.flops = gemm_flops(g);
+  info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (e.a + e.b + e.c);
   // bf16: cuBLAS's tensor-core kernels; f32: cuBLAS's default math mode, no TF32 (CUDA cores).
   info.unit = bf16 ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
   info.stream = launch_stream_id();

@@ -42,6 +42,7 @@
 #include <string>
 
 #include "engine/log_warning.h"
+#include "kernels/costs/gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
 
@@ -346,15 +347,13 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   const double es_in = static_cast<double>(dtype_size(in)),
                es_out = static_cast<double>(dtype_size(out));
   const double mn = static_cast<double>(g.m) * static_cast<double>(g.n);
-  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : g.batch);
-  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : g.batch);
-  const double c_elems = mn * static_cast<double>(g.batch) * (g.beta != 0 ? 2 : 1);
+  const GemmElements elems = gemm_elements(g);  // the bias: bias_buffer, counted below
   LaunchInfo info;
   info.kernel = launch_name(ep);
   info.device = device;
-  info.flops = 2.0 * mn * static_cast<double>(g.k * g.batch) +
-               (ep == CUBLASLT_EPILOGUE_DEFAULT ? 0.0 : mn * static_cast<double>(g.batch));
-  info.bytes = es_in * (a_elems + b_elems) + es_out * c_elems +
+  info.flops =
+      gemm_flops(g) + (ep == CUBLASLT_EPILOGUE_DEFAULT ? 0.0 : mn * static_cast<double>(g.batch));
+  info.bytes = es_in * (elems.a + elems.b) + es_out * elems.c +
                (aux_ptr != nullptr ? es_out * mn : 0.0) +
                (bias_ptr != nullptr ? es_out * static_cast<double>(bias_buffer.numel()) : 0.0);
   // bf16 inputs: tensor cores; f32 under --tf32: TF32 tensor cores; plain f32: the CUDA cores.

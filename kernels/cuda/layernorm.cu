@@ -1,6 +1,6 @@
 // CUDA kernels for LayerNorm over the last dimension: x [N, C], weight and bias [C], mean and
-// rstd [N] (contracts in kernels/backend.h; the cpu reference is kernels/cpu/layernorm.cpp), and
-// the fused residual add + LayerNorm of a transformer block.
+// rstd [N] (contracts in kernels/kernel_list.inc; the cpu reference is kernels/cpu/layernorm.cpp),
+// and the fused residual add + LayerNorm of a transformer block.
 //
 //   forward:  mean = sum(x)/C, var = sum((x - mean)^2)/C, rstd = 1/sqrt(var + eps),
 //             xhat = (x - mean) * rstd, y = xhat * weight + bias     (mean and rstd saved)
@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/costs/norms.h"
 #include "kernels/cuda/chunk_column_sums.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -185,12 +186,10 @@ void launch_layernorm_forward(const char* kernel, const Tensor& x, const Tensor*
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
   if (g.rows == 0) return;
-  double bytes = bytes_of({&x, &y, &weight, &bias, &mean, &rstd});
-  if (delta) bytes += bytes_of({delta, residual});
-  // per element: 1 (mean) + 3 (variance) + 4 (normalise, scale, shift), + 1 (the residual add)
-  LaunchInfo info = kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)),
-                                       dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0,
-                                       (delta ? 9.0 : 8.0) * static_cast<double>(x.numel()), bytes);
+  const LaunchCost cost = layernorm_forward_cost(x, delta, residual, weight, bias, y, mean, rstd);
+  LaunchInfo info =
+      kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)),
+                         dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0, cost.flops, cost.bytes);
   info.function = "layernorm_forward";  // also for residual_layernorm_forward
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, layernorm_forward_kernel<T>, x.data<T>(),
@@ -212,9 +211,7 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
     // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
     const Tensor partial =
         Tensor::empty({std::max<int64_t>(chunks, 1), 2, g.C}, DType::f32, x.device());
-    // 1. dx, and per-chunk partial sums of dweight and dbias.
-    //    per element: 2 (xhat) + 1 (dxhat) + 3 (the two means) + 4 (dx) + 3 (dweight, dbias), + 1
-    //    (adding dresidual)
+    // 1. dx, and per-chunk partial sums of dweight and dbias (written to global memory).
     // The vector path needs one split for every row (the kernel's comment): C a multiple of the
     // vector width and every array 16-byte aligned.
     const bool vectorised =
@@ -222,11 +219,11 @@ void launch_layernorm_backward(const char* kernel, const Tensor& dy, const Tenso
         all_vec_aligned(dy.data<T>(), x.data<T>(), weight.data<T>(), dx.data<T>(),
                         dresidual ? dresidual->data<T>() : nullptr);
     if (chunks > 0) {
-      double bytes = bytes_of({&dy, &x, &weight, &mean, &rstd, &dx, &partial});
-      if (dresidual) bytes += bytes_of({dresidual});
-      LaunchInfo info = kernel_launch_info(
-          kernel, x, dim3(static_cast<unsigned>(chunks)), dim3(whole_warps(g.C, kMaxThreadsPerRow)),
-          0, (dresidual ? 14.0 : 13.0) * static_cast<double>(x.numel()), bytes);
+      LaunchCost cost = layernorm_backward_rows_cost(dy, dresidual, x, weight, mean, rstd, dx);
+      cost.bytes += bytes_of({&partial});
+      LaunchInfo info =
+          kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)),
+                             dim3(whole_warps(g.C, kMaxThreadsPerRow)), 0, cost.flops, cost.bytes);
       info.function = "layernorm_backward";  // also for residual_layernorm_backward
       launch_cuda_kernel(info, layernorm_backward_kernel<T>, dy.data<T>(),
                          dresidual ? dresidual->data<T>() : nullptr, x.data<T>(), weight.data<T>(),

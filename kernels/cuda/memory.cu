@@ -7,6 +7,7 @@
 // converted in f64 where it converts (cast, random fills), exactly as the cpu kernels do, so
 // that cpu and emu agree bit for bit. bf16 rounds to nearest even from the f32 value.
 #include "engine/rng.h"
+#include "kernels/costs/memory.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/saturating_cast.h"
@@ -110,10 +111,10 @@ __global__ void fill_uniform_kernel(void* p, DType t, int64_t n, double lo, doub
 // Launches kernel over the n elements of `on`, one thread each. Every kernel here only moves
 // bytes (the random fills' Philox arithmetic is not counted as FLOPs): its unit is `memory`.
 template <class... Params, class... Args>
-void launch_elements(const char* name, const Tensor& on, int64_t n, double flops, double bytes,
+void launch_elements(const char* name, const Tensor& on, int64_t n, LaunchCost cost,
                      void (*kernel)(Params...), Args&&... args) {
   const dim3 grid(ceil_div(n, kThreads)), block(kThreads);
-  LaunchInfo info = kernel_launch_info(name, on, grid, block, 0, flops, bytes);
+  LaunchInfo info = kernel_launch_info(name, on, grid, block, 0, cost.flops, cost.bytes);
   info.unit = ComputeUnit::memory;
   launch_cuda_kernel(info, kernel, std::forward<Args>(args)...);
 }
@@ -128,20 +129,20 @@ void fill(const Tensor& dst, double value) {
   check_contiguous("fill", dst);
   const int64_t n = dst.numel();
   if (n == 0) return;
-  const double bytes = static_cast<double>(dst.nbytes());
+  const LaunchCost cost = fill_cost(dst);
   // The value is converted once, on the host, into the element's bits.
   switch (dst.dtype()) {
     case DType::f32:
-      return launch_elements("fill", dst, n, 0, bytes, fill_kernel<float>, dst.data<float>(),
+      return launch_elements("fill", dst, n, cost, fill_kernel<float>, dst.data<float>(),
                              static_cast<float>(value), n);
     case DType::f64:
-      return launch_elements("fill", dst, n, 0, bytes, fill_kernel<double>, dst.data<double>(),
-                             value, n);
+      return launch_elements("fill", dst, n, cost, fill_kernel<double>, dst.data<double>(), value,
+                             n);
     case DType::i32:
-      return launch_elements("fill", dst, n, 0, bytes, fill_kernel<int32_t>, dst.data<int32_t>(),
+      return launch_elements("fill", dst, n, cost, fill_kernel<int32_t>, dst.data<int32_t>(),
                              saturating_i32(value), n);
     case DType::bf16:
-      return launch_elements("fill", dst, n, 0, bytes, fill_kernel<uint16_t>,
+      return launch_elements("fill", dst, n, cost, fill_kernel<uint16_t>,
                              static_cast<uint16_t*>(dst.raw_data()),
                              bf16::from_float(static_cast<float>(value)).bits, n);
   }
@@ -154,18 +155,18 @@ void copy(const Tensor& src, const Tensor& dst) {
   if (n == 0) return;
   const StridedIndex<2> idx =
       make_strided_index<2>("copy", src, src.shape(), {src.strides(), dst.strides()});
-  const double bytes = 2.0 * static_cast<double>(src.nbytes());
+  const LaunchCost cost = copy_cost(src, dst);
   switch (dtype_size(src.dtype())) {
     case 2:
-      return launch_elements("copy", dst, n, 0, bytes, copy_kernel<uint16_t>,
+      return launch_elements("copy", dst, n, cost, copy_kernel<uint16_t>,
                              static_cast<const uint16_t*>(src.raw_data()),
                              static_cast<uint16_t*>(dst.raw_data()), idx, n);
     case 4:
-      return launch_elements("copy", dst, n, 0, bytes, copy_kernel<uint32_t>,
+      return launch_elements("copy", dst, n, cost, copy_kernel<uint32_t>,
                              static_cast<const uint32_t*>(src.raw_data()),
                              static_cast<uint32_t*>(dst.raw_data()), idx, n);
     case 8:
-      return launch_elements("copy", dst, n, 0, bytes, copy_kernel<uint64_t>,
+      return launch_elements("copy", dst, n, cost, copy_kernel<uint64_t>,
                              static_cast<const uint64_t*>(src.raw_data()),
                              static_cast<uint64_t*>(dst.raw_data()), idx, n);
   }
@@ -178,24 +179,24 @@ void cast(const Tensor& src, const Tensor& dst) {
               src.describe(), dst.describe());
   const int64_t n = src.numel();
   if (n == 0) return;
-  launch_elements("cast", dst, n, 0, static_cast<double>(src.nbytes() + dst.nbytes()), cast_kernel,
-                  src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), n);
+  launch_elements("cast", dst, n, copy_cost(src, dst), cast_kernel, src.raw_data(), src.dtype(),
+                  dst.raw_data(), dst.dtype(), n);
 }
 
 void fill_normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
   check_contiguous("fill_normal", dst);
   const int64_t n = dst.numel();
   if (n == 0) return;
-  launch_elements("fill_normal", dst, n, 0, static_cast<double>(dst.nbytes()), fill_normal_kernel,
-                  dst.raw_data(), dst.dtype(), n, mean, std, seed, offset);
+  launch_elements("fill_normal", dst, n, fill_cost(dst), fill_normal_kernel, dst.raw_data(),
+                  dst.dtype(), n, mean, std, seed, offset);
 }
 
 void fill_uniform(const Tensor& dst, double lo, double hi, uint64_t seed, uint64_t offset) {
   check_contiguous("fill_uniform", dst);
   const int64_t n = dst.numel();
   if (n == 0) return;
-  launch_elements("fill_uniform", dst, n, 0, static_cast<double>(dst.nbytes()), fill_uniform_kernel,
-                  dst.raw_data(), dst.dtype(), n, lo, hi, seed, offset);
+  launch_elements("fill_uniform", dst, n, fill_cost(dst), fill_uniform_kernel, dst.raw_data(),
+                  dst.dtype(), n, lo, hi, seed, offset);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

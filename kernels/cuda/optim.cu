@@ -1,6 +1,6 @@
 // cuda optimizer steps, in place: a fused multi-tensor AdamW (one launch updates up to
 // kMaxTensorsPerLaunch parameters, kernels/cuda/multi_tensor.h) and SGD with momentum (one pass
-// per parameter). Contracts in kernels/backend.h. The per-element arithmetic is the cpu
+// per parameter). Contracts in kernels/kernel_list.inc. The per-element arithmetic is the cpu
 // reference's own (kernels/optim_math.h: PyTorch's formulas, scalars formed in double on the host
 // and used in f32), so both devices compute the same floats.
 //
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/costs/optim.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -29,10 +30,10 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kMaxBlocks = 1024;
 
 // A grid-stride launch over one parameter's elements.
-LaunchInfo grid_stride_info(const char* kernel, const Tensor& param, double flops, double bytes) {
+LaunchInfo grid_stride_info(const char* kernel, const Tensor& param, LaunchCost cost) {
   return kernel_launch_info(kernel, param,
                             dim3(multi_tensor_blocks(param.numel(), kThreads, 1, kMaxBlocks)),
-                            dim3(kThreads), 0, flops, bytes);
+                            dim3(kThreads), 0, cost.flops, cost.bytes);
 }
 
 // The parameters of one multi-tensor AdamW launch: entry y is updated by the blocks of row y.
@@ -140,8 +141,9 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
         // Reads p, g, m, v; writes p, m, v.
         const dim3 grid(multi_tensor_blocks(largest, kThreads, 1, kMaxBlocks),
                         static_cast<unsigned>(count));
+        const LaunchCost cost = adamw_step_cost(n);
         launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
-                                              dim3(kThreads), 0, 16.0 * n, 7.0 * 4.0 * n),
+                                              dim3(kThreads), 0, cost.flops, cost.bytes),
                            adamw_step_kernel, list, table.data<float>(),
                            table.data<float>() + kAdamWScalarFloats + first,
                            hyper.finite.defined() ? hyper.finite.data<double>() : nullptr);
@@ -153,11 +155,10 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   const int64_t n = x.numel();
   if (n == 0) return;
   visit_element(x, "clip_scale", [&]<class T>() {
-    // Counted: what it must do, read the one sum. Whether it then scales x (n FLOPs, 2 x.nbytes())
-    // is decided on the device, after the launch; counting that always would put each launch
-    // that finds the norm in bounds (it returns at once) above the bandwidth roof.
-    launch_cuda_kernel(grid_stride_info("clip_scale", x, 0.0, sizeof(double)), clip_scale_kernel<T>,
-                       x.data<T>(), n, sum_sq.data<double>(), max_norm);
+    // Counted: what it must do, read the one sum; whether it scales x is decided on the device,
+    // after the launch (kernels/costs/optim.h).
+    launch_cuda_kernel(grid_stride_info("clip_scale", x, clip_scale_cost(x, false)),
+                       clip_scale_kernel<T>, x.data<T>(), n, sum_sq.data<double>(), max_norm);
   });
 }
 
@@ -170,11 +171,10 @@ __global__ void step_status_kernel(const T* loss, const double* sum_sq, double* 
 void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status) {
   check_step_status(loss, sum_sq, status);
   visit_element(loss, "step_status", [&]<class T>() {
-    // Reads the loss and the sum, writes three doubles.
-    launch_cuda_kernel(kernel_launch_info("step_status", status, dim3(1), dim3(1), 0, 4.0,
-                                          sizeof(T) + 4.0 * sizeof(double)),
-                       step_status_kernel<T>, loss.data<T>(), sum_sq.data<double>(),
-                       status.data<double>());
+    const LaunchCost cost = step_status_cost(loss);
+    launch_cuda_kernel(
+        kernel_launch_info("step_status", status, dim3(1), dim3(1), 0, cost.flops, cost.bytes),
+        step_status_kernel<T>, loss.data<T>(), sum_sq.data<double>(), status.data<double>());
   });
 }
 
@@ -185,11 +185,10 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, double
   const int64_t n = param.numel();
   if (n == 0) return;
   // Reads p, g (and buf); writes p (and buf).
-  launch_cuda_kernel(
-      grid_stride_info("sgd_step", param, 5.0 * n, (use_buf ? 5.0 : 3.0) * param.nbytes()),
-      sgd_step_kernel, param.data<float>(), grad.data<float>(),
-      use_buf ? buf.data<float>() : nullptr, n, static_cast<float>(lr),
-      static_cast<float>(momentum), static_cast<float>(weight_decay), first_step);
+  launch_cuda_kernel(grid_stride_info("sgd_step", param, sgd_step_cost(param, use_buf)),
+                     sgd_step_kernel, param.data<float>(), grad.data<float>(),
+                     use_buf ? buf.data<float>() : nullptr, n, static_cast<float>(lr),
+                     static_cast<float>(momentum), static_cast<float>(weight_decay), first_step);
 }
 
 }  // namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD

@@ -1,6 +1,6 @@
 // CUDA kernels for RMSNorm over the last dimension (Llama): x [N, C], weight [C], rstd [N]
-// (contracts in kernels/backend.h; the cpu reference is kernels/cpu/rmsnorm.cpp), and the fused
-// residual add + RMSNorm of a Llama block.
+// (contracts in kernels/kernel_list.inc; the cpu reference is kernels/cpu/rmsnorm.cpp), and the
+// fused residual add + RMSNorm of a Llama block.
 //
 //   forward:  rstd = 1/sqrt(sum(x^2)/C + eps), xhat = x * rstd, y = xhat * weight   (rstd saved)
 //   backward: dxhat = dy * weight, dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),
@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/costs/norms.h"
 #include "kernels/cuda/chunk_column_sums.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -155,12 +156,10 @@ void launch_rmsnorm_forward(const char* kernel, const Tensor& x, const Tensor* d
   const LayerNormShape g(kernel, x, {&x, &y}, {&rstd}, {&weight});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
   if (g.rows == 0) return;
-  double bytes = bytes_of({&x, &y, &weight, &rstd});
-  if (delta) bytes += bytes_of({delta, residual});
-  // per element: 2 (sum of squares) + 2 (normalise, scale), + 1 (the residual add)
-  LaunchInfo info = kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)),
-                                       dim3(whole_warps(g.C, kRmsMaxThreadsPerRow)), 0,
-                                       (delta ? 5.0 : 4.0) * static_cast<double>(x.numel()), bytes);
+  const LaunchCost cost = rmsnorm_forward_cost(x, delta, residual, weight, y, rstd);
+  LaunchInfo info =
+      kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(g.rows)),
+                         dim3(whole_warps(g.C, kRmsMaxThreadsPerRow)), 0, cost.flops, cost.bytes);
   info.function = "rmsnorm_forward";  // also for residual_rmsnorm_forward
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, rmsnorm_forward_kernel<T>, x.data<T>(),
@@ -181,19 +180,17 @@ void launch_rmsnorm_backward(const char* kernel, const Tensor& dy, const Tensor*
     // With no rows the sums are empty: the second kernel writes zeros from zero chunks.
     const Tensor partial =
         Tensor::empty({std::max<int64_t>(chunks, 1), g.C}, DType::f32, x.device());
-    // 1. dx, and per-chunk partial sums of dweight.
-    //    per element: 1 (xhat) + 1 (dxhat) + 2 (the mean) + 3 (dx) + 2 (dweight), + 1 (dresidual)
+    // 1. dx, and per-chunk partial sums of dweight (written to global memory).
     const bool vectorised =
         g.C % kVecWidth<T> == 0 &&
         all_vec_aligned(dy.data<T>(), x.data<T>(), weight.data<T>(), dx.data<T>(),
                         dresidual ? dresidual->data<T>() : nullptr);
     if (chunks > 0) {
-      double bytes = bytes_of({&dy, &x, &weight, &rstd, &dx, &partial});
-      if (dresidual) bytes += bytes_of({dresidual});
-      LaunchInfo info =
-          kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)),
-                             dim3(whole_warps(g.C, kRmsMaxThreadsPerRow)), 0,
-                             (dresidual ? 10.0 : 9.0) * static_cast<double>(x.numel()), bytes);
+      LaunchCost cost = rmsnorm_backward_rows_cost(dy, dresidual, x, weight, rstd, dx);
+      cost.bytes += bytes_of({&partial});
+      LaunchInfo info = kernel_launch_info(kernel, x, dim3(static_cast<unsigned>(chunks)),
+                                           dim3(whole_warps(g.C, kRmsMaxThreadsPerRow)), 0,
+                                           cost.flops, cost.bytes);
       info.function = "rmsnorm_backward";  // also for residual_rmsnorm_backward
       launch_cuda_kernel(info, rmsnorm_backward_kernel<T>, dy.data<T>(),
                          dresidual ? dresidual->data<T>() : nullptr, x.data<T>(), weight.data<T>(),

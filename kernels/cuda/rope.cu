@@ -1,9 +1,9 @@
 // CUDA kernel for the rotary position embedding (Llama) on a fused qkv [B, T, (H + 2 Hkv) D], with
-// its host launchers (contracts in kernels/backend.h; the cpu reference is kernels/cpu/rope.cpp):
-// the H q heads and Hkv k heads (the first (H + Hkv) D columns of a row) are rotated pair by pair,
-// the Hkv v heads are copied. Hugging Face's rotate-half convention: pair i < D/2 of a head is
-// (x[i], x[i + D/2]), and at row t (position p = start_pos + t) with angle = p inv_freq_i
-// (kernels/rope_math.h, the cpu's formula):
+// its host launchers (contracts in kernels/kernel_list.inc; the cpu reference is
+// kernels/cpu/rope.cpp): the H q heads and Hkv k heads (the first (H + Hkv) D columns of a row) are
+// rotated pair by pair, the Hkv v heads are copied. Hugging Face's rotate-half convention: pair i <
+// D/2 of a head is (x[i], x[i + D/2]), and at row t (position p = start_pos + t) with angle = p
+// inv_freq_i (kernels/rope_math.h, the cpu's formula):
 //
 //   forward:  out[i] = x[i] cos - x[i + D/2] sin,  out[i + D/2] = x[i + D/2] cos + x[i] sin
 //   backward: the rotation by -angle (sin negated), v's gradient copied.
@@ -17,6 +17,7 @@
 // input: each pair is read by the thread that writes it, before it writes it.
 #include <algorithm>
 
+#include "kernels/costs/rope.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/rope_math.h"
@@ -26,9 +27,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 namespace {
 
 constexpr int kRopeMaxThreadsPerRow = 256;
-// FLOPs per rotated pair, counting pow, cos and sin as one operation each: the angle 4, the
-// rotation 6.
-constexpr double kRopeFlopsPerPair = 10;
 
 // Row r = b T + t of in/out [B, T, width]: rotate its q and k heads by +angle (sign 1) or -angle
 // (sign -1), copy its v heads (unless out is in).
@@ -64,15 +62,17 @@ void launch_rope(const char* kernel, const Tensor& in, const Tensor& out, int64_
   const int64_t rows = g.B * g.T;
   if (rows == 0) return;
   const int64_t pairs = (n_head + n_kv_head) * (g.D / 2);
+  // the rotation, and the angles each thread computes (kernels/costs/rope.h)
+  LaunchCost cost = rope_cost(in, out, static_cast<double>(rows * pairs));
+  cost.flops += kRopeAngleFlopsPerPair * static_cast<double>(rows * pairs);
   // threadIdx.x over the D/2 pairs of a head, threadIdx.y over as many heads as fill the block
   const int64_t pair_threads = std::min<int64_t>(g.D / 2, kRopeMaxThreadsPerRow);
   const int64_t head_threads =
       std::clamp<int64_t>(kRopeMaxThreadsPerRow / pair_threads, 1, n_head + n_kv_head);
   LaunchInfo info = kernel_launch_info(
       kernel, in, dim3(static_cast<unsigned>(rows)),
-      dim3(static_cast<unsigned>(pair_threads), static_cast<unsigned>(head_threads)), 0,
-      kRopeFlopsPerPair * static_cast<double>(rows * pairs),
-      static_cast<double>(in.nbytes() + out.nbytes()));
+      dim3(static_cast<unsigned>(pair_threads), static_cast<unsigned>(head_threads)), 0, cost.flops,
+      cost.bytes);
   info.function = "rope";  // rope_kernel, both ways
   visit_element(in, kernel, [&]<class T>() {
     launch_cuda_kernel(info, rope_kernel<T>, in.data<T>(), out.data<T>(), g.T, g.width,

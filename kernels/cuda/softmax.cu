@@ -1,5 +1,5 @@
 // CUDA kernels for the softmax family on the last dimension: softmax, log-softmax and the fused
-// cross-entropy, each with its backward (contracts in kernels/backend.h; the cpu reference is
+// cross-entropy, each with its backward (contracts in kernels/kernel_list.inc; the cpu reference is
 // kernels/cpu/softmax.cpp).
 //
 // Thread mapping: a tensor is seen as [rows, cols]; one block per row (grid.x = rows), its threads
@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/costs/softmax.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kernel_launcher.h"
@@ -173,9 +174,9 @@ void launch_rowwise(const char* kernel, KernelOf kernel_of, double flops_per_ele
   check_row_layout(kernel, x.numel(), {&in..., &out}, x.dtype());
   const Rows g(x);
   if (g.rows == 0) return;
-  const LaunchInfo info =
-      row_launch_info(kernel, out, g, flops_per_element * static_cast<double>(out.numel()),
-                      bytes_of({&in..., &out}));
+  const LaunchCost cost =
+      rowwise_cost(flops_per_element, static_cast<double>(out.numel()), {&in..., &out});
+  const LaunchInfo info = row_launch_info(kernel, out, g, cost.flops, cost.bytes);
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, kernel_of(T{}), in.template data<T>()..., out.data<T>(), g.cols);
   });
@@ -185,23 +186,26 @@ void launch_rowwise(const char* kernel, KernelOf kernel_of, double flops_per_ele
 
 void softmax_forward(const Tensor& x, const Tensor& y) {
   launch_rowwise(
-      "softmax_forward", []<class T>(T) { return softmax_forward_kernel<T>; }, 5, y, x);
+      "softmax_forward", []<class T>(T) { return softmax_forward_kernel<T>; }, kSoftmaxForwardFlops,
+      y, x);
 }
 
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   launch_rowwise(
-      "softmax_backward", []<class T>(T) { return softmax_backward_kernel<T>; }, 4, dx, y, dy);
+      "softmax_backward", []<class T>(T) { return softmax_backward_kernel<T>; },
+      kSoftmaxBackwardFlops, dx, y, dy);
 }
 
 void log_softmax_forward(const Tensor& x, const Tensor& y) {
   launch_rowwise(
-      "log_softmax_forward", []<class T>(T) { return log_softmax_forward_kernel<T>; }, 5, y, x);
+      "log_softmax_forward", []<class T>(T) { return log_softmax_forward_kernel<T>; },
+      kSoftmaxForwardFlops, y, x);
 }
 
 void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   launch_rowwise(
-      "log_softmax_backward", []<class T>(T) { return log_softmax_backward_kernel<T>; }, 4, dx, y,
-      dy);
+      "log_softmax_backward", []<class T>(T) { return log_softmax_backward_kernel<T>; },
+      kSoftmaxBackwardFlops, dx, y, dy);
 }
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& losses,
@@ -216,9 +220,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
   check_targets(kernel, targets, g.cols, ignore_index, valid.data<float>());
   if (g.rows == 0) return;
   // 2. one block per row: logsumexp and the loss
-  const LaunchInfo info =
-      row_launch_info(kernel, logits, g, 4.0 * static_cast<double>(logits.numel()),
-                      bytes_of({&logits, &targets, &losses, &lse}));
+  const LaunchCost cost = cross_entropy_forward_cost(logits, targets, losses, lse);
+  const LaunchInfo info = row_launch_info(kernel, logits, g, cost.flops, cost.bytes);
   visit_f32_bf16(logits, kernel, [&]<class T>() {
     launch_cuda_kernel(info, cross_entropy_forward_kernel<T>, logits.data<T>(),
                        targets.data<int32_t>(), losses.data<float>(), lse.data<float>(), g.cols,
@@ -235,9 +238,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   check_row_layout(kernel, g.rows, {&lse, &dlosses}, DType::f32);
   check_targets(kernel, targets, g.cols, ignore_index, nullptr);
   if (g.rows == 0) return;
-  const LaunchInfo info =
-      row_launch_info(kernel, logits, g, 3.0 * static_cast<double>(logits.numel()),
-                      bytes_of({&logits, &targets, &lse, &dlosses, &dlogits}));
+  const LaunchCost cost = cross_entropy_backward_cost(logits, targets, lse, dlosses, dlogits);
+  const LaunchInfo info = row_launch_info(kernel, logits, g, cost.flops, cost.bytes);
   visit_f32_bf16(logits, kernel, [&]<class T>() {
     launch_cuda_kernel(info, cross_entropy_backward_kernel<T>, logits.data<T>(),
                        targets.data<int32_t>(), lse.data<float>(), dlosses.data<float>(),

@@ -1,6 +1,6 @@
 // CUDA kernels for SwiGLU's activation (Llama's MLP) on the fused gate/up projection, with their
 // host launchers: gate_up [N, 2F] (gate = columns [0, F), up = columns [F, 2F)), out [N, F]
-// (contracts in kernels/backend.h; the cpu reference is kernels/cpu/swiglu.cpp).
+// (contracts in kernels/kernel_list.inc; the cpu reference is kernels/cpu/swiglu.cpp).
 //
 //   forward:  out = silu(gate) * up,  silu(g) = g s,  s = sigmoid(g) = 1 / (1 + e^-g)
 //   backward: dgate = dout * up * silu'(gate),  silu'(g) = s (1 + g (1 - s)),
@@ -12,6 +12,7 @@
 // Consecutive threads take consecutive columns of a row, so the gate, the up and the out reads and
 // writes are each coalesced. Elements are f32, bf16 (math in f32, each output rounded once) or
 // f64.
+#include "kernels/costs/swiglu.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/vector_row.h"
@@ -21,9 +22,6 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 namespace {
 
 constexpr unsigned kSwigluThreads = 256;
-// FLOPs per output element, counting an exp as one operation (as the cpu kernels count).
-constexpr double kSwigluForwardFlops = 5;
-constexpr double kSwigluBackwardFlops = 11;
 
 __device__ inline float swiglu_exp(float x) { return expf(x); }
 __device__ inline double swiglu_exp(double x) { return exp(x); }
@@ -92,10 +90,10 @@ __global__ void swiglu_backward_kernel(const T* gate_up, const T* dout, T* dgate
 
 // The launch of `kernel` over the units of out [rows, F].
 template <class... Params, class... Args>
-void launch_swiglu(const char* name, const Tensor& on, int64_t units, double flops, double bytes,
+void launch_swiglu(const char* name, const Tensor& on, int64_t units, LaunchCost cost,
                    void (*kernel)(Params...), Args&&... args) {
   const LaunchInfo info = kernel_launch_info(name, on, dim3(ceil_div(units, kSwigluThreads)),
-                                             dim3(kSwigluThreads), 0, flops, bytes);
+                                             dim3(kSwigluThreads), 0, cost.flops, cost.bytes);
   launch_cuda_kernel(info, kernel, std::forward<Args>(args)...);
 }
 
@@ -108,9 +106,9 @@ void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
     const bool vectorised =
         g.F % kVecWidth<T> == 0 && all_vec_aligned(gate_up.data<T>(), out.data<T>());
     const int64_t units = g.rows * (vectorised ? g.F / kVecWidth<T> : g.F);
-    launch_swiglu("swiglu_forward", out, units, kSwigluForwardFlops * out.numel(),
-                  static_cast<double>(gate_up.nbytes() + out.nbytes()), swiglu_forward_kernel<T>,
-                  gate_up.data<T>(), out.data<T>(), g.F, units, vectorised);
+    launch_swiglu("swiglu_forward", out, units, swiglu_forward_cost(gate_up, out),
+                  swiglu_forward_kernel<T>, gate_up.data<T>(), out.data<T>(), g.F, units,
+                  vectorised);
   });
 }
 
@@ -121,8 +119,7 @@ void swiglu_backward(const Tensor& gate_up, const Tensor& dout, const Tensor& dg
     const bool vectorised = g.F % kVecWidth<T> == 0 &&
                             all_vec_aligned(gate_up.data<T>(), dout.data<T>(), dgate_up.data<T>());
     const int64_t units = g.rows * (vectorised ? g.F / kVecWidth<T> : g.F);
-    launch_swiglu("swiglu_backward", dout, units, kSwigluBackwardFlops * dout.numel(),
-                  static_cast<double>(2 * gate_up.nbytes() + dout.nbytes()),
+    launch_swiglu("swiglu_backward", dout, units, swiglu_backward_cost(gate_up, dout),
                   swiglu_backward_kernel<T>, gate_up.data<T>(), dout.data<T>(), dgate_up.data<T>(),
                   g.F, units, vectorised);
   });

@@ -20,6 +20,7 @@
 // one reduction per row instead of two. Ideal traffic: x read and y written once, weight, rstd.
 #include <cmath>
 
+#include "kernels/costs/norms.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
@@ -29,8 +30,6 @@
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
-
-constexpr double kFlopsPerElement = 8;  // 1 (mean) + 3 (variance) + 4 (normalise, scale, shift)
 
 // The kernels' common parameters: x, weight, bias, y, mean, rstd, rows, C, eps.
 using LayerNormKernel = void (*)(const float*, const float*, const float*, float*, float*, float*,
@@ -120,9 +119,8 @@ void launch_layernorm(const char* kernel, LayerNormKernel fn, ladder::RowMapping
   const ladder::RowShape g =
       ladder::check_rows(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (g.rows == 0) return;
-  const LaunchInfo info = ladder::row_launch_info(kernel, mapping, x, g,
-                                                  kFlopsPerElement * static_cast<double>(x.numel()),
-                                                  bytes_of({&x, &y, &weight, &bias, &mean, &rstd}));
+  const LaunchCost cost = layernorm_forward_cost(x, nullptr, nullptr, weight, bias, y, mean, rstd);
+  const LaunchInfo info = ladder::row_launch_info(kernel, mapping, x, g, cost.flops, cost.bytes);
   launch_cuda_kernel(info, fn, x.data<float>(), weight.data<float>(), bias.data<float>(),
                      y.data<float>(), mean.data<float>(), rstd.data<float>(), g.rows, g.cols,
                      static_cast<float>(eps));
@@ -158,10 +156,10 @@ void rmsnorm_forward_naive(const Tensor& x, const Tensor& weight, const Tensor& 
   constexpr const char* kernel = "rmsnorm_forward_naive";
   const ladder::RowShape g = ladder::check_rows(kernel, x, {&x, &y}, {&rstd}, {&weight}, true);
   if (g.rows == 0) return;
-  // the production kernel's FLOPs per element: 2 (sum of squares) + 2 (normalise, scale)
+  // the production kernel's cost
+  const LaunchCost cost = rmsnorm_forward_cost(x, nullptr, nullptr, weight, y, rstd);
   const LaunchInfo info = ladder::row_launch_info(kernel, ladder::RowMapping::thread_per_row, x, g,
-                                                  4.0 * static_cast<double>(x.numel()),
-                                                  bytes_of({&x, &y, &weight, &rstd}));
+                                                  cost.flops, cost.bytes);
   visit_f32_bf16(x, kernel, [&]<class T>() {
     launch_cuda_kernel(info, rmsnorm_forward_naive_kernel<T>, x.data<T>(), weight.data<T>(),
                        y.data<T>(), rstd.data<float>(), g.rows, g.cols, static_cast<float>(eps));

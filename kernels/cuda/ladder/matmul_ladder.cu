@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "engine/emu/dynamic_shared.h"
+#include "kernels/costs/gemm.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
@@ -443,17 +444,8 @@ dim3 tile_grid(const GemmArgs& g, int64_t tile_m, int64_t tile_n) {
 // Ideal bytes: each distinct input matrix once (a batch stride of 0 reuses one) at `operand_bytes`
 // per element, C written (and read when beta != 0) and the bias at `output_bytes`.
 double ideal_bytes(const GemmArgs& g, double operand_bytes, double output_bytes) {
-  const double batch = static_cast<double>(g.batch);
-  const double a_elems = static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1 : batch);
-  const double b_elems = static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1 : batch);
-  const double c_elems = static_cast<double>(g.m * g.n) * batch * (g.beta != 0 ? 2 : 1);
-  const double bias_elems = g.bias.defined() ? static_cast<double>(g.n) : 0;
-  return operand_bytes * (a_elems + b_elems) + output_bytes * (c_elems + bias_elems);
-}
-
-double gemm_flops(const GemmArgs& g) {
-  return 2.0 * static_cast<double>(g.m * g.n) * static_cast<double>(g.k) *
-         static_cast<double>(g.batch);
+  const GemmElements e = gemm_elements(g);
+  return operand_bytes * (e.a + e.b) + output_bytes * (e.c + e.bias);
 }
 
 // Checks g, then launches `fn` over C in tiles of tile_m x tile_n outputs with `block` threads

@@ -11,6 +11,7 @@
 // write of y, and the later passes over a row mostly hit the cache.
 #include <cmath>
 
+#include "kernels/costs/softmax.h"
 #include "kernels/cuda/kernel_launcher.h"
 #include "kernels/cuda/ladder/block_reduce.h"
 #include "kernels/cuda/ladder/ladder_kernels.h"
@@ -20,8 +21,6 @@
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
-
-constexpr double kFlopsPerElement = 5;  // max, subtract, exp, add, scale
 
 // Rung 0, naive. Mapping: one thread per row (thread i of the grid owns row i), walking it alone.
 // Why it is slow: the 32 threads of a warp read 32 different rows, cols floats apart, so each load
@@ -85,8 +84,9 @@ void launch_softmax(const char* kernel, void (*fn)(const float*, float*, int64_t
                     ladder::RowMapping mapping, const Tensor& x, const Tensor& y) {
   const ladder::RowShape g = ladder::check_rows(kernel, x, {&x, &y}, {}, {});
   if (g.rows == 0) return;
-  const LaunchInfo info = ladder::row_launch_info(
-      kernel, mapping, x, g, kFlopsPerElement * static_cast<double>(x.numel()), bytes_of({&x, &y}));
+  const LaunchCost cost =
+      rowwise_cost(kSoftmaxForwardFlops, static_cast<double>(x.numel()), {&x, &y});
+  const LaunchInfo info = ladder::row_launch_info(kernel, mapping, x, g, cost.flops, cost.bytes);
   launch_cuda_kernel(info, fn, x.data<float>(), y.data<float>(), g.rows, g.cols);
 }
 
