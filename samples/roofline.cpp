@@ -46,6 +46,7 @@ struct Flags {
   std::string model;                  // a preset of train_gpt --model, on the fast path
   std::string arch = "gpt2", tie_embeddings = "on";  // model
   int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
+  std::string recompute = "none";                    // model: train_gpt --recompute
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -134,6 +135,7 @@ void print_memory_rows(const glass::train::GptMemoryBudget& m) {
                                                  {"AdamW moments (fp32)", m.adam_bytes},
                                                  {"saved activations", m.activations_bytes},
                                                  {"temporaries", m.temporaries_bytes},
+                                                 {"recomputed (one layer)", m.recompute_bytes},
                                                  {"total", m.total_bytes()}};
   for (const auto& [name, bytes] : rows)
     fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
@@ -177,7 +179,9 @@ void model(const Flags& f) {
   const bool experts = f.n_expert > 1 || f.top_k > 1;
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
   const bool fast = !f.model.empty();
-  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
+  const glass::Recompute recompute = glass::parse_recompute(f.recompute);
+  const auto m =
+      glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast, recompute});
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   const bool llama = f.gpt.arch == glass::Arch::llama;
   fmt::print("{} {} | batch {} x seq_len {} | {}\n", glass::arch_name(f.gpt.arch), f.gpt.str(),
@@ -188,7 +192,7 @@ void model(const Flags& f) {
   fmt::print("  {}; b = {} bytes per element\n", parameter_formula(f.gpt), b);
   fmt::print("  parameters b N, gradients b N, master weights 4 N (when b < 4), moments 8 N\n");
   const std::string kept =
-      llama ? fmt::format("{:.0f} BT", glass::train::layer_activation_width(f.gpt)) : "18 BTC";
+      llama ? fmt::format("{:.0f} BT", glass::train::layer_activation_width(f.gpt)) : "16 BTC";
   const char* stats = llama ? "2 BT" : "4 BT";
   const char* top_stats = llama ? "BT" : "2 BT";
   if (fast)
@@ -204,6 +208,15 @@ void model(const Flags& f) {
         "  (a llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token: GQA's K/V are "
         "{} of multi-head attention's)\n",
         fmt::format("{}/{}", f.gpt.kv_heads(), f.gpt.n_head));
+  if (recompute != glass::Recompute::none)
+    fmt::print("  --recompute {}: {}\n", f.recompute,
+               recompute == glass::Recompute::block
+                   ? "each layer keeps its input, 2 BTC, instead of the above; backward rebuilds "
+                     "one layer at a time"
+                   : fmt::format("each layer keeps {:.0f} BT fewer; backward rebuilds {:.0f} BT "
+                                 "of one layer at a time",
+                                 glass::train::recompute_widths(f.gpt, recompute).dropped,
+                                 glass::train::recompute_widths(f.gpt, recompute).rebuilt));
   print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
   const char* counted =
@@ -212,6 +225,13 @@ void model(const Flags& f) {
   fmt::print("  {:<27} {}\n", counted, si(fl.six_n * fl.tokens, "FLOP"));
   fmt::print("  attention 12 L T_seq C T    {}\n", si(fl.attention * fl.tokens, "FLOP"));
   fmt::print("  total                       {}\n", si(fl.total(), "FLOP"));
+  if (recompute != glass::Recompute::none) {
+    const double again =
+        glass::train::recompute_flops_per_token(f.gpt, f.seq_len, recompute, f.device != "cpu") *
+        fl.tokens;
+    fmt::print("  recomputed forward          {} (hardware FLOPs {}: HFU counts them, MFU not)\n",
+               si(again, "FLOP"), si(fl.total() + again, "FLOP"));
+  }
   const glass::DevicePeaks peaks = peaks_of(f.device);
   fmt::print("  at 100% MFU on {}: {} per step ({})\n", peaks.name,
              si(fl.total() / peaks.flops(dtype), "s"), peaks.source);
@@ -267,6 +287,9 @@ int main(int argc, char** argv) {
                 "a mixture of experts on paper: E experts per layer (each the model's MLP); "
                 "prints active vs resident parameters");
   t->add_option("--top-k", f.top_k, "experts each token runs through (with --n-expert)");
+  t->add_option("--recompute", f.recompute,
+                "train_gpt --recompute: none | gelu | mlp | block (saved activations shrink, one "
+                "layer's recomputed part is added, HFU's FLOPs grow)");
   t->add_option("--model", f.model,
                 "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it: padded "
                 "vocabulary, flash attention, fused classifier) | llama-tiny | stories15m (with "

@@ -18,7 +18,7 @@ void check_sizes(const GPTConfig& c, int64_t batch, int64_t seq_len) {
 
 double layer_activation_width(const GPTConfig& c) {
   const double C = static_cast<double>(c.n_embd);
-  if (c.arch == Arch::gpt2) return 18 * C;
+  if (c.arch == Arch::gpt2) return 16 * C;
   const double qkv = static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
   return 7 * C + qkv + 3 * static_cast<double>(c.ffn());
 }
@@ -45,19 +45,73 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
   m.gradients_bytes = b * N;
   m.master_bytes = b < 4 ? 4 * N : 0;
   m.adam_bytes = 8 * N;
+  double layer_bytes = 0;  // what one layer keeps, as none keeps it
   if (options.fast) {
     const double per_layer = kept * B * T + stats * B * T;  // in b, plus the f32 LSE:
     const double lse_bytes = 4 * B * H * T;
     const double top = 2 * B * T * C + top_stats * B * T + B * T * V + B * T;
     m.activations_bytes = b * (L * per_layer + top) + L * lse_bytes;
     m.temporaries_bytes = b * per_layer + lse_bytes;
-    return m;
+    layer_bytes = b * per_layer + lse_bytes;
+  } else {
+    const double per_layer = kept * B * T + stats * B * T + 2 * B * H * T * T;
+    const double top = 2 * B * T * C + top_stats * B * T + 2 * B * T * V + B * T;
+    m.activations_bytes = b * (L * per_layer + top);
+    m.temporaries_bytes = b * (B * T * V + per_layer);
+    layer_bytes = b * per_layer;
   }
-  const double per_layer = kept * B * T + stats * B * T + 2 * B * H * T * T;
-  const double top = 2 * B * T * C + top_stats * B * T + 2 * B * T * V + B * T;
-  m.activations_bytes = b * (L * per_layer + top);
-  m.temporaries_bytes = b * (B * T * V + per_layer);
+  // Recomputation: each layer keeps less, and one layer's recomputed part is alive in backward.
+  if (options.recompute == Recompute::block) {
+    m.activations_bytes -= L * (layer_bytes - b * 2 * C * B * T);
+    m.recompute_bytes = layer_bytes;
+  } else if (options.recompute != Recompute::none) {
+    const RecomputeWidths w = recompute_widths(c, options.recompute);
+    m.activations_bytes -= L * b * w.dropped * B * T;
+    m.recompute_bytes = b * w.rebuilt * B * T;
+  }
   return m;
+}
+
+RecomputeWidths recompute_widths(const GPTConfig& c, Recompute mode) {
+  const double C = static_cast<double>(c.n_embd);
+  const double hidden = c.arch == Arch::gpt2 ? 4 * C : static_cast<double>(c.ffn());
+  switch (mode) {
+    case Recompute::gelu:  // the activation's output (llama: and down_proj's output again)
+      return c.arch == Arch::gpt2 ? RecomputeWidths{hidden, hidden}
+                                  : RecomputeWidths{hidden, hidden + C};
+    case Recompute::mlp:  // the activation's input and output, and the MLP's output again
+      return c.arch == Arch::gpt2 ? RecomputeWidths{2 * hidden, 2 * hidden + C}
+                                  : RecomputeWidths{3 * hidden, 3 * hidden + C};
+    case Recompute::none:
+    case Recompute::block:
+      break;
+  }
+  return {};
+}
+
+double recompute_flops_per_token(const GPTConfig& c, int64_t seq_len, Recompute mode,
+                                 bool gelu_in_gemm_epilogue) {
+  const double C = static_cast<double>(c.n_embd), L = static_cast<double>(c.n_layer);
+  const double T = static_cast<double>(seq_len);
+  const bool gpt2 = c.arch == Arch::gpt2;
+  const double hidden = gpt2 ? 4 * C : static_cast<double>(c.ffn());
+  // One layer's matrices: attention's projections, then the MLP's.
+  const double qkv =
+      gpt2 ? 3 * C : static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
+  const double mlp_matrix = gpt2 ? 2 * hidden * C : 3 * hidden * C;
+  const double layer_matrix = qkv * C + C * C + mlp_matrix;
+  switch (mode) {
+    case Recompute::none:
+      return 0;
+    case Recompute::gelu:
+      if (!gpt2) return L * 2 * hidden * C;
+      return gelu_in_gemm_epilogue ? L * 2 * C * hidden : 0;
+    case Recompute::mlp:
+      return L * 2 * mlp_matrix;
+    case Recompute::block:
+      return L * (2 * layer_matrix + 4 * T * C);
+  }
+  return 0;
 }
 
 GptStepFlops gpt_step_flops(const GPTConfig& c, int64_t batch, int64_t seq_len) {

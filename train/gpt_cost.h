@@ -4,9 +4,10 @@
 // Memory, for parameters stored in dtype b (bytes per element), N = all parameters:
 //   parameters b N, gradients b N, fp32 master weights 4 N (only when b < 4), AdamW moments 8 N
 //   (m and v in fp32);
-//   saved activations: llm.c's list of what a GPT-2 step keeps from forward for backward, in b:
-//     per layer 18 B T C (ln_1, qkv 3x, attention out, attn proj, residual, ln_2, fc 4x, gelu 4x,
-//     mlp proj, residual) + 4 B T (LayerNorm means and reciprocal std) + 2 B H T^2 (scores and
+//   saved activations: what a GPT-2 step keeps from forward for backward, in b:
+//     per layer 16 B T C (ln_1, qkv 3x, attention out, residual, ln_2, fc 4x, gelu 4x, residual:
+//     llm.c's list of 18 less the two projections' outputs, which glass's fused residual
+//     LayerNorms do not keep) + 4 B T (LayerNorm means and reciprocal std) + 2 B H T^2 (scores and
 //     probabilities, as an attention without flash keeps them); at the top 2 B T C (embeddings,
 //     ln_f) + 2 B T (ln_f stats) + 2 B T V (logits, probabilities) + B T (losses);
 //     A llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token (input_layernorm, the rotated qkv,
@@ -19,12 +20,17 @@
 //   2 b B H T^2; the fused classifier writes the logits' gradient over the logits, so the top
 //   keeps B T V (logits) instead of 2 B T V and there is no B T V temporary.
 //   V is the padded vocabulary (GPTConfig::table_rows()), the logits' width.
+// Recomputation (GptBudgetOptions::recompute, nn/recompute.h): each layer keeps less (it drops
+// `dropped` elements per token, RecomputeWidths below; block keeps only its input, 2 C per token),
+// and while backward runs one layer, that layer's recomputed part is alive: the recompute term,
+// `rebuilt` elements per token of one layer (block: the whole layer as none keeps it).
 // FLOPs per step: (6 N' + 12 L T C) B T, N' = flop_parameters (nn/gpt_config.h explains both
-// terms).
+// terms); hardware FLOPs add the recomputed forward's (recompute_flops_per_token).
 #pragma once
 
 #include "engine/dtype.h"
 #include "nn/gpt.h"
+#include "nn/recompute.h"
 
 namespace glass::train {
 
@@ -32,15 +38,36 @@ struct GptMemoryBudget {
   int64_t parameters = 0;  // N, wpe included
   double parameters_bytes = 0, gradients_bytes = 0, master_bytes = 0, adam_bytes = 0;
   double activations_bytes = 0, temporaries_bytes = 0;
+  double recompute_bytes = 0;  // one layer's recomputed part, alive while backward runs it
   double total_bytes() const {
     return parameters_bytes + gradients_bytes + master_bytes + adam_bytes + activations_bytes +
-           temporaries_bytes;
+           temporaries_bytes + recompute_bytes;
   }
 };
 
 struct GptBudgetOptions {
   bool fast = false;  // flash attention and the fused classifier (see above)
+  Recompute recompute = Recompute::none;
 };
+
+// Per layer and token, in elements: what a recompute mode stops keeping, and what its recomputed
+// part holds while backward runs it (block: not used; the whole layer's activations).
+//   gpt2   gelu: dropped 4C (the GELU output), rebuilt 4C
+//          mlp:  dropped 8C (the GELU's input and output), rebuilt 9C (both and the MLP output)
+//   llama  gelu: dropped F (SwiGLU's output), rebuilt F + C (it and down_proj's output)
+//          mlp:  dropped 3F (gate_up and SwiGLU's output), rebuilt 3F + C
+struct RecomputeWidths {
+  double dropped = 0, rebuilt = 0;
+};
+RecomputeWidths recompute_widths(const GPTConfig& config, Recompute mode);
+
+// The forward FLOPs per token that backward recomputes (hardware FLOPs minus model FLOPs):
+//   gelu   gpt2: 2 C 4C per layer on emu and cuda (the c_fc GEMM again: its GELU is cuBLASLt's
+//          epilogue), 0 counted on cpu (an elementwise GELU); llama: 2 F C (down_proj again)
+//   mlp    the MLP's GEMMs, 2 (C 4C + 4C C) (gpt2) or 2 (C 2F + F C) (llama) per layer
+//   block  the layer's whole forward: a third of (6 N'_layer + 12 T C) per layer
+double recompute_flops_per_token(const GPTConfig& config, int64_t seq_len, Recompute mode,
+                                 bool gelu_in_gemm_epilogue);
 
 // What one layer keeps from forward for backward, in elements per token (the list above).
 double layer_activation_width(const GPTConfig& config);

@@ -160,12 +160,23 @@ TEST(GptCost, MemoryBudgetByHand) {
   EXPECT_DOUBLE_EQ(bf16.gradients_bytes, 2 * 1968);
   EXPECT_DOUBLE_EQ(bf16.master_bytes, 4 * 1968);
   EXPECT_DOUBLE_EQ(bf16.adam_bytes, 8 * 1968);
-  // Per layer 18 BTC + 4 BT + 2 B H T^2 = 1152 + 32 + 128 = 1312 elements; top
-  // 2 BTC + 2 BT + 2 BTV + BT = 128 + 16 + 160 + 8 = 312: (2 * 1312 + 312) * 2 bytes.
-  EXPECT_DOUBLE_EQ(bf16.activations_bytes, (2 * 1312 + 312) * 2);
-  // Logits' gradient B T V = 80 plus one layer, 1312.
-  EXPECT_DOUBLE_EQ(bf16.temporaries_bytes, (80 + 1312) * 2);
-  EXPECT_DOUBLE_EQ(bf16.total_bytes(), 2 * 3936 + 7872 + 15744 + 5872 + 2784);
+  // Per layer 16 BTC + 4 BT + 2 B H T^2 = 1024 + 32 + 128 = 1184 elements; top
+  // 2 BTC + 2 BT + 2 BTV + BT = 128 + 16 + 160 + 8 = 312: (2 * 1184 + 312) * 2 bytes.
+  EXPECT_DOUBLE_EQ(bf16.activations_bytes, (2 * 1184 + 312) * 2);
+  // Logits' gradient B T V = 80 plus one layer, 1184.
+  EXPECT_DOUBLE_EQ(bf16.temporaries_bytes, (80 + 1184) * 2);
+  EXPECT_DOUBLE_EQ(bf16.recompute_bytes, 0);
+  EXPECT_DOUBLE_EQ(bf16.total_bytes(), 2 * 3936 + 7872 + 15744 + 5360 + 2528);
+  // --recompute gelu: each layer keeps 4 BTC = 256 fewer, one layer's 256 rebuilt in backward;
+  // block: each layer keeps 2 BTC = 128 instead of 1184, one whole layer (1184) rebuilt.
+  const GptMemoryBudget gelu =
+      gpt_memory_budget(small_config(), 2, 4, DType::bf16, {.recompute = Recompute::gelu});
+  EXPECT_DOUBLE_EQ(gelu.activations_bytes, (2 * (1184 - 256) + 312) * 2);
+  EXPECT_DOUBLE_EQ(gelu.recompute_bytes, 256 * 2);
+  const GptMemoryBudget block =
+      gpt_memory_budget(small_config(), 2, 4, DType::bf16, {.recompute = Recompute::block});
+  EXPECT_DOUBLE_EQ(block.activations_bytes, (2 * 128 + 312) * 2);
+  EXPECT_DOUBLE_EQ(block.recompute_bytes, 1184 * 2);
   // f32 keeps no separate master copy; everything else doubles.
   const GptMemoryBudget f32 = gpt_memory_budget(small_config(), 2, 4, DType::f32);
   EXPECT_DOUBLE_EQ(f32.master_bytes, 0);
@@ -185,6 +196,17 @@ TEST(GptCost, StepFlopsByHand) {
       testing::contains_all(m.formula, {"6 N + 12 L T C", "1840", "LM head", "test peaks"}));
   EXPECT_TRUE(testing::contains_all(
       testing::error_of([] { gpt_memory_budget(small_config(), 0, 4, DType::f32); }), {"batch 0"}));
+  // Recomputed forward per token (C = 8, T = 4, L = 2): block 2 (12 C^2) + 4 T C = 1664 per
+  // layer; mlp 16 C^2 = 1024 per layer; gelu the c_fc GEMM 8 C^2 = 512 where the GELU is in its
+  // epilogue, nothing counted on cpu. HFU adds them to the model's 11808 per token.
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::block, true), 2 * 1664);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::mlp, true), 2 * 1024);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::gelu, true), 2 * 512);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::gelu, false), 0);
+  const Mfu h = with_recompute(m, small_config(), 4, Recompute::block, false);
+  EXPECT_NEAR(h.of(1000), 1.0, 1e-12);
+  EXPECT_NEAR(h.hfu_of(1000), (11808.0 + 3328) / 11808, 1e-12);
+  EXPECT_TRUE(testing::contains_all(h.formula, {"HFU", "--recompute block", "3328"}));
 }
 
 TEST(Svg, EscapesAndSkipsNonPositiveOnLogAxes) {
