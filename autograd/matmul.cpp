@@ -201,8 +201,12 @@ Tensor rebuild_gelu_output(const Tensor& x2, const Tensor& w_fc_t, const Tensor&
   LaunchScope scope(ctx.op, ctx.node_id, Phase::recompute, ctx.created_at);
   if (pre.device().kind == DeviceKind::cpu) {
     const kernels::Backend& be = kernels::backend(pre);
-    Tensor in = Tensor::empty({rows, hidden}, pre.dtype(), pre.device());
-    be.copy(pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset()), in);
+    // pre's rows are padded to aux_ld only when 4C is not a multiple of 8: then a contiguous copy.
+    Tensor in = pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset());
+    if (aux_ld != hidden) {
+      in = Tensor::empty({rows, hidden}, pre.dtype(), pre.device());
+      be.copy(pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset()), in);
+    }
     Tensor h = Tensor::empty({rows, hidden}, pre.dtype(), pre.device());
     be.gelu_forward(in, h);
     return h;

@@ -89,11 +89,20 @@ TrainOptions llama(const char* device, const char* dtype) {
 
 TEST(Recompute, Gpt2CpuIsBitIdenticalToNone) {
   expect_modes_bit_identical(gpt2("cpu", "f32"), "gpt2 cpu f32 dropout 0.1");
+  // C = 15: the GELU's input rows are padded (4C = 60 to 64), which gelu's rebuild reads past.
+  TrainOptions odd = gpt2("cpu", "f32");
+  odd.n_embd = 15;
+  odd.n_head = 3;
+  expect_modes_bit_identical(odd, "gpt2 cpu f32 C=15");
 }
 
 TEST(Recompute, Gpt2EmuIsBitIdenticalToNone) {
   expect_modes_bit_identical(gpt2("emu", "f32"), "gpt2 emu f32 dropout 0.1");
   expect_modes_bit_identical(gpt2("emu", "bf16"), "gpt2 emu bf16 dropout 0.1");
+  TrainOptions odd = gpt2("emu", "f32");
+  odd.n_embd = 15;
+  odd.n_head = 3;
+  expect_modes_bit_identical(odd, "gpt2 emu f32 C=15");
 }
 
 TEST(Recompute, Gpt2CudaIsBitIdenticalToNone) {
