@@ -47,6 +47,8 @@ struct Flags {
   std::string arch = "gpt2", tie_embeddings = "on";  // model
   int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
   std::string recompute = "none";                    // model: train_gpt --recompute
+  int64_t world = 1;                                 // model: data-parallel ranks (per rank)
+  int zero = 0;                                      // model: ZeRO stage 0 | 1
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -136,6 +138,7 @@ void print_memory_rows(const glass::train::GptMemoryBudget& m) {
                                                  {"saved activations", m.activations_bytes},
                                                  {"temporaries", m.temporaries_bytes},
                                                  {"recomputed (one layer)", m.recompute_bytes},
+                                                 {"gradient buckets", m.gradient_buckets_bytes},
                                                  {"total", m.total_bytes()}};
   for (const auto& [name, bytes] : rows)
     fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
@@ -180,8 +183,9 @@ void model(const Flags& f) {
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
   const bool fast = !f.model.empty();
   const glass::Recompute recompute = glass::parse_recompute(f.recompute);
-  const auto m =
-      glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast, recompute});
+  const auto m = glass::train::gpt_memory_budget(
+      f.gpt, f.batch, f.seq_len, dtype,
+      {.fast = fast, .recompute = recompute, .world = f.world, .zero = f.zero});
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   const bool llama = f.gpt.arch == glass::Arch::llama;
   fmt::print("{} {} | batch {} x seq_len {} | {}\n", glass::arch_name(f.gpt.arch), f.gpt.str(),
@@ -217,6 +221,11 @@ void model(const Flags& f) {
                                  "of one layer at a time",
                                  glass::train::recompute_widths(f.gpt, recompute).dropped,
                                  glass::train::recompute_widths(f.gpt, recompute).rebuilt));
+  if (f.world > 1)
+    fmt::print(
+        "  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n", f.world,
+        f.batch / f.world,
+        f.zero == 1 ? fmt::format(", moments 8 ceil(N / {}) (ZeRO-1)", f.world) : std::string());
   print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
   const char* counted =
@@ -290,6 +299,10 @@ int main(int argc, char** argv) {
   t->add_option("--recompute", f.recompute,
                 "train_gpt --recompute: none | gelu | mlp | block (saved activations shrink, one "
                 "layer's recomputed part is added, HFU's FLOPs grow)");
+  t->add_option("--world", f.world,
+                "data-parallel ranks: the budget is one rank's, --batch the global batch");
+  t->add_option("--zero", f.zero, "ZeRO stage: 0 | 1 (AdamW's moments sharded over --world)")
+      ->check(CLI::IsMember({0, 1}));
   t->add_option("--model", f.model,
                 "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it: padded "
                 "vocabulary, flash attention, fused classifier) | llama-tiny | stories15m (with "
