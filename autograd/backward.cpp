@@ -100,7 +100,7 @@ class BackwardPass {
   void add_seed(const Tensor& root, const Tensor& seed) {
     Node* root_node = root.grad_fn().get();
     Tensor& acc = root_node->output_index(root) > 0
-                      ? root_node->output_grads[root_node->output_index(root)]
+                      ? root_node->extras->output_grads[root_node->output_index(root)]
                       : grads_[root_node];
     acc = acc.defined() ? accumulate(acc, seed) : seed;
   }
@@ -116,13 +116,14 @@ class BackwardPass {
           detail::debug_switches_off.load(std::memory_order_relaxed) ? "" : n->created_at.str();
       LaunchScope scope(n->op, n->id, Phase::backward, site.c_str());
       // A multi-output node runs when any of its outputs received a gradient.
-      const bool other_output_grads = std::any_of(n->output_grads.begin(), n->output_grads.end(),
-                                                  [](const Tensor& t) { return t.defined(); });
+      const bool other_output_grads =
+          n->extras && std::any_of(n->extras->output_grads.begin(), n->extras->output_grads.end(),
+                                   [](const Tensor& t) { return t.defined(); });
       const std::vector<Tensor> input_grads =
           g.defined() || other_output_grads ? run_node(*n, g) : std::vector<Tensor>{};
       // Saved tensors and captured state go as soon as the node has run.
       n->saved.clear();
-      n->output_grads.clear();
+      if (n->extras) n->extras->output_grads.clear();
       n->backward = nullptr;
       for (size_t i = 0; i < n->inputs.size(); ++i)
         hand_on(*n, i, i < input_grads.size() ? input_grads[i] : Tensor());
@@ -156,7 +157,8 @@ class BackwardPass {
  private:
   // A node's backward function with its hooks around it; one gradient per input, checked.
   static std::vector<Tensor> run_node(Node& n, const Tensor& g) {
-    for (auto& hook : n.pre_hooks) hook(n, g);
+    if (n.extras)
+      for (auto& hook : n.extras->pre_hooks) hook(n, g);
     std::vector<Tensor> input_grads;
     {
       RunningNode running(&n, g);
@@ -166,7 +168,8 @@ class BackwardPass {
                 "backward of #{} {}: returned {} gradients for {} inputs", n.id, n.op,
                 input_grads.size(), n.inputs.size());
     if (check_nan_enabled()) check_gradients(n, input_grads);
-    for (auto& hook : n.post_hooks) hook(n, input_grads);
+    if (n.extras)
+      for (auto& hook : n.extras->post_hooks) hook(n, input_grads);
     return input_grads;
   }
 
@@ -184,7 +187,7 @@ class BackwardPass {
     if (e.node) {
       if (!g.defined()) return;
       // Output 0's gradient waits in grads_, a multi-output node's others in the node.
-      Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->output_grads[e.output];
+      Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->extras->output_grads[e.output];
       acc = acc.defined() ? accumulate(acc, g) : g;
     } else if (e.leaf) {
       AutogradMeta* leaf = e.leaf.get();

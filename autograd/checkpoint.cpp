@@ -88,7 +88,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
                                                    const Tensor& dy) -> std::vector<Tensor> {
     // d(outputs): output 0's arrives as dy, the others' in output_grads.
     std::vector<Tensor> douts(made.size());
-    for (size_t j = 0; j < made.size(); ++j) douts[j] = j == 0 ? dy : self.output_grads[j];
+    for (size_t j = 0; j < made.size(); ++j) douts[j] = j == 0 ? dy : self.output_grad(j);
     std::vector<Tensor> again;
     int64_t rerun_first_id = 0;
     {
@@ -109,11 +109,12 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
                   self.id);
     return backward_region(again, douts, rerun_first_id, exits);
   };
+  NodeExtras& extras = node->extra();
   for (size_t i : made) {
     outs[i].set_grad_fn(node);
-    node->outputs.push_back(outs[i].unsafe_impl());
+    extras.outputs.push_back(outs[i].unsafe_impl());
   }
-  node->output_grads.resize(made.size());
+  extras.output_grads.resize(made.size());
   return outs;
 }
 

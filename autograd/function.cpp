@@ -86,11 +86,12 @@ std::vector<Tensor> OpScope::finish_outputs(std::vector<Tensor> outs, std::vecto
   if (!needs_grad_) return outs;
   auto node = make_node(outs[0].shape(), std::move(saved), std::move(backward));
   // Each output a new handle whose history is this node; the node knows which is which.
+  NodeExtras& extras = node->extra();
   for (Tensor& out : outs) {
     out.set_grad_fn(node);
-    node->outputs.push_back(out.unsafe_impl());
+    extras.outputs.push_back(out.unsafe_impl());
   }
-  node->output_grads.resize(outs.size());
+  extras.output_grads.resize(outs.size());
   return outs;
 }
 

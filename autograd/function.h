@@ -44,7 +44,7 @@ class OpScope {
   // Attaches the node to `out` (when recording) and returns `out`.
   Tensor finish(Tensor out, std::vector<Tensor> saved, BackwardFn backward);
   // The same for an op with several outputs, all made by one node: the backward function gets
-  // output 0's gradient as grad_out and the others' in node.output_grads[i] (i >= 1), each
+  // output 0's gradient as grad_out and the others' as node.output_grad(i) (i >= 1), each
   // undefined when no gradient reached it.
   std::vector<Tensor> finish_outputs(std::vector<Tensor> outs, std::vector<Tensor> saved,
                                      BackwardFn backward);

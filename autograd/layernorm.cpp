@@ -69,7 +69,7 @@ ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Ten
         // Output 0 is residual (its gradient: dresidual), output 1 the normalised y (dy); either
         // may be missing when nothing downstream used it.
         const Tensor &s = n.saved[0], &w = n.saved[1], &mean = n.saved[2], &rstd = n.saved[3];
-        const Tensor& dy = n.output_grads[1];
+        const Tensor& dy = n.output_grad(1);
         if (!dy.defined()) return {dresidual, dresidual, Tensor(), Tensor()};  // d(x + delta)
         Tensor ds = empty_like(s), dw = empty_like(w), db = empty_like(w);
         if (dresidual.defined())

@@ -57,9 +57,15 @@ Node::~Node() {
 }
 
 int Node::output_index(const Tensor& t) const {
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (outputs[i] == t.unsafe_impl()) return static_cast<int>(i);
+  if (!extras) return 0;
+  for (size_t i = 0; i < extras->outputs.size(); ++i)
+    if (extras->outputs[i] == t.unsafe_impl()) return static_cast<int>(i);
   return 0;
+}
+
+NodeExtras& Node::extra() {
+  if (!extras) extras = std::make_unique<NodeExtras>();
+  return *extras;
 }
 
 Tape& Tape::current() {

@@ -29,26 +29,35 @@ struct Edge {
 };
 
 // Returns one gradient per input (an undefined Tensor where no gradient flows). grad_out is the
-// gradient of the node's output (of output 0 for a node with several: Node::output_grads).
+// gradient of the node's output (of output 0 for a node with several: Node::output_grad).
 using BackwardFn = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_out)>;
 using NodePreHook = std::function<void(Node& node, const Tensor& grad_out)>;
 using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& grad_inputs)>;
 
+// What few nodes have, kept out of line so that the common node does not carry it: hooks (tests,
+// debugging tools) and the outputs of a node with several (OpScope::finish_outputs, e.g.
+// residual_layer_norm): which tensor is output i (identity only), and the gradients of outputs
+// 1.. as backward() sums them (an undefined Tensor where none arrived); output 0's gradient is
+// the backward function's grad_out.
+struct NodeExtras {
+  std::vector<NodePreHook> pre_hooks;
+  std::vector<NodePostHook> post_hooks;
+  std::vector<const TensorImpl*> outputs;
+  std::vector<Tensor> output_grads;
+};
+
+// A recorded op's node: 424 bytes on x86-64 with libstdc++, 448 as malloc'd with its shared_ptr
+// control block (docs/design.md, "What a recorded op costs", accounts for every part).
 struct Node {
   int64_t id = 0;
   const char* op = "";
-  SmallVector<Edge, 3> inputs;  // most ops have at most 3 inputs: no heap allocation for them
+  SmallVector<Edge, 2> inputs;  // most ops have at most 2 inputs: no heap allocation for them
   std::vector<Tensor> saved;    // released as soon as the node has run
   BackwardFn backward;
   Shape out_shape;
   CreationSite created_at;  // forward's call site and module; .str() is the text
-  std::vector<NodePreHook> pre_hooks;
-  std::vector<NodePostHook> post_hooks;
-  // A node with several outputs (OpScope::finish_outputs, e.g. residual_layer_norm): which tensor
-  // is output i (identity only), and the gradients of outputs 1.. as backward() sums them (an
-  // undefined Tensor where none arrived); output 0's gradient is the backward function's grad_out.
-  std::vector<const TensorImpl*> outputs;
-  std::vector<Tensor> output_grads;
+  // Null unless a hook or several outputs need it.
+  std::unique_ptr<NodeExtras> extras;
 
   Node();  // counts the node as alive (Tape::live_nodes)
   // Frees the graph behind the node without recursion (node.cpp).
@@ -58,6 +67,10 @@ struct Node {
   bool has_run() const { return !backward; }
   // Which output of this node `t` is (0 for a single-output node).
   int output_index(const Tensor& t) const;
+  // The extras, made on first use: where hooks are added and a multi-output node's outputs noted.
+  NodeExtras& extra();
+  // The summed gradient of output i >= 1 of a multi-output node (undefined: none arrived).
+  const Tensor& output_grad(size_t i) const { return extras->output_grads[i]; }
   // "#12 layernorm out [4, 8] <- #11 add, leaf transformer.h.0.ln_1.weight, ..."
   std::string str() const;
 };

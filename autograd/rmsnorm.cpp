@@ -67,7 +67,7 @@ ResidualNorm residual_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
         // Output 0 is residual (its gradient: dresidual), output 1 the normalised y (dy); either
         // may be missing when nothing downstream used it.
         const Tensor &s = n.saved[0], &w = n.saved[1], &rstd = n.saved[2];
-        const Tensor& dy = n.output_grads[1];
+        const Tensor& dy = n.output_grad(1);
         if (!dy.defined()) return {dresidual, dresidual, Tensor()};  // d(x + delta)
         Tensor ds = empty_like(s), dw = empty_like(w);
         if (dresidual.defined())

@@ -5,18 +5,25 @@
 //   us_per_op_nograd      the chain under NoGradGuard: no node recorded
 //   us_per_op_recording   the chain with x requiring grad: one node per add
 //   us_per_node_backward  backward() over that chain (plus its sum), per node
-// Each is the best of --repeats runs. Prints one JSON line per system, then both side by side; the
-// PyTorch line comes from bench/torch_op_overhead.py, run by this program in the same run with
-// OMP_WAIT_POLICY=PASSIVE and the same thread count (--no-torch skips it).
+//   rss_bytes_per_op_recording  how much the process's resident memory grew while the recording
+//                         chain ran, per op (the most over the repeats: the first run's fresh
+//                         pages)
+// Each is the best of --repeats runs, in wall-clock time and (cpu_us_*) in the thread's own CPU
+// time, which on a machine shared with other busy processes leaves out the time spent waiting for a
+// core. Prints one JSON line per system, then both side by side; the PyTorch line comes from
+// bench/torch_op_overhead.py, run by this program in the same run with OMP_WAIT_POLICY=PASSIVE and
+// the same thread count (--no-torch skips it).
 //
 //   build/bench/op_overhead [--ops 20000] [--size 16] [--repeats 5] [--threads 2] [--no-torch]
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,38 +35,68 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// This thread's CPU time in seconds.
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The process's resident memory in bytes (/proc/self/statm's second field, in pages).
+double resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// The best wall-clock and CPU time of a section over the repeats.
+struct Best {
+  double wall = 1e30, cpu = 1e30;
+  struct Start {
+    Clock::time_point wall;
+    double cpu;
+  };
+  static Start start() { return {Clock::now(), thread_seconds()}; }
+  void stop(const Start& s) {
+    wall = std::min(wall, std::chrono::duration<double>(Clock::now() - s.wall).count());
+    cpu = std::min(cpu, thread_seconds() - s.cpu);
+  }
+};
+
 struct Options {
   int ops = 20000, size = 16, repeats = 5, threads = 2;
   bool torch = true;
 };
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The three numbers, best of o.repeats each, in µs.
+// The three numbers, best of o.repeats each, in µs: wall-clock, then thread CPU time.
 nlohmann::json measure_glass(const Options& o) {
   using namespace glass;
   const Tensor y = ones({o.size});
-  double nograd = 1e30, recording = 1e30, backward_s = 1e30;
+  Best nograd, recording, backward_s;
+  double rss_growth = 0;
   for (int r = 0; r < o.repeats; ++r) {
     {
       NoGradGuard no_grad;
       Tensor x = zeros({o.size});
-      const auto t0 = Clock::now();
+      const auto t0 = Best::start();
       for (int i = 0; i < o.ops; ++i) x = add(x, y);
-      nograd = std::min(nograd, seconds_since(t0));
+      nograd.stop(t0);
     }
     Tensor x0 = zeros({o.size});
     x0.set_requires_grad(true);
     Tensor x = x0;
-    auto t0 = Clock::now();
+    const double rss0 = resident_bytes();
+    auto t0 = Best::start();
     for (int i = 0; i < o.ops; ++i) x = add(x, y);
-    recording = std::min(recording, seconds_since(t0));
+    recording.stop(t0);
+    rss_growth = std::max(rss_growth, resident_bytes() - rss0);
     const Tensor loss = sum(x);
-    t0 = Clock::now();
+    t0 = Best::start();
     backward(loss);
-    backward_s = std::min(backward_s, seconds_since(t0));
+    backward_s.stop(t0);
     // 16 ones added ops times, summed: the chain really ran.
     if (item(sum(x.detach())) != static_cast<double>(o.size) * o.ops) {
       fmt::print(stderr, "op_overhead: wrong sum\n");
@@ -68,9 +105,13 @@ nlohmann::json measure_glass(const Options& o) {
   }
   const double per = 1e6 / o.ops;
   return {{"system", "glass"},
-          {"us_per_op_nograd", nograd * per},
-          {"us_per_op_recording", recording * per},
-          {"us_per_node_backward", backward_s * per}};
+          {"us_per_op_nograd", nograd.wall * per},
+          {"us_per_op_recording", recording.wall * per},
+          {"us_per_node_backward", backward_s.wall * per},
+          {"cpu_us_per_op_nograd", nograd.cpu * per},
+          {"cpu_us_per_op_recording", recording.cpu * per},
+          {"cpu_us_per_node_backward", backward_s.cpu * per},
+          {"rss_bytes_per_op_recording", rss_growth / o.ops}};
 }
 
 // Runs the PyTorch script and returns its last line as JSON (null when it fails).
@@ -117,11 +158,14 @@ int main(int argc, char** argv) {
   fmt::print("{}\n", torch.dump());
   fmt::print("chain of {} adds of {} f32 elements on cpu, {} threads, best of {}\n", o.ops, o.size,
              o.threads, o.repeats);
-  fmt::print("{:<24}{:>10}{:>20}{:>18}\n", "µs", "glass",
+  fmt::print("{:<28}{:>10}{:>20}{:>18}\n", "µs", "glass",
              torch.value("system", std::string("pytorch")), "pytorch / glass");
-  for (const char* k : {"us_per_op_nograd", "us_per_op_recording", "us_per_node_backward"}) {
+  for (const char* k :
+       {"us_per_op_nograd", "us_per_op_recording", "us_per_node_backward", "cpu_us_per_op_nograd",
+        "cpu_us_per_op_recording", "cpu_us_per_node_backward", "rss_bytes_per_op_recording"}) {
+    if (!torch.contains(k)) continue;
     const double g = glass[k], t = torch[k];
-    fmt::print("{:<24}{:>10.3f}{:>20.3f}{:>17.1f}x\n", k, g, t, t / g);
+    fmt::print("{:<28}{:>10.3f}{:>20.3f}{:>17.1f}x\n", k, g, t, t / g);
   }
   return 0;
 }

@@ -98,6 +98,10 @@ size_t Allocator::size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+size_t Allocator::class_of(size_t bytes) const {
+  return small_block(bytes) ? SmallBlocks::size_class(bytes) : size_class(bytes);
+}
+
 void* Allocator::device_malloc(size_t bytes) {
   switch (device_.kind) {
     case DeviceKind::cpu:
@@ -228,7 +232,35 @@ void* Allocator::adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size) {
   return p;
 }
 
+// A cpu block of up to 1 KiB: a free block of its class, or one cut from a slab (a new slab is
+// the device malloc here: 64 KiB more reserved).
+void* Allocator::allocate_small(size_t bytes) {
+  const size_t size = SmallBlocks::size_class(bytes);
+  std::lock_guard lock(mu_);
+  stats_.alloc_count++;
+  bool new_slab = false;
+  void* p = small_.take(bytes, new_slab);
+  if (p == nullptr) {  // no memory for a new slab: give the cached blocks back and try once more
+    empty_cache_locked();
+    p = small_.take(bytes, new_slab);
+  }
+  GLASS_CHECK(p != nullptr,
+              "Allocator: out of memory on {} allocating {} bytes ({} allocated, {} reserved)",
+              device_.str(), size, stats_.allocated_bytes, stats_.reserved_bytes);
+  if (new_slab) {
+    stats_.device_malloc_count++;
+    stats_.reserved_bytes += static_cast<int64_t>(SmallBlocks::kSlabBytes);
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  } else {
+    stats_.cache_hits++;
+  }
+  stats_.allocated_bytes += static_cast<int64_t>(size);
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return p;
+}
+
 void* Allocator::allocate(size_t bytes) {
+  if (small_block(bytes)) return allocate_small(bytes);
   // With emu's red zones every tensor gets its own allocation of exactly its size, so that the
   // zone starts at its last byte: one element too far is caught, not lost in a size class.
   const bool exact = exact_sizes();
@@ -276,6 +308,11 @@ void* Allocator::allocate(size_t bytes) {
 
 void Allocator::release(void* ptr, size_t bytes) {
   std::lock_guard lock(mu_);
+  if (small_block(bytes)) {
+    small_.give(ptr, bytes);
+    stats_.allocated_bytes -= static_cast<int64_t>(SmallBlocks::size_class(bytes));
+    return;
+  }
   if (uncached_.erase(ptr) != 0) {  // an exact-size block goes straight back (its zones checked)
     stats_.allocated_bytes -= static_cast<int64_t>(bytes);
     stats_.reserved_bytes -= static_cast<int64_t>(bytes);
@@ -331,6 +368,7 @@ void Allocator::empty_cache_locked() {
     device_free(p);
     stats_.reserved_bytes -= static_cast<int64_t>(cls);
   });
+  stats_.reserved_bytes -= static_cast<int64_t>(small_.release_empty_slabs());
 }
 
 Allocator::~Allocator() {

@@ -16,6 +16,12 @@
 // stream), so cuda may reserve more; meta never runs out, so it never empties its cache to retry.
 // Not counted by any allocator, on meta or on a GPU: the CUDA context, cuBLAS's and cuDNN's own
 // handles and NCCL's buffers.
+// On `cpu`, requests of up to 1 KiB come from SmallBlocks (engine/small_blocks.h): 64-byte size
+// classes cut from 64 KiB slabs, so that a small tensor costs its bytes rounded to 64, not a
+// 512-byte class of its own from malloc. There `allocated` counts each live block at its class and
+// `reserved` counts the slabs, whole, from when they are obtained until empty_cache() gives back
+// the ones with no live block: the free blocks and the uncut rest of a slab are the cache. Private
+// pools do not apply to them (pools serve CUDA graphs).
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
 //
@@ -42,6 +48,7 @@
 
 #include "engine/device.h"
 #include "engine/free_blocks.h"
+#include "engine/small_blocks.h"
 
 namespace glass {
 
@@ -51,7 +58,7 @@ struct AllocatorStats {
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t device_malloc_count = 0;  // calls to the device's own malloc
-  int64_t cache_hits = 0;           // requests served from a free list
+  int64_t cache_hits = 0;           // requests served from a free list or an already-reserved slab
   int64_t alloc_count = 0;          // all requests
   int64_t pool_reserved_bytes = 0;  // of reserved_bytes, held by private pools (graphs)
 };
@@ -100,6 +107,9 @@ class Allocator {
   int64_t allocated_bytes() const { return stats().allocated_bytes; }
   int64_t reserved_bytes() const { return stats().reserved_bytes; }
 
+  // The class a request of `bytes` is rounded to on this allocator's device: SmallBlocks's 64-byte
+  // classes for cpu requests up to 1 KiB, size_class(bytes) otherwise.
+  size_t class_of(size_t bytes) const;
   // Small requests are rounded to 512 B, larger ones to 1/8 of their power of two, which keeps
   // the waste under 12.5% while letting repeated training steps hit the same classes.
   static size_t size_class(size_t bytes);
@@ -114,12 +124,17 @@ class Allocator {
   void empty_cache_locked();
   struct Pool;
   void* adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size);  // nullptr: none
-  uint64_t scoped_pool() const;  // this thread's PoolScope pool on this allocator, or 0
-  bool exact_sizes() const;      // emu with red zones: no size classes, no cache
+  uint64_t scoped_pool() const;           // this thread's PoolScope pool on this allocator, or 0
+  bool exact_sizes() const;               // emu with red zones: no size classes, no cache
+  bool small_block(size_t bytes) const {  // served by small_ (cpu only)
+    return device_.kind == DeviceKind::cpu && SmallBlocks::serves(bytes);
+  }
+  void* allocate_small(size_t bytes);
 
   Device device_;
   mutable std::mutex mu_;
   FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
+  SmallBlocks small_;              // cpu's blocks of up to 1 KiB
   AllocatorStats stats_;
   std::unordered_set<void*> uncached_;  // live exact-size blocks (exact_sizes() when allocated)
   struct Pool {

@@ -37,10 +37,11 @@ TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {
   Tensor c = sum(b);
   std::vector<int64_t> order;
   for (const Tensor& t : {a, b, c}) {
-    t.grad_fn()->pre_hooks.push_back([&](Node& n, const Tensor&) { order.push_back(n.id); });
+    t.grad_fn()->extra().pre_hooks.push_back(
+        [&](Node& n, const Tensor&) { order.push_back(n.id); });
   }
   int post_calls = 0;
-  b.grad_fn()->post_hooks.push_back([&](Node& n, const std::vector<Tensor>& grads) {
+  b.grad_fn()->extra().post_hooks.push_back([&](Node& n, const std::vector<Tensor>& grads) {
     ++post_calls;
     EXPECT_EQ(grads.size(), 1u);
     EXPECT_EQ(grads[0].shape(), (Shape{2}));

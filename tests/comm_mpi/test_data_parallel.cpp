@@ -443,8 +443,8 @@ MeasuredRun measure_default_model(int zero) {
   m.peak = static_cast<double>(allocator.stats().peak_allocated_bytes - before);
   m.budget = train::gpt_memory_budget(t.model().config, o.batch, o.seq_len, DType::f32,
                                       {.world = t.communicator().size(), .zero = zero});
-  auto held = [](int64_t elements) {
-    return static_cast<double>(Allocator::size_class(static_cast<size_t>(4 * elements)));
+  auto held = [&allocator](int64_t elements) {  // as the cpu allocator rounds it (class_of)
+    return static_cast<double>(allocator.class_of(static_cast<size_t>(4 * elements)));
   };
   if (zero == 0)
     for (const Tensor& p : t.model().parameters()) m.moments_held += 2 * held(p.numel());
