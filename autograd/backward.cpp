@@ -1,6 +1,8 @@
 #include "autograd/backward.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +48,12 @@ void check_gradients(const Node& n, const std::vector<Tensor>& grads) {
                  fmt::format("the gradient for input {}", i));
 }
 
+// Which gradient an edge carries: the producing node's output, or the leaf.
+std::pair<const void*, int> exit_key(const Edge& e) {
+  return e.node ? std::pair<const void*, int>{e.node.get(), e.output}
+                : std::pair<const void*, int>{e.leaf.get(), 0};
+}
+
 // One run of backward(): the three steps as methods, with the bookkeeping they share.
 class BackwardPass {
  public:
@@ -53,9 +61,12 @@ class BackwardPass {
   // for each leaf how many edges will deliver to it (so it knows when its gradient is complete).
   // Returns the nodes in reverse tape order (descending id): each node comes before the nodes that
   // produced its inputs, so a node runs only once every gradient flowing into it has been summed.
-  std::vector<Node*> count_dependencies(Node* root) {
-    std::vector<Node*> order, stack{root};
-    std::unordered_set<Node*> seen{root};
+  std::vector<Node*> count_dependencies(Node* root) { return count_dependencies_from({root}); }
+  std::vector<Node*> count_dependencies_from(const std::vector<Node*>& roots) {
+    std::vector<Node*> order, stack;
+    std::unordered_set<Node*> seen;
+    for (Node* r : roots)
+      if (seen.insert(r).second) stack.push_back(r);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -64,6 +75,7 @@ class BackwardPass {
                   "backward: node #{} {} already ran; the graph was run backward once already",
                   n->id, n->op);
       for (const Edge& e : n->inputs) {
+        if (is_exit(e)) continue;  // a region's pass stops at its edge (backward_region)
         if (e.node) {
           if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
         } else if (e.leaf) {
@@ -80,12 +92,20 @@ class BackwardPass {
   // what it saved.
   void walk(const std::vector<Node*>& order, const Tensor& root, const Tensor& seed) {
     grads_.reserve(order.size());
-    // The seed is the gradient of the root: output 0 of its node, or one of a multi-output node's.
+    add_seed(root, seed);
+    walk(order);
+  }
+
+  // The seed is the gradient of a root: output 0 of its node, or one of a multi-output node's.
+  void add_seed(const Tensor& root, const Tensor& seed) {
     Node* root_node = root.grad_fn().get();
-    if (const int k = root_node->output_index(root); k > 0)
-      root_node->extras->output_grads[k] = seed;
-    else
-      grads_[root_node] = seed;
+    Tensor& acc = root_node->output_index(root) > 0
+                      ? root_node->extras->output_grads[root_node->output_index(root)]
+                      : grads_[root_node];
+    acc = acc.defined() ? accumulate(acc, seed) : seed;
+  }
+
+  void walk(const std::vector<Node*>& order) {
     NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
     for (Node* n : order) {
       Tensor g = std::move(grads_[n]);
@@ -160,6 +180,12 @@ class BackwardPass {
   void hand_on(const Node& n, size_t i, const Tensor& g) {
     const Edge& e = n.inputs[i];
     if (g.defined() && e.defined()) check_grad(n, i, g);
+    if (is_exit(e)) {
+      if (!g.defined()) return;
+      Tensor& acc = exit_grads_[exit_key(e)];
+      acc = acc.defined() ? accumulate(acc, g) : g;
+      return;
+    }
     if (e.node) {
       if (!g.defined()) return;
       // Output 0's gradient waits in grads_, a multi-output node's others in the node.
@@ -178,6 +204,23 @@ class BackwardPass {
     }
   }
 
+  // A region's pass (backward_region): its edge leaves the nodes with ids >= first_id_; the
+  // gradients reaching it are kept in exit_grads_, summed per target, instead of handed on.
+  int64_t first_id_ = 0;
+  bool is_exit(const Edge& e) const {
+    return first_id_ > 0 && e.defined() && (e.leaf || e.node->id < first_id_);
+  }
+  std::map<std::pair<const void*, int>, Tensor> exit_grads_;
+
+ public:
+  void stop_below(int64_t first_id) { first_id_ = first_id; }
+  // What reached exit `e` (undefined: nothing).
+  Tensor exit_grad(const Edge& e) {
+    auto it = exit_grads_.find(exit_key(e));
+    return it == exit_grads_.end() ? Tensor() : it->second;
+  }
+
+ private:
   std::unordered_map<Node*, Tensor> grads_;               // summed gradient of each node's output
   std::unordered_map<AutogradMeta*, int> leaf_deps_;      // edges still to deliver to each leaf
   std::unordered_map<AutogradMeta*, Tensor> leaf_grads_;  // each leaf's sum so far
@@ -205,6 +248,58 @@ void backward(const Tensor& root, const Tensor& grad) {
   if (!root.grad_fn()) return pass.deliver_to_root_leaf(root.unsafe_impl()->autograd.get(), seed);
   const std::vector<Node*> order = pass.count_dependencies(root.grad_fn().get());
   pass.walk(order, root, seed);
+}
+
+std::vector<Edge> region_exits(const std::vector<Tensor>& outputs, int64_t first_id) {
+  std::vector<Edge> exits;
+  std::set<std::pair<const void*, int>> seen;
+  std::vector<Node*> stack;
+  std::unordered_set<Node*> visited;
+  const auto visit = [&](const std::shared_ptr<Node>& n) {
+    if (n && n->id >= first_id && visited.insert(n.get()).second) stack.push_back(n.get());
+  };
+  for (const Tensor& t : outputs)
+    if (t.defined()) visit(t.grad_fn());
+  // Depth-first from the outputs; the exits in the order found (deterministic: edges in order).
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->inputs) {
+      if (!e.defined()) continue;
+      if (e.leaf || e.node->id < first_id) {
+        if (seen.insert(exit_key(e)).second) exits.push_back(e);
+      } else {
+        visit(e.node);
+      }
+    }
+  }
+  return exits;
+}
+
+std::vector<Tensor> backward_region(const std::vector<Tensor>& roots,
+                                    const std::vector<Tensor>& grads, int64_t first_id,
+                                    const std::vector<Edge>& exits) {
+  GLASS_CHECK(roots.size() == grads.size(), "backward_region: {} roots but {} gradients",
+              roots.size(), grads.size());
+  BackwardPass pass;
+  pass.stop_below(first_id);
+  std::vector<Node*> root_nodes;
+  for (size_t i = 0; i < roots.size(); ++i)
+    if (grads[i].defined() && roots[i].defined() && roots[i].grad_fn() &&
+        roots[i].grad_fn()->id >= first_id)
+      root_nodes.push_back(roots[i].grad_fn().get());
+  if (!root_nodes.empty()) {
+    const std::vector<Node*> order = pass.count_dependencies_from(root_nodes);
+    for (size_t i = 0; i < roots.size(); ++i)
+      if (grads[i].defined() && roots[i].defined() && roots[i].grad_fn() &&
+          roots[i].grad_fn()->id >= first_id)
+        pass.add_seed(roots[i], grads[i]);
+    pass.walk(order);
+  }
+  std::vector<Tensor> out;
+  out.reserve(exits.size());
+  for (const Edge& e : exits) out.push_back(pass.exit_grad(e));
+  return out;
 }
 
 }  // namespace glass

@@ -21,6 +21,9 @@
 //    starts a bucket's all-reduce there).
 #pragma once
 
+#include <vector>
+
+#include "autograd/node.h"
 #include "engine/tensor.h"
 
 namespace glass {
@@ -41,5 +44,16 @@ extern thread_local BackwardNow backward_now;
 // `grad` defaults to ones for a one-element root. Throws if root does not require grad or the graph
 // was already run backward.
 void backward(const Tensor& root, const Tensor& grad = Tensor());
+
+// A part of the tape, for activation recomputation (autograd/checkpoint.h): the nodes with ids >=
+// first_id, reached from `outputs`. Its exits are the edges that leave it (to an older node or to a
+// leaf), each target once, in the order a depth-first walk from the outputs meets them.
+std::vector<Edge> region_exits(const std::vector<Tensor>& outputs, int64_t first_id);
+// backward() on that part only: `grads` (one per root; undefined: none) flow back from `roots`
+// through the nodes with ids >= first_id, in descending id as backward() runs them, and what
+// reaches each of `exits` is returned (summed over the edges to it) instead of handed on.
+std::vector<Tensor> backward_region(const std::vector<Tensor>& roots,
+                                    const std::vector<Tensor>& grads, int64_t first_id,
+                                    const std::vector<Edge>& exits);
 
 }  // namespace glass

@@ -23,15 +23,17 @@ void OpScope::init(const char* op) {
       if (t->requires_grad()) needs_grad_ = true;
   // An op used inside a backward function or an optimizer step is part of that node or step:
   // its launches keep the caller's op, node id and phase. Anywhere else it is a forward op of its
-  // own, with a fresh node id.
+  // own, with a fresh node id; inside a recomputation (autograd/checkpoint.h) it is that forward
+  // op again, and its launches carry Phase::recompute.
   const Phase outer = current_launch_context().phase;
   if (outer == Phase::backward || outer == Phase::optimizer || outer == Phase::comm) return;
+  const Phase phase = outer == Phase::recompute ? Phase::recompute : Phase::forward;
   id_ = Tape::current().next_id();
   // The creation site is kept as its parts (three words); it becomes text only while a debug
   // switch (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it with a launch.
   site_ = current_creation_site();
   if (!detail::debug_switches_off.load(std::memory_order_relaxed)) site_text_ = site_.str();
-  scope_.emplace(op, id_, Phase::forward, site_text_.c_str());
+  scope_.emplace(op, id_, phase, site_text_.c_str());
 }
 
 std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Tensor> saved,

@@ -188,8 +188,38 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite sit
 //             dW_fc = dpre^T x;  dx = dpre W_fc                    two GEMMs
 // The GELU's gradient needs the GEMM that produces dh, which belongs to the second linear: that
 // is why the fused op is the whole MLP and not a linear+GELU alone.
+// recompute_gelu (train_gpt --recompute gelu): the GELU's output h is not saved; backward rebuilds
+// it from what was saved with the kernel that made it in forward: on cpu gelu_forward on the saved
+// GELU input pre (cpu's epilogue is that pass), on emu and cuda the first GEMM again with its GELU
+// epilogue (cuBLASLt applies the GELU to the unrounded sum, which a separate GELU kernel on the
+// stored pre does not reproduce), writing a scratch pre: the same bits either way.
+namespace {
+Tensor rebuild_gelu_output(const Tensor& x2, const Tensor& w_fc_t, const Tensor& b_fc,
+                           const Tensor& pre) {
+  const int64_t rows = pre.size(0), hidden = w_fc_t.size(1), aux_ld = pre.size(1);
+  const LaunchContext& ctx = current_launch_context();
+  LaunchScope scope(ctx.op, ctx.node_id, Phase::recompute, ctx.created_at);
+  if (pre.device().kind == DeviceKind::cpu) {
+    const kernels::Backend& be = kernels::backend(pre);
+    // pre's rows are padded to aux_ld only when 4C is not a multiple of 8: then a contiguous copy.
+    Tensor in = pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset());
+    if (aux_ld != hidden) {
+      in = Tensor::empty({rows, hidden}, pre.dtype(), pre.device());
+      be.copy(pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset()), in);
+    }
+    Tensor h = Tensor::empty({rows, hidden}, pre.dtype(), pre.device());
+    be.gelu_forward(in, h);
+    return h;
+  }
+  const Tensor scratch = Tensor::empty(pre.shape(), pre.dtype(), pre.device());
+  const kernels::GemmEpilogue gelu_aux{
+      .activation = kernels::GemmActivation::gelu, .aux = scratch, .aux_ld = aux_ld};
+  return gemm_product(x2, w_fc_t, b_fc, {}, &gelu_aux);
+}
+}  // namespace
+
 Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor& w_proj,
-           const Tensor& b_proj, CallSite site) {
+           const Tensor& b_proj, bool recompute_gelu, CallSite site) {
   CallSiteScope at(site);
   check_operands("mlp", x, w_fc);
   check_operands("mlp", x, w_proj);
@@ -213,15 +243,20 @@ Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor
   const kernels::GemmEpilogue gelu_aux{
       .activation = kernels::GemmActivation::gelu, .aux = pre, .aux_ld = aux_ld};
   const auto detached = [](const Tensor& t) { return t.defined() ? contiguous(t.detach()) : t; };
-  const Tensor h = gemm_product(x2, transpose(w_fc.detach(), 0, 1), detached(b_fc), {}, &gelu_aux);
+  const Tensor b_fc_in = detached(b_fc);
+  const Tensor h = gemm_product(x2, transpose(w_fc.detach(), 0, 1), b_fc_in, {}, &gelu_aux);
   const Tensor y2 = gemm_product(h, transpose(w_proj.detach(), 0, 1), detached(b_proj), {});
   Shape y_shape = x.shape();
   y_shape.back() = out;
   const Tensor y = y2.as_strided(y_shape, contiguous_strides(y_shape), y2.offset());
   return scope.finish(
-      y, {x2, w_fc, pre, h, w_proj}, [x_shape = x.shape()](Node& n, const Tensor& dy) {
-        const Tensor &x2 = n.saved[0], &w_fc = n.saved[1], &pre = n.saved[2], &h = n.saved[3],
-                     &w_proj = n.saved[4];
+      y,
+      {x2, w_fc, pre, recompute_gelu ? Tensor() : h, w_proj, recompute_gelu ? b_fc_in : Tensor()},
+      [x_shape = x.shape()](Node& n, const Tensor& dy) {
+        const Tensor &x2 = n.saved[0], &w_fc = n.saved[1], &pre = n.saved[2], &w_proj = n.saved[4];
+        const Tensor h = n.saved[3].defined()
+                             ? n.saved[3]
+                             : rebuild_gelu_output(x2, transpose(w_fc, 0, 1), n.saved[5], pre);
         const Tensor dy2 = contiguous(reshape(dy, {-1, w_proj.size(0)}));
         std::vector<Tensor> grads(5);
         const auto new_vector = [&](int64_t len) {

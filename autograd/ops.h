@@ -173,9 +173,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
               CallSite site = CallSite::current());
 // linear(gelu(linear(x, w_fc, b_fc)), w_proj, b_proj) as one op (the transformer's MLP), whose
 // bias adds, GELU, GELU gradient and bias gradients are all fused into its GEMMs on cuda and emu
-// (cuBLASLt epilogues). Biases may be undefined.
+// (cuBLASLt epilogues). Biases may be undefined. recompute_gelu: the GELU's output is not saved
+// for backward but rebuilt there from its input (train_gpt --recompute gelu), with the same bits.
 Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor& w_proj,
-           const Tensor& b_proj, CallSite site = CallSite::current());
+           const Tensor& b_proj, bool recompute_gelu = false, CallSite site = CallSite::current());
 
 // --- softmax family (last dimension) ---
 Tensor softmax(const Tensor& x, CallSite site = CallSite::current());

@@ -14,6 +14,7 @@
 #include "autograd/ops.h"
 #include "nn/gpt_config.h"
 #include "nn/module.h"
+#include "nn/recompute.h"
 
 namespace glass {
 
@@ -43,6 +44,8 @@ class CausalLM : public Module {
   virtual void init(Generator& gen) = 0;
   // The kernel behind every block's causal attention (autograd/ops.h: AttentionKernel).
   virtual void set_attention(AttentionKernel kernel) = 0;
+  // Which activations each block recomputes in backward instead of keeping (nn/recompute.h).
+  virtual void set_recompute(Recompute mode) = 0;
   // ids i32 [B, T] with 1 <= T <= block_size -> logits [B, T, table_rows()] (classes first).
   virtual Tensor forward(const Tensor& ids) const = 0;
   // The token embedding table [table_rows(), C]: where the model lives.

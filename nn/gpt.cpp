@@ -47,6 +47,14 @@ void GPT::set_attention(AttentionKernel kernel) {
   for (auto& block : h) block->attn.attention = kernel;
 }
 
+void GPT::set_recompute(Recompute mode) {
+  recompute = mode;
+  for (auto& block : h) {
+    block->recompute_mlp = mode == Recompute::mlp;
+    block->mlp.recompute_gelu = mode == Recompute::gelu;
+  }
+}
+
 const Tensor& GPT::position_ids(int64_t T, Device device) const {
   std::lock_guard lock(positions_mu_);
   Tensor& ids = positions_[fmt::format("{}/{}", device.str(), T)];
@@ -71,7 +79,15 @@ Tensor GPT::forward(const Tensor& ids) const {
   ResidualNorm stream{x, h.front()->ln_1.forward(x)};
   for (size_t i = 0; i < h.size(); ++i) {
     const LayerNorm& next_ln = i + 1 < h.size() ? h[i + 1]->ln_1 : ln_f;
-    stream = h[i]->forward(stream.residual, stream.normed, next_ln);
+    const Block& block = *h[i];
+    if (recompute == Recompute::block)  // keeps the block's input, re-runs it in backward
+      stream = checkpointed(
+          [&block, &next_ln](const ResidualNorm& in) {
+            return block.forward(in.residual, in.normed, next_ln);
+          },
+          stream, {&drop.generator()});
+    else
+      stream = block.forward(stream.residual, stream.normed, next_ln);
   }
   // Tied LM head: logits = ln_f(x) @ wte^T, no bias.
   return linear(stream.normed, wte.param(wte.weight));

@@ -31,6 +31,7 @@ class GPT : public CausalLM {
   // mlp.c_proj weights) N(0, (0.02/sqrt(2 n_layer))^2), biases 0, LayerNorm weight 1 / bias 0.
   void init(Generator& gen) override;
   void set_attention(AttentionKernel kernel) override;
+  void set_recompute(Recompute mode) override;
   Tensor forward(const Tensor& ids) const override;
   const Tensor& token_embedding() const override { return wte.weight; }
   std::unique_ptr<Decoder> decoder() const override;
@@ -44,6 +45,7 @@ class GPT : public CausalLM {
   Dropout drop;
   std::vector<std::unique_ptr<Block>> h;
   LayerNorm ln_f;
+  Recompute recompute = Recompute::none;
 
  private:
   // The position ids 0..T-1 on a device, uploaded once per (device, T) and kept: no upload per

@@ -5,6 +5,7 @@
 
 #include "autograd/anomaly.h"
 #include "kernels/backend.h"
+#include "nn/recompute.h"
 
 namespace glass {
 
@@ -133,7 +134,7 @@ Tensor MLP::forward(const Tensor& x) const {
   ModulePathScope in(path());
   // c_proj(gelu(c_fc(x))) as one op: its bias adds and GELU run inside the GEMMs.
   return drop.forward(mlp(x, c_fc.param(c_fc.weight), c_fc.param(c_fc.bias),
-                          c_proj.param(c_proj.weight), c_proj.param(c_proj.bias)));
+                          c_proj.param(c_proj.weight), c_proj.param(c_proj.bias), recompute_gelu));
 }
 
 Block::Block(int64_t n_embd, int64_t n_head, double dropout, Generator& gen)
@@ -154,7 +155,10 @@ ResidualNorm Block::forward(const Tensor& x, const Tensor& x_ln1, const LayerNor
   ModulePathScope in(path());
   const ResidualNorm h = ln_2.forward(x, attn.forward(x_ln1));  // x + attn(ln_1(x)), ln_2 of it
   // h + mlp(ln_2(h)), and next_ln of it (next_ln names its own module path).
-  return next_ln.forward(h.residual, mlp.forward(h.normed));
+  const Tensor m = recompute_mlp ? checkpointed([this](const Tensor& x) { return mlp.forward(x); },
+                                                h.normed, {&mlp.drop.generator()})
+                                 : mlp.forward(h.normed);
+  return next_ln.forward(h.residual, m);
 }
 
 }  // namespace glass

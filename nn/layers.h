@@ -122,6 +122,7 @@ class MLP : public Module {
 
   Linear c_fc, c_proj;
   Dropout drop;
+  bool recompute_gelu = false;  // --recompute gelu: the GELU's output is rebuilt in backward
 };
 
 // A pre-LayerNorm transformer block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
@@ -140,6 +141,7 @@ class Block : public Module {
   CausalSelfAttention attn;
   LayerNorm ln_2;
   MLP mlp;
+  bool recompute_mlp = false;  // --recompute mlp: the MLP keeps its input, re-runs in backward
 };
 
 }  // namespace glass

@@ -51,6 +51,14 @@ Tensor Llama::lm_head_weight() const {
 
 std::unique_ptr<Decoder> Llama::decoder() const { return std::make_unique<LlamaDecoder>(*this); }
 
+void Llama::set_recompute(Recompute mode) {
+  recompute = mode;
+  for (auto& layer : model.layers) {
+    layer->recompute_mlp = mode == Recompute::mlp;
+    layer->mlp.recompute_swiglu = mode == Recompute::gelu;
+  }
+}
+
 Tensor Llama::forward(const Tensor& ids) const {
   ModulePathScope in(path());
   check_ids(ids, "Llama::forward");
@@ -61,7 +69,15 @@ Tensor Llama::forward(const Tensor& ids) const {
   ResidualNorm stream{x, layers.front()->input_layernorm.forward(x)};
   for (size_t i = 0; i < layers.size(); ++i) {
     const RMSNorm& next = i + 1 < layers.size() ? layers[i + 1]->input_layernorm : model.norm;
-    stream = layers[i]->forward(stream.residual, stream.normed, next);
+    const LlamaBlock& block = *layers[i];
+    if (recompute == Recompute::block)  // keeps the block's input, re-runs it in backward
+      stream = checkpointed(
+          [&block, &next](const ResidualNorm& in) {
+            return block.forward(in.residual, in.normed, next);
+          },
+          stream);
+    else
+      stream = block.forward(stream.residual, stream.normed, next);
   }
   return logits(stream.normed);
 }

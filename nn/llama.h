@@ -39,6 +39,7 @@ class Llama : public CausalLM {
   // projections (o_proj, down_proj) N(0, (0.02/sqrt(2 n_layer))^2), the RMSNorm weights 1.
   void init(Generator& gen) override;
   void set_attention(AttentionKernel kernel) override;
+  void set_recompute(Recompute mode) override;
   Tensor forward(const Tensor& ids) const override;
   const Tensor& token_embedding() const override { return model.embed_tokens.weight; }
   std::unique_ptr<Decoder> decoder() const override;
@@ -50,6 +51,7 @@ class Llama : public CausalLM {
 
   LlamaModel model;
   std::unique_ptr<Linear> lm_head;  // null when tied
+  Recompute recompute = Recompute::none;
 };
 
 }  // namespace glass

@@ -59,7 +59,10 @@ ResidualNorm LlamaBlock::forward(const Tensor& x, const Tensor& x_normed,
   // h = x + self_attn(input_layernorm(x)), and post_attention_layernorm of it ...
   const ResidualNorm h = post_attention_layernorm.forward(x, self_attn.forward(x_normed));
   // ... then h + mlp(...), and next_norm of it (next_norm names its own module path).
-  return next_norm.forward(h.residual, mlp.forward(h.normed));
+  const Tensor m = recompute_mlp
+                       ? checkpointed([this](const Tensor& x) { return mlp.forward(x); }, h.normed)
+                       : mlp.forward(h.normed);
+  return next_norm.forward(h.residual, m);
 }
 
 }  // namespace glass

@@ -13,6 +13,7 @@
 
 #include "nn/gpt_config.h"
 #include "nn/layers.h"
+#include "nn/recompute.h"
 
 namespace glass {
 
@@ -58,10 +59,16 @@ class LlamaMLP : public Module {
   LlamaMLP(int64_t n_embd, int64_t ffn_hidden);
   Tensor forward(const Tensor& x) const {
     ModulePathScope in(path());
-    return down_proj.forward(swiglu(gate_up_proj.forward(x)));
+    const Tensor gate_up = gate_up_proj.forward(x);
+    if (!recompute_swiglu) return down_proj.forward(swiglu(gate_up));
+    // --recompute gelu (SwiGLU's activation is GELU's analogue): keeps gate_up, re-runs
+    // down_proj(swiglu(gate_up)) in backward (the down projection's GEMM once more).
+    return checkpointed([this](const Tensor& gu) { return down_proj.forward(swiglu(gu)); },
+                        gate_up);
   }
 
   Linear gate_up_proj, down_proj;
+  bool recompute_swiglu = false;
 };
 
 class LlamaBlock : public Module {
@@ -75,6 +82,7 @@ class LlamaBlock : public Module {
   LlamaAttention self_attn;
   RMSNorm post_attention_layernorm;
   LlamaMLP mlp;
+  bool recompute_mlp = false;  // --recompute mlp: the MLP keeps its input, re-runs in backward
 };
 
 }  // namespace glass

@@ -46,6 +46,7 @@ struct Flags {
   std::string model;                                 // a preset of train_gpt --model
   std::string arch = "gpt2", tie_embeddings = "on";  // model
   int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
+  std::string recompute = "none";                    // model: train_gpt --recompute
   int64_t world = 1;                                 // model: data-parallel ranks (per rank)
   int zero = 0;                                      // model: ZeRO stage 0 | 1
 };
@@ -136,6 +137,7 @@ void print_memory_rows(const glass::train::GptMemoryBudget& m) {
                                                  {"AdamW moments (fp32)", m.adam_bytes},
                                                  {"saved activations", m.activations_bytes},
                                                  {"temporaries", m.temporaries_bytes},
+                                                 {"recomputed (one layer)", m.recompute_bytes},
                                                  {"gradient buckets", m.gradient_buckets_bytes},
                                                  {"GEMM workspace", m.workspace_bytes},
                                                  {"size classes", m.size_class_bytes},
@@ -181,11 +183,13 @@ void model(const Flags& f) {
   // The experts' flags are checked before anything is printed: an error is one line.
   const bool experts = f.n_expert > 1 || f.top_k > 1;
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
+  const glass::Recompute recompute = glass::parse_recompute(f.recompute);
   // As train_gpt runs the step: flash attention on every device; the fused classifier on the
   // GPUs (emu, cuda), cross-entropy beside the logits on cpu.
   const glass::train::GptBudgetOptions options{.flash_attention = true,
                                                .fused_classifier = f.device != "cpu",
                                                .gemm_workspace = f.device != "cpu",
+                                               .recompute = recompute,
                                                .world = f.world,
                                                .zero = f.zero};
   const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, options);
@@ -214,6 +218,15 @@ void model(const Flags& f) {
     fmt::print("  the peak is at {}; size classes: the allocator's rounding of every tensor\n",
                m.peak_at);
   }
+  if (recompute != glass::Recompute::none)
+    fmt::print("  --recompute {}: {}\n", f.recompute,
+               recompute == glass::Recompute::block
+                   ? "each layer keeps its input, 2 BTC, instead of the above; backward rebuilds "
+                     "one layer at a time"
+                   : fmt::format("each layer keeps {:.0f} BT fewer; backward rebuilds {:.0f} BT "
+                                 "of one layer at a time",
+                                 glass::train::recompute_widths(f.gpt, recompute).dropped,
+                                 glass::train::recompute_widths(f.gpt, recompute).rebuilt));
   if (f.world > 1)
     fmt::print(
         "  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n", f.world,
@@ -227,6 +240,13 @@ void model(const Flags& f) {
   fmt::print("  {:<27} {}\n", counted, si(fl.six_n * fl.tokens, "FLOP"));
   fmt::print("  attention 12 L T_seq C T    {}\n", si(fl.attention * fl.tokens, "FLOP"));
   fmt::print("  total                       {}\n", si(fl.total(), "FLOP"));
+  if (recompute != glass::Recompute::none) {
+    const double again =
+        glass::train::recompute_flops_per_token(f.gpt, f.seq_len, recompute, f.device != "cpu") *
+        fl.tokens;
+    fmt::print("  recomputed forward          {} (hardware FLOPs {}: HFU counts them, MFU not)\n",
+               si(again, "FLOP"), si(fl.total() + again, "FLOP"));
+  }
   const glass::DevicePeaks peaks = peaks_of(f.device);
   fmt::print("  at 100% MFU on {}: {} per step ({})\n", peaks.name,
              si(fl.total() / peaks.flops(dtype), "s"), peaks.source);
@@ -282,6 +302,9 @@ int main(int argc, char** argv) {
                 "a mixture of experts on paper: E experts per layer (each the model's MLP); "
                 "prints active vs resident parameters");
   t->add_option("--top-k", f.top_k, "experts each token runs through (with --n-expert)");
+  t->add_option("--recompute", f.recompute,
+                "train_gpt --recompute: none | gelu | mlp | block (saved activations shrink, one "
+                "layer's recomputed part is added, HFU's FLOPs grow)");
   t->add_option("--world", f.world,
                 "data-parallel ranks: the budget is one rank's, --batch the global batch");
   t->add_option("--zero", f.zero, "ZeRO stage: 0 | 1 (AdamW's moments sharded over --world)")

@@ -98,6 +98,10 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
       "--no-preflight", [&o](int64_t) { o.preflight = false; },
       "skip the pre-flight: the step planned on the meta device before step 1 and checked "
       "against the device's free memory (docs/memory.md)");
+  app.add_option("--recompute", o.recompute,
+                 "activation recomputation: none | gelu (the MLP's GELU output; llama: SwiGLU's) "
+                 "| mlp (the whole MLP) | block (each transformer block): less memory, more "
+                 "FLOPs (docs/memory.md)");
   app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");

@@ -23,7 +23,7 @@ void check_sizes(const GPTConfig& c, int64_t batch, int64_t seq_len) {
 
 double layer_activation_width(const GPTConfig& c) {
   const double C = static_cast<double>(c.n_embd);
-  if (c.arch == Arch::gpt2) return 18 * C;
+  if (c.arch == Arch::gpt2) return 16 * C;
   const double qkv = static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
   return 7 * C + qkv + 3 * static_cast<double>(c.ffn());
 }
@@ -51,10 +51,10 @@ bool sharded(const GptBudgetOptions& o) { return o.zero == 1 && o.world > 1; }
 struct PeakPoint {
   explicit PeakPoint(const char* point) : name(point) {}
   const char* name;
-  Held parameters, gradients, master, adam, activations, temporaries, buckets;
+  Held parameters, gradients, master, adam, activations, temporaries, recompute, buckets;
   double rounded() const {
     return parameters.rounded + gradients.rounded + master.rounded + adam.rounded +
-           activations.rounded + temporaries.rounded + buckets.rounded;
+           activations.rounded + temporaries.rounded + recompute.rounded + buckets.rounded;
   }
 };
 
@@ -92,21 +92,43 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   Held buckets;
   if (o.world > 1) buckets.add(1, 4 * N);
   if (sharded(o)) moments.add(2, 4 * std::ceil(N / static_cast<double>(o.world)));
-  // Saved activations: one layer's, and the top's.
-  Held layer, top;
-  layer.add(5, b * BT * C);  // ln_1 out, attention out, x + attn, ln_2 out, the next residual sum
-  layer.add(1, b * BT * 3 * C);
-  layer.add(1, b * BT * aux);    // the GELU's input
-  layer.add(1, b * BT * 4 * C);  // its output
-  layer.add(4, 4 * BT);          // two LayerNorms' mean and rstd
+  // Saved activations: one layer's as --recompute none keeps it, and the top's.
+  Held full_layer, top;
+  full_layer.add(5, b * BT * C);  // ln_1 out, attention out, x + attn, ln_2 out, next residual sum
+  full_layer.add(1, b * BT * 3 * C);
+  full_layer.add(1, b * BT * aux);    // the GELU's input
+  full_layer.add(1, b * BT * 4 * C);  // its output
+  full_layer.add(4, 4 * BT);          // two LayerNorms' mean and rstd
   if (o.flash_attention)
-    layer.add(1, 4 * B * H * T);  // log-sum-exp per row and head
+    full_layer.add(1, 4 * B * H * T);  // log-sum-exp per row and head
   else
-    layer.add(2, b * B * H * T * T);  // scores and probabilities
-  top.add(2, b * BT * C);             // the embeddings' sum (the first ln_1's input), ln_f's output
-  top.add(2, 4 * BT);                 // the first ln_1's statistics
-  top.add(1, b * BT * V);             // the logits
-  top.add(2, 4 * BT);                 // the batch: tokens and targets, i32
+    full_layer.add(2, b * B * H * T * T);  // scores and probabilities
+  // What a layer keeps under the recompute mode, and what backward rebuilds of one layer.
+  Held layer = full_layer, rebuilt;
+  switch (o.recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::gelu:  // the GELU's output
+      layer.add(-1, b * BT * 4 * C);
+      rebuilt.add(1, b * BT * 4 * C);
+      break;
+    case Recompute::mlp:  // the GELU's input and output; the re-run also makes the MLP's output
+      layer.add(-1, b * BT * aux);
+      layer.add(-1, b * BT * 4 * C);
+      rebuilt.add(1, b * BT * aux);
+      rebuilt.add(1, b * BT * 4 * C);
+      rebuilt.add(1, b * BT * C);
+      break;
+    case Recompute::block:  // only the block's input (the residual stream and ln_1's output)
+      layer = Held{};
+      layer.add(2, b * BT * C);
+      rebuilt = full_layer;
+      break;
+  }
+  top.add(2, b * BT * C);  // the embeddings' sum (the first ln_1's input), ln_f's output
+  top.add(2, 4 * BT);      // the first ln_1's statistics
+  top.add(1, b * BT * V);  // the logits
+  top.add(2, 4 * BT);      // the batch: tokens and targets, i32
   Held saved;
   saved.add(layer, L);
   saved.add(top);
@@ -140,6 +162,7 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   block.gradients.add(2, b * 4 * C * C);
   block.gradients.add(1, b * 4 * C);
   block.gradients.add(1, b * C);
+  block.recompute = rebuilt;  // the last layer's recomputed part, alive while backward runs it
   block.temporaries.add(2, b * BT * C);  // the incoming gradient, dx
   block.temporaries.add(1, b * BT * aux);
   end.activations.add(2, 4 * BT);  // the batch
@@ -158,10 +181,11 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   m.adam_bytes = peak->adam.bytes;
   m.activations_bytes = peak->activations.bytes;
   m.temporaries_bytes = peak->temporaries.bytes;
+  m.recompute_bytes = peak->recompute.bytes;
   m.gradient_buckets_bytes = peak->buckets.bytes;
-  m.size_class_bytes =
-      peak->rounded() - (m.parameters_bytes + m.gradients_bytes + m.master_bytes + m.adam_bytes +
-                         m.activations_bytes + m.temporaries_bytes + m.gradient_buckets_bytes);
+  m.size_class_bytes = peak->rounded() - (m.parameters_bytes + m.gradients_bytes + m.master_bytes +
+                                          m.adam_bytes + m.activations_bytes + m.temporaries_bytes +
+                                          m.recompute_bytes + m.gradient_buckets_bytes);
   m.peak_at = peak->name;
   return m;
 }
@@ -186,6 +210,16 @@ GptMemoryBudget llama_budget(const GPTConfig& c, int64_t batch, int64_t seq_len,
   const double logits = o.fused_classifier ? B * T * V : 2 * B * T * V;
   m.activations_bytes = b * (L * per_layer + 2 * B * T * C + B * T + logits) + L * lse_bytes;
   m.temporaries_bytes = b * (per_layer + (o.fused_classifier ? 0 : B * T * V)) + lse_bytes;
+  // Recomputation: each layer keeps less, and one layer's recomputed part is alive in backward.
+  const double layer_bytes = b * per_layer + lse_bytes;  // one layer as none keeps it
+  if (o.recompute == Recompute::block) {
+    m.activations_bytes -= L * (layer_bytes - b * 2 * C * B * T);
+    m.recompute_bytes = layer_bytes;
+  } else if (o.recompute != Recompute::none) {
+    const RecomputeWidths w = recompute_widths(c, o.recompute);
+    m.activations_bytes -= L * b * w.dropped * B * T;
+    m.recompute_bytes = b * w.rebuilt * B * T;
+  }
   m.peak_at = "an estimate (llama)";
   return m;
 }
@@ -214,6 +248,48 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
   if (options.gemm_workspace)
     m.workspace_bytes = static_cast<double>(kernels::cuda::kGemmWorkspaceBytes);
   return m;
+}
+
+RecomputeWidths recompute_widths(const GPTConfig& c, Recompute mode) {
+  const double C = static_cast<double>(c.n_embd);
+  const double hidden = c.arch == Arch::gpt2 ? 4 * C : static_cast<double>(c.ffn());
+  switch (mode) {
+    case Recompute::gelu:  // the activation's output (llama: and down_proj's output again)
+      return c.arch == Arch::gpt2 ? RecomputeWidths{hidden, hidden}
+                                  : RecomputeWidths{hidden, hidden + C};
+    case Recompute::mlp:  // the activation's input and output, and the MLP's output again
+      return c.arch == Arch::gpt2 ? RecomputeWidths{2 * hidden, 2 * hidden + C}
+                                  : RecomputeWidths{3 * hidden, 3 * hidden + C};
+    case Recompute::none:
+    case Recompute::block:
+      break;
+  }
+  return {};
+}
+
+double recompute_flops_per_token(const GPTConfig& c, int64_t seq_len, Recompute mode,
+                                 bool gelu_in_gemm_epilogue) {
+  const double C = static_cast<double>(c.n_embd), L = static_cast<double>(c.n_layer);
+  const double T = static_cast<double>(seq_len);
+  const bool gpt2 = c.arch == Arch::gpt2;
+  const double hidden = gpt2 ? 4 * C : static_cast<double>(c.ffn());
+  // One layer's matrices: attention's projections, then the MLP's.
+  const double qkv =
+      gpt2 ? 3 * C : static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
+  const double mlp_matrix = gpt2 ? 2 * hidden * C : 3 * hidden * C;
+  const double layer_matrix = qkv * C + C * C + mlp_matrix;
+  switch (mode) {
+    case Recompute::none:
+      return 0;
+    case Recompute::gelu:
+      if (!gpt2) return L * 2 * hidden * C;
+      return gelu_in_gemm_epilogue ? L * 2 * C * hidden : 0;
+    case Recompute::mlp:
+      return L * 2 * mlp_matrix;
+    case Recompute::block:
+      return L * (2 * layer_matrix + 4 * T * C);
+  }
+  return 0;
 }
 
 GptStepFlops gpt_step_flops(const GPTConfig& c, int64_t batch, int64_t seq_len) {

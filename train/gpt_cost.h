@@ -39,6 +39,11 @@
 //     rotated qkv, attention out, o_proj, residual, post_attention_layernorm, gate_up 2F, swiglu
 //     F, down_proj, residual) and 2 fp32 statistics; its top 2 B T C + B T; gradients b N; the
 //     logits' gradient B T V and one layer as temporaries.
+// Recomputation (GptBudgetOptions::recompute, nn/recompute.h): each layer keeps less (it drops
+// `dropped` elements per token, RecomputeWidths below; block keeps only its input, 2 C per token,
+// and no statistics), and while backward runs one layer, that layer's recomputed part is alive:
+// the recompute term, `rebuilt` elements per token of one layer (block: the whole layer as none
+// keeps it), counted at the last block's backward.
 // Data parallelism over `world` ranks (GptBudgetOptions::world): each rank's activations are those
 // of batch / world rows, and every rank also holds the gradient buckets of comm/data_parallel.h,
 // 4 N (f32, the masters' gradients; padded to a multiple of the world size per bucket, at most
@@ -53,6 +58,7 @@
 
 #include "engine/dtype.h"
 #include "nn/gpt.h"
+#include "nn/recompute.h"
 
 namespace glass::train {
 
@@ -61,13 +67,15 @@ struct GptMemoryBudget {
   // Held at the peak (the header's terms), before the allocator's rounding.
   double parameters_bytes = 0, gradients_bytes = 0, master_bytes = 0, adam_bytes = 0;
   double activations_bytes = 0, temporaries_bytes = 0;
+  double recompute_bytes = 0;         // one layer's recomputed part, alive while backward runs it
   double gradient_buckets_bytes = 0;  // data parallelism's flat gradient buffers (world > 1)
   double workspace_bytes = 0;         // cuBLAS's GEMM workspace (emu, cuda), kept for the process
   double size_class_bytes = 0;        // the allocator's rounding of all of them
   const char* peak_at = "";           // which point of the step the peak is at
   double total_bytes() const {
     return parameters_bytes + gradients_bytes + master_bytes + adam_bytes + activations_bytes +
-           temporaries_bytes + gradient_buckets_bytes + workspace_bytes + size_class_bytes;
+           temporaries_bytes + recompute_bytes + gradient_buckets_bytes + workspace_bytes +
+           size_class_bytes;
   }
 };
 
@@ -81,9 +89,29 @@ struct GptBudgetOptions {
   // emu and cuda: the workspace cuBLAS's GEMMs get (kernels/cuda/gemm.cu), made at the first GEMM
   // and kept; cpu has none.
   bool gemm_workspace = true;
+  Recompute recompute = Recompute::none;  // train_gpt --recompute
   int64_t world = 1;  // data-parallel ranks; the budget is one rank's (--batch is the global batch)
   int zero = 0;       // ZeRO stage: 0, or 1 (AdamW's moments sharded over the ranks)
 };
+
+// Per layer and token, in elements: what a recompute mode stops keeping, and what its recomputed
+// part holds while backward runs it (block: not used; the whole layer's activations).
+//   gpt2   gelu: dropped 4C (the GELU output), rebuilt 4C
+//          mlp:  dropped 8C (the GELU's input and output), rebuilt 9C (both and the MLP output)
+//   llama  gelu: dropped F (SwiGLU's output), rebuilt F + C (it and down_proj's output)
+//          mlp:  dropped 3F (gate_up and SwiGLU's output), rebuilt 3F + C
+struct RecomputeWidths {
+  double dropped = 0, rebuilt = 0;
+};
+RecomputeWidths recompute_widths(const GPTConfig& config, Recompute mode);
+
+// The forward FLOPs per token that backward recomputes (hardware FLOPs minus model FLOPs):
+//   gelu   gpt2: 2 C 4C per layer on emu and cuda (the c_fc GEMM again: its GELU is cuBLASLt's
+//          epilogue), 0 counted on cpu (an elementwise GELU); llama: 2 F C (down_proj again)
+//   mlp    the MLP's GEMMs, 2 (C 4C + 4C C) (gpt2) or 2 (C 2F + F C) (llama) per layer
+//   block  the layer's whole forward: a third of (6 N'_layer + 12 T C) per layer
+double recompute_flops_per_token(const GPTConfig& config, int64_t seq_len, Recompute mode,
+                                 bool gelu_in_gemm_epilogue);
 
 // What one layer keeps from forward for backward, in elements per token (the list above).
 double layer_activation_width(const GPTConfig& config);

@@ -26,4 +26,16 @@ Mfu gpt_mfu(const GPTConfig& c, int64_t seq_len, const DevicePeaks& peaks, DType
   return m;
 }
 
+Mfu with_recompute(Mfu m, const GPTConfig& c, int64_t seq_len, Recompute mode,
+                   bool gelu_in_gemm_epilogue) {
+  m.recomputed_flops_per_token = recompute_flops_per_token(c, seq_len, mode, gelu_in_gemm_epilogue);
+  if (mode != Recompute::none)
+    m.formula += fmt::format(
+        "; HFU = hardware FLOPs per token x tokens/s / peak: model FLOPs + {:.4g} that "
+        "--recompute {} computes again in backward = {:.4g}",
+        m.recomputed_flops_per_token, recompute_name(mode),
+        m.flops_per_token + m.recomputed_flops_per_token);
+  return m;
+}
+
 }  // namespace glass::train

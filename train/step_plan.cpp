@@ -94,6 +94,7 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   check_attention_kernel(resolve_attention_kernel(attention, device, o.dtype, head_dim), device,
                          o.dtype, head_dim);
   model.set_attention(attention);
+  model.set_recompute(parse_recompute(o.recompute));
   AdamW optimizer(model.named_parameters(),
                   AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
   if (o.dtype != DType::f32) model.set_compute_dtype(o.dtype);

@@ -37,6 +37,8 @@ struct StepPlanOptions {
   DType dtype = DType::bf16;  // bf16: mixed precision (bf16 copies of f32 masters); or f32
   // The attention kernel (autograd/ops.h: parse_attention_kernel), as train_gpt --attention.
   std::string attention = "auto";
+  // Activation recomputation (nn/recompute.h), as train_gpt --recompute.
+  std::string recompute = "none";
   bool tf32 = false;  // f32 GEMMs on TF32 tensor cores (train_gpt --tf32), for this step only
   // train_gpt's defaults; the values change no launch, only the scalars AdamW reads.
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;

@@ -420,6 +420,7 @@ AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
   check_attention_kernel(resolve_attention_kernel(attention, device_, dtype_, config_.head_dim()),
                          device_, dtype_, config_.head_dim());
   model_->set_attention(attention);
+  model_->set_recompute(parse_recompute(opt_.recompute));
   return attention;
 }
 
@@ -484,6 +485,7 @@ void Trainer::preflight() {
   p.batch = rows.end - rows.begin;
   p.seq_len = opt_.seq_len;
   p.grad_accum = opt_.grad_accum;
+  p.recompute = opt_.recompute;
   p.dtype = dtype_;
   // The kernel is checked for the run's device first (its error, not meta's). Meta plans the
   // emu and cuda kernels: a cpu run and cuDNN's attention (which keeps what flash attention keeps,
@@ -748,12 +750,14 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
   const AllocatorStats mem = Allocator::for_device(device_).stats();
   // MFU is per device: each of the N ranks processes 1/N of the step's tokens.
   const double mfu = mfu_ ? mfu_->of(r.tokens_per_s / static_cast<double>(comm_->size())) : 0.0;
+  const double hfu = mfu_ ? mfu_->hfu_of(r.tokens_per_s / static_cast<double>(comm_->size())) : 0.0;
   if (!opt_.quiet || val_loss) {
     std::string line = fmt::format(
         "step {:5d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:7.1f} ms | {:8.0f} tok/s",
         r.step, opt_.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s);
     if (mfu_)
-      line += fmt::format(" | MFU {:.2f}% | peak mem {:.1f}/{:.1f} MiB alloc/resv", 100 * mfu,
+      line += fmt::format(" | MFU {:.2f}%{} | peak mem {:.1f}/{:.1f} MiB alloc/resv", 100 * mfu,
+                          hfu != mfu ? fmt::format(" HFU {:.2f}%", 100 * hfu) : "",
                           static_cast<double>(mem.peak_allocated_bytes) / (1 << 20),
                           static_cast<double>(mem.peak_reserved_bytes) / (1 << 20));
     if (val_loss) line += fmt::format(" | val loss {:.4f}", *val_loss);
@@ -769,6 +773,7 @@ void Trainer::log_step(const StepResult& r, std::optional<double> val_loss) {
                         {"ms", r.ms},
                         {"tokens_per_s", r.tokens_per_s},
                         {"mfu", mfu},
+                        {"hfu", hfu},
                         {"peak_allocated_bytes", mem.peak_allocated_bytes},
                         {"peak_reserved_bytes", mem.peak_reserved_bytes},
                         // The pre-flight's plan of the same (peak allocated) figure; -1: none.
@@ -790,7 +795,9 @@ void Trainer::run() {
   // MFU against the peak of the step's math: bf16 tensor cores where the device has such a peak;
   // cpu and emu have none (emu does bf16 GEMMs in f32 on the host), so their f32 peak.
   const DevicePeaks peaks = kernels::peaks_for(device_);
-  mfu_ = gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32);
+  mfu_ = with_recompute(
+      gpt_mfu(config_, opt_.seq_len, peaks, peaks.bf16_flops > 0 ? dtype_ : DType::f32), config_,
+      opt_.seq_len, parse_recompute(opt_.recompute), device_.kind != DeviceKind::cpu);
   log().info("{}", mfu_->formula);
   // The host's peak counts every core; a run on fewer threads cannot reach it (docs/profiling.md).
   if (device_.kind != DeviceKind::cuda)

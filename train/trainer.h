@@ -95,6 +95,8 @@ struct TrainOptions {
   // flash (the device's best hand-written one) | flash-simt | flash-mma | cudnn (autograd/ops.h:
   // AttentionKernel).
   std::string attention = "auto";
+  // Activation recomputation (nn/recompute.h, docs/memory.md): none | gelu | mlp | block.
+  std::string recompute = "none";
   // cuda: capture the training step (forward, backward, clipping, AdamW, the bf16 copies) into a
   // CUDA graph after one eager warm-up step, and replay it every step (README, engine/cuda/
   // graph.h). With data parallelism every rank captures its own graph, the gradient all-reduces

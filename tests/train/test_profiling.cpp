@@ -182,6 +182,30 @@ TEST(GptCost, MemoryBudgetByHand) {
   EXPECT_DOUBLE_EQ(f32.parameters_bytes, 4 * 1968);
 }
 
+// --recompute in the budget (the header): at a batch whose peak is the LM head's backward, where
+// every layer's saved activations are alive, a layer keeps 4 BTC fewer under gelu (the GELU's
+// output) and only its input, 2 BTC, under block; the rebuilt layer counts at the last block's
+// backward, not here.
+TEST(GptCost, RecomputeModesKeepLessPerLayer) {
+  const GptBudgetOptions none{.gemm_workspace = false};
+  GptBudgetOptions gelu = none, block = none;
+  gelu.recompute = Recompute::gelu;
+  block.recompute = Recompute::block;
+  const double B = 64, T = 16, C = 8, L = 2, b = 4;
+  const GptMemoryBudget kept = gpt_memory_budget(small_config(), 64, 16, DType::f32, none);
+  const GptMemoryBudget less = gpt_memory_budget(small_config(), 64, 16, DType::f32, gelu);
+  const GptMemoryBudget input = gpt_memory_budget(small_config(), 64, 16, DType::f32, block);
+  for (const GptMemoryBudget* m : {&kept, &less, &input}) {
+    EXPECT_STREQ(m->peak_at, "the LM head's backward");
+    EXPECT_DOUBLE_EQ(m->recompute_bytes, 0);
+  }
+  EXPECT_DOUBLE_EQ(kept.activations_bytes - less.activations_bytes, L * b * B * T * 4 * C);
+  // none keeps per layer 16 C in b (the GELU input's rows padded: 4 C = 32 is a multiple of 8)
+  // and 4 + H = 6 fp32 statistics per token; block keeps 2 C.
+  EXPECT_DOUBLE_EQ(kept.activations_bytes - input.activations_bytes,
+                   L * B * T * (b * 16 * C + 4 * 6 - b * 2 * C));
+}
+
 TEST(GptCost, StepFlopsByHand) {
   // N' = N - block C = 1968 - 128 = 1840; 6 N' = 11040; 12 L T C = 12 * 2 * 4 * 8 = 768.
   const GptStepFlops f = gpt_step_flops(small_config(), 2, 4);
@@ -195,6 +219,17 @@ TEST(GptCost, StepFlopsByHand) {
       testing::contains_all(m.formula, {"6 N + 12 L T C", "1840", "LM head", "test peaks"}));
   EXPECT_TRUE(testing::contains_all(
       testing::error_of([] { gpt_memory_budget(small_config(), 0, 4, DType::f32); }), {"batch 0"}));
+  // Recomputed forward per token (C = 8, T = 4, L = 2): block 2 (12 C^2) + 4 T C = 1664 per
+  // layer; mlp 16 C^2 = 1024 per layer; gelu the c_fc GEMM 8 C^2 = 512 where the GELU is in its
+  // epilogue, nothing counted on cpu. HFU adds them to the model's 11808 per token.
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::block, true), 2 * 1664);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::mlp, true), 2 * 1024);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::gelu, true), 2 * 512);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_token(small_config(), 4, Recompute::gelu, false), 0);
+  const Mfu h = with_recompute(m, small_config(), 4, Recompute::block, false);
+  EXPECT_NEAR(h.of(1000), 1.0, 1e-12);
+  EXPECT_NEAR(h.hfu_of(1000), (11808.0 + 3328) / 11808, 1e-12);
+  EXPECT_TRUE(testing::contains_all(h.formula, {"HFU", "--recompute block", "3328"}));
 }
 
 // Data parallelism (roofline gpt --world N --zero Z): one rank's budget is that of batch / N rows
