@@ -16,7 +16,7 @@ trap 'rm -rf "$out"' EXIT
 flags=(--headless --disable-gpu --hide-scrollbars --no-first-run)
 [[ $(id -u) -eq 0 ]] && flags+=(--no-sandbox)  # Chromium refuses its sandbox as root
 # section height (px): each picture shows its section and no more
-for shot in summary:330 timeline:330 tape:520 memory:560 roofline:620 kernels:700; do
+for shot in summary:340 timeline:400 tape:560 memory:640 roofline:700 kernels:720; do
   name=${shot%%:*}
   "$chromium" "${flags[@]}" --window-size=1280,"${shot##*:}" \
     --screenshot="docs/explorer_$name.png" "file://$out/report.html#only=$name" 2>/dev/null

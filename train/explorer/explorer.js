@@ -413,8 +413,9 @@
       el("i", { style: "background:" + LEDGER_COLOR[c] }, sp);
       sp.appendChild(document.createTextNode(LEDGER_LABEL[c]));
     }
-    const P = frame(s, 1180, 320, [0, stepEnd], [0, top / 1048576 * 1.08], false, false,
-                    "µs since the step's first launch", "MiB");
+    const P0 = frame(s, 1180, 320, [0, stepEnd / 1000], [0, top / 1048576 * 1.08], false, false,
+                     "ms since the step's first launch", "MiB");
+    const P = Object.assign({}, P0, { X: (t) => P0.X(t / 1000) });  // launch times are in µs
     const t = (i) => launches[i].start + launches[i].dur;
     const base = new Array(n).fill(0);
     cats.forEach((c, k) => {
