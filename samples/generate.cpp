@@ -35,19 +35,21 @@ using namespace glass;
 // ("char_vocab") where there is one, else the model's number of classes. Another text's vocabulary
 // maps the ids to other characters, and the sample would be garbage.
 train::CharVocab data_vocab(const GPTWeights& weights, const std::string& data) {
-  train::CharVocab vocab = *train::load_text(data).vocab;
+  const int32_t specials = train::special_tokens(weights.config.arch);
+  train::CharVocab vocab = train::load_text(data).vocab->with_specials(specials);
   const auto stored = weights.metadata.find("char_vocab");
   if (stored != weights.metadata.end()) {
     const train::CharVocab theirs = train::char_vocab_from_metadata(stored->second);
     GLASS_CHECK(vocab.chars() == theirs.chars(),
                 "--data {} has a vocabulary of {} characters, but {} was trained on another one "
                 "of {} (its \"char_vocab\" metadata): drop --data to use the stored one",
-                data, vocab.size(), weights.path, theirs.size());
+                data, vocab.chars().size(), weights.path, theirs.chars().size());
   }
   GLASS_CHECK(vocab.size() == weights.config.vocab_size,
-              "--data {} has {} distinct characters, but the model in {} has {} classes: not the "
-              "text it was trained on",
-              data, vocab.size(), weights.path, weights.config.vocab_size);
+              "--data {} has {} distinct characters ({} classes with a {}'s {} reserved ids), but "
+              "the model in {} has {} classes: not the text it was trained on",
+              data, vocab.chars().size(), vocab.size(), arch_name(weights.config.arch), specials,
+              weights.path, weights.config.vocab_size);
   return vocab;
 }
 
@@ -90,7 +92,9 @@ std::unique_ptr<train::Tokenizer> tokenizer_of(const GPTWeights& weights, std::s
   GLASS_CHECK(chars != metadata.end(),
               "a character model's weights without \"char_vocab\" metadata: pass --data TEXT (the "
               "text it was trained on)");
-  return std::make_unique<train::CharVocab>(train::char_vocab_from_metadata(chars->second));
+  return std::make_unique<train::CharVocab>(
+      train::char_vocab_from_metadata(chars->second)
+          .with_specials(train::special_tokens(weights.config.arch)));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -50,17 +51,22 @@ std::shared_ptr<const Tokenizer> gpt2_tokenizer_for(int64_t vocab_size, const st
 
 }  // namespace
 
-CharVocab CharVocab::from_text(const std::string& text) {
+CharVocab CharVocab::from_text(const std::string& text, int32_t specials) {
   bool seen[256] = {};
   for (unsigned char c : text) seen[c] = true;
   CharVocab v;
+  v.specials_ = specials;
   std::fill(std::begin(v.index_), std::end(v.index_), -1);
   for (int c = 0; c < 256; ++c)
     if (seen[c]) {
-      v.index_[c] = static_cast<int32_t>(v.chars_.size());
+      v.index_[c] = specials + static_cast<int32_t>(v.chars_.size());
       v.chars_.push_back(static_cast<char>(c));
     }
   return v;
+}
+
+int32_t special_tokens(Arch arch) {
+  return arch == Arch::llama ? static_cast<int32_t>(std::size(kLlamaSpecialPieces)) : 0;
 }
 
 std::vector<int32_t> CharVocab::encode(std::string_view text) const {
@@ -77,7 +83,7 @@ std::string CharVocab::decode(const std::vector<int32_t>& ids) const {
   std::string s;
   for (int32_t id : ids) {
     GLASS_CHECK(id >= 0 && id < size(), "token {} is outside the vocabulary of {}", id, size());
-    s.push_back(chars_[static_cast<size_t>(id)]);
+    if (id >= specials_) s.push_back(chars_[static_cast<size_t>(id - specials_)]);
   }
   return s;
 }
@@ -93,7 +99,7 @@ std::vector<int32_t> sample_context(const Tokenizer& tokenizer, std::string_view
   if (!context.empty()) return context;
   if (const auto* chars = dynamic_cast<const CharVocab*>(&tokenizer)) {
     const size_t newline = chars->chars().find('\n');
-    return {static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
+    return {chars->specials() + static_cast<int32_t>(newline == std::string::npos ? 0 : newline)};
   }
   return {Gpt2Tokenizer::kEndOfText};
 }
@@ -114,15 +120,21 @@ CharVocab char_vocab_from_metadata(const std::string& hex) {
 std::vector<std::string> token_pieces(const Tokenizer& tokenizer, int64_t n) {
   std::vector<std::string> pieces;
   pieces.reserve(static_cast<size_t>(n));
+  const auto* chars = dynamic_cast<const CharVocab*>(&tokenizer);
+  const int64_t specials = chars ? chars->specials() : 0;
   for (int64_t id = 0; id < n; ++id)
-    pieces.push_back(id < tokenizer.vocab_size() ? tokenizer.decode({static_cast<int32_t>(id)})
-                                                 : std::string());
+    pieces.push_back(id < specials                 ? kLlamaSpecialPieces[id]
+                     : id < tokenizer.vocab_size() ? tokenizer.decode({static_cast<int32_t>(id)})
+                                                   : std::string());
   return pieces;
 }
 
 CharVocab char_vocab_from_pieces(const std::vector<std::string>& pieces) {
+  const size_t specials = std::size(kLlamaSpecialPieces);
+  const bool reserved = pieces.size() > specials &&
+                        std::equal(pieces.begin(), pieces.begin() + specials, kLlamaSpecialPieces);
   std::string chars;
-  for (size_t id = 0; id < pieces.size(); ++id) {
+  for (size_t id = reserved ? specials : 0; id < pieces.size(); ++id) {
     GLASS_CHECK(
         pieces[id].size() == 1 && (chars.empty() || static_cast<unsigned char>(chars.back()) <
                                                         static_cast<unsigned char>(pieces[id][0])),
@@ -132,7 +144,7 @@ CharVocab char_vocab_from_pieces(const std::vector<std::string>& pieces) {
     chars += pieces[id];
   }
   GLASS_CHECK(!chars.empty(), "an empty vocabulary is not a character vocabulary");
-  return CharVocab::from_text(chars);
+  return CharVocab::from_text(chars, reserved ? static_cast<int32_t>(specials) : 0);
 }
 
 Dataset load_text(const std::string& path, double val_fraction) {
@@ -146,6 +158,17 @@ Dataset load_text(const std::string& path, double val_fraction) {
   d.tokenizer = std::make_shared<CharVocab>(*d.vocab);
   split_val(d, d.vocab->encode(text), val_fraction);
   return d;
+}
+
+void reserve_special_tokens(Dataset& data, Arch arch) {
+  const int32_t specials = special_tokens(arch);
+  if (!data.vocab || data.vocab->specials() == specials) return;
+  const int32_t shift = specials - data.vocab->specials();
+  for (std::vector<int32_t>* ids : {&data.train, &data.val})
+    for (int32_t& id : *ids) id += shift;
+  data.vocab = data.vocab->with_specials(specials);
+  data.vocab_size = data.vocab->size();
+  data.tokenizer = std::make_shared<CharVocab>(*data.vocab);
 }
 
 std::vector<int32_t> read_shard(const std::string& path, int64_t vocab_size) {

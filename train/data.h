@@ -12,26 +12,41 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "nn/gpt_config.h"
 #include "train/tokenizer/tokenizer.h"
 
 namespace glass::train {
 
-// The sorted distinct bytes of a text; token id = position in that list.
+// The sorted distinct bytes of a text; token id = position in that list, after `specials` leading
+// ids that no character has. A llama's vocabulary reserves three (special_tokens): llama2.c's
+// <unk>, <s> and </s> at ids 0, 1 and 2, because run.c starts every sequence with token 1 and stops
+// when it draws it; in a plain character vocabulary id 1 would be a character (the space in Tiny
+// Shakespeare) and run.c's sample would end at the first one. glass never trains on the special
+// ids: they decode to nothing.
 class CharVocab : public Tokenizer {
  public:
-  static CharVocab from_text(const std::string& text);
-  int64_t size() const { return static_cast<int64_t>(chars_.size()); }
+  static CharVocab from_text(const std::string& text, int32_t specials = 0);
+  int64_t size() const { return specials_ + static_cast<int64_t>(chars_.size()); }
   std::string name() const override { return "char"; }
   int64_t vocab_size() const override { return size(); }
   // Throws naming the first character that is not in the vocabulary.
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   const std::string& chars() const { return chars_; }
+  int32_t specials() const { return specials_; }
+  // The same characters after `specials` reserved ids.
+  CharVocab with_specials(int32_t specials) const { return from_text(chars_, specials); }
 
  private:
   std::string chars_;
+  int32_t specials_ = 0;
   int32_t index_[256];
 };
+
+// The reserved ids a character vocabulary starts with for `arch`: 3 for llama (above), 0 for gpt2.
+int32_t special_tokens(Arch arch);
+// llama2.c's texts of the reserved ids, as its tokenizer.bin holds them.
+inline constexpr const char* kLlamaSpecialPieces[] = {"<unk>", "\n<s>\n", "\n</s>\n"};
 
 // A character vocabulary as text for a weights file's metadata (its characters in hex, so that any
 // bytes fit in JSON), and back.
@@ -39,11 +54,12 @@ std::string char_vocab_metadata(const CharVocab& vocab);
 CharVocab char_vocab_from_metadata(const std::string& hex);
 
 // A vocabulary as llama2.c's tokenizer.bin holds it (nn/llama2c_tokenizer.h): the bytes of each
-// token id in [0, n), decoded one at a time; ids at or past the tokenizer's vocab_size (classes a
-// model has beyond its data's tokens) are "".
+// token id in [0, n), decoded one at a time (a character vocabulary's reserved ids: their
+// kLlamaSpecialPieces); ids at or past the tokenizer's vocab_size (classes a model has beyond its
+// data's tokens) are "".
 std::vector<std::string> token_pieces(const Tokenizer& tokenizer, int64_t n);
-// The character vocabulary whose token_pieces these are: one byte each, sorted and distinct; else
-// an error naming the first token that is not.
+// The character vocabulary whose token_pieces these are: llama2.c's three reserved pieces or none,
+// then one byte each, sorted and distinct; else an error naming the first token that is not.
 CharVocab char_vocab_from_pieces(const std::vector<std::string>& pieces);
 
 // The tokens a sample continues: `prompt` encoded (throws naming a character the vocabulary
@@ -63,6 +79,9 @@ struct Dataset {
 
 // A text file: character vocabulary; the last `val_fraction` of the tokens is held out.
 Dataset load_text(const std::string& path, double val_fraction = 0.1);
+// Text data for a model of `arch`: its vocabulary gets special_tokens(arch) reserved ids and every
+// token id moves up by as many. Token data is left as it is (its ids are its tokenizer's).
+void reserve_special_tokens(Dataset& data, Arch arch);
 // An llm.c shard (int32[256] header: magic 20240520, version 1, token count; uint16 tokens).
 // Every token must be < vocab_size. Throws naming the file and the problem.
 std::vector<int32_t> read_shard(const std::string& path, int64_t vocab_size);

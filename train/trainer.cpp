@@ -318,8 +318,15 @@ void Trainer::apply_model_preset() {
 // The model's shape: from the checkpoint when resuming, from --init's weights, else the preset or
 // the flags; checked against the data.
 void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<GPTWeights>& init) {
-  if (!opt_.resume.empty()) {
+  if (!opt_.resume.empty())
     ck = load_checkpoint(opt_.resume);
+  else if (!opt_.init.empty())
+    init = load_gpt_weights(opt_.init);
+  // A llama's character vocabulary starts with llama2.c's special tokens (train/data.h).
+  reserve_special_tokens(data_, ck     ? ck->state.config.arch
+                                : init ? init->config.arch
+                                       : parse_arch(opt_.arch));
+  if (ck) {
     config_ = config_for_resume(*ck, opt_);
     // The run's sequence length, as the model's configuration is the checkpoint's (older
     // checkpoints did not record it: they trained at the block size unless they came from --init).
@@ -332,8 +339,7 @@ void Trainer::choose_config(std::optional<LoadedCheckpoint>& ck, std::optional<G
                 "--steps {}: --resume {} is already at step {}; --steps counts every step of the "
                 "run, the checkpoint's included",
                 opt_.steps, ck->path, ck->state.step);
-  } else if (!opt_.init.empty()) {
-    init = load_gpt_weights(opt_.init);
+  } else if (init) {
     config_ = config_for_init(*init, opt_);
   } else if (opt_.model == "gpt2") {
     GLASS_CHECK(!data_.vocab.has_value(),

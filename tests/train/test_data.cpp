@@ -49,6 +49,43 @@ TEST(CharVocab, TokenPiecesRoundTripThroughLlama2csTokenizerBin) {
   EXPECT_NE(error({}).find("empty"), std::string::npos);
 }
 
+// A llama's character vocabulary reserves llama2.c's ids 0-2 (<unk>, <s>, </s>), which run.c
+// treats as specials (it stops sampling at token 1): every character moves up by 3, the specials
+// decode to nothing, tokenizer.bin names them as llama2.c's own does, and reading it back finds
+// them again.
+TEST(CharVocab, ALlamaVocabularyReservesLlama2csSpecialIds) {
+  EXPECT_EQ(special_tokens(Arch::gpt2), 0);
+  EXPECT_EQ(special_tokens(Arch::llama), 3);
+  const CharVocab v = CharVocab::from_text("hello world\n", special_tokens(Arch::llama));
+  EXPECT_EQ(v.size(), 3 + 9);
+  EXPECT_EQ(v.encode("\nd"), (std::vector<int32_t>{3, 5}));
+  EXPECT_EQ(v.decode({0, 1, 2, 3, 5}), "\nd");
+  EXPECT_EQ(sample_context(v, ""), (std::vector<int32_t>{3}));  // the newline
+  const std::vector<std::string> pieces = token_pieces(v, v.size());
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.begin() + 5),
+            (std::vector<std::string>{"<unk>", "\n<s>\n", "\n</s>\n", "\n", " "}));
+  const std::string path = testing::temp_dir("special_pieces") + "/tokenizer.bin";
+  save_llama2c_tokenizer(path, pieces);
+  const CharVocab back = char_vocab_from_pieces(load_llama2c_tokenizer(path, v.size()).pieces);
+  EXPECT_EQ(back.specials(), 3);
+  EXPECT_EQ(back.chars(), v.chars());
+
+  Dataset d;
+  d.vocab = CharVocab::from_text("ab");
+  d.vocab_size = 2;
+  d.train = {0, 1, 1};
+  d.val = {0};
+  reserve_special_tokens(d, Arch::gpt2);
+  EXPECT_EQ(d.train, (std::vector<int32_t>{0, 1, 1}));
+  reserve_special_tokens(d, Arch::llama);
+  EXPECT_EQ(d.train, (std::vector<int32_t>{3, 4, 4}));
+  EXPECT_EQ(d.val, (std::vector<int32_t>{3}));
+  EXPECT_EQ(d.vocab_size, 5);
+  EXPECT_EQ(d.tokenizer->decode(d.train), "abb");
+  reserve_special_tokens(d, Arch::llama);  // once only
+  EXPECT_EQ(d.train, (std::vector<int32_t>{3, 4, 4}));
+}
+
 TEST(Data, TinyShakespeareHasItsKnownVocabularyAndSplit) {
   const Dataset d = load_dataset(testing::tiny_options().data, 0);
   EXPECT_EQ(d.vocab_size, 65);
