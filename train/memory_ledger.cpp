@@ -90,8 +90,9 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
          rounded(s.bytes),
          {rounded(s.bytes), "saved_activations", s.tensor, first.op, first.module, first.id}});
   }
-  // Gradients: a leaf's .grad appears when the node with the smallest id among those sending it
-  // one runs (backward's last delivery to it).
+  // Gradients: a leaf's .grad is made by the last delivery to it, in the backward of the node with
+  // the smallest id among those sending it one; counted from the end of that node's backward (while
+  // it runs, the gradient it computes for the leaf is still a temporary).
   std::map<std::string, std::pair<const TapeNode*, int64_t>> leaves;  // name -> (node, bytes)
   for (const TapeNode& node : tape)
     for (const TapeInput& in : node.inputs)
@@ -100,7 +101,7 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
         if (!added && node.id < it->second.first->id) it->second.first = &node;
       }
   for (const auto& [name, who] : leaves) {
-    const size_t from = pos.backward_start(who.first->id);
+    const size_t from = pos.backward_done(who.first->id);
     spans.push_back({from,
                      std::max(from, zero_grad),
                      rounded(who.second),

@@ -5,8 +5,8 @@
 //   parameters         the weights forward reads: the f32 masters, or under bf16 their bf16 copies
 //   master_weights     the f32 masters when forward reads bf16 copies (0 in f32)
 //   optimizer_moments  AdamW's m and v
-//   gradients          each parameter's .grad, from the backward node that delivers it last
-//                      until zero_grad (after the optimizer's update)
+//   gradients          each parameter's .grad, from the end of the backward node that delivers
+//                      it last until zero_grad (after the optimizer's update)
 //   saved_activations  what the step's nodes saved for backward (each storage once), from the
 //                      forward of the first node that saves it until the backward of the last
 //                      node holding it (descending ids: the one with the smallest id)
