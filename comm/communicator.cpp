@@ -32,6 +32,8 @@ class LocalCommunicator final : public Communicator {
  private:
   void run_all_reduce(void*, int64_t, DType, ReduceOp) override {}
   void run_broadcast(void*, int64_t, DType, int) override {}
+  void run_reduce_scatter(void*, int64_t, DType, ReduceOp) override {}
+  void run_all_gather(void*, int64_t, DType) override {}
 };
 
 // mpirun and the PMI/PMIx launchers set these in every process they start.
@@ -41,13 +43,17 @@ bool launched_by_mpirun() {
   return false;
 }
 
-// Launch names per backend ("mpi_all_reduce", "nccl_broadcast", ...): string literals, as
-// LaunchInfo::kernel must be.
-const char* kernel_name(const char* backend, bool all_reduce) {
+// Launch names per backend and collective ("mpi_all_reduce", "nccl_all_gather", ...): string
+// literals, as LaunchInfo::kernel must be.
+enum class Collective { all_reduce, broadcast, reduce_scatter, all_gather };
+
+const char* kernel_name(const char* backend, Collective c) {
+  static constexpr const char* kNames[3][4] = {
+      {"mpi_all_reduce", "mpi_broadcast", "mpi_reduce_scatter", "mpi_all_gather"},
+      {"nccl_all_reduce", "nccl_broadcast", "nccl_reduce_scatter", "nccl_all_gather"},
+      {"local_all_reduce", "local_broadcast", "local_reduce_scatter", "local_all_gather"}};
   const std::string b = backend;
-  if (b == "mpi") return all_reduce ? "mpi_all_reduce" : "mpi_broadcast";
-  if (b == "nccl") return all_reduce ? "nccl_all_reduce" : "nccl_broadcast";
-  return all_reduce ? "local_all_reduce" : "local_broadcast";
+  return kNames[b == "mpi" ? 0 : b == "nccl" ? 1 : 2][static_cast<int>(c)];
 }
 
 }  // namespace
@@ -121,7 +127,7 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
   void* data = t.raw_data();
   const int64_t numel = t.numel();
   const DType dtype = t.dtype();
-  enqueue(kernel_name(backend(), true), t, bytes, flops,
+  enqueue(kernel_name(backend(), Collective::all_reduce), t, bytes, flops,
           [this, data, numel, dtype, op] { run_all_reduce(data, numel, dtype, op); });
 }
 
@@ -132,8 +138,45 @@ void Communicator::broadcast(const Tensor& t, int root) {
   void* data = t.raw_data();
   const int64_t numel = t.numel();
   const DType dtype = t.dtype();
-  enqueue(kernel_name(backend(), false), t, size_ > 1 ? static_cast<double>(t.nbytes()) : 0, 0,
+  enqueue(kernel_name(backend(), Collective::broadcast), t,
+          size_ > 1 ? static_cast<double>(t.nbytes()) : 0, 0,
           [this, data, numel, dtype, root] { run_broadcast(data, numel, dtype, root); });
+}
+
+void Communicator::check_chunks(const Tensor& t, const char* what) const {
+  check_tensor(t, what);
+  GLASS_CHECK(t.numel() % size_ == 0,
+              "{}: tensor {} has {} elements, not a multiple of the world size {} (one equal chunk "
+              "per rank)",
+              what, t.describe(), t.numel(), size_);
+}
+
+void Communicator::reduce_scatter(const Tensor& t, ReduceOp op) {
+  check_chunks(t, "reduce_scatter");
+  GLASS_CHECK(op == ReduceOp::sum || t.dtype() != DType::i32,
+              "reduce_scatter: the average of {} would round; average floating tensors only",
+              t.describe());
+  // Ring reduce-scatter: each rank sends and receives (N-1)/N of the buffer and adds (N-1)/N of
+  // its own chunk's worth per peer: half an all-reduce's traffic.
+  const double n = size_, chunk = static_cast<double>(t.numel()) / n;
+  const double bytes = (n - 1) / n * static_cast<double>(t.nbytes());
+  const double flops = (n - 1) * chunk + (op == ReduceOp::avg ? chunk : 0);
+  void* data = t.raw_data();
+  const int64_t count = t.numel() / size_;
+  const DType dtype = t.dtype();
+  enqueue(kernel_name(backend(), Collective::reduce_scatter), t, bytes, flops,
+          [this, data, count, dtype, op] { run_reduce_scatter(data, count, dtype, op); });
+}
+
+void Communicator::all_gather(const Tensor& t) {
+  check_chunks(t, "all_gather");
+  const double n = size_;
+  const double bytes = (n - 1) / n * static_cast<double>(t.nbytes());
+  void* data = t.raw_data();
+  const int64_t count = t.numel() / size_;
+  const DType dtype = t.dtype();
+  enqueue(kernel_name(backend(), Collective::all_gather), t, bytes, 0,
+          [this, data, count, dtype] { run_all_gather(data, count, dtype); });
 }
 
 void Communicator::wait_for_stream(const std::string& what) {

@@ -1,5 +1,6 @@
 // Communicator: the collectives data parallelism needs (all-reduce with sum or average,
-// broadcast, barrier) over the processes of one job, one process per device.
+// broadcast, barrier; reduce-scatter and all-gather for ZeRO-1's sharded optimizer,
+// comm/zero_adamw.h) over the processes of one job, one process per device.
 //
 // Backends: `local` (a world of one: nothing moves), `mpi` (host memory, used by `cpu`), `nccl`
 // (device memory, used by `cuda` with NVIDIA's NCCL and by `emu` with the emulated NCCL of
@@ -47,6 +48,16 @@ class Communicator {
   // at once; the work runs on stream(). The tensor must not change until synchronize().
   void all_reduce(const Tensor& t, ReduceOp op);
   void broadcast(const Tensor& t, int root);
+  // ZeRO-1's pair, in place on a tensor of size() chunks of numel / size() elements (numel must
+  // divide by size()); same dtypes, same queueing as all_reduce:
+  // - reduce_scatter: chunk rank() becomes the sum (avg: the sum divided by size()) over the ranks
+  //   of their chunk rank(); the other chunks are left undefined. Each element is reduced exactly
+  //   as all_reduce reduces it (the backends' order, docs/distributed.md), so the two agree bit
+  //   for bit where the backend's all-reduce is a reduce-scatter followed by an all-gather (NCCL's
+  //   ring) or the sum is order-free (two ranks);
+  // - all_gather: chunk r becomes rank r's chunk r, on every rank.
+  void reduce_scatter(const Tensor& t, ReduceOp op);
+  void all_gather(const Tensor& t);
   // Waits for every collective called so far, at most the time-out; rethrows their errors.
   void synchronize();
 
@@ -74,6 +85,9 @@ class Communicator {
   // Run on stream()'s worker (host devices) or issue onto stream().native() (cuda).
   virtual void run_all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
   virtual void run_broadcast(void* data, int64_t count, DType dtype, int root) = 0;
+  // `data` holds size() chunks of `chunk` elements (reduce_scatter and all_gather above).
+  virtual void run_reduce_scatter(void* data, int64_t chunk, DType dtype, ReduceOp op) = 0;
+  virtual void run_all_gather(void* data, int64_t chunk, DType dtype) = 0;
   // Makes a collective stuck in run_* return (with an error); called after a time-out.
   virtual void abort() {}
   // Runs `setup` on stream() as a launch named `what` (a string literal) and waits for it like a
@@ -85,6 +99,7 @@ class Communicator {
 
  private:
   void check_tensor(const Tensor& t, const char* what) const;
+  void check_chunks(const Tensor& t, const char* what) const;
   // Queues `work` on stream() as a launch named `kernel` in the caller's op and node, phase
   // comm; `t` (may be undefined) is the tensor it works on, kept alive until it has run.
   void enqueue(const char* kernel, const Tensor& t, double bytes, double flops,

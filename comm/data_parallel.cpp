@@ -12,6 +12,7 @@ struct DataParallel::State {
   Communicator* comm;
   std::vector<Bucket> buckets;
   bool sync = true;
+  bool sharded = false;
 
   // The slice of `b.flat` that holds parameter `i` of the bucket, shaped like it.
   Tensor slot(const Bucket& b, size_t i) const {
@@ -29,7 +30,11 @@ struct DataParallel::State {
       else
         kernels::backend(b.flat).fill(slot(b, i), 0.0);
     }
-    comm->all_reduce(b.flat, ReduceOp::avg);
+    if (sharded) {
+      comm->reduce_scatter(b.flat, ReduceOp::avg);
+    } else {
+      comm->all_reduce(b.flat, ReduceOp::avg);
+    }
     b.launched = true;
   }
 
@@ -40,11 +45,13 @@ struct DataParallel::State {
   }
 };
 
-DataParallel::DataParallel(Communicator& comm, const NamedTensors& params, double bucket_mb)
+DataParallel::DataParallel(Communicator& comm, const NamedTensors& params, double bucket_mb,
+                           bool sharded)
     : state_(std::make_shared<State>()) {
   GLASS_CHECK(bucket_mb > 0, "data parallel: the bucket size must be positive, not {} MiB",
               bucket_mb);
   state_->comm = &comm;
+  state_->sharded = sharded;
   const double cap = bucket_mb * (1 << 20);
   std::set<const AutogradMeta*> seen;
   double bytes = 0;
@@ -74,9 +81,15 @@ DataParallel::DataParallel(Communicator& comm, const NamedTensors& params, doubl
           if (const std::shared_ptr<State> state = weak.lock()) state->on_grad_ready(bucket);
         });
   }
-  for (Bucket& b : state_->buckets)
-    b.flat = Tensor::empty({b.offsets.back() + b.params.back().numel()}, b.params[0].dtype(),
-                           comm.device());
+  // Sharded: padded to N equal chunks; the padding is zero and stays so (launch() never writes
+  // it, a reduce-scatter of zeros is zero, and the all-gather of the parameters carries zeros).
+  const int64_t n = comm.size();
+  for (Bucket& b : state_->buckets) {
+    b.numel = b.offsets.back() + b.params.back().numel();
+    b.chunk = sharded ? (b.numel + n - 1) / n : b.numel;
+    b.flat = sharded ? zeros({b.chunk * n}, b.params[0].dtype(), comm.device())
+                     : Tensor::empty({b.numel}, b.params[0].dtype(), comm.device());
+  }
 }
 
 DataParallel::~DataParallel() = default;
@@ -103,6 +116,13 @@ void DataParallel::finish_gradient_sync() {
     s.comm->join_calling_thread();
   else
     s.comm->synchronize();
+  if (s.sharded) {
+    for (Bucket& b : s.buckets) {
+      b.ready = 0;
+      b.launched = false;
+    }
+    return;
+  }
   for (Bucket& b : s.buckets) {
     LaunchScope scope(b.name.c_str(), -1, Phase::comm);
     for (size_t i = 0; i < b.params.size(); ++i) {
@@ -116,6 +136,8 @@ void DataParallel::finish_gradient_sync() {
 }
 
 const std::vector<Bucket>& DataParallel::buckets() const { return state_->buckets; }
+bool DataParallel::sharded() const { return state_->sharded; }
+Communicator& DataParallel::communicator() const { return *state_->comm; }
 
 namespace {
 // FNV-1a: a stable 64-bit hash of the summary (std::hash may differ between builds).

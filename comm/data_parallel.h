@@ -11,6 +11,12 @@
 // join), so the graph holds the whole data-parallel step; the caller bounds the host's wait for a
 // replay with Communicator::wait_for_current_stream.
 //
+// Sharded (ZeRO-1, comm/zero_adamw.h): each bucket's flat buffer is padded with zeros to a
+// multiple of the world size N and reduce-scattered (average) instead of all-reduced, with the same
+// overlap with backward; rank r then holds the averaged gradients of chunk r of every bucket
+// (elements [r * chunk, (r + 1) * chunk) of `flat`), which finish_gradient_sync leaves there (.grad
+// keeps this rank's own, unreduced gradients: only ZeroAdamW reads the chunks).
+//
 // Launches carry the bucket as their op ("ddp_bucket_2"), so a trace shows the bucket schedule:
 // the copy in on the compute lane, the all-reduce on the comm lane, the copy back at the gate.
 #pragma once
@@ -27,7 +33,9 @@ struct Bucket {
   std::string name;              // "ddp_bucket_<i>": the op of its launches
   std::vector<Tensor> params;    // in reverse parameter order
   std::vector<int64_t> offsets;  // where each gradient sits in `flat`
-  Tensor flat;                   // the bucket's gradients, back to back
+  Tensor flat;                   // the bucket's gradients, back to back (sharded: then padding)
+  int64_t numel = 0;             // the gradients' elements in `flat`, padding excluded
+  int64_t chunk = 0;             // sharded: each rank's elements of `flat` (flat = N * chunk)
   size_t ready = 0;              // gradients delivered in this backward
   bool launched = false;         // its all-reduce has been called
 };
@@ -36,7 +44,8 @@ class DataParallel {
  public:
   // Registers grad-ready hooks on `params` (deduplicated: a tied weight counts once). Every
   // parameter must be a floating tensor on the communicator's device, of one dtype.
-  DataParallel(Communicator& comm, const NamedTensors& params, double bucket_mb);
+  DataParallel(Communicator& comm, const NamedTensors& params, double bucket_mb,
+               bool sharded = false);
   ~DataParallel();  // the hooks stay registered but do nothing
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -47,12 +56,15 @@ class DataParallel {
   // accumulation before the last one.
   void set_sync(bool on);
   // Waits for every bucket's all-reduce (in a capture: on the GPU) and writes the averaged
-  // gradients into .grad. A bucket
+  // gradients into .grad (sharded: waits for the reduce-scatters and leaves each rank's averaged
+  // chunk in the buckets). A bucket
   // whose gradients did not all arrive (a parameter unused in this step) is reduced here, in
   // bucket order, with zeros where a gradient is missing.
   void finish_gradient_sync();
 
   const std::vector<Bucket>& buckets() const;
+  bool sharded() const;
+  Communicator& communicator() const;
 
  private:
   struct State;

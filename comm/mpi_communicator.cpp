@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "comm/backends.h"
 #include "engine/mpi_runtime.h"
@@ -62,6 +63,30 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     MPI_Ibcast(data, static_cast<int>(count), mpi_type(dtype), root, comm_, &request);
     finish(request, "MPI_Ibcast");
+  }
+
+  // MPI's in-place reduce-scatter leaves the result at the start of the buffer; the Communicator's
+  // contract puts it in the rank's own chunk, so it moves there. The sum is MPI's, as in
+  // MPI_Iallreduce; avg divides afterwards, element by element, as run_all_reduce does.
+  void run_reduce_scatter(void* data, int64_t chunk, DType dtype, ReduceOp op) override {
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(chunk), mpi_type(dtype), MPI_SUM,
+                              comm_, &request);
+    finish(request, "MPI_Ireduce_scatter_block");
+    const size_t bytes = static_cast<size_t>(chunk) * dtype_size(dtype);
+    char* mine = static_cast<char*>(data) + static_cast<size_t>(rank()) * bytes;
+    if (rank() != 0) std::memmove(mine, data, bytes);
+    if (op == ReduceOp::avg) {
+      if (dtype == DType::f32) divide<float>(mine, chunk, size());
+      if (dtype == DType::f64) divide<double>(mine, chunk, size());
+    }
+  }
+
+  void run_all_gather(void* data, int64_t chunk, DType dtype) override {
+    MPI_Request request;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(chunk),
+                   mpi_type(dtype), comm_, &request);
+    finish(request, "MPI_Iallgather");
   }
 
   void abort() override { aborted_ = true; }

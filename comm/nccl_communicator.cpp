@@ -85,6 +85,24 @@ class NcclCommunicator final : public Communicator {
                "ncclBroadcast");
   }
 
+  // In place as NCCL defines it: the rank's chunk is recvbuff for the reduce-scatter, and
+  // sendbuff for the all-gather (sendbuff == recvbuff + rank * count).
+  void run_reduce_scatter(void* data, int64_t chunk, DType dtype, ReduceOp op) override {
+    void* mine = static_cast<char*>(data) +
+                 static_cast<size_t>(rank()) * static_cast<size_t>(chunk) * dtype_size(dtype);
+    nccl_check(ncclReduceScatter(data, mine, static_cast<size_t>(chunk), nccl_type(dtype),
+                                 op == ReduceOp::sum ? ncclSum : ncclAvg, comm_, native_stream()),
+               "ncclReduceScatter");
+  }
+
+  void run_all_gather(void* data, int64_t chunk, DType dtype) override {
+    const void* mine = static_cast<const char*>(data) +
+                       static_cast<size_t>(rank()) * static_cast<size_t>(chunk) * dtype_size(dtype);
+    nccl_check(ncclAllGather(mine, data, static_cast<size_t>(chunk), nccl_type(dtype), comm_,
+                             native_stream()),
+               "ncclAllGather");
+  }
+
   // ncclCommAbort may be called while a collective waits for a dead rank: NCCL makes it return.
   void abort() override {
     aborted_ = true;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "autograd/ops.h"
+#include "kernels/backend.h"
 
 namespace glass {
 
@@ -21,55 +22,107 @@ Tensor embed(const GPT& m, const std::vector<int32_t>& ids, int64_t start) {
 
 }  // namespace
 
+void GPTDecoder::reserve(DType dtype, Device device) {
+  const GPTConfig& c = model_.config;
+  const int64_t C = c.n_embd, H = c.n_head;
+  cache_.reserve(static_cast<int64_t>(model_.h.size()), H, H, c.block_size, C / H, dtype, device);
+  if (x_.defined() && x_.dtype() == dtype && x_.device() == device) return;
+  const auto row = [&](int64_t width, DType type) {
+    return Tensor::empty({1, width}, type, device);
+  };
+  x_ = row(C, dtype);
+  h_ = row(C, dtype);
+  normed_ = row(C, dtype);
+  mean_ = Tensor::empty({1}, accum_dtype(dtype), device);
+  rstd_ = Tensor::empty({1}, accum_dtype(dtype), device);
+  qkv_ = row(3 * C, dtype);
+  heads_ = row(C, dtype);
+  delta_ = row(C, dtype);
+  pre_ = row(kernels::gemm_aux_ld(4 * C), dtype);
+  fc_ = row(4 * C, dtype);
+  logits_ = row(c.table_rows(), dtype);
+  logits_f32_ = dtype == DType::f32 ? logits_ : row(c.table_rows(), DType::f32);
+  host_logits_.resize(static_cast<size_t>(c.table_rows()));
+}
+
 std::vector<float> GPTDecoder::prefill(const std::vector<int32_t>& ids) {
   NoGradGuard no_grad;
   const GPTConfig& c = model_.config;
   const auto n = static_cast<int64_t>(ids.size());
   GLASS_CHECK(n >= 1 && n <= c.block_size, "GPTDecoder::prefill: {} tokens; 1..block_size={} fit",
               n, c.block_size);
-  const int64_t C = c.n_embd, H = c.n_head, D = C / H;
-  keys_.assign(model_.h.size(), Tensor());
-  values_.assign(model_.h.size(), Tensor());
+  const int64_t C = c.n_embd, H = c.n_head;
   Tensor x = embed(model_, ids, 0);
+  reserve(x.dtype(), x.device());
   for (size_t l = 0; l < model_.h.size(); ++l) {
     const Block& b = *model_.h[l];
     // The block's own causal attention on the fused qkv, as in GPT::forward ...
     const Tensor qkv = b.attn.c_attn.forward(b.ln_1.forward(x));
     x = x + b.attn.c_proj.forward(causal_attention(qkv, H, b.attn.attention));
     x = x + b.mlp.forward(b.ln_2.forward(x));
-    // ... and its keys and values as heads [1, H, n, D] for the steps that follow.
-    const std::vector<Tensor> parts = split(qkv, C, 2);
-    keys_[l] = contiguous(transpose(view(parts[1], {1, n, H, D}), 1, 2));
-    values_[l] = contiguous(transpose(view(parts[2], {1, n, H, D}), 1, 2));
+    // ... and its keys and values into the cache for the steps that follow.
+    cache_.store(static_cast<int64_t>(l), qkv, n, 0, C, 2 * C);
   }
   pos_ = n;
   return logits_of_last(x);
 }
 
 std::vector<float> GPTDecoder::step(int32_t id) {
-  NoGradGuard no_grad;
+  NoGradGuard no_grad;  // param() of a model with compute copies would record otherwise
   const GPTConfig& c = model_.config;
   GLASS_CHECK(pos_ >= 1, "GPTDecoder::step: prefill a prompt first");
   GLASS_CHECK(pos_ < c.block_size, "GPTDecoder::step: position {} is past block_size={}", pos_,
               c.block_size);
-  const int64_t C = c.n_embd, H = c.n_head, D = C / H;
+  GLASS_CHECK(id >= 0 && id < c.vocab_size, "GPTDecoder::step: token id {} is outside 0..{}", id,
+              c.vocab_size - 1);
+  const int64_t C = c.n_embd, D = C / c.n_head;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  Tensor x = embed(model_, {id}, pos_);
+  const kernels::Backend& k = kernels::backend(x_);
+  // x = wte[id] + wpe[pos]
+  k.binary(kernels::BinaryOp::add, rows_of(model_.wte.param(model_.wte.weight), 1, C, id * C),
+           rows_of(model_.wpe.param(model_.wpe.weight), 1, C, pos_ * C), x_);
   for (size_t l = 0; l < model_.h.size(); ++l) {
     const Block& b = *model_.h[l];
-    // q, k, v of the new position as heads [1, H, 1, D]; k and v join the cache.
-    std::vector<Tensor> qkv = split(b.attn.c_attn.forward(b.ln_1.forward(x)), C, 2);
-    for (Tensor& t : qkv) t = view(t, {1, H, 1, D});  // [1, 1, H, D] is [1, H, 1, D] for one row
-    keys_[l] = concat({keys_[l], qkv[1]}, 2);
-    values_[l] = concat({values_[l], qkv[2]}, 2);
-    // The new query attends to every cached position (all are in its past): [1, H, 1, pos + 1].
-    const Tensor probs = softmax(matmul(qkv[0], transpose(keys_[l], -2, -1)) * scale);
-    const Tensor y = view(matmul(probs, values_[l]), {1, 1, C});  // heads side by side
-    x = x + b.attn.c_proj.forward(y);
-    x = x + b.mlp.forward(b.ln_2.forward(x));
+    const LayerNorm &ln_1 = b.ln_1, &ln_2 = b.ln_2;
+    const Linear &c_attn = b.attn.c_attn, &c_proj = b.attn.c_proj;
+    const Linear &c_fc = b.mlp.c_fc, &mlp_proj = b.mlp.c_proj;
+    k.layernorm_forward(x_, ln_1.param(ln_1.weight), ln_1.param(ln_1.bias), normed_, mean_, rstd_,
+                        ln_1.eps);
+    linear_into(normed_, c_attn.param(c_attn.weight), c_attn.param(c_attn.bias), qkv_);
+    cache_.store(static_cast<int64_t>(l), qkv_, 1, pos_, C, 2 * C);
+    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, heads_);
+    linear_into(heads_, c_proj.param(c_proj.weight), c_proj.param(c_proj.bias), delta_);
+    // h = x + attention, and ln_2 of it
+    k.residual_layernorm_forward(x_, delta_, ln_2.param(ln_2.weight), ln_2.param(ln_2.bias), h_,
+                                 normed_, mean_, rstd_, ln_2.eps);
+    // fc = gelu(ln_2(h) c_fc^T + b), its pre-activation in pre_, as the model's fused MLP
+    kernels::GemmArgs g;
+    g.a = normed_;
+    g.b = c_fc.param(c_fc.weight);
+    g.c = fc_;
+    g.bias = c_fc.param(c_fc.bias);
+    g.trans_b = true;
+    g.m = 1;
+    g.n = 4 * C;
+    g.k = C;
+    g.lda = C;
+    g.ldb = C;
+    g.ldc = 4 * C;
+    kernels::GemmEpilogue e;
+    e.activation = kernels::GemmActivation::gelu;
+    e.aux = pre_;
+    e.aux_ld = pre_.size(1);
+    k.gemm_epilogue(g, e);
+    linear_into(fc_, mlp_proj.param(mlp_proj.weight), mlp_proj.param(mlp_proj.bias), delta_);
+    k.binary(kernels::BinaryOp::add, h_, delta_, x_);  // x = h + mlp
   }
+  k.layernorm_forward(x_, model_.ln_f.param(model_.ln_f.weight),
+                      model_.ln_f.param(model_.ln_f.bias), normed_, mean_, rstd_, model_.ln_f.eps);
+  linear_into(normed_, model_.wte.param(model_.wte.weight), Tensor(), logits_);
   ++pos_;
-  return logits_of_last(x);
+  if (!logits_f32_.is_same(logits_)) k.cast(logits_, logits_f32_);
+  logits_f32_.copy_to_host(host_logits_.data());
+  return host_logits_;
 }
 
 std::vector<float> GPTDecoder::logits_of_last(const Tensor& x) {

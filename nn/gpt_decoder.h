@@ -1,21 +1,23 @@
 // GPTDecoder: a GPT's forward for generation with a KV cache. Each block's keys and values of the
-// positions seen so far are kept, so that a new token costs one position's forward:
+// positions seen so far are kept (nn/kv_cache.h), so that a new token costs one position's
+// forward:
 //
-//   x = wte(id) + wpe(t)                                         [1, 1, C]
-//   per block: qkv = c_attn(ln_1(x)); K = [K, k], V = [V, v]     (the cache grows by one row)
-//              y = softmax(q K^T / sqrt(D)) V                     [1, H, 1, D] over t+1 positions,
+//   x = wte(id) + wpe(t)                                         [1, C]
+//   per block: qkv = c_attn(ln_1(x)); K[t] = k, V[t] = v          (one row of the cache)
+//              y = softmax(q K^T / sqrt(D)) V                     [1, H D] over t + 1 positions,
 //              x = x + c_proj(y);  x = x + mlp(ln_2(x))           no mask: every cached key is past
 //   logits = ln_f(x) @ wte^T                                     [table_rows]
 //
 // prefill() runs a whole prompt at positions 0..n-1 through the blocks' ordinary causal attention
-// (the model's kernel) and keeps its keys and values. The cache grows by concatenation (a copy of
-// t rows per layer and token: as much memory traffic as the attention itself reads).
-// Needs no gradients: builds no tape (NoGradGuard inside).
+// (the model's kernel) and writes its keys and values into the cache. step() is the kernel calls
+// above into buffers allocated at the first prefill: a token allocates nothing, every weight
+// matrix is read once (the GEMM's one-row path on cpu), and nothing records autograd history.
 #pragma once
 
 #include <vector>
 
 #include "nn/gpt.h"
+#include "nn/kv_cache.h"
 
 namespace glass {
 
@@ -28,9 +30,15 @@ class GPTDecoder : public Decoder {
 
  private:
   std::vector<float> logits_of_last(const Tensor& x);  // x [1, n, C]
+  void reserve(DType dtype, Device device);            // the cache and the step's buffers
 
   const GPT& model_;
-  std::vector<Tensor> keys_, values_;  // per block: [1, H, pos, D]
+  KVCache cache_;
+  // The step's rows: the residual stream x and h (after attention), a norm's output and
+  // statistics, qkv, the heads' output, a projection's output, the MLP's pre-activation and
+  // activation, the logits (and f32 logits to read when the model computes in bf16).
+  Tensor x_, h_, normed_, mean_, rstd_, qkv_, heads_, delta_, pre_, fc_, logits_, logits_f32_;
+  std::vector<float> host_logits_;
 };
 
 }  // namespace glass

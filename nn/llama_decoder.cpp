@@ -2,72 +2,95 @@
 
 #include <cmath>
 
+#include "kernels/backend.h"
+
 namespace glass {
 
-namespace {
-
-// Columns [begin, begin + heads D) of qkv [1, n, W] as heads [1, heads, n, D].
-Tensor heads_of(const Tensor& qkv, int64_t begin, int64_t heads, int64_t D) {
-  const int64_t n = qkv.size(1);
-  const Tensor part = contiguous(slice(qkv, 2, begin, begin + heads * D));
-  return contiguous(transpose(view(part, {1, n, heads, D}), 1, 2));
-}
-
-}  // namespace
-
-Tensor LlamaDecoder::block(size_t layer, const Tensor& x) {
-  const LlamaBlock& b = *model_.model.layers[layer];
+void LlamaDecoder::reserve(DType dtype, Device device) {
   const GPTConfig& c = model_.config;
-  const int64_t H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim(), n = x.size(1);
-  const Tensor qkv = b.self_attn.rotated_qkv(b.input_layernorm.forward(x), pos_);
-  const Tensor k = heads_of(qkv, H * D, Hkv, D), v = heads_of(qkv, (H + Hkv) * D, Hkv, D);
-  Tensor y;
-  if (pos_ == 0) {
-    // The prompt: the block's own causal attention on the rotated qkv, as in Llama::forward.
-    y = causal_attention(qkv, H, Hkv, b.self_attn.attention);
-    keys_[layer] = k;
-    values_[layer] = v;
-  } else {
-    // One new position attends to every cached one (all are in its past). The query heads that
-    // share a key/value head are grouped as rows: q [1, Hkv, H / Hkv, D] against K [1, Hkv, pos,
-    // D].
-    keys_[layer] = concat({keys_[layer], k}, 2);
-    values_[layer] = concat({values_[layer], v}, 2);
-    const Tensor q = view(contiguous(slice(qkv, 2, 0, H * D)), {1, Hkv, H / Hkv, D});
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const Tensor probs = softmax(matmul(q, transpose(keys_[layer], -2, -1)) * scale);
-    y = view(matmul(probs, values_[layer]), {1, n, H * D});  // heads side by side
-  }
-  const Tensor h = x + b.self_attn.o_proj.forward(y);
-  return h + b.mlp.forward(b.post_attention_layernorm.forward(h));
+  const int64_t C = c.n_embd, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim(), F = c.ffn();
+  cache_.reserve(static_cast<int64_t>(model_.model.layers.size()), H, Hkv, c.block_size, D, dtype,
+                 device);
+  if (x_.defined() && x_.dtype() == dtype && x_.device() == device) return;
+  const auto row = [&](int64_t width, DType type) {
+    return Tensor::empty({1, width}, type, device);
+  };
+  x_ = row(C, dtype);
+  h_ = row(C, dtype);
+  normed_ = row(C, dtype);
+  rstd_ = Tensor::empty({1}, accum_dtype(dtype), device);
+  qkv_ = Tensor::empty({1, 1, (H + 2 * Hkv) * D}, dtype, device);
+  heads_ = row(H * D, dtype);
+  delta_ = row(C, dtype);
+  gate_up_ = row(2 * F, dtype);
+  act_ = row(F, dtype);
+  logits_ = row(c.table_rows(), dtype);
+  logits_f32_ = dtype == DType::f32 ? logits_ : row(c.table_rows(), DType::f32);
+  host_logits_.resize(static_cast<size_t>(c.table_rows()));
 }
 
 std::vector<float> LlamaDecoder::prefill(const std::vector<int32_t>& ids) {
   NoGradGuard no_grad;
+  const GPTConfig& c = model_.config;
   const auto n = static_cast<int64_t>(ids.size());
-  GLASS_CHECK(n >= 1 && n <= model_.config.block_size,
-              "LlamaDecoder::prefill: {} tokens; 1..block_size={} fit", n,
-              model_.config.block_size);
-  const size_t L = model_.model.layers.size();
-  keys_.assign(L, Tensor());
-  values_.assign(L, Tensor());
-  pos_ = 0;
+  GLASS_CHECK(n >= 1 && n <= c.block_size, "LlamaDecoder::prefill: {} tokens; 1..block_size={} fit",
+              n, c.block_size);
+  const int64_t H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim();
   Tensor x = model_.model.embed_tokens.forward(from_vector(ids, {1, n}, model_.device()));
-  for (size_t l = 0; l < L; ++l) x = block(l, x);
+  reserve(x.dtype(), x.device());
+  for (size_t l = 0; l < model_.model.layers.size(); ++l) {
+    const LlamaBlock& b = *model_.model.layers[l];
+    // The block's own causal attention on the rotated qkv, as in Llama::forward ...
+    const Tensor qkv = b.self_attn.rotated_qkv(b.input_layernorm.forward(x), 0);
+    const Tensor y = causal_attention(qkv, H, Hkv, b.self_attn.attention);
+    const Tensor h = x + b.self_attn.o_proj.forward(y);
+    x = h + b.mlp.forward(b.post_attention_layernorm.forward(h));
+    // ... and its keys and values into the cache for the steps that follow.
+    cache_.store(static_cast<int64_t>(l), qkv, n, 0, H * D, (H + Hkv) * D);
+  }
   pos_ = n;
   return logits_of_last(x);
 }
 
 std::vector<float> LlamaDecoder::step(int32_t id) {
-  NoGradGuard no_grad;
+  NoGradGuard no_grad;  // param() of a model with compute copies would record otherwise
+  const GPTConfig& c = model_.config;
   GLASS_CHECK(pos_ >= 1, "LlamaDecoder::step: prefill a prompt first");
-  GLASS_CHECK(pos_ < model_.config.block_size,
-              "LlamaDecoder::step: position {} is past block_size={}", pos_,
-              model_.config.block_size);
-  Tensor x = model_.model.embed_tokens.forward(from_vector<int32_t>({id}, {1, 1}, model_.device()));
-  for (size_t l = 0; l < model_.model.layers.size(); ++l) x = block(l, x);
+  GLASS_CHECK(pos_ < c.block_size, "LlamaDecoder::step: position {} is past block_size={}", pos_,
+              c.block_size);
+  GLASS_CHECK(id >= 0 && id < c.vocab_size, "LlamaDecoder::step: token id {} is outside 0..{}", id,
+              c.vocab_size - 1);
+  const int64_t C = c.n_embd, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const kernels::Backend& k = kernels::backend(x_);
+  const Embedding& embed = model_.model.embed_tokens;
+  k.copy(rows_of(embed.param(embed.weight), 1, C, id * C), x_);  // x = embed_tokens[id]
+  for (size_t l = 0; l < model_.model.layers.size(); ++l) {
+    const LlamaBlock& b = *model_.model.layers[l];
+    const RMSNorm &norm_1 = b.input_layernorm, &norm_2 = b.post_attention_layernorm;
+    const Linear &qkv_proj = b.self_attn.qkv_proj, &o_proj = b.self_attn.o_proj;
+    const Linear &gate_up = b.mlp.gate_up_proj, &down = b.mlp.down_proj;
+    k.rmsnorm_forward(x_, norm_1.param(norm_1.weight), normed_, rstd_, norm_1.eps);
+    linear_into(normed_, qkv_proj.param(qkv_proj.weight), Tensor(), qkv_);
+    k.rope_forward(qkv_, qkv_, H, Hkv, b.self_attn.rope_theta, pos_);  // q and k rotated in place
+    cache_.store(static_cast<int64_t>(l), qkv_, 1, pos_, H * D, (H + Hkv) * D);
+    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, heads_);
+    linear_into(heads_, o_proj.param(o_proj.weight), Tensor(), delta_);
+    // h = x + attention, and post_attention_layernorm of it
+    k.residual_rmsnorm_forward(x_, delta_, norm_2.param(norm_2.weight), h_, normed_, rstd_,
+                               norm_2.eps);
+    linear_into(normed_, gate_up.param(gate_up.weight), Tensor(), gate_up_);
+    k.swiglu_forward(gate_up_, act_);
+    linear_into(act_, down.param(down.weight), Tensor(), delta_);
+    k.binary(kernels::BinaryOp::add, h_, delta_, x_);  // x = h + mlp
+  }
+  const RMSNorm& norm = model_.model.norm;
+  k.rmsnorm_forward(x_, norm.param(norm.weight), normed_, rstd_, norm.eps);
+  linear_into(normed_, model_.lm_head_weight(), Tensor(), logits_);
   ++pos_;
-  return logits_of_last(x);
+  if (!logits_f32_.is_same(logits_)) k.cast(logits_, logits_f32_);
+  logits_f32_.copy_to_host(host_logits_.data());
+  return host_logits_;
 }
 
 std::vector<float> LlamaDecoder::logits_of_last(const Tensor& x) {

@@ -1,20 +1,23 @@
 // LlamaDecoder: a Llama's forward for generation with a KV cache, as GPTDecoder for GPT. The cache
-// holds each block's keys (already rotated) and values for n_kv_head heads only, which is what
-// grouped-query attention saves: n_head / n_kv_head times fewer bytes than multi-head attention.
+// (nn/kv_cache.h) holds each block's keys (already rotated) and values for n_kv_head heads only,
+// which is what grouped-query attention saves: n_head / n_kv_head times fewer bytes than
+// multi-head attention.
 //
-//   x = embed_tokens(id)                                             [1, 1, C]
+//   x = embed_tokens(id)                                             [1, C]
 //   per block: qkv = rope(qkv_proj(input_layernorm(x)), pos)        (q and k rotated at pos)
-//              K = [K, k], V = [V, v]                                [1, Hkv, pos + 1, D]
-//              y = softmax(q K^T / sqrt(D)) V   with q's heads grouped [1, Hkv, H / Hkv, D]
+//              K[pos] = k, V[pos] = v                                (one row of [Hkv, T, D])
+//              y = softmax(q K^T / sqrt(D)) V   with q's heads grouped [Hkv, H / Hkv, D]
 //              x = x + o_proj(y);  x = x + mlp(post_attention_layernorm(x))
 //   logits = norm(x) @ lm_head^T
 //
 // prefill() runs a prompt through the blocks' ordinary causal attention (the model's kernel) and
-// keeps its keys and values. Builds no tape (NoGradGuard inside).
+// writes its keys and values into the cache; step() is the kernel calls above into buffers
+// allocated at the first prefill (a token allocates nothing). Builds no tape.
 #pragma once
 
 #include <vector>
 
+#include "nn/kv_cache.h"
 #include "nn/llama.h"
 
 namespace glass {
@@ -27,12 +30,16 @@ class LlamaDecoder : public Decoder {
   std::vector<float> step(int32_t id) override;
 
  private:
-  // One block on x [1, n, C] at positions pos_..pos_+n-1, its keys and values joining the cache.
-  Tensor block(size_t layer, const Tensor& x);
   std::vector<float> logits_of_last(const Tensor& x);  // x [1, n, C]
+  void reserve(DType dtype, Device device);            // the cache and the step's buffers
 
   const Llama& model_;
-  std::vector<Tensor> keys_, values_;  // per block: [1, Hkv, pos, D]
+  KVCache cache_;
+  // The step's rows: the residual stream x and h (after attention), a norm's output and rstd,
+  // the rotated qkv [1, 1, W], the heads' output, a projection's output, gate_up and SwiGLU's
+  // output, the logits (and f32 logits to read when the model computes in bf16).
+  Tensor x_, h_, normed_, rstd_, qkv_, heads_, delta_, gate_up_, act_, logits_, logits_f32_;
+  std::vector<float> host_logits_;
 };
 
 }  // namespace glass

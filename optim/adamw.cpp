@@ -6,7 +6,14 @@
 namespace glass {
 
 AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
-    : Optimizer(std::move(params), options.lr, {"exp_avg", "exp_avg_sq"}), options_(options) {
+    : AdamW(std::move(params), options, std::vector<std::string>{"exp_avg", "exp_avg_sq"}) {}
+
+AdamW::AdamW(NamedTensors params, const AdamWOptions& options, WithoutBuffers)
+    : AdamW(std::move(params), options, std::vector<std::string>{}) {}
+
+AdamW::AdamW(NamedTensors params, const AdamWOptions& options,
+             std::vector<std::string> buffer_names)
+    : Optimizer(std::move(params), options.lr, std::move(buffer_names)), options_(options) {
   GLASS_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
               "adamw: betas ({}, {}) must be in [0, 1)", options.beta1, options.beta2);
   GLASS_CHECK(options.eps > 0, "adamw: eps {} must be positive", options.eps);

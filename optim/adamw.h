@@ -41,8 +41,13 @@ class AdamW : public Optimizer {
 
  protected:
   void update(const std::vector<size_t>& with_grad) override;
+  // For a subclass that keeps its moments itself (comm/zero_adamw.h): no per-parameter buffers.
+  struct WithoutBuffers {};
+  AdamW(NamedTensors params, const AdamWOptions& options, WithoutBuffers);
+  const Tensor& finite_gate() const { return finite_; }
 
  private:
+  AdamW(NamedTensors params, const AdamWOptions& options, std::vector<std::string> buffer_names);
   // Parameter i's update with its decoupled weight decay (matrices decay, vectors do not); grad,
   // m and v are filled in only where the update needs them.
   kernels::AdamWParam param_entry(size_t i) const;

@@ -77,7 +77,7 @@ void Optimizer::load_state(const NamedTensors& tensors,
     if (!given.emplace(name, &t).second)
       problems.push_back(fmt::format("'{}' appears twice", name));
   // 1. Match every expected buffer; nothing changes until all is known to be well.
-  const NamedTensors expected = state_tensors();
+  const NamedTensors expected = Optimizer::state_tensors();  // this class's own buffers
   for (const auto& [name, buf] : expected) {
     auto it = given.find(name);
     if (it == given.end()) {

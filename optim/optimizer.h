@@ -49,13 +49,16 @@ class Optimizer {
   // --- checkpoint state ---
   // Every state buffer as "<buffer>.<param name>", e.g. "exp_avg.transformer.wte.weight", in
   // buffer-major, then parameter order. Handles to the live buffers: save them, don't modify them.
-  NamedTensors state_tensors() const;
+  // Virtual: a sharded optimizer (comm/zero_adamw.h) answers with the consolidated state, as the
+  // unsharded one holds it.
+  virtual NamedTensors state_tensors() const;
   // {"step": step_count, "lr": lr}.
   std::map<std::string, double> state_scalars() const;
   // Restores both. Every expected buffer must be present with its parameter's shape (a floating
   // dtype is converted) and no unknown name may appear; "step" is required, "lr" optional. All is
   // checked before anything changes; the error lists every problem.
-  void load_state(const NamedTensors& tensors, const std::map<std::string, double>& scalars);
+  virtual void load_state(const NamedTensors& tensors,
+                          const std::map<std::string, double>& scalars);
 
  protected:
   // Parameters must be distinct, defined, f32, contiguous and have unique names. One zero-filled

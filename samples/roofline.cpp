@@ -46,6 +46,8 @@ struct Flags {
   std::string model;                  // a preset of train_gpt --model, on the fast path
   std::string arch = "gpt2", tie_embeddings = "on";  // model
   int64_t n_expert = 1, top_k = 1;                   // model: a mixture of experts on paper
+  int64_t world = 1;                                 // model: data-parallel ranks (per rank)
+  int zero = 0;                                      // model: ZeRO stage 0 | 1
 };
 
 glass::DevicePeaks peaks_of(const std::string& name) {
@@ -134,6 +136,7 @@ void print_memory_rows(const glass::train::GptMemoryBudget& m) {
                                                  {"AdamW moments (fp32)", m.adam_bytes},
                                                  {"saved activations", m.activations_bytes},
                                                  {"temporaries", m.temporaries_bytes},
+                                                 {"gradient buckets", m.gradient_buckets_bytes},
                                                  {"total", m.total_bytes()}};
   for (const auto& [name, bytes] : rows)
     fmt::print("  {:<22} {:>14.0f} B {:>10.3f} GiB\n", name, bytes, bytes / GiB);
@@ -177,7 +180,8 @@ void model(const Flags& f) {
   const bool experts = f.n_expert > 1 || f.top_k > 1;
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
   const bool fast = !f.model.empty();
-  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, {fast});
+  const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype,
+                                                 {.fast = fast, .world = f.world, .zero = f.zero});
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   const bool llama = f.gpt.arch == glass::Arch::llama;
   fmt::print("{} {} | batch {} x seq_len {} | {}\n", glass::arch_name(f.gpt.arch), f.gpt.str(),
@@ -204,6 +208,11 @@ void model(const Flags& f) {
         "  (a llama layer keeps 7 C + (H + 2 Hkv) D + 3 F per token: GQA's K/V are "
         "{} of multi-head attention's)\n",
         fmt::format("{}/{}", f.gpt.kv_heads(), f.gpt.n_head));
+  if (f.world > 1)
+    fmt::print(
+        "  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n", f.world,
+        f.batch / f.world,
+        f.zero == 1 ? fmt::format(", moments 8 ceil(N / {}) (ZeRO-1)", f.world) : std::string());
   print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
   const char* counted =
@@ -267,6 +276,10 @@ int main(int argc, char** argv) {
                 "a mixture of experts on paper: E experts per layer (each the model's MLP); "
                 "prints active vs resident parameters");
   t->add_option("--top-k", f.top_k, "experts each token runs through (with --n-expert)");
+  t->add_option("--world", f.world,
+                "data-parallel ranks: the budget is one rank's, --batch the global batch");
+  t->add_option("--zero", f.zero, "ZeRO stage: 0 | 1 (AdamW's moments sharded over --world)")
+      ->check(CLI::IsMember({0, 1}));
   t->add_option("--model", f.model,
                 "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it: padded "
                 "vocabulary, flash attention, fused classifier) | llama-tiny | stories15m (with "

@@ -108,6 +108,8 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
       ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}));
   app.add_option("--comm-timeout", o.comm_timeout_s,
                  "seconds to wait for a collective (dead rank)");
+  app.add_option("--zero", o.zero, "ZeRO stage: 0 | 1 (each rank keeps 1/N of AdamW's state)")
+      ->check(CLI::IsMember({0, 1}));
 }
 
 }  // namespace glass::samples

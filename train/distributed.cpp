@@ -16,10 +16,12 @@ void check_same_run(comm::Communicator& comm, const TrainOptions& o, const GPTCo
   if (comm.size() == 1) return;
   const std::string summary = fmt::format(
       "model {} | data {} | batch {} x {} | steps {} | grad-accum {} | lr {} ({}, warmup {}) | "
-      "wd {} | betas {} {} | eps {} | clip {} | seed {} | shuffle {} | dtype {} | device {}",
+      "wd {} | betas {} {} | eps {} | clip {} | seed {} | shuffle {} | dtype {} | device {} | "
+      "zero {}",
       config.str(), o.data, o.batch, o.seq_len, o.steps, o.grad_accum, o.lr, o.lr_schedule,
       o.warmup, o.weight_decay, o.beta1, o.beta2, o.eps, o.grad_clip, o.seed, o.shuffle, o.dtype,
-      o.device);  // the flag, not the device: on cuda each rank has its own GPU (cuda:<rank>)
+      o.device,
+      o.zero);  // the flag, not the device: on cuda each rank has its own GPU (cuda:<rank>)
   comm::check_same_on_all_ranks(comm, "the run's configuration", summary);
 }
 

@@ -27,7 +27,9 @@ void check_sampling_options(const SamplingOptions& options);
 
 // The token drawn from softmax(logits / temperature) restricted to the top_k largest logits
 // (ties: the lower id first), by inverse CDF at u in [0, 1): the first id, in id order, where the
-// cumulative probability exceeds u. `logits` holds the classes only (no padded columns).
+// cumulative probability exceeds u. `logits` holds the classes only (no padded columns). The
+// vocabulary is never sorted: one pass finds the most likely id, a partial selection
+// (nth_element, O(V)) the top_k, and only those k are sorted into id order.
 int32_t sample_token(const std::vector<float>& logits, const SamplingOptions& options, double u);
 
 struct Generation {

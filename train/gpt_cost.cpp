@@ -1,5 +1,7 @@
 #include "train/gpt_cost.h"
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace glass::train {
@@ -23,8 +25,11 @@ double layer_activation_width(const GPTConfig& c) {
   return 7 * C + qkv + 3 * static_cast<double>(c.ffn());
 }
 
-GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
-                                  GptBudgetOptions options) {
+namespace {
+
+// One replica's budget for `batch` rows: the model's terms (the header's list).
+GptMemoryBudget replica_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
+                               GptBudgetOptions options) {
   check_sizes(c, batch, seq_len);
   GLASS_CHECK(dtype == DType::f32 || dtype == DType::bf16,
               "GPT memory budget: dtype {} is not a training dtype (f32 or bf16)",
@@ -57,6 +62,26 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
   const double top = 2 * B * T * C + top_stats * B * T + 2 * B * T * V + B * T;
   m.activations_bytes = b * (L * per_layer + top);
   m.temporaries_bytes = b * (B * T * V + per_layer);
+  return m;
+}
+
+}  // namespace
+
+GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, DType dtype,
+                                  GptBudgetOptions options) {
+  GLASS_CHECK(options.world >= 1, "GPT memory budget: --world {} must be at least 1",
+              options.world);
+  GLASS_CHECK(options.zero == 0 || options.zero == 1,
+              "GPT memory budget: --zero {}: expected 0 or 1", options.zero);
+  GLASS_CHECK(batch % options.world == 0,
+              "GPT memory budget: --batch {} (the global batch) does not split over --world {} "
+              "ranks",
+              batch, options.world);
+  GptMemoryBudget m = replica_budget(c, batch / options.world, seq_len, dtype, options);
+  if (options.world == 1) return m;  // one rank: no buckets, nothing to shard
+  const double N = static_cast<double>(m.parameters), world = static_cast<double>(options.world);
+  m.gradient_buckets_bytes = 4 * N;
+  if (options.zero == 1) m.adam_bytes = 8 * std::ceil(N / world);
   return m;
 }
 

@@ -19,6 +19,14 @@
 //   2 b B H T^2; the fused classifier writes the logits' gradient over the logits, so the top
 //   keeps B T V (logits) instead of 2 B T V and there is no B T V temporary.
 //   V is the padded vocabulary (GPTConfig::table_rows()), the logits' width.
+// Data parallelism over `world` ranks (GptBudgetOptions::world; --batch is the global batch, each
+// rank's activations are those of batch / world rows): every rank also holds the gradient
+// buckets of comm/data_parallel.h, 4 N (f32, the masters' gradients; padded to a multiple of the
+// world size per bucket, at most world - 1 elements each, not counted). ZeRO-1 (zero = 1,
+// comm/zero_adamw.h) keeps 8 ceil(N / world) of AdamW moments per rank instead of 8 N; the f32
+// master weights stay whole (they are the model's parameters, from which every rank refreshes its
+// compute copies after the all-gather), and the reduce-scatter and all-gather run in place in the
+// gradient buckets, so they add nothing.
 // FLOPs per step: (6 N' + 12 L T C) B T, N' = flop_parameters (nn/gpt_config.h explains both
 // terms).
 #pragma once
@@ -32,14 +40,17 @@ struct GptMemoryBudget {
   int64_t parameters = 0;  // N, wpe included
   double parameters_bytes = 0, gradients_bytes = 0, master_bytes = 0, adam_bytes = 0;
   double activations_bytes = 0, temporaries_bytes = 0;
+  double gradient_buckets_bytes = 0;  // data parallelism's flat gradient buffers (world > 1)
   double total_bytes() const {
     return parameters_bytes + gradients_bytes + master_bytes + adam_bytes + activations_bytes +
-           temporaries_bytes;
+           temporaries_bytes + gradient_buckets_bytes;
   }
 };
 
 struct GptBudgetOptions {
   bool fast = false;  // flash attention and the fused classifier (see above)
+  int64_t world = 1;  // data-parallel ranks; the budget is one rank's
+  int zero = 0;       // ZeRO stage: 0, or 1 (AdamW's moments sharded over the ranks)
 };
 
 // What one layer keeps from forward for backward, in elements per token (the list above).

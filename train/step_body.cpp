@@ -2,20 +2,26 @@
 
 #include <cmath>
 
+#include "comm/zero_adamw.h"
 #include "engine/launch.h"
 #include "optim/clip.h"
 #include "optim/step_status.h"
 
 namespace glass::train {
 
-Tensor batch_loss(const CausalLM& model, const Batch& b) { return model.loss(model.forward(b.x), b.y); }
+Tensor batch_loss(const CausalLM& model, const Batch& b) {
+  return model.loss(model.forward(b.x), b.y);
+}
 
 Tensor queue_step_update(CausalLM& model, AdamW& optimizer, const Tensor& loss_sum, double lr,
                          double grad_clip, int64_t step) {
   // 1. The global gradient norm's square, every step: clipping scales by it (on the device), and
   //    a NaN or infinity anywhere in the gradients shows in it. A non-finite norm scales nothing.
-  const Tensor sum_sq =
-      clip_grad_norm_on_device(model.parameters(), grad_clip > 0 ? grad_clip : INFINITY);
+  //    Sharded (--zero 1): over the ranks' chunks of the reduced gradients (comm/zero_adamw.h).
+  const double bound = grad_clip > 0 ? grad_clip : INFINITY;
+  auto* zero = dynamic_cast<comm::ZeroAdamW*>(&optimizer);
+  const Tensor sum_sq = zero != nullptr ? zero->clip_grad_norm_on_device(bound)
+                                        : clip_grad_norm_on_device(model.parameters(), bound);
   GLASS_CHECK(sum_sq.defined(), "step {}: no parameter has a gradient", step);
   // 2. The status the host reads at the end, and the finite gate AdamW reads on the device.
   const Tensor status = step_status(loss_sum, sum_sq);

@@ -16,6 +16,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/tape_record.h"
+#include "comm/zero_adamw.h"
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
 #include "engine/debug.h"
@@ -236,9 +237,30 @@ void check_run_flags(const TrainOptions& o) {
               "weights; --init starts a new run from weights)",
               o.init, o.resume);
   parse_weight_layout(o.save_format);
+  GLASS_CHECK(o.zero == 0 || o.zero == 1,
+              "--zero {}: expected 0 (every rank keeps all optimizer state) or 1 (ZeRO-1: each "
+              "rank keeps 1/N of it)",
+              o.zero);
+  GLASS_CHECK(o.zero == 0 || !o.cuda_graph,
+              "--cuda-graph with --zero 1 is not supported: the sharded step waits on the host "
+              "for the gradient norm's all-reduce and the parameters' all-gather, which a CUDA "
+              "graph cannot capture; drop one of the two flags");
   // The sampling after training: its options fail now, not after the training.
   GLASS_CHECK(o.sample >= 0, "--sample {} must be 0 (no sample) or more", o.sample);
   check_sampling_options({o.temperature, o.top_k, o.seed});
+}
+
+AdamWOptions adamw_options(const TrainOptions& o) {
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+}
+
+// --zero 1: a checkpoint needs the sharded moments whole. Every rank gathers them where rank 0
+// saves, and drops the copy once saved (or at once, on the other ranks).
+void gather_sharded_state(AdamW& optimizer) {
+  if (auto* zero = dynamic_cast<comm::ZeroAdamW*>(&optimizer)) zero->gather_state();
+}
+void drop_gathered_state(AdamW& optimizer) {
+  if (auto* zero = dynamic_cast<comm::ZeroAdamW*>(&optimizer)) zero->drop_gathered_state();
 }
 
 }  // namespace
@@ -280,7 +302,7 @@ Trainer::Trainer(const TrainOptions& options) : opt_(options) {
   first_step_ = step_;  // --cuda-graph: this run's first step is its eager warm-up
   profiler_ = std::make_unique<TrainProfiler>(
       ProfileOptions{opt_.trace, opt_.report, opt_.profile_steps}, step_ + 1, opt_.steps, device_);
-  join_data_parallel();
+  join_data_parallel(ck);
   // Mixed precision: bf16 compute copies of the (now final) master weights.
   if (dtype_ != DType::f32) model_->set_compute_dtype(dtype_);
   if (comm_->rank() == 0) {  // rank 0 writes the files for all ranks
@@ -381,9 +403,9 @@ AttentionKernel Trainer::build_model(const std::optional<GPTWeights>& init) {
 }
 
 void Trainer::build_optimizer_and_loaders() {
-  optimizer_ = std::make_unique<AdamW>(
-      model_->named_parameters(),
-      AdamWOptions{opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay});
+  // --zero 1: join_data_parallel builds it, over the shards of the gradient buckets.
+  if (opt_.zero == 0)
+    optimizer_ = std::make_unique<AdamW>(model_->named_parameters(), adamw_options(opt_));
   // A run shorter than the warmup warms up over the whole run.
   schedule_ =
       LrSchedule::parse(opt_.lr_schedule, opt_.lr, std::min(opt_.warmup, opt_.steps), opt_.steps);
@@ -396,25 +418,39 @@ void Trainer::build_optimizer_and_loaders() {
 // Weights, optimizer state, dropout RNG and step from a checkpoint.
 void Trainer::restore(const LoadedCheckpoint& ck) {
   model_->load_state_dict(ck.model);
-  optimizer_->load_state(ck.optimizer, ck.optimizer_scalars);
+  if (optimizer_) optimizer_->load_state(ck.optimizer, ck.optimizer_scalars);
   dropout_gen_.set_state(ck.state.rng_seed, ck.state.rng_offset);
   step_ = ck.state.step;
   log().info("resumed from {} at step {}", ck.path, step_);
 }
 
 // Data parallelism: under mpirun every rank holds a replica and starts from rank 0's weights.
-void Trainer::join_data_parallel() {
+void Trainer::join_data_parallel(const std::optional<LoadedCheckpoint>& ck) {
   comm_ = comm::make_communicator(device_, {opt_.comm_timeout_s, opt_.comm_backend});
   check_same_run(*comm_, opt_, config_);
   rows_of_rank(opt_.batch, comm_->rank(), comm_->size());  // fails now when N does not divide B
   GLASS_CHECK(opt_.grad_accum >= 1, "--grad-accum must be at least 1, not {}", opt_.grad_accum);
-  if (std::string(comm_->backend()) == "local") return;
-  ddp_ =
-      std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(), opt_.comm_bucket_mb);
-  ddp_->broadcast_parameters();
-  if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
-  log().info("data parallel: {} ranks ({} backend), gradient buckets: {}", comm_->size(),
-             comm_->backend(), ddp_->buckets().size());
+  if (std::string(comm_->backend()) != "local") {
+    ddp_ = std::make_unique<comm::DataParallel>(*comm_, model_->named_parameters(),
+                                                opt_.comm_bucket_mb, opt_.zero == 1);
+    ddp_->broadcast_parameters();
+    if (comm_->rank() != 0) log().set_level(spdlog::level::warn);  // rank 0 speaks for all
+    log().info("data parallel: {} ranks ({} backend), gradient buckets: {}{}", comm_->size(),
+               comm_->backend(), ddp_->buckets().size(),
+               opt_.zero == 1 ? ", ZeRO-1: optimizer state sharded" : "");
+  }
+  if (optimizer_) return;
+  // --zero 1: AdamW over this rank's shard; in a world of one there is nothing to shard.
+  if (ddp_)
+    optimizer_ =
+        std::make_unique<comm::ZeroAdamW>(model_->named_parameters(), adamw_options(opt_), *ddp_);
+  else
+    optimizer_ = std::make_unique<AdamW>(model_->named_parameters(), adamw_options(opt_));
+  if (ck) optimizer_->load_state(ck->optimizer, ck->optimizer_scalars);
+  if (const auto* zero = dynamic_cast<const comm::ZeroAdamW*>(optimizer_.get()))
+    log().info("ZeRO-1: AdamW moments {:.2f} MiB on each rank ({} of {} parameters' elements)",
+               8.0 * static_cast<double>(zero->shard_numel()) / (1 << 20), zero->shard_numel(),
+               model_->num_parameters());
 }
 
 void Trainer::log_setup(AttentionKernel attention) const {
@@ -779,20 +815,30 @@ void Trainer::run() {
     if (!r.skipped) last_loss = r.loss;
     tokens += static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
     train_ms += r.ms;
-    if (!root) continue;
+    const bool checkpoint_now = !opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
+                                r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps;
+    if (checkpoint_now) gather_sharded_state(*optimizer_);
+    if (!root) {
+      drop_gathered_state(*optimizer_);
+      continue;
+    }
     std::optional<double> v;
     if (val_loader_ &&
         (r.step == opt_.steps || (opt_.eval_every > 0 && r.step % opt_.eval_every == 0)))
       val_loss = v = evaluate(opt_.eval_batches);
     if (v) profiler_->add_val_loss(r.step, *v);
     log_step(r, v);
-    if (!opt_.checkpoint_dir.empty() && opt_.checkpoint_every > 0 &&
-        r.step % opt_.checkpoint_every == 0 && r.step < opt_.steps) {
+    if (checkpoint_now) {
       log().info("checkpoint {}", save_checkpoint_now());
+      drop_gathered_state(*optimizer_);
       saved_step = step_;
     }
   }
-  if (!root) return;
+  if (!opt_.checkpoint_dir.empty()) gather_sharded_state(*optimizer_);
+  if (!root) {
+    drop_gathered_state(*optimizer_);
+    return;
+  }
   // A signal that came during the last step stops nothing: the run is complete.
   if (const int sig = stop_signal(); sig != 0 && step_ < opt_.steps) {
     stopped_by_signal_ = sig;
@@ -811,6 +857,7 @@ void Trainer::run() {
     return;
   }
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  drop_gathered_state(*optimizer_);
   if (profiler_->enabled()) {
     profiler_->set_ledger_state(ledger_state());
     profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()), {config_.str()},

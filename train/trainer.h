@@ -109,6 +109,10 @@ struct TrainOptions {
   int64_t grad_accum = 1;       // micro-steps per optimizer step; gradients reduced on the last
   double comm_timeout_s = 300;  // longest wait for a collective (a dead rank) before failing
   std::string comm_backend = "auto";  // or local | mpi | nccl (comm/communicator.h)
+  // ZeRO stage (comm/zero_adamw.h): 0, or 1 = each rank keeps 1/N of AdamW's moments and updates
+  // 1/N of the master weights (reduce-scatter, sharded update, all-gather). One rank: nothing to
+  // shard, the same as 0.
+  int zero = 0;
 };
 
 struct StepResult {
@@ -161,7 +165,7 @@ class Trainer {
   AttentionKernel build_model(const std::optional<GPTWeights>& init);
   void build_optimizer_and_loaders();
   void restore(const LoadedCheckpoint& ck);
-  void join_data_parallel();
+  void join_data_parallel(const std::optional<LoadedCheckpoint>& ck);
   void log_setup(AttentionKernel attention) const;
   void check_prompt() const;
 

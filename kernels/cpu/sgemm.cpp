@@ -32,7 +32,11 @@
 // instead of packed (flash attention's products, where packing cost as much as the arithmetic);
 // a causal product skips the tiles its mask zeroes (`Causal`, sgemm.h); and the row sums of op(A)
 // can be taken while A is packed (a linear layer's bias gradient, read with its dW GEMM's A).
+// A C of at most kGemvMaxRows rows (decoding a token) does not come here at all: it is
+// matrix-vector work, done without packing by kernels/cpu/gemv.cpp.
 #include "kernels/cpu/sgemm.h"
+
+#include "kernels/cpu/gemv.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -475,6 +479,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (m <= 0 || n <= 0) return;
   const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
   if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
+  // A C of a few rows (decoding a token) is matrix-vector work: B read once, unpacked (gemv.cpp).
+  if (m <= kGemvMaxRows && options.causal.kind == Causal::kNone && !options.a_row_sums)
+    return sgemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.bias);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1 || 2.0 * m * n * k < 4e6)
     return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);

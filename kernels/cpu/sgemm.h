@@ -31,7 +31,9 @@ struct SgemmOptions {
 };
 
 // C = alpha op(A) op(B) + beta C (+ what `options` adds), row-major: op(A) is m x k, op(B) k x n,
-// C m x n, each with its row stride (lda, ldb, ldc). beta == 0 never reads C. Inside an OpenMP
+// C m x n, each with its row stride (lda, ldb, ldc). beta == 0 never reads C. A C of at most
+// kGemvMaxRows rows without a causal band or row sums runs as matrix-vector products instead
+// (kernels/cpu/gemv.h: B read once where it is stored, no packing). Inside an OpenMP
 // parallel region it runs on the calling thread; outside, it splits C over the OpenMP threads when
 // the product is big enough. Same inputs give the same bits whatever the thread count: every
 // element of C (and every row sum) is summed over k in one fixed order.

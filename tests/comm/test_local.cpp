@@ -27,12 +27,16 @@ TEST(LocalCommunicator, CollectivesAreCommLaunchesOnTheSideStreamThatKeepTheData
       LaunchScope scope("my_op", 7, Phase::other);
       c->all_reduce(t, ReduceOp::avg);
       c->broadcast(t, 0);
+      c->reduce_scatter(t, ReduceOp::avg);  // one chunk, this rank's: the data itself
+      c->all_gather(t);
       c->synchronize();
     }
     EXPECT_EQ(to_vector<float>(t), before);
-    ASSERT_EQ(log.records.size(), 2u);
+    ASSERT_EQ(log.records.size(), 4u);
     EXPECT_STREQ(log.records[0].info.kernel, "local_all_reduce");
     EXPECT_STREQ(log.records[1].info.kernel, "local_broadcast");
+    EXPECT_STREQ(log.records[2].info.kernel, "local_reduce_scatter");
+    EXPECT_STREQ(log.records[3].info.kernel, "local_all_gather");
     for (const LaunchRecord& r : log.records) {
       EXPECT_EQ(r.info.phase, Phase::comm);
       EXPECT_EQ(r.info.stream, c->stream().id());

@@ -1,6 +1,11 @@
 // All-reduce and broadcast of known data between the ranks, on cpu (mpi) and emu (emulated NCCL):
-// exact expected values for sum and average, odd sizes, several tensors queued back to back.
+// exact expected values for sum and average, odd sizes, several tensors queued back to back. The
+// reduce-scatter and all-gather of ZeRO-1: exact values, and each element of a reduce-scatter
+// bit-identical to the all-reduce's on values whose sums round.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
 
 #include "autograd/ops.h"
 #include "comm/data_parallel.h"
@@ -73,6 +78,89 @@ TEST(Collectives, BroadcastFromEveryRootAndIntegerSums) {
               (std::vector<int32_t>{c.size() * (c.size() - 1) / 2, -3 * c.size()}));
     c.barrier();
   }
+}
+
+// Values whose sums round in f32 (not exactly representable), different on every rank.
+std::vector<float> rounding_data(int rank, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i) + 1.3f * rank) / 3.0f;
+  return v;
+}
+
+TEST(Collectives, ReduceScatterGivesEachRankItsChunkOfTheAllReduceBitForBit) {
+  for (Device d : {kCPU, kEmu}) {
+    comm::Communicator& c = testing::communicator(d);
+    const int n = c.size();
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      for (int64_t chunk : {1, 5, 1031}) {
+        const int64_t size = chunk * n;
+        const Tensor all = from_vector(rounding_data(c.rank(), size), {size}, d);
+        const Tensor scattered = from_vector(rounding_data(c.rank(), size), {size}, d);
+        testing::LaunchLog log;
+        c.all_reduce(all, op);
+        c.reduce_scatter(scattered, op);
+        c.synchronize();
+        const std::vector<float> a = to_vector<float>(all), s = to_vector<float>(scattered);
+        const int64_t mine = c.rank() * chunk;
+        EXPECT_EQ(std::memcmp(a.data() + mine, s.data() + mine, chunk * sizeof(float)), 0)
+            << d.str() << " chunk " << chunk;
+        // The other chunks of the input are not this rank's: only its own is defined.
+        const char* kernel = d == kCPU ? "mpi_reduce_scatter" : "nccl_reduce_scatter";
+        ASSERT_EQ(log.launches(kernel).size(), 1u);
+        EXPECT_EQ(log.launches(kernel)[0].phase, Phase::comm);
+        EXPECT_DOUBLE_EQ(log.launches(kernel)[0].bytes, (n - 1.0) / n * size * 4);
+      }
+    }
+    // Exact values: rank_data's sums are exact.
+    const Tensor t = from_vector(rank_data(c.rank(), 6 * n), {6 * n}, d);
+    c.reduce_scatter(t, ReduceOp::sum);
+    c.synchronize();
+    const std::vector<float> got = to_vector<float>(t);
+    for (int64_t i = c.rank() * 6; i < (c.rank() + 1) * 6; ++i) {
+      float sum = 0;
+      for (int r = 0; r < n; ++r) sum += rank_data(r, 6 * n)[static_cast<size_t>(i)];
+      EXPECT_EQ(got[static_cast<size_t>(i)], sum) << d.str() << " element " << i;
+    }
+  }
+}
+
+TEST(Collectives, AllGatherGivesEveryRankEveryChunk) {
+  for (Device d : {kCPU, kEmu}) {
+    comm::Communicator& c = testing::communicator(d);
+    const int n = c.size();
+    for (int64_t chunk : {1, 7, 2053}) {
+      // Rank r fills only its own chunk; the rest is garbage that must be overwritten.
+      std::vector<float> mine(static_cast<size_t>(chunk * n), -1.0f);
+      const std::vector<float> data = rank_data(c.rank(), chunk * n);
+      for (int64_t i = c.rank() * chunk; i < (c.rank() + 1) * chunk; ++i)
+        mine[static_cast<size_t>(i)] = data[static_cast<size_t>(i)];
+      const Tensor t = from_vector(mine, {chunk * n}, d);
+      c.all_gather(t);
+      c.synchronize();
+      std::vector<float> want(static_cast<size_t>(chunk * n));
+      for (int r = 0; r < n; ++r) {
+        const std::vector<float> theirs = rank_data(r, chunk * n);
+        for (int64_t i = r * chunk; i < (r + 1) * chunk; ++i)
+          want[static_cast<size_t>(i)] = theirs[static_cast<size_t>(i)];
+      }
+      EXPECT_EQ(to_vector<float>(t), want) << d.str() << " chunk " << chunk;
+    }
+  }
+}
+
+TEST(Collectives, ReduceScatterAndAllGatherRefuseSizesThatDoNotSplitIntoChunks) {
+  comm::Communicator& c = testing::communicator(kCPU);
+  const Tensor odd = zeros({2 * c.size() + 1}, DType::f32, kCPU);
+  EXPECT_NE(testing::error_of([&] {
+              c.reduce_scatter(odd, ReduceOp::avg);
+            }).find("not a multiple of the world size"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { c.all_gather(odd); }).find("not a multiple of the world size"),
+            std::string::npos);
+  const Tensor ints = zeros({2 * c.size()}, DType::i32, kCPU);
+  EXPECT_NE(testing::error_of([&] { c.reduce_scatter(ints, ReduceOp::avg); }).find("would round"),
+            std::string::npos);
 }
 
 TEST(Collectives, EveryRankFindsAConfigMismatch) {

@@ -1,7 +1,10 @@
 // Data-parallel training in 2 ranks against one process: after k steps the replicas are
 // bit-identical, and equal (to float tolerance) to one process training on the combined batch,
 // on cpu (mpi) and on emu (emulated NCCL), with several buckets and with gradient accumulation.
-// And the trace of a step: bucket all-reduces on the comm lane overlapping backward.
+// And the trace of a step: bucket all-reduces on the comm lane overlapping backward. ZeRO-1
+// (--zero 1, comm/zero_adamw.h) against the unsharded run of the same 2 ranks: bit-identical
+// weights with clipping on, on cpu (mpi), emu and cuda (emulated NCCL), f32 and bf16; its
+// consolidated checkpoints and saved weights.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,10 +21,13 @@
 #include <set>
 #include <string_view>
 
+#include "comm/zero_adamw.h"
 #include "comm_mpi_testing.h"
+#include "engine/allocator.h"
 #include "tests/testing.h"
 #include "tests/train/cuda_graph_testing.h"
 #include "tests/train/train_testing.h"
+#include "train/gpt_cost.h"
 
 namespace glass {
 namespace {
@@ -254,6 +260,222 @@ TEST(DataParallel, RankZeroCheckpointsAndEveryRankResumesBitExactly) {
   EXPECT_EQ(weights(resumed), straight);
   c.barrier();
   if (c.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// --zero 1 against --zero 0 on the same ranks: every step clips (the bound is below every norm),
+// the norms agree (to f64 rounding: summed in another order, comm/zero_adamw.h), and the weights
+// are bit-identical; each rank holds about half of the moments.
+void expect_zero_equals_unsharded(train::TrainOptions o) {
+  o.grad_clip = 0.05;
+  o.zero = 0;
+  train::Trainer unsharded(o);
+  std::vector<double> norms;
+  while (unsharded.step() < o.steps) {
+    const train::StepResult r = unsharded.train_step();
+    EXPECT_GT(r.grad_norm, o.grad_clip) << "step " << r.step << " did not clip";
+    norms.push_back(r.grad_norm);
+  }
+  o.zero = 1;
+  train::Trainer zero(o);
+  const auto* sharded = dynamic_cast<const comm::ZeroAdamW*>(&zero.optimizer());
+  ASSERT_NE(sharded, nullptr);
+  const int64_t params = zero.model().num_parameters();
+  const int64_t buckets = static_cast<int64_t>(zero.data_parallel()->buckets().size());
+  EXPECT_LE(sharded->shard_numel(), params / 2 + buckets);  // 1/2, padding at most 1 a bucket
+  EXPECT_GE(sharded->shard_numel(), params / 2);
+  EXPECT_TRUE(unsharded.optimizer().state_tensors().size() > 0);
+  for (size_t k = 0; zero.step() < o.steps; ++k) {
+    const train::StepResult r = zero.train_step();
+    EXPECT_NEAR(r.grad_norm, norms[k], 1e-12 * norms[k]) << "step " << r.step;
+  }
+  EXPECT_EQ(weights(zero), weights(unsharded)) << o.device << " " << o.dtype;
+  EXPECT_EQ(testing::ranks_differing_from_root(zero.communicator(), weights(zero)), 0);
+}
+
+TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnCpu) {
+  expect_zero_equals_unsharded(options("cpu"));
+}
+
+TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnEmuInF32AndBf16) {
+  for (const char* dtype : {"f32", "bf16"}) {
+    train::TrainOptions o = options("emu");
+    o.dtype = dtype;
+    expect_zero_equals_unsharded(o);
+  }
+}
+
+TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitWithGradAccum) {
+  train::TrainOptions o = options("cpu");
+  o.grad_accum = 2;
+  expect_zero_equals_unsharded(o);
+}
+
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+// Two emulated GPUs, NCCL's reduce-scatter and all-gather queued on each rank's stream.
+TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnCudaInF32AndBf16) {
+  for (const char* dtype : {"f32", "bf16"}) {
+    train::TrainOptions o = options("cuda");
+    o.dtype = dtype;
+    expect_zero_equals_unsharded(o);
+  }
+}
+#endif
+
+TEST(ZeroOne, RefusesCudaGraphsSayingWhy) {
+  train::TrainOptions o = options("cpu");
+  o.zero = 1;
+  o.cuda_graph = true;
+  const std::string e = testing::error_of([&] { train::Trainer t(o); });
+  EXPECT_NE(e.find("--cuda-graph with --zero 1 is not supported"), std::string::npos) << e;
+  o.cuda_graph = false;
+  o.zero = 2;
+  EXPECT_NE(testing::error_of([&] { train::Trainer t(o); }).find("--zero 2"), std::string::npos);
+}
+
+// A sharded run's checkpoint is consolidated: the moments equal the unsharded run's bit for bit;
+// the same world size resumes it bit-exactly, and a one-process run reads it (any world size
+// does: each rank takes its slices). --save writes the same weights file as the unsharded run.
+TEST(ZeroOne, CheckpointsAreConsolidatedAndResumeBitExactly) {
+  comm::Communicator& c = testing::communicator(kCPU);
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("glass_zero_ckpt_" + std::to_string(getppid()));
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+  c.barrier();
+  train::TrainOptions o = options("cpu");
+  o.zero = 1;
+  o.steps = 4;
+  o.dropout = 0.1;  // the restored RNG state matters too
+  o.save = dir + "_zero.safetensors";
+  train::Trainer straight(o);
+  straight.run();
+  const std::vector<float> want = weights(straight);
+  // The unsharded run saves the same file.
+  o.zero = 0;
+  o.save = dir + "_unsharded.safetensors";
+  train::Trainer(o).run();
+  c.barrier();
+  if (c.rank() == 0) {
+    EXPECT_EQ(testing::file_bytes(dir + "_zero.safetensors"),
+              testing::file_bytes(dir + "_unsharded.safetensors"));
+  }
+  o.save.clear();
+
+  // Checkpoints after step 2, sharded and not: the same moments, bit for bit.
+  o.steps = 2;
+  for (int zero : {0, 1}) {
+    o.zero = zero;
+    o.checkpoint_dir = dir + "/zero" + std::to_string(zero);
+    train::Trainer(o).run();
+  }
+  c.barrier();
+  const train::LoadedCheckpoint sharded = train::load_checkpoint(dir + "/zero1");
+  const train::LoadedCheckpoint unsharded = train::load_checkpoint(dir + "/zero0");
+  ASSERT_EQ(sharded.optimizer.size(), unsharded.optimizer.size());
+  for (size_t i = 0; i < sharded.optimizer.size(); ++i) {
+    EXPECT_EQ(sharded.optimizer[i].first, unsharded.optimizer[i].first);
+    EXPECT_EQ(to_vector<float>(sharded.optimizer[i].second),
+              to_vector<float>(unsharded.optimizer[i].second))
+        << sharded.optimizer[i].first;
+  }
+
+  // The same world size resumes bit-exactly.
+  o.zero = 1;
+  o.steps = 4;
+  o.checkpoint_dir.clear();
+  o.resume = dir + "/zero1";
+  train::Trainer resumed(o);
+  EXPECT_EQ(resumed.step(), 2);
+  while (resumed.step() < o.steps) resumed.train_step();
+  EXPECT_EQ(weights(resumed), want);
+
+  // One process reads it: the optimizer holds the checkpoint's moments.
+  o.comm_backend = "local";
+  train::Trainer alone(o);
+  EXPECT_EQ(alone.step(), 2);
+  const NamedTensors state = alone.optimizer().state_tensors();
+  ASSERT_EQ(state.size(), sharded.optimizer.size());
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_EQ(to_vector<float>(state[i].second), to_vector<float>(sharded.optimizer[i].second));
+  c.barrier();
+  if (c.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + "_zero.safetensors");
+    std::filesystem::remove(dir + "_unsharded.safetensors");
+  }
+}
+
+// The ledger (train/gpt_cost.h) for data parallelism on 2 ranks, the default model (train_gpt's
+// defaults, f32 on cpu, at batch 4), each rank's allocator measured against
+// `roofline gpt --world 2 --zero Z`:
+// - what ZeRO-1 saves (the moments' term: 8 N unsharded, 8 ceil(N / 2) sharded, each tensor
+//   rounded to its size class as the allocator rounds it: the unsharded moments are one tensor
+//   per parameter, the sharded ones two flat buffers) is what the allocator's peak drops by,
+//   within 3% of it;
+// - the whole prediction is within 3% of the measured peak. That needs the unsharded budget to be
+//   within 3% too (the same terms, issue 32 item 5): where it is not, the test says by how much
+//   and skips this check rather than blame the sharding.
+struct MeasuredRun {
+  double peak = 0;
+  train::GptMemoryBudget budget;
+  double moments_held = 0;  // the optimizer's moments as the allocator holds them (rounded)
+};
+
+MeasuredRun measure_default_model(int zero) {
+  train::TrainOptions o;  // train_gpt's defaults: the default model
+  o.data = testing::kTinyShakespeare;
+  o.device = "cpu";
+  o.batch = 4;  // 2 rows a rank, so that the test stays fast (the weight terms do not depend on it)
+  o.steps = 1;  // the first step allocates every term (the gradients at its backward)
+  o.sample = 0;
+  o.eval_every = 0;
+  o.quiet = true;
+  o.threads = 1;
+  o.dropout = 0;
+  o.comm_timeout_s = 120;
+  o.zero = zero;
+  Allocator& allocator = Allocator::for_device(kCPU);
+  allocator.empty_cache();
+  const int64_t before = allocator.stats().allocated_bytes;
+  allocator.reset_peaks();
+  train::Trainer t(o);
+  while (t.step() < o.steps) t.train_step();
+  MeasuredRun m;
+  m.peak = static_cast<double>(allocator.stats().peak_allocated_bytes - before);
+  m.budget = train::gpt_memory_budget(t.model().config, o.batch, o.seq_len, DType::f32,
+                                      {.world = t.communicator().size(), .zero = zero});
+  auto held = [](int64_t elements) {
+    return static_cast<double>(Allocator::size_class(static_cast<size_t>(4 * elements)));
+  };
+  if (zero == 0)
+    for (const Tensor& p : t.model().parameters()) m.moments_held += 2 * held(p.numel());
+  if (zero == 1) {
+    const auto* sharded = dynamic_cast<const comm::ZeroAdamW*>(&t.optimizer());
+    if (sharded != nullptr) m.moments_held = 2 * held(sharded->shard_numel());
+    EXPECT_NE(sharded, nullptr);
+    if (sharded != nullptr)  // the budget's term is what the optimizer holds (padding aside)
+      EXPECT_NEAR(8.0 * static_cast<double>(sharded->shard_numel()), m.budget.adam_bytes,
+                  8.0 * static_cast<double>(t.data_parallel()->buckets().size()));
+  }
+  return m;
+}
+
+TEST(ZeroOne, TheBudgetPredictsEachRanksPeakWithin3Percent) {
+  const MeasuredRun unsharded = measure_default_model(0), sharded = measure_default_model(1);
+  const double saved = unsharded.peak - sharded.peak;
+  // The budget's terms, before rounding, then as the allocator rounds them.
+  EXPECT_EQ(unsharded.budget.adam_bytes - sharded.budget.adam_bytes,
+            8.0 * static_cast<double>(unsharded.budget.parameters) -
+                8.0 * std::ceil(static_cast<double>(unsharded.budget.parameters) / 2));
+  const double predicted_saving = unsharded.moments_held - sharded.moments_held;
+  EXPECT_NEAR(predicted_saving, saved, 0.03 * saved)
+      << "predicted saving " << predicted_saving << " B, measured " << saved << " B";
+  const double off = std::abs(unsharded.budget.total_bytes() / unsharded.peak - 1);
+  if (off > 0.03)
+    GTEST_SKIP() << "the unsharded budget is " << 100 * off << "% off the measured peak ("
+                 << unsharded.budget.total_bytes() << " B vs " << unsharded.peak
+                 << " B): the per-rank total is checked once it is within 3%";
+  EXPECT_NEAR(sharded.budget.total_bytes(), sharded.peak, 0.03 * sharded.peak)
+      << "predicted " << sharded.budget.total_bytes() << " B, measured " << sharded.peak << " B";
 }
 
 TEST(DataParallel, BucketAllReducesOverlapBackwardOnTheCommLane) {

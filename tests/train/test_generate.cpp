@@ -5,10 +5,14 @@
 // the cached keys by plain matmul and softmax), so agreement is a real check of the cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "autograd/ops.h"
+#include "engine/allocator.h"
+#include "engine/rng.h"
 #include "train/generate.h"
 #include "train_testing.h"
 
@@ -38,6 +42,50 @@ TEST(SampleToken, InverseCdfTemperatureAndTopK) {
   EXPECT_EQ(sample_token(four, o, 0.999999), 3);
   o.top_k = 1;
   EXPECT_EQ(sample_token(four, o, 0.999), 1);
+}
+
+// The rule sample_token documents, written the plain way: every id sorted by logit (stable: ties
+// keep the lower id first), the first top_k kept and put back in id order, the CDF in id order.
+// sample_token selects the top k without sorting the vocabulary; it must draw the same ids.
+int32_t sample_by_full_sort(const std::vector<float>& logits, const SamplingOptions& o, double u) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  if (o.temperature == 0) return order[0];
+  const auto k =
+      static_cast<size_t>(o.top_k == 0 ? logits.size() : std::min<size_t>(o.top_k, logits.size()));
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  const double max = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> w(k);
+  double sum = 0;
+  for (size_t j = 0; j < k; ++j) sum += w[j] = std::exp((logits[order[j]] - max) / o.temperature);
+  double acc = 0;
+  for (size_t j = 0; j < k; ++j) {
+    acc += w[j] / sum;
+    if (u < acc) return order[j];
+  }
+  return order.back();
+}
+
+TEST(SampleToken, TopKWithoutSortingDrawsWhatTheFullSortDraws) {
+  // logits with many ties (values on a coarse grid), a vocabulary of GPT-2's size and small ones
+  for (const int64_t V : {1, 2, 7, 65, 50257}) {
+    std::vector<float> logits(static_cast<size_t>(V));
+    for (int64_t i = 0; i < V; ++i)
+      logits[static_cast<size_t>(i)] =
+          static_cast<float>(std::round(4 * philox_normal(11, 0, static_cast<uint64_t>(i))) / 2);
+    for (const SamplingOptions& o :
+         {SamplingOptions{1.0, 0, 0}, SamplingOptions{0.7, 1, 0}, SamplingOptions{0.7, 3, 0},
+          SamplingOptions{1.3, 40, 0}, SamplingOptions{1.0, V, 0}, SamplingOptions{1.0, V + 5, 0},
+          SamplingOptions{0.0, 0, 0}, SamplingOptions{0.0, 10, 0}})
+      for (int draw = 0; draw < (V > 1000 ? 4 : 25); ++draw) {
+        const double u = philox_uniform(5, static_cast<uint64_t>(V), static_cast<uint64_t>(draw));
+        ASSERT_EQ(sample_token(logits, o, u), sample_by_full_sort(logits, o, u))
+            << "V " << V << " temperature " << o.temperature << " top-k " << o.top_k << " u " << u;
+      }
+  }
 }
 
 // A tiny character model (GPT-2, or a llama with 2 key/value heads for 4 query heads) trained a
@@ -137,6 +185,48 @@ TEST(KvCache, TrainerSampleDecodesWithTheDataTokenizer) {
   EXPECT_EQ(s.text, t.data().vocab->decode(s.generation.tokens));
   EXPECT_EQ(s.text.size(), 30u);
   EXPECT_GT(s.generation.tokens_per_s(), 0);
+}
+
+// A long generation with the KV cache allocates nothing after its first token: the prompt's
+// prefill allocates the cache (every layer's keys and values for block_size positions) and the
+// step's buffers, and every later token writes into them. Counted by the cpu allocator's
+// requests (cache hits included) and its calls to malloc, for GPT-2 and a llama with
+// grouped-query attention.
+void expect_no_allocations_after_the_first_token(Arch arch) {
+  GPTConfig config{65, 96, 2, 4, 64, 0};
+  config.arch = arch;
+  if (arch == Arch::llama) config.n_kv_head = 2;
+  Generator gen(3);
+  const std::unique_ptr<CausalLM> model = make_model(config);
+  model->init(gen);
+  model->train(false);
+  const Allocator& cpu = Allocator::for_device(kCPU);
+  const std::unique_ptr<Decoder> decoder = model->decoder();
+  std::vector<float> logits = decoder->prefill({1, 2, 3});
+  const SamplingOptions o{1.0, 10, 1};
+  const auto next = [&](int64_t i) {
+    return sample_token(std::vector<float>(logits.begin(), logits.begin() + config.vocab_size), o,
+                        philox_uniform(o.seed, 0, static_cast<uint64_t>(i)));
+  };
+  logits = decoder->step(next(0));  // the first token
+  const AllocatorStats before = cpu.stats();
+  for (int64_t i = 1; decoder->pos() < config.block_size; ++i) logits = decoder->step(next(i));
+  const AllocatorStats after = cpu.stats();
+  EXPECT_EQ(after.alloc_count, before.alloc_count) << arch_name(arch) << ": requests per token";
+  EXPECT_EQ(after.device_malloc_count, before.device_malloc_count) << arch_name(arch);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes) << arch_name(arch);
+  // Through generate(): 90 tokens ask the allocator for exactly what 2 tokens ask (the prompt's).
+  const auto requests_of = [&](int64_t n) {
+    const int64_t start = cpu.stats().alloc_count;
+    generate(*model, {1, 2, 3}, n, o, true);
+    return cpu.stats().alloc_count - start;
+  };
+  EXPECT_EQ(requests_of(90), requests_of(2)) << arch_name(arch);
+}
+
+TEST(KvCache, NoAllocationsAfterTheFirstToken) {
+  expect_no_allocations_after_the_first_token(Arch::gpt2);
+  expect_no_allocations_after_the_first_token(Arch::llama);
 }
 
 }  // namespace

@@ -362,5 +362,33 @@ TEST(GptCost, StepFlopsByHand) {
       testing::error_of([] { gpt_memory_budget(small_config(), 0, 4, DType::f32); }), {"batch 0"}));
 }
 
+// Data parallelism (roofline gpt --world N --zero Z): one rank's budget is that of batch / N rows
+// plus the gradient buckets, 4 N; ZeRO-1 keeps 8 ceil(N / world) of moments instead of 8 N.
+TEST(GptCost, DataParallelAndZeroOneBudgetsByHand) {
+  const GptMemoryBudget one_rank = gpt_memory_budget(small_config(), 2, 4, DType::f32);
+  const GptMemoryBudget ddp =
+      gpt_memory_budget(small_config(), 4, 4, DType::f32, {.world = 2, .zero = 0});
+  EXPECT_DOUBLE_EQ(ddp.activations_bytes, one_rank.activations_bytes);  // 2 of the 4 rows
+  EXPECT_DOUBLE_EQ(ddp.gradient_buckets_bytes, 4 * 1968);
+  EXPECT_DOUBLE_EQ(ddp.adam_bytes, 8 * 1968);
+  EXPECT_DOUBLE_EQ(ddp.total_bytes(), one_rank.total_bytes() + 4 * 1968);
+  const GptMemoryBudget zero =
+      gpt_memory_budget(small_config(), 6, 4, DType::f32, {.world = 3, .zero = 1});
+  EXPECT_DOUBLE_EQ(zero.adam_bytes, 8 * 656);  // 1968 / 3
+  EXPECT_DOUBLE_EQ(zero.activations_bytes, one_rank.activations_bytes);
+  // One rank: nothing to shard, no buckets.
+  const GptMemoryBudget alone =
+      gpt_memory_budget(small_config(), 2, 4, DType::f32, {.world = 1, .zero = 1});
+  EXPECT_DOUBLE_EQ(alone.total_bytes(), one_rank.total_bytes());
+  EXPECT_TRUE(testing::contains_all(
+      testing::error_of([] { gpt_memory_budget(small_config(), 3, 4, DType::f32, {.world = 2}); }),
+      {"--batch 3", "--world 2"}));
+  EXPECT_TRUE(testing::contains_all(testing::error_of([] {
+                                      gpt_memory_budget(small_config(), 2, 4, DType::f32,
+                                                        {.world = 2, .zero = 2});
+                                    }),
+                                    {"--zero 2"}));
+}
+
 }  // namespace
 }  // namespace glass::train

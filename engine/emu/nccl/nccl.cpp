@@ -124,6 +124,17 @@ ncclResult_t check_buffers(const void* sendbuff, const void* recvbuff, size_t co
   return ncclSuccess;
 }
 
+// The in-place rule of ncclReduceScatter and ncclAllGather: `whole` holds nranks chunks of
+// `chunk_bytes`, `part` one chunk. In place when `part` is the rank's own chunk of `whole`;
+// distinct buffers must not overlap (real NCCL leaves that undefined; here it is refused).
+enum class Placement { in_place, separate, overlapping };
+Placement placement(const void* whole, const void* part, size_t chunk_bytes, const ncclComm* comm) {
+  const auto w = reinterpret_cast<uintptr_t>(whole), p = reinterpret_cast<uintptr_t>(part);
+  if (p == w + static_cast<uintptr_t>(comm->rank) * chunk_bytes) return Placement::in_place;
+  const uintptr_t w_end = w + chunk_bytes * static_cast<uintptr_t>(comm->nranks);
+  return p + chunk_bytes <= w || p >= w_end ? Placement::separate : Placement::overlapping;
+}
+
 // Runs a started MPI request to completion unless the communicator is aborted meanwhile.
 ncclResult_t finish(ncclComm* comm, MPI_Request& request, int started, const char* what) {
   if (started != MPI_SUCCESS) return ncclSystemError;
@@ -327,6 +338,63 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
         const int started = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root,
                                        comm->mpi, &request);
         return finish(comm, request, started, "ncclBroadcast");
+      });
+    });
+  });
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  if (const ncclResult_t r = check_buffers(sendbuff, recvbuff, recvcount, datatype, comm); r)
+    return r;
+  if (mpi_op(op) == MPI_OP_NULL) return ncclInvalidArgument;
+  if (recvcount * static_cast<size_t>(comm->nranks) > static_cast<size_t>(INT_MAX))
+    return ncclInvalidArgument;  // MPI counts are int
+  const size_t chunk_bytes = recvcount * type_size(datatype);
+  const Placement where = placement(sendbuff, recvbuff, chunk_bytes, comm);
+  if (recvcount > 0 && where == Placement::overlapping) return ncclInvalidArgument;
+  return run_or_defer([=] {
+    return run_on_stream(
+        comm, stream, "ncclReduceScatter", {{sendbuff, false}, {recvbuff, true}}, [=] {
+          return run_collective(comm, [&] {
+            // In place, the own chunk is both input and output, which MPI may not alias: the
+            // result goes through a buffer of one chunk (the send buffer's other chunks stay as
+            // they were, as NCCL leaves them).
+            std::vector<char> staged(where == Placement::in_place ? chunk_bytes : 0);
+            void* out = where == Placement::in_place ? staged.data() : recvbuff;
+            MPI_Request request;
+            const int started =
+                MPI_Ireduce_scatter_block(sendbuff, out, static_cast<int>(recvcount),
+                                          mpi_type(datatype), mpi_op(op), comm->mpi, &request);
+            const ncclResult_t r = finish(comm, request, started, "ncclReduceScatter");
+            if (r != ncclSuccess) return r;
+            if (out != recvbuff && chunk_bytes > 0) std::memcpy(recvbuff, out, chunk_bytes);
+            if (op == ncclAvg) divide_by(recvbuff, recvcount, datatype, comm->nranks);
+            return r;
+          });
+        });
+  });
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (const ncclResult_t r = check_buffers(sendbuff, recvbuff, sendcount, datatype, comm); r)
+    return r;
+  if (sendcount * static_cast<size_t>(comm->nranks) > static_cast<size_t>(INT_MAX))
+    return ncclInvalidArgument;
+  const size_t chunk_bytes = sendcount * type_size(datatype);
+  const Placement where = placement(recvbuff, sendbuff, chunk_bytes, comm);
+  if (sendcount > 0 && where == Placement::overlapping) return ncclInvalidArgument;
+  return run_or_defer([=] {
+    return run_on_stream(comm, stream, "ncclAllGather", {{sendbuff, false}, {recvbuff, true}}, [=] {
+      return run_collective(comm, [&] {
+        MPI_Request request;
+        const void* send = where == Placement::in_place ? MPI_IN_PLACE : sendbuff;
+        const int started =
+            MPI_Iallgather(send, static_cast<int>(sendcount), mpi_type(datatype), recvbuff,
+                           static_cast<int>(sendcount), mpi_type(datatype), comm->mpi, &request);
+        return finish(comm, request, started, "ncclAllGather");
       });
     });
   });

@@ -18,6 +18,13 @@
 //   [0, nranks) is ncclInvalidArgument; a datatype this emulation does not carry (16-bit and
 //   8-bit floats) is ncclInvalidArgument too, which real NCCL would accept;
 // - ncclAvg is the sum divided by nranks; in-place operation when sendbuff == recvbuff;
+// - ncclReduceScatter (recvcount elements per rank, sendbuff holds nranks * recvcount) and
+//   ncclAllGather (sendcount per rank, recvbuff holds nranks * sendcount) are in place when the
+//   rank's own chunk is the other buffer (reduce-scatter: recvbuff == sendbuff + rank * recvcount;
+//   all-gather: sendbuff == recvbuff + rank * sendcount). Buffers that overlap in any other way
+//   are ncclInvalidArgument here (real NCCL does not check them: the result is undefined). The
+//   reduce-scatter sums with MPI_SUM as ncclAllReduce does, so with two ranks (where a sum is
+//   order-free) each element gets the all-reduce's bits;
 // - ncclGroupStart/End: calls in a group are checked at once and run, in order, at the
 //   outermost ncclGroupEnd;
 // - ncclCommAbort may be called from another thread while a collective waits for a peer that
@@ -52,6 +59,8 @@
 #define ncclGetErrorString glass_emu_ncclGetErrorString
 #define ncclAllReduce glass_emu_ncclAllReduce
 #define ncclBroadcast glass_emu_ncclBroadcast
+#define ncclReduceScatter glass_emu_ncclReduceScatter
+#define ncclAllGather glass_emu_ncclAllGather
 #define ncclGroupStart glass_emu_ncclGroupStart
 #define ncclGroupEnd glass_emu_ncclGroupEnd
 
@@ -122,6 +131,12 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream);
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
