@@ -659,8 +659,9 @@ RunFacts Trainer::run_facts() const {
   // The cost model's budget of this rank's step (train/gpt_cost.h); the fast path with flash
   // attention and the fused classifier, as every attention but naive runs.
   const int64_t rows = opt_.batch / comm_->size();
-  const GptMemoryBudget budget =
-      gpt_memory_budget(config_, rows, opt_.seq_len, dtype_, {.fast = opt_.attention != "naive"});
+  const GptMemoryBudget budget = gpt_memory_budget(
+      config_, opt_.batch, opt_.seq_len, dtype_,
+      {.fast = opt_.attention != "naive", .world = comm_->size(), .zero = opt_.zero});
   f.predicted_peak_bytes = budget.total_bytes();
   f.predicted_source = fmt::format(
       "the cost model (train/gpt_cost.h) for batch {} x {}: parameters {:.1f} + gradients {:.1f} "
