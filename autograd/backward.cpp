@@ -8,6 +8,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/node.h"
+#include "autograd/op_signature.h"
 #include "autograd/ops.h"
 #include "engine/debug.h"
 #include "engine/launch.h"
@@ -25,10 +26,18 @@ struct RunningNode {
   ~RunningNode() { backward_now = {}; }
 };
 
+// The node's context (its id, module and shapes) for the sums of gradients done on its behalf.
+LaunchContext grad_accumulate_context() {
+  LaunchContext ctx = current_launch_context();
+  ctx.op = "grad_accumulate";
+  ctx.phase = Phase::backward;
+  return ctx;
+}
+
 // a + b into a fresh tensor: gradients are never summed in place, because a backward function
 // may hand the same tensor to several inputs.
 Tensor accumulate(const Tensor& a, const Tensor& b) {
-  LaunchScope scope("grad_accumulate", current_launch_context().node_id, Phase::backward);
+  LaunchScope scope(grad_accumulate_context());
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   kernels::backend(a).binary(kernels::BinaryOp::add, a, b, out);
   return out;
@@ -114,7 +123,14 @@ class BackwardPass {
       // The creation site as text only while a debug switch may print it with a launch.
       const std::string site =
           detail::debug_switches_off.load(std::memory_order_relaxed) ? "" : n->created_at.str();
-      LaunchScope scope(n->op, n->id, Phase::backward, site.c_str());
+      LaunchContext ctx{n->op, n->id, Phase::backward, site.c_str()};
+      if (n->created_at.module) ctx.module = n->created_at.module->c_str();
+      if (launches_observed()) {
+        const OpSignature sig = node_signature(*n);
+        ctx.shapes = sig.shapes;
+        ctx.dtype = sig.dtype;
+      }
+      LaunchScope scope(ctx);
       // The module whose forward made the node, for an out-of-memory error's message.
       const ModulePathScope module(n->created_at.module ? *n->created_at.module : std::string());
       // A multi-output node runs when any of its outputs received a gradient.
@@ -139,7 +155,7 @@ class BackwardPass {
     sum = sum.defined() ? accumulate(sum, g) : g;
     if (--leaf_deps_[leaf] > 0) return;
     // Last contribution: add this pass's sum into .grad, which the leaf owns (a private copy).
-    LaunchScope scope("grad_accumulate", current_launch_context().node_id, Phase::backward);
+    LaunchScope scope(grad_accumulate_context());
     if (leaf->grad.defined()) {
       kernels::backend(sum).binary(kernels::BinaryOp::add, leaf->grad, sum, leaf->grad);
     } else {

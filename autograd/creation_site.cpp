@@ -1,8 +1,8 @@
 #include "autograd/creation_site.h"
 
-#include <mutex>
 #include <string_view>
-#include <unordered_set>
+
+#include "engine/interned.h"
 
 #include "engine/out_of_memory.h"
 
@@ -13,15 +13,6 @@ namespace {
 thread_local bool has_site = false;
 thread_local CallSite call_site;
 thread_local const std::string* module_path = nullptr;  // interned
-
-// The one copy of each module path ever entered: nodes point at it, and it never moves or goes
-// (a set's elements keep their address; there are as many as there are distinct module paths).
-const std::string* intern_module_path(const std::string& path) {
-  static std::mutex mu;
-  static std::unordered_set<std::string> paths;
-  const std::lock_guard lock(mu);
-  return &*paths.insert(path).first;
-}
 
 // The glass source root, from where this very file was compiled: file paths under it are shown
 // relative to it ("nn/layers.cpp"), others (a user's program outside the tree) in full.
@@ -88,7 +79,7 @@ CallSiteScope::~CallSiteScope() {
 }
 
 ModulePathScope::ModulePathScope(const std::string& path) : saved_(module_path) {
-  module_path = path.empty() ? nullptr : intern_module_path(path);
+  module_path = path.empty() ? nullptr : &interned(path);
 }
 
 ModulePathScope::~ModulePathScope() { module_path = saved_; }

@@ -2,6 +2,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/creation_site.h"
+#include "autograd/op_signature.h"
 #include "engine/debug.h"
 
 namespace glass {
@@ -33,7 +34,14 @@ void OpScope::init(const char* op) {
   // switch (GLASS_SYNC, GLASS_CHECK_NAN, GLASS_BREAK_ON) may print it with a launch.
   site_ = current_creation_site();
   if (!detail::debug_switches_off.load(std::memory_order_relaxed)) site_text_ = site_.str();
-  scope_.emplace(op, id_, phase, site_text_.c_str());
+  LaunchContext ctx{op, id_, phase, site_text_.c_str()};
+  if (site_.module) ctx.module = site_.module->c_str();
+  if (launches_observed()) {
+    const OpSignature sig = op_signature(inputs_);
+    ctx.shapes = sig.shapes;
+    ctx.dtype = sig.dtype;
+  }
+  scope_.emplace(ctx);
 }
 
 std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Tensor> saved,

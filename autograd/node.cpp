@@ -75,7 +75,7 @@ Tape& Tape::current() {
 
 int64_t Tape::live_nodes() { return nodes_alive.load(std::memory_order_relaxed); }
 
-std::string tape_string(const Tensor& root, bool with_saved) {
+std::vector<Node*> reachable_nodes(const Tensor& root) {
   std::vector<Node*> nodes;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
@@ -89,6 +89,11 @@ std::string tape_string(const Tensor& root, bool with_saved) {
       if (e.node) stack.push_back(e.node.get());
   }
   std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->id < b->id; });
+  return nodes;
+}
+
+std::string tape_string(const Tensor& root, bool with_saved) {
+  const std::vector<Node*> nodes = reachable_nodes(root);
   std::string s = fmt::format("tape: {} nodes reachable from {}\n", nodes.size(), root.describe());
   for (Node* n : nodes) {
     s += "  " + n->str() + "\n";

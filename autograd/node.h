@@ -110,6 +110,9 @@ class Tape {
   int64_t next_id_ = 1;
 };
 
+// The nodes reachable from `root` (its graph as backward would walk it), in tape order.
+std::vector<Node*> reachable_nodes(const Tensor& root);
+
 // The nodes reachable from `root`, in tape order, one line each (see Node::str); with saved
 // tensors when `with_saved`. This is what train_gpt --print-tape shows.
 std::string tape_string(const Tensor& root, bool with_saved = false);

@@ -5,9 +5,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "engine/error.h"
 
@@ -66,6 +68,23 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   write_file_atomic(path, [&](std::ostream& out) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   });
+}
+
+void check_output_file(std::string_view flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  GLASS_CHECK(!fs::is_directory(path, ec), "{} {} is a directory, not a file name", flag, path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  GLASS_CHECK(fs::is_directory(dir, ec), "{} {}: directory '{}' does not exist", flag, path,
+              dir.string());
+  std::string probe = (dir / ".glass_probe_XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  const int err = errno;
+  GLASS_CHECK(fd >= 0, "{} {}: cannot write in directory '{}': {}", flag, path, dir.string(),
+              std::strerror(err));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace glass

@@ -20,4 +20,10 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
 // The same for a byte string already in memory.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// The file `path` that `flag` (a command-line flag, "--report") will write later: its directory
+// must exist and take a new file. Probed with a temp file removed at once, so that a typo fails
+// before the work whose results it would lose. Throws glass::Error naming the flag and the path;
+// "" passes (nothing to write).
+void check_output_file(std::string_view flag, const std::string& path);
+
 }  // namespace glass

@@ -1,12 +1,16 @@
 // The launch gateway: every kernel on every device runs through glass::launch().
 //
 // A LaunchInfo says what is about to run (kernel name, grid/block, shared memory, stream), what it
-// costs (the FLOPs and bytes the op counted), and why it runs (the autograd op, node id and phase,
-// filled in from the scope the caller is in). Observers subscribe to see every launch: traces,
-// per-kernel summaries, tests. With no observer subscribed the gateway calls the kernel directly
-// and takes no time stamps; with one, a `cuda` launch is timed on the GPU with CUDA events.
-// A launch on `meta` (engine/device.h) never calls its kernel: the observers see it begin and end
-// at one instant, which is how a step is planned (its LaunchInfos, nothing run).
+// costs (the FLOPs and bytes the op counted), and why it runs (the autograd op, node id, phase and
+// nn module, filled in from the scope the caller is in; while an observer is subscribed, also the
+// op's input shapes and dtype, so that a trace names `matmul transformer.h.0.attn.c_attn [...]`
+// rather than one more `gemm`). Every such text is a pointer to interned text (engine/interned.h):
+// filling them costs a pointer copy each, and nothing is formatted unless someone watches.
+// Observers subscribe to see every launch: traces, per-kernel summaries, tests. With no observer
+// subscribed the gateway calls the kernel directly and takes no time stamps; with one, a `cuda`
+// launch is timed on the GPU with CUDA events. A launch on `meta` (engine/device.h) never calls its
+// kernel: the observers see it begin and end at one instant, which is how a step is planned (its
+// LaunchInfos, nothing run).
 #pragma once
 
 #include <atomic>
@@ -56,6 +60,11 @@ struct LaunchInfo {
   const char* op = "";   // autograd op or optimizer ("layernorm", "adamw", ...)
   int64_t node_id = -1;  // autograd node id, -1 outside autograd
   Phase phase = Phase::other;
+  const char* module = "";  // the nn module whose forward made the node ("transformer.h.0.attn")
+  // The op's inputs as "f32[4, 8, 16], bf16[48, 16]" and the dtype of its first floating input
+  // ("bf16"); set only while an observer is subscribed (autograd/function.cpp), else "".
+  const char* shapes = "";
+  const char* dtype = "";
   // Nonzero: this launch was captured into CUDA graph `graph` (engine/cuda/graph.h) and is
   // reported at each replay of the graph, not issued from the host (trace args: "graph").
   uint64_t graph = 0;
@@ -138,6 +147,9 @@ struct LaunchContext {
   int64_t node_id = -1;
   Phase phase = Phase::other;
   const char* created_at = "";  // where forward created the node (autograd), while the scope lives
+  const char* module = "";      // LaunchInfo::module, shapes, dtype: interned text (static life)
+  const char* shapes = "";
+  const char* dtype = "";
 };
 LaunchContext& current_launch_context();
 
@@ -147,6 +159,9 @@ class LaunchScope {
   LaunchScope(const char* op, int64_t node_id, Phase phase, const char* created_at = "")
       : saved_(current_launch_context()) {
     current_launch_context() = {op, node_id, phase, created_at};
+  }
+  explicit LaunchScope(const LaunchContext& ctx) : saved_(current_launch_context()) {
+    current_launch_context() = ctx;
   }
   ~LaunchScope() { current_launch_context() = saved_; }
   LaunchScope(const LaunchScope&) = delete;
@@ -173,6 +188,9 @@ void launch(LaunchInfo info, Kernel&& kernel) {
   info.op = ctx.op;
   info.node_id = ctx.node_id;
   info.phase = ctx.phase;
+  info.module = ctx.module;
+  info.shapes = ctx.shapes;
+  info.dtype = ctx.dtype;
   if (info.device.kind == DeviceKind::meta) {
     detail::report_planned(info);
     return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
@@ -18,13 +19,21 @@ int pid_of(Device d) { return 1 + static_cast<int>(d.kind) * 100 + d.index; }
 
 nlohmann::json dim_json(const Dim3& d) { return {d.x, d.y, d.z}; }
 
+// `<op> <module> [<shapes>]`, each part only where the launch has it; the kernel without an op.
+std::string slice_name(const LaunchInfo& info) {
+  std::string name = *info.op ? info.op : info.kernel;
+  if (*info.module) name += std::string(" ") + info.module;
+  if (*info.shapes) name += std::string(" [") + info.shapes + "]";
+  return name;
+}
+
 nlohmann::json launch_event(const TracedLaunch& l) {
   const LaunchInfo& info = l.record.info;
   const double dur = l.record.end_us - l.record.start_us;
   // bytes/µs = MB/s, so /1e3 gives GB/s; FLOP/µs / 1e3 = GFLOP/s.
   const double gbps = dur > 0 ? info.bytes / dur / 1e3 : 0;
   const double gflops = dur > 0 ? info.flops / dur / 1e3 : 0;
-  return {{"name", info.kernel},
+  return {{"name", slice_name(info)},
           {"cat", phase_name(info.phase)},
           {"ph", "X"},
           {"ts", l.record.start_us},
@@ -32,7 +41,11 @@ nlohmann::json launch_event(const TracedLaunch& l) {
           {"pid", pid_of(info.device)},
           {"tid", l.tid},
           {"args",
-           {{"grid", dim_json(info.grid)},
+           {{"kernel", info.kernel},
+            {"module", info.module},
+            {"shapes", info.shapes},
+            {"dtype", info.dtype},
+            {"grid", dim_json(info.grid)},
             {"block", dim_json(info.block)},
             {"shared_bytes", info.shared_bytes},
             {"stream", info.stream},
@@ -69,6 +82,41 @@ nlohmann::json memory_event(const TracedLaunch& l) {
 
 nlohmann::json name_event(const char* what, const std::string& name, int pid, int tid) {
   return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+// A flow event binding to the slice of `l`: the arrow's tail ("s") or head ("f").
+nlohmann::json flow_event(const TracedLaunch& l, const char* ph, uint64_t id) {
+  const double mid = (l.record.start_us + l.record.end_us) / 2;
+  nlohmann::json e = {{"name", "backward of node " + std::to_string(l.record.info.node_id)},
+                      {"cat", "autograd"},
+                      {"ph", ph},
+                      {"id", id},
+                      {"ts", mid},
+                      {"pid", pid_of(l.record.info.device)},
+                      {"tid", l.tid}};
+  if (std::string_view(ph) == "f") e["bp"] = "e";  // bind to the enclosing slice
+  return e;
+}
+
+// Per autograd node: an arrow from its first forward launch to each launch of its backward.
+void add_flows(const std::vector<TracedLaunch>& launches, nlohmann::json& events) {
+  std::map<int64_t, const TracedLaunch*> forward;  // node -> its first forward launch
+  for (const TracedLaunch& l : launches) {
+    const LaunchInfo& info = l.record.info;
+    if (info.phase != Phase::forward || info.node_id < 0) continue;
+    auto [it, added] = forward.try_emplace(info.node_id, &l);
+    if (!added && l.record.seq < it->second->record.seq) it->second = &l;
+  }
+  uint64_t id = 1;
+  for (const TracedLaunch& l : launches) {
+    const LaunchInfo& info = l.record.info;
+    if (info.phase != Phase::backward || info.node_id < 0) continue;
+    const auto it = forward.find(info.node_id);
+    if (it == forward.end()) continue;
+    events.push_back(flow_event(*it->second, "s", id));
+    events.push_back(flow_event(l, "f", id));
+    ++id;
+  }
 }
 
 // One span per maximal run of consecutive launches of one phase on one thread, within a step.
@@ -129,6 +177,19 @@ void TraceRecorder::on_launch_end(const LaunchRecord& r) {
   launches_.push_back(l);
 }
 
+void TraceRecorder::add_counter(const std::string& name, double ts_us, Device device,
+                                const std::vector<std::pair<std::string, double>>& values) {
+  nlohmann::json args = nlohmann::json::object();
+  for (const auto& [series, value] : values) args[series] = value;
+  std::lock_guard lock(mu_);
+  counters_.push_back({{"name", name},
+                       {"ph", "C"},
+                       {"ts", ts_us},
+                       {"pid", pid_of(device)},
+                       {"tid", 0},
+                       {"args", args}});
+}
+
 std::vector<TracedLaunch> TraceRecorder::launches() const {
   std::lock_guard lock(mu_);
   return launches_;
@@ -167,6 +228,8 @@ nlohmann::json TraceRecorder::to_json() const {
         span_event("step " + std::to_string(step), "step", start, end, pid,
                    per_thread.count(step_tid_) ? step_tid_ : per_thread.begin()->first));
   }
+  add_flows(launches_, events);
+  for (const nlohmann::json& c : counters_) events.push_back(c);
   for (const auto& [pid, name] : processes)
     events.push_back(name_event("process_name", name, pid, 0));
   for (const auto& [pid, tid] : tracks)

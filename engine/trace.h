@@ -2,12 +2,16 @@
 // Chrome-trace / Perfetto JSON file (open it at ui.perfetto.dev or chrome://tracing).
 //
 // The file holds, per launch, a complete event (ph "X", times in µs) on pid = the device and
-// tid = the host thread that launched it (or the stream, for launches on a side stream), with the
-// launch's grid, block, shared memory, FLOPs, bytes, op, autograd node, phase and achieved GB/s
-// and FLOP/s as args. Around the launches of each step it adds a span per step and, inside it,
-// one span per run of launches of one phase (forward / backward / optimizer / comm), so Perfetto
-// nests step > phase > kernel. Counter events plot the allocator's allocated and reserved bytes
-// after every launch; metadata events name the processes and threads.
+// tid = the host thread that launched it (or the stream, for launches on a side stream), named
+// `<op> <module> [<shapes>]` ("matmul transformer.h.0.attn.c_attn [f32[2, 8, 16], f32[48, 16]]";
+// the kernel's name where the launch has no op), with the kernel, module, shapes, dtype, grid,
+// block, shared memory, FLOPs, bytes, op, autograd node, phase and achieved GB/s and FLOP/s as
+// args. Around the launches of each step it adds a span per step and, inside it, one span per run
+// of launches of one phase (forward / backward / optimizer / comm), so Perfetto nests step > phase
+// > kernel. Flow events (ph "s" -> "f", one id per pair) arrow from each autograd node's first
+// forward launch to every launch of that node's backward. Counter events plot the allocator's
+// allocated and reserved bytes after every launch, and any counters added with add_counter (the
+// step explorer's memory ledger); metadata events name the processes and threads.
 //
 // Launches may arrive from several host threads at once: the recorder takes a lock per launch.
 #pragma once
@@ -53,6 +57,11 @@ class TraceRecorder : public LaunchObserver {
   // Everything recorded so far, in the order the launches ended.
   std::vector<TracedLaunch> launches() const;
 
+  // A counter sample shown with the trace: `name` at `ts_us` (the launch clock) on `device`'s
+  // track, one value per (series, value) pair.
+  void add_counter(const std::string& name, double ts_us, Device device,
+                   const std::vector<std::pair<std::string, double>>& values);
+
   nlohmann::json to_json() const;
   // Writes to_json() to `path` atomically; throws glass::Error naming the path on failure.
   void write(const std::string& path) const;
@@ -64,6 +73,7 @@ class TraceRecorder : public LaunchObserver {
   std::atomic<bool> recording_{false};
   std::atomic<int64_t> step_{-1};
   std::vector<TracedLaunch> launches_;
+  std::vector<nlohmann::json> counters_;  // add_counter's events
   std::unordered_map<std::thread::id, int> thread_tids_;
   int step_tid_ = 1;  // the thread that marks steps: the step spans go on its track
 };

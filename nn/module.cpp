@@ -93,6 +93,15 @@ void Module::refresh_compute_copies() {
   for (auto& [name, child] : children_) child->refresh_compute_copies();
 }
 
+std::vector<Tensor> Module::compute_copies() const {
+  std::vector<Tensor> out;
+  for (const Tensor& c : copies_)
+    if (c.defined()) out.push_back(c);
+  for (const auto& [name, child] : children_)
+    for (Tensor& c : child->compute_copies()) out.push_back(std::move(c));
+  return out;
+}
+
 Tensor Module::param(const Tensor& p) const {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].second.unsafe_impl() != p.unsafe_impl()) continue;

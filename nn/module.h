@@ -57,6 +57,9 @@ class Module {
   DType compute_dtype() const { return compute_dtype_; }
   // Casts every master into its copy (one cast launch per parameter; none in f32).
   void refresh_compute_copies();
+  // Every compute copy of this module and its descendants (none in f32): what, beside the
+  // masters, the weights take in memory (the step explorer's memory ledger).
+  std::vector<Tensor> compute_copies() const;
   // What forward uses for parameter p of this module: p itself, or its compute copy.
   Tensor param(const Tensor& p) const;
 

@@ -1,18 +1,24 @@
 // debug_step: one forward and backward pass small enough to follow in a debugger.
 //
-//   build/samples/debug_step --device cpu|emu [--rows 6] [--cols 40] [--seed 1]
+//   build/samples/debug_step --device cpu|emu [--rows 6] [--cols 40] [--seed 1] [--report r.html]
 //
 // loss = sum(softmax(LayerNorm(x)) * w) over x [rows, cols] and a fixed random w: a LayerNorm
 // module (registered as "net.ln", so its nodes say where they come from), a softmax and a weighted
 // sum, then backward. It prints the tape, the loss and the gradient norms. docs/debugging.md walks
 // through it in gdb: LayerNorm's backward kernel on `cpu`, one CUDA thread of the softmax kernel on
-// `emu`. With rows >= 4 the softmax grid has a block 3; cols = 40 gives it two warps.
+// `emu`. With rows >= 4 the softmax grid has a block 3; cols = 40 gives it two warps. --report
+// writes the pass as the step explorer (train/report.h): its launches, tape and memory ledger.
+#include <chrono>
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "autograd/tape_record.h"
+#include "engine/allocator.h"
+#include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "nn/layers.h"
 #include "samples/command_line.h"
+#include "train/profiler.h"
 
 namespace {
 
@@ -20,6 +26,7 @@ struct Options {
   std::string device = "cpu";
   int64_t rows = 6, cols = 40;
   uint64_t seed = 1;
+  std::string report;  // the step explorer's HTML ("" = none)
 };
 
 // The module tree the walkthrough steps through: net.ln.
@@ -42,16 +49,38 @@ double l2_norm(const glass::Tensor& t) {
 void run(const Options& o) {
   using namespace glass;
   GLASS_CHECK(o.rows > 0 && o.cols > 0, "--rows {} and --cols {} must be positive", o.rows, o.cols);
+  check_output_file("--report", o.report);
   const Device device = Device::parse(o.device);
   Generator gen(o.seed);
   Root model(o.cols);
   model.to(device);
   Tensor x = randn({o.rows, o.cols}, gen, 0, 1, DType::f32, device).set_requires_grad(true);
   Tensor w = randn({o.rows, o.cols}, gen, 0, 1, DType::f32, device);
+  TraceRecorder recorder;  // --report: every launch of the pass
+  if (!o.report.empty()) recorder.start();
+  const auto t0 = std::chrono::steady_clock::now();
   Tensor probs = softmax(model.net.ln.forward(x));
   Tensor loss = sum(probs * w);
+  const std::vector<TapeNode> tape = record_tape(loss);
   fmt::print("{}", tape_string(loss, true));
   backward(loss);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  recorder.stop();
+  if (!o.report.empty()) {
+    train::LedgerState state;  // the LayerNorm's weight and bias; x and w are the pass's inputs
+    for (const Tensor& p : model.parameters()) {
+      state.parameters += static_cast<int64_t>(Allocator::size_class(p.storage()->nbytes));
+      state.storages.insert(p.storage().get());
+    }
+    write_file_atomic(
+        o.report,
+        train::render_pass_report(
+            "glass debug_step on " + device.str(),
+            {fmt::format("loss = sum(softmax(LayerNorm(x)) * w), x [{}, {}]", o.rows, o.cols)},
+            recorder.launches(), tape, state, device, DType::f32, ms));
+    fmt::print("report written to {}\n", o.report);
+  }
   fmt::print("loss {:.6f}\n", item(loss));
   fmt::print("|dx| {:.6f}  |d ln.weight| {:.6f}  |d ln.bias| {:.6f}\n", l2_norm(x.grad()),
              l2_norm(model.net.ln.weight.grad()), l2_norm(model.net.ln.bias.grad()));
@@ -67,6 +96,8 @@ int main(int argc, char** argv) {
   app.add_option("--rows", o.rows, "rows of x (softmax blocks on emu)");
   app.add_option("--cols", o.cols, "columns of x (LayerNorm width)");
   app.add_option("--seed", o.seed, "seed for x and w");
+  app.add_option("--report", o.report,
+                 "write the pass as the step explorer (HTML: timeline, tape, memory, roofline)");
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "debug_step"))
     return *status;
   try {

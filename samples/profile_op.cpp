@@ -20,11 +20,13 @@
 #include "samples/command_line.h"
 #include "samples/op_timer.h"
 #include "samples/variant_table.h"
+#include "train/profiler.h"
 
 namespace {
 
 struct Flags {
   std::string device = "cpu", operation = "matmul", shape, dtype = "f32", output, trace, variant;
+  std::string report;
   std::string attention = "auto";
   glass::samples::TimingPlan plan;
   int threads = 0;
@@ -60,6 +62,9 @@ std::string shape_help() {
 }
 
 void run(const Flags& f) {
+  glass::check_output_file("--output", f.output);
+  glass::check_output_file("--trace", f.trace);
+  glass::check_output_file("--report", f.report);
   glass::kernels::cpu::set_threads(f.threads);
   if (!f.variant.empty()) {
     const glass::samples::VariantResult r = glass::samples::time_variants(
@@ -76,6 +81,17 @@ void run(const Flags& f) {
   const nlohmann::json j = glass::samples::row_json(row, GLASS_VERSION);
   glass::write_file_atomic(f.output, j.dump(2) + "\n");
   if (!f.trace.empty()) recorder.write(f.trace);
+  if (!f.report.empty()) {
+    glass::write_file_atomic(
+        f.report, glass::train::render_pass_report(
+                      fmt::format("glass profile_op: {} {} on {}", op.operation, j["shapes"].dump(),
+                                  op.device.str()),
+                      {fmt::format("The profiled run (forward + backward) of {}; median {:.3f} ms "
+                                   "over {} unobserved runs ({}).",
+                                   op.operation, row.median_ms, f.plan.repeats, row.clock)},
+                      recorder.launches(), {}, {}, op.device, op.dtype, row.profiled_ms));
+    fmt::print("report written to {}\n", f.report);
+  }
   fmt::print("{} {} on {}: median {:.3f} ms over {} runs ({}), profiled run {:.3f} ms\n{}",
              op.operation, j["shapes"].dump(), op.device.str(), row.median_ms, f.plan.repeats,
              row.clock, row.profiled_ms, row.kernels.table());
@@ -105,6 +121,9 @@ int main(int argc, char** argv) {
                  "| cudnn");
   app.add_option("--output", f.output, "write the measurements here (JSON)")->required();
   app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
+  app.add_option("--report", f.report,
+                 "write the profiled run as the step explorer (HTML: timeline, kernels, "
+                 "roofline, memory)");
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");
   app.add_option("--repeats", f.plan.repeats, "timed runs (the median is reported)");
   app.add_option("--threads", f.threads, "cpu threads (0 = all cores)");

@@ -102,7 +102,9 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
                  "activation recomputation: none | gelu (the MLP's GELU output; llama: SwiGLU's) "
                  "| mlp (the whole MLP) | block (each transformer block): less memory, more "
                  "FLOPs (docs/memory.md)");
-  app.add_flag("--print-tape", o.print_tape, "print the autograd tape of the first step");
+  app.add_flag("--print-tape", o.print_tape,
+               "print the autograd tape of the recorded step (the profiled one with --trace or "
+               "--report, else the first), with the node ids of the trace and report");
   app.add_flag("--quiet", o.quiet, "no per-step lines (validation and summary only)");
   app.add_option("--trace", o.trace, "write a Chrome/Perfetto trace of the profiled steps (.json)");
   app.add_option("--report", o.report, "write an HTML report: loss, kernels, roofline, memory");

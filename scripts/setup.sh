@@ -22,6 +22,8 @@ if [[ "${1:-}" == "--test" || "${1:-}" == "--fuzz" ]]; then
   # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy libopenblas0-pthread)
   packages+=(gdb)  # tests/gdb runs docs/debugging.md's walkthrough (builds with debug info)
+  # Headless Chromium renders the step explorer in tests/explorer (and docs' screenshots).
+  packages+=(chromium)
 fi
 if [[ "${1:-}" == "--fuzz" ]]; then
   # libclang-rt-16-dev holds libclang_rt.fuzzer (libFuzzer) and the ASan/UBSan runtimes;

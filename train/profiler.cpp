@@ -2,14 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
+#include "engine/allocator.h"
 #include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/kernel_summary.h"
 #include "engine/log.h"
 #include "kernels/peaks.h"
-#include "train/report.h"
 
 namespace glass::train {
 
@@ -27,6 +28,19 @@ std::pair<int64_t, int64_t> parse_range(const std::string& text) {
                   number(colon + 1, text.size(), r.second),
               "--profile-steps '{}': expected a:b, e.g. 2:3", text);
   return r;
+}
+
+// The ledger's categories as counters of the trace, in MiB, after each launch of the step.
+void add_ledger_counters(TraceRecorder& recorder, const std::vector<TracedLaunch>& step,
+                         const MemoryLedger& ledger) {
+  for (size_t i = 0; i < step.size() && i < ledger.bytes.size(); ++i) {
+    std::vector<std::pair<std::string, double>> values;
+    for (size_t c = 0; c < kLedgerCategories.size(); ++c)
+      values.emplace_back(kLedgerCategories[c],
+                          static_cast<double>(ledger.bytes[i][c]) / (1 << 20));
+    recorder.add_counter("memory ledger (MiB)", step[i].record.end_us, step[i].record.info.device,
+                         values);
+  }
 }
 
 }  // namespace
@@ -59,11 +73,14 @@ void TrainProfiler::begin_step(int64_t step) {
   recorder_.begin_step(step);
 }
 
-void TrainProfiler::end_step(int64_t step, double loss) {
-  train_loss_.emplace_back(static_cast<double>(step), loss);
+void TrainProfiler::end_step(const StepTiming& timing, double loss) {
+  train_loss_.emplace_back(static_cast<double>(timing.step), loss);
+  StepTiming t = timing;
+  t.profiled = recorder_.recording();
+  steps_.push_back(t);
   if (!recorder_.recording()) return;
   recorder_.end_step();
-  if (step >= to_) stop_recording();
+  if (timing.step >= to_) stop_recording();
 }
 
 void TrainProfiler::stop_recording() {
@@ -78,30 +95,70 @@ void TrainProfiler::add_val_loss(int64_t step, double loss) {
   val_loss_.emplace_back(static_cast<double>(step), loss);
 }
 
-void TrainProfiler::finish(const std::string& title, const std::vector<std::string>& notes) {
+void TrainProfiler::finish(const std::string& title, const std::vector<std::string>& notes,
+                           RunFacts facts) {
   if (!enabled()) return;
   stop_recording();
   const std::vector<TracedLaunch> launches = recorder_.launches();
   GLASS_CHECK(!launches.empty(), "profiling: no launch was recorded in steps {}..{}", from_, to_);
+  ReportInputs in;
+  in.title = title;
+  in.notes = notes;
+  in.train_loss = train_loss_;
+  in.val_loss = val_loss_;
+  in.step = to_;
+  for (const TracedLaunch& l : launches)
+    if (l.step == to_) in.step_launches.push_back(l);
+  std::sort(
+      in.step_launches.begin(), in.step_launches.end(),
+      [](const TracedLaunch& a, const TracedLaunch& b) { return a.record.seq < b.record.seq; });
+  in.tape = tape_;
+  if (!tape_.empty()) {
+    in.ledger = build_memory_ledger(in.step_launches, tape_, ledger_state_);
+    add_ledger_counters(recorder_, in.step_launches, *in.ledger);
+  }
   if (!opt_.trace.empty()) {
     recorder_.write(opt_.trace);
     log().info("trace of steps {}..{} ({} launches) written to {}", from_, to_, launches.size(),
                opt_.trace);
   }
-  ReportInputs in{title,
-                  notes,
-                  train_loss_,
-                  val_loss_,
-                  summarize_kernels(launches, kernels::peaks_for(device_), DType::f32),
-                  {}};
+  in.kernels = summarize_kernels(launches, kernels::peaks_for(device_), DType::f32);
   fmt::print("\nkernels of steps {}..{}:\n{}", from_, to_, in.kernels.table());
   if (opt_.report.empty()) return;
-  for (const TracedLaunch& l : launches)
-    if (l.step == to_) in.step_launches.push_back(l);
+  facts.steps = steps_;
+  in.facts = std::move(facts);
   in.notes.push_back(fmt::format(
-      "Kernels, roofline and memory: steps {}..{}; memory plot: step {}.", from_, to_, to_));
+      "Kernels table: steps {}..{}; timeline, tape, memory ledger and roofline: step {}.", from_,
+      to_, to_));
   write_file_atomic(opt_.report, render_report(in));
   log().info("report written to {}", opt_.report);
+}
+
+std::string render_pass_report(const std::string& title, const std::vector<std::string>& notes,
+                               std::vector<TracedLaunch> launches,
+                               const std::vector<TapeNode>& tape, const LedgerState& state,
+                               Device device, DType dtype, double ms) {
+  GLASS_CHECK(!launches.empty(), "report: no launch was recorded");
+  std::sort(launches.begin(), launches.end(), [](const TracedLaunch& a, const TracedLaunch& b) {
+    return a.record.seq < b.record.seq;
+  });
+  for (TracedLaunch& l : launches) l.step = 1;
+  ReportInputs in;
+  in.title = title;
+  in.notes = notes;
+  in.step = 1;
+  in.step_launches = launches;
+  in.tape = tape;
+  if (!tape.empty()) in.ledger = build_memory_ledger(launches, tape, state);
+  in.kernels = summarize_kernels(launches, kernels::peaks_for(device), dtype);
+  in.facts.device = device.str();
+  in.facts.dtype = std::string(dtype_name(dtype));
+  in.facts.peak_dtype = kernels::peaks_for(device).bf16_flops > 0 ? dtype : DType::f32;
+  in.facts.steps = {{1, ms, 0, 0, true}};
+  const AllocatorStats mem = Allocator::for_device(device).stats();
+  in.facts.peak_allocated_bytes = mem.peak_allocated_bytes;
+  in.facts.peak_reserved_bytes = mem.peak_reserved_bytes;
+  return render_report(in);
 }
 
 }  // namespace glass::train

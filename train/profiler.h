@@ -1,10 +1,13 @@
 // TrainProfiler: what train_gpt's --trace, --report and --profile-steps do.
 //
 // During the profiled steps (a:b, 1-based, inclusive) a TraceRecorder watches every launch;
-// outside them nothing is subscribed and the gateway stays on its fast path. At the end it writes
-// the Chrome trace, prints the per-kernel summary and writes the HTML report (loss curves over all
-// steps, kernels and memory of the profiled steps). In cuda builds NVTX ranges mark the same steps'
-// phases and ops for Nsight.
+// outside them nothing is subscribed and the gateway stays on its fast path. The last profiled
+// step is the recorded one: its tape is kept (record_tape, taken from the loss after forward), so
+// that the trace, the report and --print-tape show the same node ids. At the end it writes the
+// Chrome trace (with the memory ledger's counters), prints the per-kernel summary and writes the
+// step explorer (train/report.h: summary, timeline, tape graph, memory ledger, roofline, tables
+// and the loss curves over all steps). In cuda builds NVTX ranges mark the same steps' phases and
+// ops for Nsight.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/tape_record.h"
 #include "engine/nvtx_ranges.h"
 #include "engine/trace.h"
+#include "train/memory_ledger.h"
+#include "train/report.h"
 
 namespace glass::train {
 
@@ -31,11 +37,16 @@ class TrainProfiler {
 
   bool enabled() const { return !opt_.trace.empty() || !opt_.report.empty(); }
   void begin_step(int64_t step);
-  void end_step(int64_t step, double loss);
+  void end_step(const StepTiming& timing, double loss);
   void add_val_loss(int64_t step, double loss);
+  // True for the step whose tape the trace, report and --print-tape show: the last profiled one.
+  bool records_tape(int64_t step) const { return enabled() && step == to_; }
+  void set_tape(std::vector<TapeNode> tape) { tape_ = std::move(tape); }
+  // What the step holds before it starts (the ledger's state categories).
+  void set_ledger_state(LedgerState state) { ledger_state_ = std::move(state); }
   // Writes the trace and the report and prints the kernel summary; `title` and `notes` head the
-  // report.
-  void finish(const std::string& title, const std::vector<std::string>& notes);
+  // report, `facts` fill its summary (their steps are the ones end_step saw).
+  void finish(const std::string& title, const std::vector<std::string>& notes, RunFacts facts);
 
   int64_t first_profiled() const { return from_; }
   int64_t last_profiled() const { return to_; }
@@ -51,6 +62,17 @@ class TrainProfiler {
   NvtxRanges nvtx_;  // Nsight sees the profiled steps' phases and ops too
 #endif
   std::vector<std::pair<double, double>> train_loss_, val_loss_;
+  std::vector<StepTiming> steps_;
+  std::vector<TapeNode> tape_;
+  LedgerState ledger_state_;
 };
+
+// The explorer for one recorded pass outside train_gpt (profile_op, debug_step): `launches` (as
+// its step 1, which took `ms` on the host), the tape of the pass when there is one (empty: no
+// tape graph, and a ledger of allocated and reserved only) and the state it held.
+std::string render_pass_report(const std::string& title, const std::vector<std::string>& notes,
+                               std::vector<TracedLaunch> launches,
+                               const std::vector<TapeNode>& tape, const LedgerState& state,
+                               Device device, DType dtype, double ms);
 
 }  // namespace glass::train

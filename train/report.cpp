@@ -3,102 +3,346 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 
-#include "train/svg.h"
+#include "engine/roofline.h"
+#include "train/explorer_assets.h"
 
 namespace glass::train {
 
 namespace {
 
-constexpr size_t kMostBars = 24;
+constexpr double MiB = 1 << 20;
 
-std::string loss_plot(const ReportInputs& in) {
-  return svg_plot("Loss", {"step"}, {"cross-entropy"},
-                  {{"train", "#4878d0", in.train_loss},
-                   {"validation", "#ee854a", in.val_loss, in.val_loss.size() > 1}});
+std::string si(double v, const char* unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (std::abs(v) >= 1000 && p < 5) v /= 1000, ++p;
+  return fmt::format("{:.3g} {}{}", v, prefixes[p], unit);
 }
 
-std::string kernel_bars(const KernelSummary& s) {
-  std::vector<std::pair<std::string, double>> bars;
-  for (const KernelRow& r : s.rows) {
-    if (bars.size() == kMostBars) break;
-    bars.emplace_back(r.kernel, r.self_us / 1e3);
-  }
-  return svg_bars(fmt::format("Self time per kernel (top {}, recorded steps)", bars.size()), bars,
-                  "ms");
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// Achieved FLOP/s against intensity on log-log axes, under the roof min(peak, bandwidth x I): the
-// hardware's, and, where the device has one, the lower roof of its measured GEMM ("attainable").
-// Each point carries its row number in the per-kernel table; the key below the plot names them.
-std::string roofline_plot(const KernelSummary& s) {
-  const double peak = s.peaks.flops(s.dtype) / 1e9, ridge = s.peaks.ridge(s.dtype);
-  const double bandwidth = s.peaks.bytes_per_s / 1e9;  // GB/s: GFLOP/s per FLOP/byte
-  const double attainable = s.dtype == DType::f32 && s.peaks.attainable_f32_flops > 0
-                                ? s.peaks.attainable_f32_flops / 1e9
-                                : 0;
-  double lo = ridge / 10, hi = ridge * 10;
-  Series points("kernels", "#d65f5f", {}, false);
-  std::string key;
-  for (size_t i = 0; i < s.rows.size(); ++i) {
-    const KernelRow& r = s.rows[i];
-    if (r.flops <= 0 || r.bytes <= 0 || r.gflops <= 0) continue;
-    lo = std::min(lo, r.roof.intensity / 2);
-    hi = std::max(hi, r.roof.intensity * 2);
-    points.points.emplace_back(r.roof.intensity, r.gflops);
-    const std::string text = fmt::format("{}: {:.3g} FLOP/B, {:.3g} GFLOP/s, {} calls", r.kernel,
-                                         r.roof.intensity, r.gflops, r.calls);
-    points.labels.push_back(text);
-    points.tags.push_back(std::to_string(i + 1));
-    key += fmt::format("<li value=\"{}\">{}</li>", i + 1, html_escape(text));
-  }
-  std::vector<Series> series;
-  Series roof("hardware roof", "#333", {{lo, bandwidth * lo}, {ridge, peak}, {hi, peak}});
-  roof.tags = {"", fmt::format("hardware peak {:.4g} GFLOP/s", peak), ""};
-  series.push_back(roof);
-  if (attainable > 0 && attainable < peak) {
-    const double knee = attainable / bandwidth;
-    Series measured("attainable", "#6acc64", {{knee, attainable}, {hi, attainable}});
-    measured.tags = {fmt::format("attainable {:.4g} GFLOP/s (measured GEMM)", attainable), ""};
-    series.push_back(measured);
-  }
-  series.push_back(points);
-  return svg_plot("Roofline", {"arithmetic intensity (FLOP/byte)", true},
-                  {"achieved GFLOP/s", true}, series) +
-         "<p>Points are numbered by their row in the per-kernel table above:</p><ol "
-         "class=\"key\">" +
-         key + "</ol>\n";
+// The FLOP/s roof of a launch's unit; the f32 one where the device has no peak for the unit (emu
+// runs its bf16 "tensor core" math in f32 on the host).
+double roof_of(const DevicePeaks& peaks, ComputeUnit unit) {
+  const double p = unit_peak_flops(peaks, unit);
+  return p > 0 ? p : peaks.f32_flops;
 }
 
-std::string memory_plot(const std::vector<TracedLaunch>& ls) {
-  constexpr double MiB = 1 << 20;
-  Series allocated("allocated", "#4878d0"), reserved("reserved", "#6acc64");
-  const double t0 = ls.empty() ? 0 : ls.front().record.start_us;
-  for (const TracedLaunch& l : ls) {
-    const double ms = (l.record.end_us - t0) / 1e3;
-    allocated.points.emplace_back(ms, static_cast<double>(l.allocated_bytes) / MiB);
-    reserved.points.emplace_back(ms, static_cast<double>(l.reserved_bytes) / MiB);
+// The union of the launches' intervals (nested launches count once): the time some kernel ran.
+double busy_us(const std::vector<TracedLaunch>& ls) {
+  std::vector<std::pair<double, double>> iv;
+  for (const TracedLaunch& l : ls) iv.emplace_back(l.record.start_us, l.record.end_us);
+  std::sort(iv.begin(), iv.end());
+  double busy = 0, end = -1e300;
+  for (const auto& [a, b] : iv) {
+    if (b <= end) continue;
+    busy += b - std::max(a, end);
+    end = b;
   }
-  return svg_plot("Memory over one step (after each launch)", {"ms since the step's first launch"},
-                  {"MiB", false, true}, {allocated, reserved});
+  return busy;
+}
+
+nlohmann::json card(const char* key, const std::string& label, double value,
+                    const std::string& text, const std::string& explain) {
+  return {{"key", key}, {"label", label}, {"value", value}, {"text", text}, {"explain", explain}};
+}
+
+// The summary's cards, each with its hover text: formula, inputs, peak and its source.
+nlohmann::json summary(const ReportInputs& in, double step_flops) {
+  const RunFacts& f = in.facts;
+  const DevicePeaks& peaks = in.kernels.peaks;
+  // The run's typical step: the median over the steps the profiler did not watch (watched
+  // launches are timed one by one, which slows them), without the first step (it fills the
+  // allocator's cache) when later ones remain.
+  std::vector<const StepTiming*> typical;
+  for (const StepTiming& s : f.steps)
+    if (!s.profiled) typical.push_back(&s);
+  if (typical.size() > 1 && typical.front()->step == f.steps.front().step)
+    typical.erase(typical.begin());
+  std::string which =
+      "the median over the steps outside the profiled ones (the first step, which "
+      "fills the allocator's cache, left out)";
+  if (typical.empty()) {
+    for (const StepTiming& s : f.steps) typical.push_back(&s);
+    which = "the median over all steps (every step was profiled, so timed launch by launch)";
+  }
+  std::vector<double> tps, ms;
+  for (const StepTiming* s : typical) tps.push_back(s->tokens_per_s), ms.push_back(s->ms);
+  const double tokens_per_s = median(tps), step_ms = median(ms);
+  const double peak = peaks.flops(f.peak_dtype);
+  const std::string peak_text = fmt::format("peak {} ({} on {}: {})", si(peak, "FLOP/s"),
+                                            dtype_name(f.peak_dtype), peaks.name, peaks.source);
+  const StepTiming* recorded = nullptr;
+  for (const StepTiming& s : f.steps)
+    if (s.step == in.step) recorded = &s;
+  const double window = in.step_launches.empty() ? 0
+                                                 : in.step_launches.back().record.end_us -
+                                                       in.step_launches.front().record.start_us;
+  const double recorded_ms = recorded ? recorded->ms : window / 1e3;
+  const double busy = busy_us(in.step_launches) / 1e3;
+  nlohmann::json cards = nlohmann::json::array();
+  cards.push_back(card("model", "model", 0, f.model, "the model's configuration"));
+  cards.push_back(card("device", "device", 0, f.device, peaks.source));
+  cards.push_back(card("dtype", "dtype", 0, f.dtype, "the dtype forward and backward compute in"));
+  if (!f.steps.empty() && f.tokens_per_step > 0)
+    cards.push_back(card("tokens_per_s", "tokens/s", tokens_per_s, si(tokens_per_s, "tok/s"),
+                         fmt::format("tokens per step ({}) / step time; {}. Each step's value is "
+                                     "the --metrics field tokens_per_s.",
+                                     f.tokens_per_step, which)));
+  if (!f.steps.empty())
+    cards.push_back(card("ms_per_step", "ms/step", step_ms, fmt::format("{:.2f} ms", step_ms),
+                         "wall time of a step on the host, from reading its batch to reading "
+                         "its loss; " +
+                             which));
+  if (f.model_flops_per_token > 0 && !f.steps.empty()) {
+    const double mfu = f.model_flops_per_token * tokens_per_s / peak;
+    cards.push_back(card("mfu", "MFU", mfu, fmt::format("{:.2f}%", 100 * mfu),
+                         fmt::format("model FLOPs per token {} x tokens/s {} / {}. {}",
+                                     si(f.model_flops_per_token, "FLOP"), si(tokens_per_s, ""),
+                                     peak_text, f.mfu_formula)));
+  }
+  if (step_ms > 0) {
+    const double hfu = step_flops / (step_ms / 1e3) / peak;
+    cards.push_back(card("hfu", "HFU", hfu, fmt::format("{:.2f}%", 100 * hfu),
+                         fmt::format("hardware FLOPs: the FLOPs every launch of step {} counted "
+                                     "({}, recomputation included) / step time {:.2f} ms / {}",
+                                     in.step, si(step_flops, "FLOP"), step_ms, peak_text)));
+  }
+  if (recorded_ms > 0)
+    cards.push_back(card("busy", "kernel-busy / step", busy / recorded_ms,
+                         fmt::format("{:.1f}%", 100 * busy / recorded_ms),
+                         fmt::format("step {}: time some kernel ran ({:.2f} ms, the union of the "
+                                     "launches) / the step's wall time ({:.2f} ms). The course's "
+                                     "utilization: what nvidia-smi calls GPU utilization. It is "
+                                     "not MFU: a busy GPU may do few useful FLOPs.",
+                                     in.step, busy, recorded_ms)));
+  cards.push_back(card("peak_allocated", "peak allocated", double(f.peak_allocated_bytes),
+                       fmt::format("{:.1f} MiB", f.peak_allocated_bytes / MiB),
+                       "the most bytes held by live tensors at once over the run "
+                       "(allocator, size-class rounded)"));
+  cards.push_back(card("peak_reserved", "peak reserved", double(f.peak_reserved_bytes),
+                       fmt::format("{:.1f} MiB", f.peak_reserved_bytes / MiB),
+                       "the most bytes obtained from the device at once: live tensors plus the "
+                       "allocator's cache of freed blocks"));
+  cards.push_back(card("launches", "launches / step", double(in.step_launches.size()),
+                       std::to_string(in.step_launches.size()),
+                       fmt::format("kernel launches in step {}", in.step)));
+  if (recorded)
+    cards.push_back(card("host_syncs", "host syncs", double(recorded->host_syncs),
+                         std::to_string(recorded->host_syncs),
+                         fmt::format("times the host waited for the device in step {} (each "
+                                     "wait drains the queue the GPU runs ahead on; 0 on cpu)",
+                                     in.step)));
+  return cards;
+}
+
+nlohmann::json launches_json(const ReportInputs& in, double& step_flops) {
+  const DevicePeaks& peaks = in.kernels.peaks;
+  nlohmann::json out = nlohmann::json::array();
+  const double t0 = in.step_launches.empty() ? 0 : in.step_launches.front().record.start_us;
+  step_flops = 0;
+  for (const TracedLaunch& l : in.step_launches) {
+    const LaunchInfo& info = l.record.info;
+    step_flops += info.flops;
+    const RooflinePoint roof =
+        roofline(OpCost{info.flops, info.bytes}, roof_of(peaks, info.unit), peaks.bytes_per_s);
+    out.push_back({{"kernel", info.kernel},
+                   {"op", info.op},
+                   {"module", info.module},
+                   {"shapes", info.shapes},
+                   {"dtype", info.dtype},
+                   {"node", info.node_id},
+                   {"phase", phase_name(info.phase)},
+                   {"unit", compute_unit_name(info.unit)},
+                   {"start", l.record.start_us - t0},
+                   {"dur", l.record.end_us - l.record.start_us},
+                   {"flops", info.flops},
+                   {"bytes", info.bytes},
+                   {"bound", info.flops > 0 ? roof.bound() : "memory"},
+                   {"allocated", l.allocated_bytes},
+                   {"reserved", l.reserved_bytes}});
+  }
+  return out;
+}
+
+nlohmann::json tape_json(const std::vector<TapeNode>& tape) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TapeNode& n : tape) {
+    nlohmann::json inputs = nlohmann::json::array();
+    int64_t saved = 0;
+    for (const TapeInput& i : n.inputs) {
+      if (i.node >= 0)
+        inputs.push_back(i.node);
+      else
+        inputs.push_back(i.leaf.empty() ? "-" : i.leaf);
+    }
+    for (const TapeSaved& s : n.saved) saved += s.bytes;
+    out.push_back({{"id", n.id},
+                   {"op", n.op},
+                   {"shape", n.out_shape},
+                   {"module", n.module},
+                   {"site", n.site},
+                   {"inputs", inputs},
+                   {"saved_bytes", saved}});
+  }
+  return out;
+}
+
+nlohmann::json ledger_json(const ReportInputs& in) {
+  nlohmann::json j = {{"categories", kLedgerCategories}};
+  if (in.facts.predicted_peak_bytes) {
+    j["predicted_peak"] = *in.facts.predicted_peak_bytes;
+    j["predicted_source"] = in.facts.predicted_source;
+  }
+  if (!in.ledger) return j;
+  j["bytes"] = in.ledger->bytes;
+  j["peak"] = in.ledger->peak;
+  nlohmann::json largest = nlohmann::json::array();
+  for (const LiveTensor& t : in.ledger->largest_at_peak)
+    largest.push_back({{"bytes", t.bytes},
+                       {"category", t.category},
+                       {"tensor", t.tensor},
+                       {"op", t.op},
+                       {"module", t.module},
+                       {"node", t.node}});
+  j["largest"] = largest;
+  return j;
+}
+
+// Roofline points: one per kernel and phase of the recorded step (self time, as the table's), and
+// the kernels without FLOPs, which have no intensity, listed with their bytes and bandwidth.
+nlohmann::json roofline_json(const ReportInputs& in) {
+  const DevicePeaks& peaks = in.kernels.peaks;
+  std::map<std::string, std::vector<TracedLaunch>> by_phase;
+  std::map<std::string, ComputeUnit> unit_of;
+  for (const TracedLaunch& l : in.step_launches) {
+    by_phase[phase_name(l.record.info.phase)].push_back(l);
+    unit_of.try_emplace(l.record.info.kernel, l.record.info.unit);
+  }
+  nlohmann::json points = nlohmann::json::array(), movers = nlohmann::json::array();
+  for (const auto& [phase, ls] : by_phase) {
+    const KernelSummary s = summarize_kernels(ls, peaks, in.kernels.dtype);
+    for (const KernelRow& r : s.rows) {
+      const auto u = unit_of.find(r.kernel);
+      const ComputeUnit unit = u != unit_of.end() ? u->second : ComputeUnit::cuda_core;
+      nlohmann::json p = {{"kernel", r.kernel},
+                          {"phase", phase},
+                          {"calls", r.calls},
+                          {"self_us", r.self_us},
+                          {"flops", r.flops},
+                          {"bytes", r.bytes},
+                          {"gbps", r.gbps},
+                          {"gflops", r.gflops},
+                          {"unit", compute_unit_name(unit)},
+                          {"roof_gflops", roof_of(peaks, unit) / 1e9}};
+      (r.flops > 0 && r.bytes > 0 ? points : movers).push_back(p);
+    }
+  }
+  nlohmann::json roofs = nlohmann::json::object();
+  for (ComputeUnit u :
+       {ComputeUnit::cuda_core, ComputeUnit::tensor_core_bf16, ComputeUnit::tensor_core_tf32})
+    if (unit_peak_flops(peaks, u) > 0)
+      roofs[compute_unit_name(u)] = unit_peak_flops(peaks, u) / 1e9;
+  nlohmann::json j = {{"points", points},
+                      {"memory_only", movers},
+                      {"roofs_gflops", roofs},
+                      {"bandwidth_gbps", peaks.bytes_per_s / 1e9},
+                      {"source", peaks.source}};
+  if (peaks.attainable_f32_flops > 0) {
+    j["attainable_gflops"] = peaks.attainable_f32_flops / 1e9;
+    j["attainable_source"] = peaks.attainable_source;
+  }
+  return j;
+}
+
+nlohmann::json kernels_json(const KernelSummary& s) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const KernelRow& r : s.rows)
+    rows.push_back({{"kernel", r.kernel},
+                    {"calls", r.calls},
+                    {"self_us", r.self_us},
+                    {"total_us", r.total_us},
+                    {"share", r.share},
+                    {"gbps", r.gbps},
+                    {"gflops", r.gflops},
+                    {"intensity", r.roof.intensity},
+                    {"bound", r.flops > 0 ? r.roof.bound() : "memory"},
+                    {"over_floor", r.over_floor}});
+  return rows;
+}
+
+nlohmann::json curve(const std::vector<std::pair<double, double>>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [x, y] : points) out.push_back({x, y});
+  return out;
+}
+
+// JSON inside <script>: "</" would end the element early; "<\/" is the same JSON string.
+std::string script_safe(std::string s) {
+  for (size_t i = s.find("</"); i != std::string::npos; i = s.find("</", i + 3))
+    s.replace(i, 2, "<\\/");
+  return s;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
+nlohmann::json report_data(const ReportInputs& in) {
+  double step_flops = 0;
+  nlohmann::json launches = launches_json(in, step_flops);
+  return {{"title", in.title},
+          {"notes", in.notes},
+          {"step", in.step},
+          {"summary", summary(in, step_flops)},
+          {"launches", std::move(launches)},
+          {"tape", tape_json(in.tape)},
+          {"ledger", ledger_json(in)},
+          {"roofline", roofline_json(in)},
+          {"kernels", kernels_json(in.kernels)},
+          {"kernels_window_us", in.kernels.window_us},
+          {"loss", {{"train", curve(in.train_loss)}, {"val", curve(in.val_loss)}}}};
+}
+
 std::string render_report(const ReportInputs& in) {
-  std::string notes;
-  for (const std::string& n : in.notes) notes += "<p>" + html_escape(n) + "</p>\n";
   return fmt::format(
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{0}</title>\n"
-      "<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}"
-      "section{{margin:1.5em 0}}pre{{font-size:11px;overflow-x:auto}}</style></head>\n"
-      "<body>\n<h1>{0}</h1>\n{1}"
-      "<section id=\"loss\"><h2>Loss</h2>\n{2}</section>\n"
-      "<section id=\"kernels\"><h2>Time per kernel</h2>\n{3}<pre>{4}</pre></section>\n"
-      "<section id=\"roofline\"><h2>Roofline</h2>\n{5}</section>\n"
-      "<section id=\"memory\"><h2>Memory</h2>\n{6}</section>\n</body></html>\n",
-      html_escape(in.title), notes, loss_plot(in), kernel_bars(in.kernels),
-      html_escape(in.kernels.table()), roofline_plot(in.kernels), memory_plot(in.step_launches));
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{}</title>\n"
+      "<style>\n{}</style>\n</head>\n<body>\n"
+      "<noscript>The step explorer draws with JavaScript; its data is in the script element "
+      "glass-data below.</noscript>\n"
+      "<script type=\"application/json\" id=\"glass-data\">{}</script>\n"
+      "<script>\n{}</script>\n</body></html>\n",
+      html_escape(in.title), assets::explorer_css, script_safe(report_data(in).dump()),
+      assets::explorer_js);
 }
 
 }  // namespace glass::train

@@ -15,8 +15,10 @@
 #include <tuple>
 
 #include "autograd/ops.h"
+#include "autograd/tape_record.h"
 #include "comm/zero_adamw.h"
 #include "engine/allocator.h"
+#include "engine/atomic_file.h"
 #include "engine/debug.h"
 #include "engine/launch.h"
 #include "engine/log.h"
@@ -29,6 +31,7 @@
 #include "optim/step_status.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
+#include "train/gpt_cost.h"
 #include "train/graph_step.h"
 #include "train/micro_batches.h"
 #include "train/shutdown.h"
@@ -246,26 +249,6 @@ void check_run_flags(const TrainOptions& o) {
   // The sampling after training: its options fail now, not after the training.
   GLASS_CHECK(o.sample >= 0, "--sample {} must be 0 (no sample) or more", o.sample);
   check_sampling_options({o.temperature, o.top_k, o.seed});
-}
-
-// The file `path` that `flag` writes at the end of the run: its directory must exist and take a
-// new file. Probed with a temp file removed at once, so that a typo fails now rather than after
-// the training whose results it would lose.
-void check_output_file(std::string_view flag, const std::string& path) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  GLASS_CHECK(!fs::is_directory(path, ec), "{} {} is a directory, not a file name", flag, path);
-  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
-  GLASS_CHECK(fs::is_directory(dir, ec), "{} {}: directory '{}' does not exist", flag, path,
-              dir.string());
-  std::string probe = (dir / ".glass_probe_XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  const int err = errno;
-  GLASS_CHECK(fd >= 0, "{} {}: cannot write in directory '{}': {}", flag, path, dir.string(),
-              std::strerror(err));
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 AdamWOptions adamw_options(const TrainOptions& o) {
@@ -592,7 +575,12 @@ Tensor Trainer::accumulate_micro_steps(const std::function<Batch(int64_t micro)>
 // loss, detached.
 Tensor Trainer::micro_step(const Batch& b, int64_t micro) {
   const Tensor loss = batch_loss(*model_, b);
-  if (opt_.print_tape && step_ == 0 && micro == 0) fmt::print("{}", tape_string(loss, true));
+  // The recorded (profiled) step's tape, with the node ids its trace and report show; without
+  // profiling, --print-tape prints the first step's.
+  if (micro == 0 && profiler_->records_tape(step_ + 1)) profiler_->set_tape(record_tape(loss));
+  if (opt_.print_tape && micro == 0 &&
+      (profiler_->enabled() ? profiler_->records_tape(step_ + 1) : step_ == first_step_))
+    fmt::print("tape of step {}:\n{}", step_ + 1, tape_string(loss, true));
   if (ddp_) ddp_->set_sync(micro + 1 == opt_.grad_accum);
   backward(opt_.grad_accum == 1 ? loss : loss / static_cast<double>(opt_.grad_accum));
   return loss.detach();
@@ -657,11 +645,79 @@ StepResult Trainer::end_step(StepResult& r, std::chrono::steady_clock::time_poin
   r.ms = ms_since(t0);
   r.tokens_per_s =
       static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum) / (r.ms / 1000.0);
-  profiler_->end_step(r.step, r.loss);
+  profiler_->end_step({r.step, r.ms, r.tokens_per_s, r.host_syncs}, r.loss);
   return r;
 }
 
 Trainer::~Trainer() = default;
+
+// What the step holds before it starts: the weights forward reads, the f32 masters behind bf16
+// copies, and AdamW's moments (train/memory_ledger.h).
+LedgerState Trainer::ledger_state() const {
+  LedgerState s;
+  auto bytes = [](const Tensor& t) {
+    return static_cast<int64_t>(Allocator::size_class(t.storage()->nbytes));
+  };
+  const std::vector<Tensor> copies = model_->compute_copies();
+  for (const Tensor& p : model_->parameters()) {
+    (copies.empty() ? s.parameters : s.master_weights) += bytes(p);
+    s.storages.insert(p.storage().get());
+  }
+  for (const Tensor& c : copies) {
+    s.parameters += bytes(c);
+    s.storages.insert(c.storage().get());
+  }
+  for (const auto& [name, t] : optimizer_->state_tensors()) {
+    if (!t.defined() || t.numel() == 0) continue;
+    s.optimizer_moments += bytes(t);
+    s.storages.insert(t.storage().get());
+  }
+  return s;
+}
+
+// The summary's numbers that do not come from the launches (train/report.h).
+RunFacts Trainer::run_facts() const {
+  RunFacts f;
+  f.model = config_.str();
+  f.device = device_.str();
+  f.dtype = dtype_ == DType::f32 ? "f32" : "bf16 (f32 master weights)";
+  f.tokens_per_step = static_cast<double>(opt_.batch * opt_.seq_len * opt_.grad_accum);
+  const DevicePeaks peaks = kernels::peaks_for(device_);
+  f.peak_dtype = peaks.bf16_flops > 0 ? dtype_ : DType::f32;
+  if (mfu_) {
+    f.model_flops_per_token = mfu_->flops_per_token;
+    f.mfu_formula = mfu_->formula;
+  }
+  const AllocatorStats mem = Allocator::for_device(device_).stats();
+  f.peak_allocated_bytes = mem.peak_allocated_bytes;
+  f.peak_reserved_bytes = mem.peak_reserved_bytes;
+  // The cost model's budget of this rank's step (train/gpt_cost.h), as this run runs it.
+  const int64_t rows = opt_.batch / comm_->size();
+  const bool gpu_kernels = runs_cuda_kernels(device_);
+  const GptMemoryBudget budget = gpt_memory_budget(config_, opt_.batch, opt_.seq_len, dtype_,
+                                                   {.flash_attention = opt_.attention != "naive",
+                                                    .fused_classifier = gpu_kernels,
+                                                    .gemm_workspace = gpu_kernels,
+                                                    .recompute = parse_recompute(opt_.recompute),
+                                                    .world = comm_->size(),
+                                                    .zero = opt_.zero});
+  f.predicted_peak_bytes = budget.total_bytes();
+  constexpr double MiB = 1 << 20;
+  f.predicted_source = fmt::format(
+      "the cost model (train/gpt_cost.h) for batch {} x {}, at {}: parameters {:.1f} + gradients "
+      "{:.1f} + masters {:.1f} + AdamW {:.1f} + activations {:.1f} + temporaries {:.1f} + "
+      "recomputed {:.1f} + gradient buckets {:.1f} + GEMM workspace {:.1f} + size classes {:.1f} "
+      "MiB{}",
+      rows, opt_.seq_len, budget.peak_at, budget.parameters_bytes / MiB,
+      budget.gradients_bytes / MiB, budget.master_bytes / MiB, budget.adam_bytes / MiB,
+      budget.activations_bytes / MiB, budget.temporaries_bytes / MiB, budget.recompute_bytes / MiB,
+      budget.gradient_buckets_bytes / MiB, budget.workspace_bytes / MiB,
+      budget.size_class_bytes / MiB,
+      preflight_ ? fmt::format("; the pre-flight planned {:.1f} MiB on meta",
+                               static_cast<double>(preflight_->planned_peak_bytes) / MiB)
+                 : std::string());
+  return f;
+}
 
 std::string Trainer::locate_nonfinite(uint64_t rng_offset) {
   if (check_nan_enabled())
@@ -857,8 +913,11 @@ void Trainer::run() {
   }
   if (!opt_.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
   drop_gathered_state(*optimizer_);
-  profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()),
-                    {config_.str(), mfu_->formula});
+  if (profiler_->enabled()) {
+    profiler_->set_ledger_state(ledger_state());
+    profiler_->finish(fmt::format("glass train_gpt on {}", device_.str()), {config_.str()},
+                      run_facts());
+  }
   if (!opt_.save.empty()) {
     // The tokenizer goes with the weights, so that samples/generate can decode their tokens.
     std::map<std::string, std::string> metadata;

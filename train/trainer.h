@@ -197,6 +197,9 @@ class Trainer {
   // Runs the step's forward and backward again in anomaly mode (GLASS_CHECK_NAN) from the dropout
   // state it started with, and returns the error naming the first node that made a NaN/Inf.
   std::string locate_nonfinite(uint64_t rng_offset);
+  // The profiler's report: what the step holds before it starts, and the run's numbers.
+  LedgerState ledger_state() const;
+  RunFacts run_facts() const;
 
   TrainOptions opt_;
   Device device_;

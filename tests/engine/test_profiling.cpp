@@ -268,7 +268,7 @@ TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
   const nlohmann::json trace = nlohmann::json::parse(in);
   std::map<std::string, int> launches, spans;
   std::set<int> launch_tids, named_tids;
-  int counters = 0;
+  int counters = 0, flow_events = 0;
   for (const auto& e : trace.at("traceEvents")) {
     for (const char* field : {"name", "ph", "pid", "tid"}) ASSERT_TRUE(e.contains(field)) << e;
     const std::string ph = e["ph"];
@@ -277,6 +277,10 @@ TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
       continue;
     }
     ASSERT_TRUE(e.contains("ts")) << e;
+    if (ph == "s" || ph == "f") {  // node 7's forward launch -> each of its backward launches
+      ++flow_events;
+      continue;
+    }
     if (ph == "C") {
       ++counters;
       EXPECT_TRUE(e["args"].contains("allocated_MiB") && e["args"].contains("reserved_MiB"));
@@ -285,7 +289,7 @@ TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
     } else {
       ASSERT_EQ(ph, "X");
       ASSERT_TRUE(e.contains("dur"));
-      launches[e["name"]]++;
+      launches[e["args"]["kernel"].get<std::string>()]++;
       launch_tids.insert(e["tid"].get<int>());
       const auto& a = e["args"];
       EXPECT_EQ(a["grid"], nlohmann::json({3, 2, 1}));
@@ -301,6 +305,7 @@ TEST(TraceRecorder, ChromeTraceOfSeveralThreads) {
   EXPECT_EQ(launches,
             (std::map<std::string, int>{{"fwd", 3}, {"bwd", 2}, {"side", 4}, {"allreduce", 2}}));
   EXPECT_EQ(counters, 11);
+  EXPECT_EQ(flow_events, 2 * 2);
   // Main thread, worker thread, stream 1: three tracks, each named.
   EXPECT_EQ(launch_tids.size(), 3u);
   EXPECT_TRUE(launch_tids.count(1001));

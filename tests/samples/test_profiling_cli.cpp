@@ -324,4 +324,34 @@ TEST(TrainGptProfilingCli, BadProfileStepsIsOneLine) {
                         "needs --trace or --report");
 }
 
+// profile_op and debug_step write the step explorer too (debug_step with its tape); a report path
+// in a missing directory is one line, before any work.
+TEST(ExplorerCli, ProfileOpAndDebugStepWriteTheExplorer) {
+  const std::string op_report = scratch_path("op_explorer.html");
+  const std::string step_report = scratch_path("step_explorer.html");
+  std::filesystem::remove(op_report);
+  std::filesystem::remove(step_report);
+  const Outcome op = run_sample("profile_op",
+                                "--device cpu --operation mlp --shape 8,16 --warmup 0 --repeats 1 "
+                                "--threads 1 --output " +
+                                    scratch_path("op.json") + " --report " + op_report);
+  ASSERT_EQ(op.status, 0) << op.out;
+  const std::string op_html = glass::testing::file_bytes(op_report);
+  EXPECT_NE(op_html.find("id=\"glass-data\""), std::string::npos);
+  EXPECT_NE(op_html.find("\"launches\":[{"), std::string::npos);
+  const Outcome step = run_sample("debug_step", "--device cpu --report " + step_report);
+  ASSERT_EQ(step.status, 0) << step.out;
+  const std::string step_html = glass::testing::file_bytes(step_report);
+  EXPECT_NE(step_html.find("\"tape\":[{"), std::string::npos);
+  EXPECT_NE(step_html.find("\"module\":\"net.ln\""), std::string::npos);
+  expect_one_line_error(
+      "profile_op",
+      "--device cpu --output " + scratch_path("op.json") + " --report /nonexistent/dir/r.html",
+      "--report /nonexistent/dir/r.html: directory '/nonexistent/dir' does not "
+      "exist");
+  expect_one_line_error("debug_step", "--report /nonexistent/dir/r.html",
+                        "--report /nonexistent/dir/r.html: directory '/nonexistent/dir' does not "
+                        "exist");
+}
+
 }  // namespace

@@ -38,7 +38,8 @@ std::vector<std::pair<std::string, std::string>> traced_launches(const std::stri
     if (e.value("ph", "") != "X" || !e.contains("args") || !e["args"].contains("phase")) continue;
     const double seq =
         e["args"].contains("seq") ? e["args"]["seq"].get<double>() : e["ts"].get<double>();
-    timed.push_back({seq, {e["name"].get<std::string>(), e["args"]["phase"].get<std::string>()}});
+    timed.push_back(
+        {seq, {e["args"]["kernel"].get<std::string>(), e["args"]["phase"].get<std::string>()}});
   }
   std::sort(timed.begin(), timed.end(), [](auto& a, auto& b) { return a.first < b.first; });
   std::vector<std::pair<std::string, std::string>> launches;

@@ -5,14 +5,15 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "engine/allocator.h"
 #include "kernels/peaks.h"
 #include "tests/testing.h"
 #include "train/gpt_cost.h"
 #include "train/mfu.h"
 #include "train/report.h"
-#include "train/svg.h"
 #include "train_testing.h"
 
 namespace glass::train {
@@ -32,10 +33,10 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
     testing::LaunchLog log;
     profiler.begin_step(1);
     const StepResult r = trainer.train_step();
-    profiler.end_step(1, r.loss);
+    profiler.end_step({1, r.ms, r.tokens_per_s, r.host_syncs}, r.loss);
     expected = log.records;
   }
-  profiler.finish("test", {});
+  profiler.finish("test", {}, {});
 
   std::map<uint64_t, std::pair<std::string, std::string>> traced;  // seq -> (kernel, phase)
   std::map<std::string, int> spans;
@@ -48,9 +49,20 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
       spans[e["name"]]++;
       continue;
     }
-    const uint64_t seq = e["args"]["seq"];
+    const nlohmann::json& args = e["args"];
+    for (const char* f :
+         {"kernel", "module", "shapes", "dtype", "flops", "bytes", "node_id", "phase", "op"})
+      ASSERT_TRUE(args.contains(f)) << f << " missing in " << e;
+    // `<op> <module> [<shapes>]`: the op first (the kernel where there is none).
+    const std::string op = args["op"], name = e["name"];
+    EXPECT_TRUE(name.starts_with(op.empty() ? args["kernel"].get<std::string>() : op)) << e;
+    if (!args["module"].get<std::string>().empty())
+      EXPECT_NE(name.find(" " + args["module"].get<std::string>()), std::string::npos) << e;
+    if (!args["shapes"].get<std::string>().empty())
+      EXPECT_TRUE(name.ends_with(" [" + args["shapes"].get<std::string>() + "]")) << e;
+    const uint64_t seq = args["seq"];
     EXPECT_FALSE(traced.count(seq)) << "launch " << seq << " appears twice";
-    traced[seq] = {e["name"], e["args"]["phase"]};
+    traced[seq] = {args["kernel"], args["phase"]};
   }
   ASSERT_EQ(traced.size(), expected.size());
   for (const LaunchRecord& r : expected) {
@@ -60,6 +72,14 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
   }
   EXPECT_EQ(spans["step 1"], 1);
   for (const char* phase : {"forward", "backward", "optimizer"}) EXPECT_GE(spans[phase], 1);
+}
+
+// The page's data as the explorer's JavaScript reads it, from the report's <script> element.
+nlohmann::json report_json(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"glass-data\">";
+  const size_t a = html.find(open), b = html.find("</script>", a);
+  EXPECT_NE(a, std::string::npos);
+  return nlohmann::json::parse(html.substr(a + open.size(), b - a - open.size()));
 }
 
 TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
@@ -73,22 +93,156 @@ TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
   Trainer trainer(o);
   trainer.run();
 
-  int step_spans = 0;
+  int step_spans = 0, step3_launches = 0;
   const nlohmann::json events = read_json(o.trace).at("traceEvents");
-  for (const auto& e : events) step_spans += e.value("cat", "") == "step";
+  for (const auto& e : events) {
+    step_spans += e.value("cat", "") == "step";
+    step3_launches +=
+        e["ph"] == "X" && e.contains("args") && e["args"].contains("seq") && e["args"]["step"] == 3;
+  }
   EXPECT_EQ(step_spans, 2);
   const std::string html = testing::file_bytes(o.report);
-  for (const char* id : {"id=\"loss\"", "id=\"kernels\"", "id=\"roofline\"", "id=\"memory\""})
-    EXPECT_NE(html.find(id), std::string::npos) << id;
-  size_t svgs = 0;
-  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1))
-    ++svgs;
-  EXPECT_EQ(svgs, 4u);
-  // Nothing to fetch: no URLs, scripts, external stylesheets or images.
-  for (const char* ext : {"http:", "https:", "<script", "<link", "<img", "src="})
-    EXPECT_EQ(html.find(ext), std::string::npos) << ext;
-  // Both loss curves and the adamw kernel (a point of the roofline, a bar of the breakdown).
-  EXPECT_TRUE(testing::contains_all(html, {">train<", ">validation<", "adamw_step", "MFU ="}));
+  // Nothing to fetch: no URLs, external scripts, stylesheets or images.
+  // (The SVG namespace is a name, not an address: nothing is fetched from it.)
+  std::string page = html;
+  const std::string svg_ns = "http://www.w3.org/2000/svg";
+  for (size_t at = page.find(svg_ns); at != std::string::npos; at = page.find(svg_ns))
+    page.erase(at, svg_ns.size());
+  for (const char* ext : {"http:", "https:", "<link", "<img", "src=", "@import"})
+    EXPECT_EQ(page.find(ext), std::string::npos) << ext;
+  EXPECT_TRUE(testing::contains_all(html, {"document.body.dataset.ready", "data-launch"}));
+  const nlohmann::json d = report_json(html);
+  EXPECT_EQ(d["step"], 3);
+  EXPECT_EQ(static_cast<int>(d["launches"].size()), step3_launches);
+  EXPECT_EQ(d["ledger"]["bytes"].size(), d["launches"].size());
+  EXPECT_FALSE(d["tape"].empty());
+  EXPECT_EQ(d["loss"]["train"].size(), 3u);
+  EXPECT_EQ(d["loss"]["val"].size(), 3u);
+  std::map<std::string, nlohmann::json> cards;
+  for (const auto& c : d["summary"]) cards[c["key"]] = c;
+  for (const char* k : {"model", "device", "dtype", "tokens_per_s", "ms_per_step", "mfu", "hfu",
+                        "busy", "peak_allocated", "peak_reserved", "launches", "host_syncs"})
+    ASSERT_TRUE(cards.count(k)) << k;
+  // Every number explains itself: MFU names its formula and the peak's source.
+  EXPECT_TRUE(testing::contains_all(cards["mfu"]["explain"], {"6 N + 12 L T C", "peak"}));
+  EXPECT_EQ(cards["launches"]["value"], step3_launches);
+  const double busy = cards["busy"]["value"];
+  EXPECT_GT(busy, 0);
+  EXPECT_LE(busy, 1);
+  // Every launch of a forward node carries its module (the model's modules push their paths).
+  int forward_with_module = 0, forward = 0;
+  for (const auto& l : d["launches"])
+    if (l["phase"] == "forward" && l["node"].get<int64_t>() >= 0) {
+      ++forward;
+      forward_with_module += !l["module"].get<std::string>().empty();
+    }
+  EXPECT_GT(forward, 0);
+  EXPECT_GT(forward_with_module, forward / 2);
+}
+
+// The trace's flow events come in pairs (one "s", one "f" per id), the tail inside a forward
+// slice of node n and the head inside a backward slice of the same node; the memory ledger's
+// categories are counters after every launch of the recorded step.
+TEST(TrainProfiler, TraceFlowsPairForwardWithBackwardAndLedgerIsCounted) {
+  const std::string dir = testing::temp_dir("prof_flow");
+  TrainOptions o = testing::tiny_options();
+  o.steps = 2;
+  o.trace = dir + "/trace.json";
+  Trainer trainer(o);
+  trainer.run();
+  const nlohmann::json events = read_json(o.trace).at("traceEvents");
+  struct Slice {
+    double ts, end;
+    int64_t node;
+    std::string phase;
+  };
+  std::map<std::pair<int, int>, std::vector<Slice>> slices;  // (pid, tid) -> launches
+  std::map<uint64_t, std::vector<nlohmann::json>> flows;
+  std::set<int64_t> backward_nodes_with_forward, forward_nodes;
+  int ledger_counters = 0, launches = 0;
+  for (const auto& e : events) {
+    if (e["ph"] == "X" && e.contains("args") && e["args"].contains("seq")) {
+      slices[{e["pid"], e["tid"]}].push_back({e["ts"].get<double>(),
+                                              e["ts"].get<double>() + e["dur"].get<double>(),
+                                              e["args"]["node_id"], e["args"]["phase"]});
+      launches += e["args"]["step"] == 2;
+      if (e["args"]["phase"] == "forward")
+        forward_nodes.insert(e["args"]["node_id"].get<int64_t>());
+    }
+    if (e["ph"] == "s" || e["ph"] == "f") flows[e["id"]].push_back(e);
+    if (e["ph"] == "C" && e["name"] == "memory ledger (MiB)") {
+      ++ledger_counters;
+      for (const char* c : kLedgerCategories) EXPECT_TRUE(e["args"].contains(c)) << c;
+    }
+  }
+  auto node_at = [&](const nlohmann::json& e, const char* phase) {
+    for (const Slice& s : slices[{e["pid"], e["tid"]}])
+      if (s.phase == phase && s.ts <= e["ts"].get<double>() && e["ts"].get<double>() <= s.end)
+        return s.node;
+    return int64_t{-2};
+  };
+  ASSERT_FALSE(flows.empty());
+  int backward_launches_of_forward_nodes = 0;
+  for (const auto& [key, ss] : slices)
+    for (const Slice& s : ss)
+      backward_launches_of_forward_nodes += s.phase == "backward" && forward_nodes.count(s.node);
+  EXPECT_EQ(static_cast<int>(flows.size()), backward_launches_of_forward_nodes);
+  for (const auto& [id, pair] : flows) {
+    ASSERT_EQ(pair.size(), 2u) << "flow " << id;
+    const nlohmann::json& s = pair[0]["ph"] == "s" ? pair[0] : pair[1];
+    const nlohmann::json& f = pair[0]["ph"] == "s" ? pair[1] : pair[0];
+    ASSERT_EQ(s["ph"], "s");
+    ASSERT_EQ(f["ph"], "f");
+    const int64_t node = node_at(s, "forward");
+    EXPECT_GE(node, 0) << s;
+    EXPECT_EQ(node_at(f, "backward"), node) << f;
+  }
+  EXPECT_EQ(ledger_counters, launches);
+}
+
+// What the ledger attributes (state, gradients, saved activations) is never more than the
+// allocator measured after the same launch; saved activations are there when forward ends and gone
+// when backward ends; from then until the optimizer's update every parameter has its gradient.
+TEST(TrainProfiler, MemoryLedgerNeverAttributesMoreThanIsAllocated) {
+  const std::string dir = testing::temp_dir("prof_ledger");
+  TrainOptions o = testing::tiny_options();
+  o.steps = 2;
+  o.report = dir + "/report.html";
+  Trainer trainer(o);
+  trainer.run();
+  const nlohmann::json d = report_json(testing::file_bytes(o.report));
+  const nlohmann::json& ls = d["launches"];
+  const nlohmann::json& bytes = d["ledger"]["bytes"];
+  ASSERT_EQ(bytes.size(), ls.size());
+  ASSERT_EQ(d["ledger"]["categories"].size(), kLedgerCategories.size());
+  int64_t grads = 0;
+  for (const Tensor& p : trainer.model().parameters())
+    grads += static_cast<int64_t>(Allocator::size_class(p.storage()->nbytes));
+  size_t last_forward = 0, last_backward = 0;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    if (ls[i]["phase"] == "forward") last_forward = i;
+    if (ls[i]["phase"] == "backward") last_backward = i;
+    int64_t attributed = 0;
+    for (size_t c = 0; c < 5; ++c) attributed += bytes[i][c].get<int64_t>();
+    const int64_t allocated = ls[i]["allocated"];
+    EXPECT_LE(attributed, allocated) << "launch " << i << " " << ls[i];
+    EXPECT_EQ(attributed + bytes[i][5].get<int64_t>(), allocated) << "launch " << i;
+    EXPECT_EQ(bytes[i][6].get<int64_t>(), ls[i]["reserved"].get<int64_t>() - allocated);
+  }
+  ASSERT_LT(last_forward, last_backward);
+  EXPECT_GT(bytes[last_forward][4].get<int64_t>(), 0);  // saved activations
+  EXPECT_EQ(bytes[last_backward + 1][4].get<int64_t>(), 0);
+  EXPECT_EQ(bytes[last_backward + 1][3].get<int64_t>(), grads);  // gradients
+  EXPECT_EQ(bytes[0][3].get<int64_t>(), 0);
+  // The state: f32 parameters (no masters apart from them) and AdamW's m and v.
+  EXPECT_EQ(bytes[0][0].get<int64_t>(), grads);
+  EXPECT_EQ(bytes[0][1].get<int64_t>(), 0);
+  EXPECT_EQ(bytes[0][2].get<int64_t>(), 2 * grads);
+  // The largest tensors alive at the peak, largest first.
+  const nlohmann::json& largest = d["ledger"]["largest"];
+  ASSERT_FALSE(largest.empty());
+  for (size_t i = 1; i < largest.size(); ++i)
+    EXPECT_GE(largest[i - 1]["bytes"].get<int64_t>(), largest[i]["bytes"].get<int64_t>());
 }
 
 // Every kernel of a real training step on cpu runs below the hardware's FLOP/s peak, the roof the
@@ -109,25 +263,46 @@ TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
   EXPECT_NE(s.table().find("attainable (measured"), std::string::npos) << s.table();
 }
 
-// The roofline plot marks both roofs, numbers its points by their row in the kernel table and
-// names them in a key (a row without FLOPs is no point and gets no number).
-TEST(TrainProfiler, RooflineMarksBothRoofsAndNamesEveryPoint) {
-  KernelSummary s;
-  s.peaks = {"test", 1e12, 0, 100e9, "made up for the test"};
-  s.peaks.attainable_f32_flops = 4e11;
-  KernelRow gemm, add, fill;
-  gemm.kernel = "gemm", gemm.flops = 2e9, gemm.bytes = 1e7, gemm.gflops = 300, gemm.calls = 2;
-  gemm.roof = roofline(OpCost{gemm.flops, gemm.bytes}, s.peaks, DType::f32);
-  fill.kernel = "fill";  // no FLOPs: a row of the table, not a point
-  add.kernel = "add", add.flops = 1e6, add.bytes = 1.2e7, add.gflops = 5, add.calls = 7;
-  add.roof = roofline(OpCost{add.flops, add.bytes}, s.peaks, DType::f32);
-  s.rows = {gemm, fill, add};
-  const std::string html = render_report({"t", {}, {}, {}, s, {}});
-  EXPECT_TRUE(testing::contains_all(
-      html, {"hardware roof", "hardware peak 1000 GFLOP/s", ">attainable<",
-             "attainable 400 GFLOP/s (measured GEMM)",
-             "<li value=\"1\">gemm: ", "<li value=\"3\">add: ", ">1</text>", ">3</text>"}));
-  EXPECT_EQ(html.find("<li value=\"2\">"), std::string::npos);
+// The roofline's data: a point per kernel with FLOPs (with its unit's roof), the kernels without
+// FLOPs listed apart with their bytes, the hardware roof and the attainable one with sources.
+TEST(TrainProfiler, RooflineListsZeroFlopKernelsApartAndNamesItsRoofs) {
+  ReportInputs in;
+  in.kernels.peaks = {"test", 1e12, 0, 100e9, "made up for the test"};
+  in.kernels.peaks.attainable_f32_flops = 4e11;
+  in.kernels.peaks.attainable_source = "measured here";
+  auto launch = [](const char* kernel, double flops, double bytes, uint64_t seq) {
+    TracedLaunch l;
+    l.record.info.kernel = kernel;
+    l.record.info.flops = flops;
+    l.record.info.bytes = bytes;
+    l.record.info.phase = Phase::forward;
+    l.record.seq = seq;
+    l.record.start_us = 10.0 * static_cast<double>(seq);
+    l.record.end_us = l.record.start_us + 5;
+    l.step = 1;
+    return l;
+  };
+  in.step_launches = {launch("gemm", 2e6, 1e5, 0), launch("copy", 0, 4e5, 1),
+                      launch("gemm", 2e6, 1e5, 2)};
+  in.kernels = summarize_kernels(in.step_launches, in.kernels.peaks, DType::f32);
+  const nlohmann::json r = report_data(in)["roofline"];
+  ASSERT_EQ(r["points"].size(), 1u);
+  EXPECT_EQ(r["points"][0]["kernel"], "gemm");
+  EXPECT_EQ(r["points"][0]["calls"], 2);
+  EXPECT_DOUBLE_EQ(r["points"][0]["roof_gflops"].get<double>(), 1000);
+  ASSERT_EQ(r["memory_only"].size(), 1u);
+  EXPECT_EQ(r["memory_only"][0]["kernel"], "copy");
+  EXPECT_DOUBLE_EQ(r["memory_only"][0]["bytes"].get<double>(), 4e5);
+  EXPECT_DOUBLE_EQ(r["memory_only"][0]["gbps"].get<double>(), 4e5 / 5 / 1e3);
+  EXPECT_DOUBLE_EQ(r["attainable_gflops"].get<double>(), 400);
+  EXPECT_EQ(r["attainable_source"], "measured here");
+  EXPECT_EQ(r["source"], "made up for the test");
+  // The embedded JSON cannot end its <script> early.
+  in.title = "</script><b>";
+  in.notes = {"</script>"};
+  const std::string html = render_report(in);
+  EXPECT_EQ(html.find("</script><b>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;/script&gt;&lt;b&gt;"), std::string::npos);
 }
 
 TEST(TrainProfiler, BadProfileStepsAreNamed) {
@@ -260,16 +435,6 @@ TEST(GptCost, DataParallelAndZeroOneBudgetsByHand) {
                                                         {.world = 2, .zero = 2});
                                     }),
                                     {"--zero 2"}));
-}
-
-TEST(Svg, EscapesAndSkipsNonPositiveOnLogAxes) {
-  EXPECT_EQ(html_escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&#39;");
-  Series s("s", "#000", {{0, 1}, {10, 100}, {100, 0}}, false);
-  s.labels = {"zero x", "kept", "zero y"};
-  const std::string svg = svg_plot("t", {"x", true}, {"y", true}, {s});
-  EXPECT_NE(svg.find("kept"), std::string::npos);
-  EXPECT_EQ(svg.find("zero x"), std::string::npos);
-  EXPECT_EQ(svg.find("zero y"), std::string::npos);
 }
 
 }  // namespace

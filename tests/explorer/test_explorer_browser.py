@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The step explorer rendered in a real browser (headless Chromium), as a learner opens it.
+
+Trains a tiny model for 4 steps with train_gpt --report --trace --metrics --print-tape (step 2
+profiled), renders the report with `chromium --headless --dump-dom`, keeps a screenshot as a test
+artifact (<build>/tests/explorer/explorer.png) and checks:
+  - no JavaScript error: none on Chromium's console log, none reported into the page (#errors);
+  - body[data-ready="1"]: everything was drawn;
+  - one data-launch per launch of the recorded step (counted in the Chrome trace, independently);
+  - one data-node per node of the tape that --print-tape printed for the same step, same ids;
+  - every memory ledger category drawn (data-ledger);
+  - a roofline point (data-kernel) for every kernel of the step that does FLOPs;
+  - the summary's tokens/s is the median of the --metrics tokens_per_s of the unprofiled steps
+    after the first (3 and 4), to the bit.
+
+Usage: test_explorer_browser.py <train_gpt> <data> <artifact dir>. Without Chromium it skips
+(exit 77) under a bare ctest, and fails when GLASS_REQUIRE_ORACLE=1 (make test, whose setup
+installs it: scripts/setup.sh --test).
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+
+CATEGORIES = ["parameters", "master_weights", "optimizer_moments", "gradients",
+              "saved_activations", "temporaries", "allocator_cache"]
+
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def chromium_args(chromium):
+    args = [chromium, "--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+            "--allow-file-access-from-files", "--enable-logging=stderr", "--v=0"]
+    if os.geteuid() == 0:
+        args.append("--no-sandbox")  # Chromium refuses to run its sandbox as root
+    return args
+
+
+class Dom(HTMLParser):
+    """Every element's attributes, and the text of #errors."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements = []
+        self.errors = ""
+        self._in_errors = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.elements.append((tag, a))
+        if a.get("id") == "errors":
+            self._in_errors = 1
+
+    def handle_endtag(self, tag):
+        if self._in_errors and tag == "div":
+            self._in_errors = 0
+
+    def handle_data(self, data):
+        if self._in_errors:
+            self.errors += data
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    train_gpt, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    chromium = find_chromium()
+    if chromium is None:
+        msg = ("chromium not found: the browser test of the step explorer needs it "
+               "(scripts/setup.sh --test installs it)")
+        if os.environ.get("GLASS_REQUIRE_ORACLE") == "1":
+            fail(msg + "; it is required (GLASS_REQUIRE_ORACLE=1)")
+        print("explorer browser test skipped: " + msg)
+        sys.exit(77)
+    os.makedirs(out, exist_ok=True)
+    report, trace, metrics = (os.path.join(out, n) for n in ("explorer.html", "trace.json", "metrics.jsonl"))
+    for p in (report, trace, metrics):
+        if os.path.exists(p):
+            os.remove(p)
+    run = subprocess.run(
+        [train_gpt, "--device", "cpu", "--data", data, "--n-layer", "1", "--n-head", "2",
+         "--n-embd", "16", "--seq-len", "8", "--batch", "2", "--steps", "4", "--sample", "0",
+         "--eval-every", "2", "--eval-batches", "1", "--threads", "1", "--quiet",
+         "--report", report, "--trace", trace, "--metrics", metrics, "--print-tape"],
+        capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("train_gpt failed:\n" + run.stdout + run.stderr)
+
+    # The recorded step's tape as --print-tape printed it.
+    m = re.search(r"tape of step (\d+):\ntape: (\d+) nodes", run.stdout)
+    if not m:
+        fail("no tape printed:\n" + run.stdout)
+    step = int(m.group(1))
+    tape_ids = set(int(i) for i in re.findall(r"^  #(\d+) ", run.stdout[m.start():], re.M))
+    if len(tape_ids) != int(m.group(2)):
+        fail("--print-tape says {} nodes but lists {}".format(m.group(2), len(tape_ids)))
+
+    # The step's launches, from the trace: one complete event per launch, with its step.
+    events = json.load(open(trace))["traceEvents"]
+    launches = [e for e in events if e.get("ph") == "X" and "seq" in e.get("args", {})
+                and e["args"].get("step") == step]
+    flop_kernels = set(e["args"]["kernel"] for e in launches if e["args"]["flops"] > 0
+                       and e["args"]["bytes"] > 0)
+    traced_nodes = set(e["args"]["node_id"] for e in launches if e["args"]["node_id"] >= 0)
+    if not traced_nodes <= tape_ids:
+        fail("trace node ids not in the printed tape: {}".format(sorted(traced_nodes - tape_ids)))
+
+    steps = [json.loads(line) for line in open(metrics)]
+    typical = [s["tokens_per_s"] for s in steps if s["step"] not in (1, step)]
+    expected_tps = statistics.median(typical)
+
+    # Render: the DOM after the page's script ran, Chromium's log on stderr.
+    url = "file://" + os.path.abspath(report)
+    t0 = time.monotonic()
+    dump = subprocess.run(chromium_args(chromium) + ["--dump-dom", url], capture_output=True,
+                          text=True, timeout=120)
+    render_s = time.monotonic() - t0
+    if dump.returncode != 0:
+        fail("chromium --dump-dom failed ({}):\n{}".format(dump.returncode, dump.stderr[-3000:]))
+    shot = subprocess.run(chromium_args(chromium) + [
+        "--screenshot=" + os.path.join(out, "explorer.png"), "--window-size=1280,3000", url],
+        capture_output=True, text=True, timeout=120)
+    if shot.returncode != 0:
+        fail("chromium --screenshot failed:\n" + shot.stderr[-3000:])
+
+    console = [l for l in dump.stderr.splitlines() if "CONSOLE" in l]
+    js_errors = [l for l in console if re.search(r"Uncaught|Error|error", l)]
+    if js_errors:
+        fail("JavaScript errors on the console:\n" + "\n".join(js_errors))
+    dom = Dom()
+    dom.feed(dump.stdout)
+    if dom.errors.strip():
+        fail("the page reported errors:\n" + dom.errors)
+    body = [a for t, a in dom.elements if t == "body"]
+    if not body or body[0].get("data-ready") != "1":
+        fail("body has no data-ready=\"1\": the page did not finish drawing")
+    if body[0].get("data-errors"):
+        fail("the page counted {} errors".format(body[0]["data-errors"]))
+
+    launch_ids = [a["data-launch"] for t, a in dom.elements if "data-launch" in a]
+    if sorted(map(int, launch_ids)) != list(range(len(launches))):
+        fail("{} data-launch elements (indices {}...) for the step's {} launches".format(
+            len(launch_ids), sorted(map(int, launch_ids))[:5], len(launches)))
+    node_ids = set(int(a["data-node"]) for t, a in dom.elements if "data-node" in a)
+    node_elems = [a for t, a in dom.elements if "data-node" in a]
+    if node_ids != tape_ids or len(node_elems) != len(tape_ids):
+        fail("data-node ids {} elements, {} distinct; the tape has {}: missing {}, extra {}".format(
+            len(node_elems), len(node_ids), len(tape_ids), sorted(tape_ids - node_ids)[:10],
+            sorted(node_ids - tape_ids)[:10]))
+    ledger = set(a["data-ledger"] for t, a in dom.elements if "data-ledger" in a)
+    if ledger != set(CATEGORIES):
+        fail("ledger series {} instead of {}".format(sorted(ledger), CATEGORIES))
+    points = set(a["data-kernel"] for t, a in dom.elements if t == "circle" and "data-kernel" in a)
+    if points != flop_kernels:
+        fail("roofline points {} but the step's kernels with FLOPs are {}".format(
+            sorted(points), sorted(flop_kernels)))
+    above = [a for t, a in dom.elements if "above" in a.get("class", "").split()]
+    if above:
+        fail("{} roofline points above their roof".format(len(above)))
+    tps = [a for t, a in dom.elements if a.get("data-summary") == "tokens_per_s"]
+    if not tps or float(tps[0]["data-value"]) != expected_tps:
+        fail("summary tokens/s {} != the metrics' median {} (steps {})".format(
+            tps[0]["data-value"] if tps else None, expected_tps, typical))
+
+    print("explorer OK: {} launches, {} tape nodes, {} roofline kernels, {} KiB, rendered in "
+          "{:.2f} s (chromium start included); screenshot {}".format(
+              len(launches), len(tape_ids), len(points), os.path.getsize(report) // 1024,
+              render_s, os.path.join(out, "explorer.png")))
+
+
+if __name__ == "__main__":
+    main()
