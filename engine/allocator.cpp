@@ -25,6 +25,18 @@
 namespace glass {
 
 namespace {
+// The error for a request of `size` bytes that nothing could serve, with the figures from before
+// the cache was given back; the rest comes from the launch context (engine/out_of_memory.h).
+[[noreturn]] void out_of_memory(Device device, size_t size, int64_t allocated,
+                                int64_t reserved_before, size_t largest_free) {
+  throw_out_of_memory({.device = device,
+                       .request_bytes = static_cast<int64_t>(size),
+                       .allocated_bytes = allocated,
+                       .reserved_bytes = reserved_before,
+                       .largest_free_block = static_cast<int64_t>(largest_free),
+                       .free = device_memory(device)});
+}
+
 // meta's addresses: from 2^62 up, in the order requested. Non-canonical on x86-64 (bits 47..63
 // differ), so that a host access faults at once; aligned to 256 bytes like cudaMalloc's (cuBLASLt's
 // heuristic sees the alignment of the pointers it is given, gemm_lt.cu).
@@ -250,12 +262,7 @@ void* Allocator::allocate_small(size_t bytes) {
     p = small_.take(bytes, new_slab);
     // Still nothing: the same error as any other tensor's (engine/out_of_memory.h).
     if (p == nullptr)
-      throw_out_of_memory({.device = device_,
-                           .request_bytes = static_cast<int64_t>(size),
-                           .allocated_bytes = stats_.allocated_bytes,
-                           .reserved_bytes = reserved_before,
-                           .largest_free_block = static_cast<int64_t>(largest_free),
-                           .free = device_memory(device_)});
+      out_of_memory(device_, size, stats_.allocated_bytes, reserved_before, largest_free);
   }
   if (new_slab) {
     stats_.device_malloc_count++;
@@ -304,12 +311,7 @@ void* Allocator::allocate(size_t bytes) {
     // Still nothing: the error names the tensor, op and module and the remedies
     // (engine/out_of_memory.h).
     if (p == nullptr)
-      throw_out_of_memory({.device = device_,
-                           .request_bytes = static_cast<int64_t>(size),
-                           .allocated_bytes = stats_.allocated_bytes,
-                           .reserved_bytes = reserved_before,
-                           .largest_free_block = static_cast<int64_t>(largest_free),
-                           .free = device_memory(device_)});
+      out_of_memory(device_, size, stats_.allocated_bytes, reserved_before, largest_free);
     stats_.device_malloc_count++;
     stats_.reserved_bytes += static_cast<int64_t>(size);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
