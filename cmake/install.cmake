@@ -45,7 +45,7 @@ install(TARGETS ${GLASS_PACKAGE_TARGETS} EXPORT glassTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/glass)
 install(DIRECTORY engine kernels autograd optim nn train comm
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/glass
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.hpp")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.hpp" PATTERN "*.inc")
 install(EXPORT glassTargets NAMESPACE glass:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/glass)
 
 # What glassConfig.cmake must find again for the exported targets' dependencies.

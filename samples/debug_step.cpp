@@ -70,7 +70,8 @@ void run(const Options& o) {
   if (!o.report.empty()) {
     train::LedgerState state;  // the LayerNorm's weight and bias; x and w are the pass's inputs
     for (const Tensor& p : model.parameters()) {
-      state.parameters += static_cast<int64_t>(Allocator::size_class(p.storage()->nbytes));
+      state.parameters +=
+          static_cast<int64_t>(Allocator::for_device(device).class_of(p.storage()->nbytes));
       state.storages.insert(p.storage().get());
     }
     write_file_atomic(

@@ -45,11 +45,14 @@ train::CharVocab data_vocab(const GPTWeights& weights, const std::string& data) 
                 "of {} (its \"char_vocab\" metadata): drop --data to use the stored one",
                 data, vocab.chars().size(), weights.path, theirs.chars().size());
   }
-  GLASS_CHECK(vocab.size() == weights.config.vocab_size,
-              "--data {} has {} distinct characters ({} classes with a {}'s {} reserved ids), but "
-              "the model in {} has {} classes: not the text it was trained on",
-              data, vocab.chars().size(), vocab.size(), arch_name(weights.config.arch), specials,
-              weights.path, weights.config.vocab_size);
+  GLASS_CHECK(
+      vocab.size() == weights.config.vocab_size,
+      "--data {} has {} distinct characters{}, but the model in {} has {} classes: not the "
+      "text it was trained on",
+      data, vocab.chars().size(),
+      specials ? fmt::format(" ({} classes with a llama's {} reserved ids)", vocab.size(), specials)
+               : std::string(),
+      weights.path, weights.config.vocab_size);
   return vocab;
 }
 

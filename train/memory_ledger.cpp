@@ -9,8 +9,10 @@ namespace glass::train {
 
 namespace {
 
-int64_t rounded(int64_t bytes) {
-  return bytes > 0 ? static_cast<int64_t>(Allocator::size_class(static_cast<size_t>(bytes))) : 0;
+// What the step's device's allocator holds for a tensor of `bytes` (its size class: cpu's small
+// blocks round to 64 bytes, the rest as cuda's caching allocator does).
+int64_t rounded(const Allocator& allocator, int64_t bytes) {
+  return bytes > 0 ? static_cast<int64_t>(allocator.class_of(static_cast<size_t>(bytes))) : 0;
 }
 
 // Where the nodes of the tape run in the step's launches. Forward creates nodes in ascending id
@@ -70,6 +72,8 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
       zero_grad = i + 1;
   }
 
+  const Allocator& allocator =
+      Allocator::for_device(pos.ls.empty() ? kCPU : pos.ls.front()->record.info.device);
   std::vector<Span> spans;
   // Saved storages: each once, from its first saver's forward to its smallest saver's backward.
   std::map<const void*, std::pair<const TapeNode*, const TapeNode*>> savers;  // first, smallest id
@@ -84,11 +88,11 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
   for (const auto& [storage, who] : savers) {
     const TapeSaved& s = *saved_of[storage];
     const TapeNode& first = *who.first;
-    spans.push_back(
-        {pos.forward_start(first.id),
-         pos.backward_done(first.id),
-         rounded(s.bytes),
-         {rounded(s.bytes), "saved_activations", s.tensor, first.op, first.module, first.id}});
+    spans.push_back({pos.forward_start(first.id),
+                     pos.backward_done(first.id),
+                     rounded(allocator, s.bytes),
+                     {rounded(allocator, s.bytes), "saved_activations", s.tensor, first.op,
+                      first.module, first.id}});
   }
   // Gradients: a leaf's .grad is made by the last delivery to it, in the backward of the node with
   // the smallest id among those sending it one; counted from the end of that node's backward (while
@@ -104,9 +108,9 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
     const size_t from = pos.backward_done(who.first->id);
     spans.push_back({from,
                      std::max(from, zero_grad),
-                     rounded(who.second),
-                     {rounded(who.second), "gradients", name, who.first->op, who.first->module,
-                      who.first->id}});
+                     rounded(allocator, who.second),
+                     {rounded(allocator, who.second), "gradients", name, who.first->op,
+                      who.first->module, who.first->id}});
   }
 
   MemoryLedger ledger;

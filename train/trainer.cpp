@@ -655,8 +655,9 @@ Trainer::~Trainer() = default;
 // copies, and AdamW's moments (train/memory_ledger.h).
 LedgerState Trainer::ledger_state() const {
   LedgerState s;
-  auto bytes = [](const Tensor& t) {
-    return static_cast<int64_t>(Allocator::size_class(t.storage()->nbytes));
+  const Allocator& allocator = Allocator::for_device(device_);
+  auto bytes = [&allocator](const Tensor& t) {
+    return static_cast<int64_t>(allocator.class_of(t.storage()->nbytes));
   };
   const std::vector<Tensor> copies = model_->compute_copies();
   for (const Tensor& p : model_->parameters()) {

@@ -97,7 +97,7 @@ TEST(MemoryLedger, Gpt2On124MPlannedOnMetaWithin3Percent) {
 // Each remedy of the pre-flight's table: its flags, and the step it plans.
 TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   const std::vector<Remedy>& table = preflight_remedies();
-  ASSERT_EQ(table.size(), 3u);
+  ASSERT_EQ(table.size(), 4u);
   PreflightRun run;
   run.plan.batch = 16;
   run.plan.dtype = DType::f32;
@@ -113,11 +113,15 @@ TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   p = run.plan;
   EXPECT_EQ(table[0].apply(p, run, 32), "");  // 32 does not divide 16 rows
   p = run.plan;
-  EXPECT_EQ(table[2].apply(p, run, 1), "--dtype bf16");
+  EXPECT_EQ(table[2].apply(p, run, 1), "--recompute block");
+  EXPECT_EQ(p.recompute, "block");
+  EXPECT_EQ(table[2].apply(p, run, 1), "");  // already recomputing
+  p = run.plan;
+  EXPECT_EQ(table[3].apply(p, run, 1), "--dtype bf16");
   EXPECT_EQ(p.dtype, DType::bf16);
   run.device = kCPU;  // no bf16 kernels
   p = run.plan;
-  EXPECT_EQ(table[2].apply(p, run, 1), "");
+  EXPECT_EQ(table[3].apply(p, run, 1), "");
 }
 
 // Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks
