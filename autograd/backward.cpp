@@ -20,6 +20,17 @@ thread_local BackwardNow backward_now;
 
 namespace {
 
+// The seed backward() made itself (is_unit_seed), while that backward() runs.
+thread_local const TensorImpl* unit_seed = nullptr;
+
+// RAII: marks `seed` as the unit seed for one backward(), and restores the outer one (a backward
+// function may itself call backward()) however that ends.
+struct UnitSeedScope {
+  explicit UnitSeedScope(const Tensor& seed) : outer(unit_seed) { unit_seed = seed.unsafe_impl(); }
+  ~UnitSeedScope() { unit_seed = outer; }
+  const TensorImpl* outer;
+};
+
 // RAII: sets backward_now for one node's backward function, and clears it however that ends.
 struct RunningNode {
   RunningNode(const Node* n, const Tensor& g) { backward_now = {n, &g}; }
@@ -137,32 +148,39 @@ class BackwardPass {
       const bool other_output_grads =
           n->extras && std::any_of(n->extras->output_grads.begin(), n->extras->output_grads.end(),
                                    [](const Tensor& t) { return t.defined(); });
-      const std::vector<Tensor> input_grads =
+      std::vector<Tensor> input_grads =
           g.defined() || other_output_grads ? run_node(*n, g) : std::vector<Tensor>{};
       // Saved tensors and captured state go as soon as the node has run.
       n->saved.clear();
       if (n->extras) n->extras->output_grads.clear();
       n->backward = nullptr;
       for (size_t i = 0; i < n->inputs.size(); ++i)
-        hand_on(*n, i, i < input_grads.size() ? input_grads[i] : Tensor());
+        hand_on(*n, i, i < input_grads.size() ? std::move(input_grads[i]) : Tensor());
     }
   }
 
   // Step 3, delivery to leaves: gradients for one leaf are summed over all its edges; when the last
   // edge has delivered, the sum goes into .grad and the leaf's gradient-ready hooks fire.
-  void deliver_to_leaf(AutogradMeta* leaf, const Tensor& g) {
-    Tensor& sum = leaf_grads_[leaf];
-    sum = sum.defined() ? accumulate(sum, g) : g;
+  void deliver_to_leaf(AutogradMeta* leaf, Tensor g) {
+    Tensor& acc = leaf_grads_[leaf];
+    acc = acc.defined() ? accumulate(acc, g) : std::move(g);
     if (--leaf_deps_[leaf] > 0) return;
-    // Last contribution: add this pass's sum into .grad, which the leaf owns (a private copy).
+    Tensor sum = std::move(acc);
+    leaf_grads_.erase(leaf);
+    // Last contribution: add this pass's sum into .grad, which the leaf owns (a private tensor:
+    // an optimizer or clipping changes it in place later). A sum nothing else holds or views (a
+    // backward function's fresh result, or a sum made above) becomes .grad as it is, as PyTorch's
+    // AccumulateGrad steals it; any other is copied (the seed, a gradient handed to several
+    // inputs, a view).
     LaunchScope scope(grad_accumulate_context());
     if (leaf->grad.defined()) {
       kernels::backend(sum).binary(kernels::BinaryOp::add, leaf->grad, sum, leaf->grad);
+    } else if (sum.is_sole_handle()) {
+      leaf->grad = std::move(sum);
     } else {
       leaf->grad = Tensor::empty(sum.shape(), sum.dtype(), sum.device());
       kernels::backend(sum).copy(sum, leaf->grad);
     }
-    leaf_grads_.erase(leaf);
     for (auto& hook : leaf->grad_ready_hooks) hook(leaf->grad);
   }
 
@@ -193,29 +211,29 @@ class BackwardPass {
 
   // Input i's gradient g (undefined: none flows) to the node that produced the input, summed with
   // what other consumers sent it, or to the leaf it is.
-  void hand_on(const Node& n, size_t i, const Tensor& g) {
+  void hand_on(const Node& n, size_t i, Tensor g) {
     const Edge& e = n.inputs[i];
     if (g.defined() && e.defined()) check_grad(n, i, g);
     if (is_exit(e)) {
       if (!g.defined()) return;
       Tensor& acc = exit_grads_[exit_key(e)];
-      acc = acc.defined() ? accumulate(acc, g) : g;
+      acc = acc.defined() ? accumulate(acc, g) : std::move(g);
       return;
     }
     if (e.node) {
       if (!g.defined()) return;
       // Output 0's gradient waits in grads_, a multi-output node's others in the node.
       Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->extras->output_grads[e.output];
-      acc = acc.defined() ? accumulate(acc, g) : g;
+      acc = acc.defined() ? accumulate(acc, g) : std::move(g);
     } else if (e.leaf) {
       AutogradMeta* leaf = e.leaf.get();
-      if (g.defined()) return deliver_to_leaf(leaf, g);
+      if (g.defined()) return deliver_to_leaf(leaf, std::move(g));
       if (--leaf_deps_[leaf] == 0 && leaf_grads_.count(leaf)) {
         // The last edge carried nothing, but earlier ones did: finish the leaf with what came.
-        const Tensor sum = leaf_grads_[leaf];
+        Tensor sum = std::move(leaf_grads_[leaf]);
         leaf_deps_[leaf] = 1;
         leaf_grads_.erase(leaf);
-        deliver_to_leaf(leaf, sum);
+        deliver_to_leaf(leaf, std::move(sum));
       }
     }
   }
@@ -257,9 +275,15 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
 
 }  // namespace
 
+bool is_unit_seed(const Tensor& g) {
+  return g.defined() && unit_seed != nullptr && g.unsafe_impl() == unit_seed;
+}
+
 void backward(const Tensor& root, const Tensor& grad) {
   GLASS_CHECK(root.requires_grad(), "backward: {} does not require grad", root.describe());
   const Tensor seed = seed_gradient(root, grad);
+  // The caller's gradient is a value on the device; only the ones made here are known to be 1.
+  const UnitSeedScope known(grad.defined() ? Tensor() : seed);
   BackwardPass pass;
   if (!root.grad_fn()) return pass.deliver_to_root_leaf(root.unsafe_impl()->autograd.get(), seed);
   const std::vector<Node*> order = pass.count_dependencies(root.grad_fn().get());

@@ -17,8 +17,9 @@
 //    flowing into it has arrived and been summed (a visible "grad_accumulate" launch: `+=`). A node
 //    drops its saved tensors and backward function right after it runs.
 // 3. delivery to leaves: a leaf's gradients are summed over its edges; when the last one has
-//    delivered, the sum is added to its .grad and its gradient-ready hooks fire (data parallelism
-//    starts a bucket's all-reduce there).
+//    delivered, the sum is added to its .grad (an empty .grad becomes the sum itself when nothing
+//    else holds it, with no launch, or else a copy of it) and its gradient-ready hooks fire (data
+//    parallelism starts a bucket's all-reduce there).
 #pragma once
 
 #include <vector>
@@ -44,6 +45,13 @@ extern thread_local BackwardNow backward_now;
 // `grad` defaults to ones for a one-element root. Throws if root does not require grad or the graph
 // was already run backward.
 void backward(const Tensor& root, const Tensor& grad = Tensor());
+
+// True while backward() runs, for the gradient it made itself: the ones of a scalar root called
+// without `grad` (micrograd's `loss.grad = 1`), whose value the host knows without reading the
+// device. A backward function that would multiply by its incoming gradient may skip the multiply
+// for it: x * 1 == x exactly in IEEE arithmetic, so the bits are the same either way
+// (autograd/classifier.cpp). Any other gradient, ones passed by the caller included, is false.
+bool is_unit_seed(const Tensor& g);
 
 // A part of the tape, for activation recomputation (autograd/checkpoint.h): the nodes with ids >=
 // first_id, reached from `outputs`. Its exits are the edges that leave it (to an older node or to a

@@ -7,6 +7,16 @@
 // scales that gradient by the incoming one, in place: one multiply per element, no second
 // softmax. For bf16 logits the losses, their count and the loss are f32 (accum_dtype) and the
 // gradient left in the logits is bf16.
+//
+// When the loss is the root of backward() with no gradient passed (the trainer's
+// `backward(loss)`), the incoming gradient is backward()'s own seed, 1, known on the host
+// (autograd/backward.h: is_unit_seed): the gradient forward left is then the answer as it is, and
+// backward launches nothing, as llm.c's classifier, which bakes d(loss) = 1/(B T) into its one
+// pass. Exact: the multiply it skips is by 1 (bf16 1 for bf16 logits), and g * 1 == g for every
+// float but a NaN (which stays a NaN), so the gradient has the bits the multiply gave it. Any other
+// incoming gradient (`(loss * 3)`, a loss divided over micro-steps, a caller's seed) is a value on
+// the device and is multiplied in.
+#include "autograd/backward.h"
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
@@ -43,9 +53,10 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   k.binary(kernels::BinaryOp::div, total, valid, loss);
   // dlogits = (softmax - onehot) / valid, made in forward; backward scales it by dloss
   return op.finish(std::move(loss), {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
+    const Tensor& dlogits = n.saved[0];
+    if (is_unit_seed(dloss)) return {dlogits};  // dloss = 1: dlogits * 1 == dlogits, bit for bit
     // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0);
     // an f32 dloss (bf16 logits) is first cast to the logits' dtype, one element
-    const Tensor& dlogits = n.saved[0];
     const kernels::Backend& k = kernels::backend(dlogits);
     Tensor scale = dloss;
     if (dloss.dtype() != dlogits.dtype()) {

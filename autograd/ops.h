@@ -36,6 +36,7 @@
 //   log_softmax       dx = dy - softmax(x) sum(dy)                  log_softmax_forward / _backward
 //   cross_entropy     dz = (softmax(z) - onehot) dloss / N          cross_entropy_forward / _bwd
 //   fused_classifier  dlogits made in forward, scaled by dloss      fused_classifier / binary
+//                     (no launch when dloss is backward()'s seed 1)
 //   layer_norm        dx = rstd (w dy - mean(w dy)                  layernorm_forward / _backward
 //                     - xhat mean(w dy xhat)),
 //                     dw = sum(dy xhat), db = sum(dy)

@@ -170,6 +170,12 @@ Tensor Tensor::grad() const { return has_autograd_meta() ? impl_->autograd->grad
 void Tensor::set_grad(const Tensor& g) { autograd_meta().grad = g; }
 std::shared_ptr<Node> Tensor::grad_fn() const { return defined() ? impl_->grad_fn : nullptr; }
 
+bool Tensor::is_sole_handle() const {
+  return defined() && impl_.use_count() == 1 && impl_->storage.use_count() == 1 &&
+         !impl_->autograd && !impl_->grad_fn && offset() == 0 && is_contiguous() &&
+         impl_->storage->nbytes == nbytes();
+}
+
 void Tensor::set_grad_fn(std::shared_ptr<Node> node) {
   if (impl_.use_count() != 1 || impl_->autograd) *this = detach();
   impl_->grad_fn = std::move(node);

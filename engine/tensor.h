@@ -121,6 +121,10 @@ class Tensor {
   // "f32[2, 3] on cpu" (plus strides when not contiguous); used in every error message.
   std::string describe() const;
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // Nothing else can see or change this tensor's values: this is the only handle to its
+  // TensorImpl, which is the only one on its storage and covers all of it contiguously, and it
+  // has no autograd meta or history. Such a tensor may be taken over instead of copied.
+  bool is_sole_handle() const;
   TensorImpl* unsafe_impl() const { return impl_.get(); }
 
  private:

@@ -17,9 +17,14 @@ namespace glass::kernels {
 
 // One parameter of an AdamW step: the parameter, its gradient and both moments (f32, contiguous,
 // one shape, one device), and the weight decay that applies to it (0 for biases and norms).
+// `copy`, when defined, is the parameter's bf16 working copy (nn/module.h: mixed precision;
+// contiguous, its shape and device): the step writes the parameter's new value into it rounded to
+// nearest even, the bits a cast of the updated parameter gives, in the same pass (a step that the
+// finite gate skips writes the unchanged parameter's).
 struct AdamWParam {
   Tensor param, grad, m, v;
   double weight_decay = 0;
+  Tensor copy{};
 };
 // The step's hyper-parameters; `step` counts from 1 (bias correction).
 struct AdamWHyper {

@@ -129,6 +129,12 @@ inline void check_adamw_step(std::span<const AdamWParam> params, const AdamWHype
     GLASS_CHECK(a.param.device() == params[0].param.device(),
                 "adamw_step: parameter {} is not on the device of {}", a.param.describe(),
                 params[0].param.describe());
+    GLASS_CHECK(!a.copy.defined() ||
+                    (a.copy.dtype() == DType::bf16 && a.copy.is_contiguous() &&
+                     a.copy.shape() == a.param.shape() && a.copy.device() == a.param.device()),
+                "adamw_step: the copy {} of parameter {} must be contiguous bf16 of its shape, on "
+                "its device",
+                a.copy.describe(), a.param.describe());
   }
 }
 

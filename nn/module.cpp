@@ -102,6 +102,15 @@ std::vector<Tensor> Module::compute_copies() const {
   return out;
 }
 
+std::vector<Tensor> Module::parameter_copies() const {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    out.push_back(i < copies_.size() ? copies_[i] : Tensor());
+  for (const auto& [name, child] : children_)
+    for (Tensor& c : child->parameter_copies()) out.push_back(std::move(c));
+  return out;
+}
+
 Tensor Module::param(const Tensor& p) const {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].second.unsafe_impl() != p.unsafe_impl()) continue;

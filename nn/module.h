@@ -52,7 +52,8 @@ class Module {
   // parameter through param(): the copy, joined to its master by compute_copy (autograd/ops.h),
   // so that its bf16 gradient reaches the master's .grad as f32. The copies follow the masters
   // only when refreshed: set_compute_dtype, to() and load_state_dict refresh them; after any
-  // other change of the masters (an optimizer step) call refresh_compute_copies().
+  // other change of the masters (an optimizer step, unless it writes them itself:
+  // AdamW::set_compute_copies) call refresh_compute_copies().
   void set_compute_dtype(DType dtype);
   DType compute_dtype() const { return compute_dtype_; }
   // Casts every master into its copy (one cast launch per parameter; none in f32).
@@ -60,6 +61,10 @@ class Module {
   // Every compute copy of this module and its descendants (none in f32): what, beside the
   // masters, the weights take in memory (the step explorer's memory ledger).
   std::vector<Tensor> compute_copies() const;
+  // One entry per parameter, in parameters()' order: its compute copy, undefined where it has
+  // none (f32). An optimizer that writes the copies in its own pass takes these
+  // (optim/adamw.h: AdamW::set_compute_copies).
+  std::vector<Tensor> parameter_copies() const;
   // What forward uses for parameter p of this module: p itself, or its compute copy.
   Tensor param(const Tensor& p) const;
 

@@ -47,6 +47,21 @@ void AdamW::stage_scalars(int64_t step, double lr) {
   staged_lr_ = lr;
 }
 
+void AdamW::set_compute_copies(std::vector<Tensor> copies) {
+  GLASS_CHECK(copies.empty() || copies.size() == params().size(),
+              "adamw: {} compute copies for {} parameters", copies.size(), params().size());
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const Tensor& c = copies[i];
+    const Tensor& p = params()[i].second;
+    GLASS_CHECK(!c.defined() || (c.dtype() == DType::bf16 && c.is_contiguous() &&
+                                 c.shape() == p.shape() && c.device() == p.device()),
+                "adamw: the compute copy {} of parameter '{}' {} must be contiguous bf16 of its "
+                "shape, on its device",
+                c.describe(), params()[i].first, p.describe());
+  }
+  copies_ = std::move(copies);
+}
+
 void AdamW::update(const std::vector<size_t>& with_grad) {
   std::vector<kernels::AdamWParam> batch;
   for (size_t i : with_grad) {
@@ -54,6 +69,7 @@ void AdamW::update(const std::vector<size_t>& with_grad) {
     entry.grad = entry.param.grad();
     entry.m = buffer(0, i);
     entry.v = buffer(1, i);
+    if (!copies_.empty()) entry.copy = copies_[i];
     batch.push_back(entry);
   }
   kernels::AdamWHyper hyper = hyper_of(options_, lr(), step_count());

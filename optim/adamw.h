@@ -5,6 +5,8 @@
 //   v  = beta2 v + (1 - beta2) g^2            (exp_avg_sq)
 //   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)     t = step_count()
 // State buffers for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>".
+// With bf16 working copies of the parameters (set_compute_copies), the same launch also writes
+// each copy from its updated parameter, as llm.c's AdamW does: no cast pass after the step.
 //
 // On emu and cuda the step's scalars (lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr wd, formed in
 // double on the host as on cpu) reach the kernel through device memory that AdamW keeps, not as
@@ -38,6 +40,12 @@ class AdamW : public Optimizer {
   // The finite gate (optim/step_status.h) the next step() reads on the device: f64 [1], 0 there
   // leaves the weights and moments untouched. Undefined (the default): every step updates.
   void set_finite_gate(const Tensor& finite) { finite_ = finite; }
+  // The parameters' bf16 working copies (nn/module.h: Module::parameter_copies), one per
+  // parameter in params()' order, undefined where a parameter has none; empty: none. Each step()
+  // then writes a copy with its parameter's new value rounded to nearest even, the bits
+  // Module::refresh_compute_copies' cast would give, so the copies need no refresh after it.
+  // Checked here: bf16, contiguous, each its parameter's shape and device.
+  void set_compute_copies(std::vector<Tensor> copies);
 
  protected:
   void update(const std::vector<size_t>& with_grad) override;
@@ -52,8 +60,9 @@ class AdamW : public Optimizer {
   // m and v are filled in only where the update needs them.
   kernels::AdamWParam param_entry(size_t i) const;
 
-  AdamWOptions options_;  // .lr is only the initial value: lr() is the current one
-  Tensor scalars_;        // the staged table (kernels/optim_math.h: adamw_scalar_table)
+  AdamWOptions options_;        // .lr is only the initial value: lr() is the current one
+  Tensor scalars_;              // the staged table (kernels/optim_math.h: adamw_scalar_table)
+  std::vector<Tensor> copies_;  // set_compute_copies
   Tensor finite_;
   int64_t staged_step_ = 0;
   double staged_lr_ = -1;

@@ -64,7 +64,7 @@ MemoryLedger build_memory_ledger(const std::vector<TracedLaunch>& step,
   for (size_t i = 0; i < n; ++i)
     if (pos.ls[i]->record.info.phase == Phase::backward) pos.backward_end = i + 1;
   // zero_grad follows the optimizer's update: the gradients go after its last launch (the bf16
-  // copies' refresh comes after zero_grad).
+  // copies' refresh, where there is one (ZeRO), comes after zero_grad).
   size_t zero_grad = n;
   for (size_t i = 0; i < n; ++i) {
     const LaunchInfo& info = pos.ls[i]->record.info;

@@ -11,9 +11,11 @@
 namespace glass::kernels {
 
 // AdamW over n elements in all (one launch on cpu; one per group of up to 32 parameters on
-// emu/cuda, each counting its own n): 16 FLOPs per element; p, g, m, v read and p, m, v written.
-inline LaunchCost adamw_step_cost(int64_t n) {
-  return {16.0 * static_cast<double>(n), 7.0 * 4.0 * static_cast<double>(n)};
+// emu/cuda, each counting its own n): 16 FLOPs per element; p, g, m, v read and p, m, v written
+// (f32), and the bf16 copies of the n_copied elements whose parameters have one written.
+inline LaunchCost adamw_step_cost(int64_t n, int64_t n_copied) {
+  return {16.0 * static_cast<double>(n),
+          7.0 * 4.0 * static_cast<double>(n) + 2.0 * static_cast<double>(n_copied)};
 }
 
 // SGD: 5 FLOPs per element; p, g (and buf) read, p (and buf) written.

@@ -16,14 +16,18 @@ namespace glass::kernels::cpu {
 
 void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
   check_adamw_step(params, hyper);
-  int64_t n = 0;
-  for (const AdamWParam& a : params) n += a.param.numel();
+  int64_t n = 0, n_copied = 0;
+  for (const AdamWParam& a : params) {
+    n += a.param.numel();
+    if (a.copy.defined()) n_copied += a.param.numel();
+  }
   // One launch for all parameters; each parameter's loop is split over the threads. Reads p, g,
-  // m, v; writes p, m, v.
-  const LaunchCost cost = adamw_step_cost(n);
+  // m, v; writes p, m, v, and the bf16 copy where there is one.
+  const LaunchCost cost = adamw_step_cost(n, n_copied);
   launch(cpu_launch_info("adamw_step", n, cost.flops, cost.bytes), [&] {
-    // The finite gate: a step with a non-finite loss or norm changes nothing.
-    if (hyper.finite.defined() && hyper.finite.data<double>()[0] == 0.0) return;
+    // The finite gate: a step with a non-finite loss or norm changes no parameter or moment (the
+    // copies are still written: the unchanged parameters, rounded).
+    const bool update = !hyper.finite.defined() || hyper.finite.data<double>()[0] != 0.0;
     const AdamWScalars s = adamw_scalars(hyper);
     for (const AdamWParam& a : params) {
       const float decay = adamw_decay(hyper, a.weight_decay);
@@ -32,11 +36,17 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
       const float* g = a.grad.data<float>();
       float* m = a.m.data<float>();
       float* v = a.v.data<float>();
+      bf16* copy = a.copy.defined() ? a.copy.data<bf16>() : nullptr;
       parallel_ranges(
           count, count >= kParallelGrain,
           [&](int64_t begin, int64_t end) {
+            if (update) {
 #pragma omp simd
-            for (int64_t i = begin; i < end; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
+              for (int64_t i = begin; i < end; ++i) adamw_update(p[i], g[i], m[i], v[i], decay, s);
+            }
+            // the cast's rounding (kernels/cpu/memory.cpp: cast), of the value just written
+            if (copy != nullptr)
+              for (int64_t i = begin; i < end; ++i) copy[i] = bf16::from_float(p[i]);
           },
           kRowLanes);
     }

@@ -1,8 +1,8 @@
 // cuda optimizer steps, in place: a fused multi-tensor AdamW (one launch updates up to
-// kMaxTensorsPerLaunch parameters, kernels/cuda/multi_tensor.h) and SGD with momentum (one pass
-// per parameter). Contracts in kernels/kernel_list.inc. The per-element arithmetic is the cpu
-// reference's own (kernels/optim_math.h: PyTorch's formulas, scalars formed in double on the host
-// and used in f32), so both devices compute the same floats.
+// kMaxTensorsPerLaunch parameters, kernels/cuda/multi_tensor.h, and writes their bf16 working
+// copies) and SGD with momentum (one pass per parameter). Contracts in kernels/kernel_list.inc. The
+// per-element arithmetic is the cpu reference's own (kernels/optim_math.h: PyTorch's formulas,
+// scalars formed in double on the host and used in f32), so both devices compute the same floats.
 //
 // Thread mapping: a grid-stride loop. Thread t of a tensor's blocks takes units t, t + T,
 // t + 2T, ... (T = the threads of those blocks); AdamW's unit is a float4 of each array when all
@@ -42,6 +42,7 @@ struct AdamWTensorList {
   const float* g[kMaxTensorsPerLaunch];
   float* m[kMaxTensorsPerLaunch];
   float* v[kMaxTensorsPerLaunch];
+  bf16* copy[kMaxTensorsPerLaunch];  // the parameter's bf16 working copy, or null
   int64_t n[kMaxTensorsPerLaunch];
   bool vectorised[kMaxTensorsPerLaunch];  // p, g, m and v all 16-byte aligned: float4 units
 };
@@ -50,14 +51,20 @@ struct AdamWTensorList {
 // at run time, so that a captured launch replays with each step's learning rate and bias
 // corrections; `decay` points to the decay factors (1 - lr wd) of this launch's parameters.
 // `finite`: the finite gate (null: none); 0 there leaves the parameters and moments untouched.
+// A parameter with a bf16 copy has the copy written from the parameter's new value in the same
+// pass, as llm.c's AdamW writes its bf16 weights: 2 bytes more per element instead of a cast
+// that reads the 4 again. The copy is stored element by element (any alignment): a warp's
+// stores still cover whole contiguous 32-byte sectors, so DRAM sees the same bytes.
 __global__ void adamw_step_kernel(AdamWTensorList list, const float* table, const float* decays,
                                   const double* finite) {
-  if (finite != nullptr && *finite == 0.0) return;
+  const bool update = finite == nullptr || *finite != 0.0;
   const unsigned t = blockIdx.y;
   float* p = list.p[t];
   const float* g = list.g[t];
   float* m = list.m[t];
   float* v = list.v[t];
+  bf16* copy = list.copy[t];
+  if (!update && copy == nullptr) return;
   const int64_t n = list.n[t];
   const bool vectorised = list.vectorised[t];
   const AdamWScalars s = *reinterpret_cast<const AdamWScalars*>(table);
@@ -69,15 +76,23 @@ __global__ void adamw_step_kernel(AdamWTensorList list, const float* table, cons
     visit_unit<float>(
         vectorised, u, n,
         [&](int64_t i) {
-          Vec<float> pv = load_vec(p + i), mv = load_vec(m + i), vv = load_vec(v + i);
-          const Vec<float> gv = load_vec(g + i);
-          for (int k = 0; k < kVecWidth<float>; ++k)
-            adamw_update(pv.v[k], gv.v[k], mv.v[k], vv.v[k], decay, s);
-          store_vec(p + i, pv);
-          store_vec(m + i, mv);
-          store_vec(v + i, vv);
+          Vec<float> pv = load_vec(p + i);
+          if (update) {
+            Vec<float> mv = load_vec(m + i), vv = load_vec(v + i);
+            const Vec<float> gv = load_vec(g + i);
+            for (int k = 0; k < kVecWidth<float>; ++k)
+              adamw_update(pv.v[k], gv.v[k], mv.v[k], vv.v[k], decay, s);
+            store_vec(p + i, pv);
+            store_vec(m + i, mv);
+            store_vec(v + i, vv);
+          }
+          if (copy != nullptr)
+            for (int k = 0; k < kVecWidth<float>; ++k) copy[i + k] = from_compute<bf16>(pv.v[k]);
         },
-        [&](int64_t i) { adamw_update(p[i], g[i], m[i], v[i], decay, s); });
+        [&](int64_t i) {
+          if (update) adamw_update(p[i], g[i], m[i], v[i], decay, s);
+          if (copy != nullptr) copy[i] = from_compute<bf16>(p[i]);
+        });
 }
 
 // buf == nullptr: plain SGD (no momentum, no buffer).
@@ -125,23 +140,25 @@ void adamw_step(std::span<const AdamWParam> params, const AdamWHyper& hyper) {
       params.size(), [](size_t, size_t) { return true; },
       [&](size_t first, size_t count) {
         AdamWTensorList list{};
-        int64_t largest = 0, n = 0;
+        int64_t largest = 0, n = 0, n_copied = 0;
         for (size_t k = 0; k < count; ++k) {
           const AdamWParam& a = params[first + k];
           list.p[k] = a.param.data<float>();
           list.g[k] = a.grad.data<float>();
           list.m[k] = a.m.data<float>();
           list.v[k] = a.v.data<float>();
+          list.copy[k] = a.copy.defined() ? a.copy.data<bf16>() : nullptr;
           list.n[k] = a.param.numel();
+          if (a.copy.defined()) n_copied += list.n[k];
           list.vectorised[k] = all_vec_aligned(list.p[k], list.g[k], list.m[k], list.v[k]);
           largest = std::max(largest, vec_units<float>(list.n[k], list.vectorised[k]));
           n += list.n[k];
         }
         if (n == 0) return;
-        // Reads p, g, m, v; writes p, m, v.
+        // Reads p, g, m, v; writes p, m, v and the bf16 copies.
         const dim3 grid(multi_tensor_blocks(largest, kThreads, 1, kMaxBlocks),
                         static_cast<unsigned>(count));
-        const LaunchCost cost = adamw_step_cost(n);
+        const LaunchCost cost = adamw_step_cost(n, n_copied);
         launch_cuda_kernel(kernel_launch_info("adamw_step", params[first].param, grid,
                                               dim3(kThreads), 0, cost.flops, cost.bytes),
                            adamw_step_kernel, list, table.data<float>(),

@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "kernels/backend.h"
 #include "tests/testing.h"
 
 namespace glass {
@@ -28,6 +29,34 @@ TEST(Tape, LeafGradientsAccumulateOverBackwardPasses) {
   backward(sum(x * 2.0));
   backward(sum(x * x));
   EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{2 + 2, 2 - 4}));
+}
+
+// The delivery into an undefined .grad: a gradient nothing else holds becomes .grad as it is (no
+// launch); one that is also held elsewhere (the caller's seed, one tensor handed to two leaves)
+// is copied, so that changing one .grad in place changes nothing else.
+TEST(Tape, AFreshLeafGradientIsTakenOverAndASharedOneIsCopied) {
+  Tensor x = leaf({1, -2}, {2});
+  {
+    testing::LaunchLog log;
+    backward(sum(x * 3.0));
+    EXPECT_TRUE(log.kernels_of_op("grad_accumulate").empty());
+  }
+  EXPECT_EQ(to_vector<double>(x.grad()), (std::vector<double>{3, 3}));
+
+  // add hands its incoming gradient to both inputs: the two .grads must not share memory.
+  Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+  backward(sum(a + b));
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  kernels::backend(a.grad()).fill(a.grad(), 7.0);
+  EXPECT_EQ(to_vector<double>(b.grad()), (std::vector<double>{1, 1}));
+
+  // backward on a leaf with the caller's gradient: .grad is a copy of it.
+  Tensor r = leaf({5, 6}, {2});
+  const Tensor seed = from_vector(std::vector<double>{1, 2}, {2});
+  backward(r, seed);
+  EXPECT_NE(r.grad().storage(), seed.storage());
+  kernels::backend(seed).fill(seed, 0.0);
+  EXPECT_EQ(to_vector<double>(r.grad()), (std::vector<double>{1, 2}));
 }
 
 TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {

@@ -2,6 +2,7 @@
 // leave a partial block (37, 1003) and one larger than the grid, so the grid-stride loop wraps.
 // Both follow the same f32 formulas; only the compiler's FMA contraction may differ, so the
 // tolerance is a few ulps of the values.
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/emu_cublas/emu_cublas_test.h"
@@ -52,6 +53,60 @@ TEST(EmuOptim, AdamWMatchesCpuOverSteps) {
     EXPECT_TRUE(close(e[k].p, c[k].p)) << "n " << kSizes[k];
     EXPECT_TRUE(close(e[k].s1, c[k].s1)) << "n " << kSizes[k];
     EXPECT_TRUE(close(e[k].s2, c[k].s2)) << "n " << kSizes[k];
+  }
+}
+
+// The bf16 copy AdamW writes (AdamWParam::copy), on cpu and on emu: exactly the rounding to
+// nearest even of the parameter it has just written (bf16::from_float of the values read back,
+// not the kernel's own code), with the parameters and moments bit-identical to a step without
+// copies. The copies sit at an odd offset for every other parameter (2-byte aligned only) and the
+// first parameter has none. A step the finite gate skips leaves the rest and still writes the
+// copies, of the unchanged parameters.
+TEST(EmuOptim, AdamWWritesTheBf16CopiesAsTheCastOfTheNewParameters) {
+  using Step = void (*)(std::span<const kernels::AdamWParam>, const kernels::AdamWHyper&);
+  for (const auto& [device, step] : {std::pair<Device, Step>{kCPU, kernels::cpu::adamw_step},
+                                     std::pair<Device, Step>{kEmu, kernels::cuda::adamw_step}}) {
+    SCOPED_TRACE(device.str());
+    std::vector<State> with, without;
+    std::vector<Tensor> copies;
+    std::vector<kernels::AdamWParam> a, b;
+    for (size_t k = 0; k < std::size(kSizes); ++k) {
+      const int64_t n = kSizes[k];
+      with.emplace_back(n, device);
+      without.emplace_back(n, device);
+      with.back().s2 = make(std::vector<float>(n, 1e-4f), {n}, device);
+      without.back().s2 = make(std::vector<float>(n, 1e-4f), {n}, device);
+      const int64_t offset = static_cast<int64_t>(k % 2);
+      const Tensor buffer = Tensor::empty({n + offset}, DType::bf16, device);
+      copies.push_back(k == 0 ? Tensor() : buffer.as_strided({n}, {1}, offset));
+      a.push_back({with[k].p, with[k].g, with[k].s1, with[k].s2, 0.1, copies[k]});
+      b.push_back({without[k].p, without[k].g, without[k].s1, without[k].s2, 0.1});
+    }
+    const auto expect_copies_round_the_parameters = [&] {
+      for (size_t k = 1; k < copies.size(); ++k) {
+        const std::vector<float> p = read(with[k].p);
+        const std::vector<bf16> c = read<bf16>(copies[k]);
+        for (size_t i = 0; i < p.size(); ++i)
+          ASSERT_EQ(c[i].bits, bf16::from_float(p[i]).bits) << "n " << kSizes[k] << " at " << i;
+      }
+    };
+    for (int64_t t = 1; t <= 2; ++t) {
+      step(a, {1e-2, 0.9, 0.95, 1e-8, t});
+      step(b, {1e-2, 0.9, 0.95, 1e-8, t});
+    }
+    for (size_t k = 0; k < copies.size(); ++k) {
+      EXPECT_EQ(read(with[k].p), read(without[k].p)) << "n " << kSizes[k];
+      EXPECT_EQ(read(with[k].s1), read(without[k].s1)) << "n " << kSizes[k];
+      EXPECT_EQ(read(with[k].s2), read(without[k].s2)) << "n " << kSizes[k];
+    }
+    expect_copies_round_the_parameters();
+    // Gated off: parameters and moments stay, the copies (cleared first) are written again.
+    const std::vector<float> before = read(with[2].p);
+    for (size_t k = 1; k < copies.size(); ++k) kernels::backend(copies[k]).fill(copies[k], 0.0);
+    const double off = 0.0;
+    step(a, {1e-2, 0.9, 0.95, 1e-8, 3, Tensor(), make(std::vector<double>{off}, {1}, device)});
+    EXPECT_EQ(read(with[2].p), before);
+    expect_copies_round_the_parameters();
   }
 }
 

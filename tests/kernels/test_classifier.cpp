@@ -4,6 +4,7 @@
 // for the loss. V = 65 (a character model, no padding, and padded to 128) and GPT-2's 50257 padded
 // to 50304; some rows ignored. cpu and emu both run the fused op; padded columns get exactly 0.
 // In bf16 on emu (logits and their gradient bf16, the loss f32) against the same f32 reference.
+// backward(loss) itself skips the multiply by its seed, 1, and gives the bits the multiply gives.
 #include <cmath>
 #include <vector>
 
@@ -125,6 +126,34 @@ TEST(FusedClassifier, Bf16OnEmuMatchesTheF32ReferenceWithinBf16Rounding) {
                                               from_vector<int32_t>({0, 1}, {2}, kEmu), 8);
                            }),
                            {"fused_classifier", "f64", "f32 or bf16"}));
+}
+
+// backward(loss) with no gradient: the seed is 1, known on the host, so the gradient forward left
+// is the answer and backward launches nothing for the classifier. With the caller's seed of ones
+// (a value on the device) the multiply runs; both give the same bits, in f32 (cpu, emu) and bf16.
+TEST(FusedClassifier, BackwardOfTheLossItselfLaunchesNothingAndEqualsAnExplicitSeedOfOne) {
+  Generator gen(44);
+  const ClassifierCase c{7, 65, 128};
+  const Tensor x = randn({c.rows, c.padded}, gen, 0, 3);
+  const Tensor t = from_vector(targets_for(c), {c.rows});
+  for (const auto& [d, dtype] :
+       {std::pair{kCPU, DType::f32}, std::pair{kEmu, DType::f32}, std::pair{kEmu, DType::bf16}}) {
+    SCOPED_TRACE(fmt::format("{} {}", d.str(), dtype_name(dtype)));
+    Tensor grads[2];
+    for (const bool explicit_seed : {false, true}) {
+      Tensor leaf = to_device(cast(x, dtype), d);
+      leaf.set_requires_grad(true);
+      const Tensor loss = fused_classifier(leaf * 1.0, to_device(t, d), c.vocab);
+      testing::LaunchLog log;
+      if (explicit_seed)
+        backward(loss, full({}, 1.0, loss.dtype(), d));
+      else
+        backward(loss);
+      EXPECT_EQ(log.kernels_of_op("fused_classifier").empty(), !explicit_seed);
+      grads[explicit_seed] = to_device(leaf.grad(), kCPU);
+    }
+    EXPECT_EQ(testing::values(grads[0]), testing::values(grads[1]));
+  }
 }
 
 TEST(FusedClassifier, WithoutGradTheLogitsAreKept) {

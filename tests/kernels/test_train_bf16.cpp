@@ -6,8 +6,8 @@
 // - With FlashAttention in bf16 (the default attention on emu): 3 steps agree with the f32 run on
 //   cpu (probs-based attention) within the same bound.
 // - Two bf16 runs give the same bits; a resumed bf16 run equals the uninterrupted one, bit for bit.
-// - The plumbing: the masters stay f32 with f32 gradients, the step's GEMMs are bf16, and cpu
-//   refuses --dtype bf16 with one clear line.
+// - The plumbing: the masters stay f32 with f32 gradients, the step's GEMMs are bf16, AdamW writes
+//   the bf16 copies (each its master rounded), and cpu refuses --dtype bf16 with one clear line.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -236,24 +236,35 @@ TEST(TrainBf16, ResumeIsBitExact) {
   EXPECT_NE(master_weights(part1), master_weights(part2));
 }
 
-// One step's launches: bf16 GEMMs, the gradients cast to f32 for the masters, AdamW on f32, then
-// the bf16 copies refreshed by casts in the optimizer phase.
-TEST(TrainBf16, AStepRunsBf16GemmsAndRefreshesTheCopiesAfterAdamW) {
+// One step's launches: bf16 GEMMs, the gradients cast to f32 for the masters, AdamW on f32
+// writing the bf16 copies in its own pass (no cast in the optimizer phase). After each step every
+// copy holds its master rounded to nearest even (bf16::from_float of the master's values read
+// back), bit for bit, as the cast it replaces wrote.
+TEST(TrainBf16, AStepRunsBf16GemmsAndAdamWWritesTheCopies) {
   train::TrainOptions o = tiny_bf16();
   o.dropout = 0;
   train::Trainer t(o);
-  testing::LaunchLog log;
-  t.train_step();
-  EXPECT_FALSE(log.launches("cublasGemmStridedBatchedEx").empty());
-  EXPECT_TRUE(log.launches("cublasSgemm").empty());
-  const std::vector<std::string> opt = log.kernels(Phase::optimizer);
-  const size_t n_params = t.model().named_parameters().size();
-  const auto adamw = std::find(opt.begin(), opt.end(), "adamw_step");
-  ASSERT_NE(adamw, opt.end());
-  EXPECT_EQ(static_cast<size_t>(std::count(adamw, opt.end(), "cast")), n_params);
-  for (const auto& [name, p] : t.model().named_parameters()) {
+  for (int s = 0; s < 2; ++s) {
+    testing::LaunchLog log;
+    t.train_step();
+    EXPECT_FALSE(log.launches("cublasGemmStridedBatchedEx").empty());
+    EXPECT_TRUE(log.launches("cublasSgemm").empty());
+    const std::vector<std::string> opt = log.kernels(Phase::optimizer);
+    EXPECT_NE(std::find(opt.begin(), opt.end(), "adamw_step"), opt.end());
+    EXPECT_EQ(std::count(opt.begin(), opt.end(), "cast"), 0);
+  }
+  const NamedTensors params = t.model().named_parameters();
+  const std::vector<Tensor> copies = t.model().parameter_copies();
+  ASSERT_EQ(copies.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, p] = params[i];
     EXPECT_EQ(p.dtype(), DType::f32) << name;
     EXPECT_FALSE(p.grad().defined()) << name;  // zero_grad after the step
+    ASSERT_TRUE(copies[i].defined()) << name;
+    const std::vector<float> master = to_vector<float>(p);
+    const std::vector<bf16> copy = to_vector<bf16>(copies[i]);
+    for (size_t j = 0; j < master.size(); ++j)
+      ASSERT_EQ(copy[j].bits, bf16::from_float(master[j]).bits) << name << " at " << j;
   }
 }
 
