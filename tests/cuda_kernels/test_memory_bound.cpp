@@ -232,17 +232,27 @@ TEST(VectorPath, AdamWAtAnOffsetMatchesCpu) {
   const Tensor v = full({n}, 1e-4);
   const kernels::AdamWHyper hyper{1e-2, 0.9, 0.95, 1e-8, 3};
   const Tensor p_ref = copy_of(p), m_ref = copy_of(m), v_ref = copy_of(v);
-  const std::vector<kernels::AdamWParam> on_cpu{{p_ref, g, m_ref, v_ref, 0.1}};
+  const Tensor copy_ref = Tensor::empty({n}, DType::bf16);
+  const std::vector<kernels::AdamWParam> on_cpu{{p_ref, g, m_ref, v_ref, 0.1, copy_ref}};
   kernels::cpu::adamw_step(on_cpu, hyper);
   for (int64_t offset : {0, 1}) {
     SCOPED_TRACE("offset " + std::to_string(offset));
     const Tensor pd = on_device_at(p, offset), md = on_device_at(m, offset),
                  vd = on_device_at(v, offset);
-    const std::vector<kernels::AdamWParam> on_emu{{pd, on_device(g), md, vd, 0.1}};
+    // the bf16 copy at the other offset: its alignment is not p's
+    const Tensor copy = device_empty_at({n}, DType::bf16, 1 - offset);
+    const std::vector<kernels::AdamWParam> on_emu{{pd, on_device(g), md, vd, 0.1, copy}};
     kernels::cuda::adamw_step(on_emu, hyper);
     EXPECT_TRUE(all_close(to_cpu(pd), p_ref, 1e-6));
     EXPECT_TRUE(all_close(to_cpu(md), m_ref, 1e-6));
     EXPECT_TRUE(all_close(to_cpu(vd), v_ref, 1e-6));
+    // the copy is the parameter the kernel wrote, rounded to nearest even (and cpu's within the
+    // one bf16 step that a few f32 ulps of difference can cross)
+    const std::vector<float> written = to_vector<float>(to_cpu(pd));
+    const std::vector<bf16> bits = to_vector<bf16>(to_cpu(copy));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(bits[i].bits, bf16::from_float(written[i]).bits) << "at " << i;
+    EXPECT_TRUE(all_close(to_cpu(copy), copy_ref, 1.0 / 128));
   }
 }
 
