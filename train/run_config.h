@@ -149,7 +149,7 @@ struct RunConfig {
 // preset. Throws glass::Error on the first bad flag.
 RunConfig resolve(const TrainOptions& options);
 
-// The model's configuration: from --resume's checkpoint, --init's weights (`init.state` may grow
+// The model's configuration: from --resume's checkpoint, --init's weights (`init->state` may grow
 // to the preset's padded vocabulary), the preset or the flags, each checked against the flags
 // given and against the data; `data` gets a llama's special tokens (train/data.h). With --resume,
 // run.options.seq_len becomes the checkpoint's unless --seq-len was given.
