@@ -167,6 +167,7 @@ void Trainer::preflight() {
   PreflightRun run;
   run.device = run_.device;
   run.world = comm_->size();
+  run.zero = o.zero;
   const RowRange rows = rows_of_rank(o.batch, comm_->rank(), comm_->size());
   StepPlanOptions& p = run.plan;
   p.config = config_;
