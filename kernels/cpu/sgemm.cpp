@@ -34,6 +34,16 @@
 // can be taken while A is packed (a linear layer's bias gradient, read with its dW GEMM's A).
 // A C of at most kGemvMaxRows rows (decoding a token) does not come here at all: it is
 // matrix-vector work, done without packing by kernels/cpu/gemv.cpp.
+//
+// bf16 operands (sgemm_bf16, for the cpu's bf16 GEMMs) run through these same loops, threads and
+// shares with a second micro-kernel, where the CPU has AVX512-BF16: vdpbf16ps multiplies 32 bf16
+// pairs and adds each pair's two products into one f32 lane, acc[i] = (acc[i] + x[2i+1] y[2i+1])
+// + x[2i] y[2i] (the products exact in f32, each add rounded to nearest even, subnormals read and
+// written as zero). So A and B are packed in k pairs (the 32-bit word (x[2q], x[2q+1]) of a row of
+// A or a column of B), the tile stays 8 x 32 f32 accumulators, and one instruction does two k
+// steps of what an f32 FMA does one: twice the FLOPs per cycle, half the bytes per operand. C
+// stays f32 across k slabs; the caller rounds it to bf16 once. kernels/cpu/sgemm_bf16.cpp has the
+// packing, the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
