@@ -7,7 +7,9 @@
 // kernels/cpu/hardware_peak.h) of the cores the threads use. Every path writes an f32 C: the
 // rounding to bf16 after the epilogue is not timed here.
 //
-//   build/bench/bench_bf16_gemm [--threads 2] [--repeats 5] [--only gpt2]
+// --slab-depth N also times the fast path with k slabs of N (set_sgemm_slab_depth), interleaved.
+//
+//   build/bench/bench_bf16_gemm [--threads 2] [--repeats 5] [--only gpt2] [--slab-depth 256]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -58,12 +60,15 @@ double seconds(auto&& fn) {
 
 int main(int argc, char** argv) {
   namespace cpu = glass::kernels::cpu;
-  int threads = 2, repeats = 5;
+  int threads = 2, repeats = 5, other_depth = 0;
   std::string only;
   CLI::App app{"glass bf16 GEMM (vdpbf16ps and the f32 conversion path) against its f32 sgemm"};
   app.add_option("--threads", threads, "glass's threads");
   app.add_option("--repeats", repeats, "best of this many timings per shape and path");
   app.add_option("--only", only, "only the shapes whose name contains this (e.g. gpt2)");
+  app.add_option("--slab-depth", other_depth,
+                 "also time the bf16 fast path with k slabs of this depth, beside the machine's")
+      ->check(CLI::PositiveNumber);
   if (const auto status = glass::samples::parse_command_line(app, argc, argv, "bench_bf16_gemm"))
     return *status;
   cpu::set_threads(threads);
@@ -75,8 +80,9 @@ int main(int argc, char** argv) {
   fmt::print("threads {}, AVX512-BF16 {}\n", threads, fast ? "yes" : "no (no fast path to time)");
   fmt::print("f32 peak {:.1f} GFLOP/s ({}); bf16 peak {:.1f} GFLOP/s\n", peak.flops() / 1e9,
              peak.derivation(), peak.bf16_flops() / 1e9);
-  fmt::print("{:<26}{:>18}{:>10}{:>11}{:>11}{:>10}{:>13}\n", "shape", "m x n x k", "f32 GF/s",
-             "bf16 GF/s", "conv GF/s", "bf16/f32", "% bf16 peak");
+  const std::string other_column = fmt::format("KC {} GF/s", other_depth);
+  fmt::print("{:<26}{:>18}{:>10}{:>11}{:>11}{:>10}{:>13}{:>14}\n", "shape", "m x n x k", "f32 GF/s",
+             "bf16 GF/s", "conv GF/s", "bf16/f32", "% bf16 peak", other_depth ? other_column : "");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
   for (const Shape& s : kShapes) {
@@ -105,17 +111,22 @@ int main(int argc, char** argv) {
                         c.data(), s.n);
       cpu::set_bf16_gemm_fallback(false);
     };
-    double t_f32 = 1e30, t_fast = 1e30, t_conv = 1e30;
+    double t_f32 = 1e30, t_fast = 1e30, t_conv = 1e30, t_other = 1e30;
     for (int r = 0; r < repeats; ++r) {  // alternate, so all see the same machine load
       t_f32 = std::min(t_f32, seconds(f32));
       if (fast) t_fast = std::min(t_fast, seconds([&] { bf16(false); }));
       t_conv = std::min(t_conv, seconds([&] { bf16(true); }));
+      if (!other_depth || !fast) continue;
+      cpu::set_sgemm_slab_depth(other_depth);
+      t_other = std::min(t_other, seconds([&] { bf16(false); }));
+      cpu::set_sgemm_slab_depth(0);
     }
     const auto rate = [&](double t) { return flops * calls / t / 1e9; };
     const auto shown = [&](double t) { return t < 1e30 ? fmt::format("{:.1f}", rate(t)) : "-"; };
-    fmt::print("{:<26}{:>18}{:>10.1f}{:>11}{:>11.1f}{:>10}{:>13}\n", s.what,
+    fmt::print("{:<26}{:>18}{:>10.1f}{:>11}{:>11.1f}{:>10}{:>13}{:>14}\n", s.what,
                fmt::format("{}x{}x{}", s.m, s.n, s.k), rate(t_f32), shown(t_fast), rate(t_conv),
                fast ? fmt::format("{:.2f}x", t_f32 / t_fast) : "-",
-               fast ? fmt::format("{:.0f}%", 100 * rate(t_fast) * 1e9 / bf16_peak) : "-");
+               fast ? fmt::format("{:.0f}%", 100 * rate(t_fast) * 1e9 / bf16_peak) : "-",
+               other_depth ? shown(t_other) : "");
   }
 }

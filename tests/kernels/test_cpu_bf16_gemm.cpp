@@ -9,6 +9,7 @@
 // thread count. Where the CPU lacks AVX512-BF16 the fast-path tests skip, saying so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -115,8 +116,8 @@ Built build(const Case& cs, uint32_t seed) {
   GemmArgs& g = o.g;
   g.trans_a = cs.ta, g.trans_b = cs.tb;
   g.m = cs.m, g.n = cs.n, g.k = cs.k, g.batch = cs.batch;
-  g.lda = (cs.ta ? cs.m : cs.k) + cs.pad;
-  g.ldb = (cs.tb ? cs.k : cs.n) + cs.pad;
+  g.lda = std::max<int64_t>(1, cs.ta ? cs.m : cs.k) + cs.pad;  // at least 1, also for k = 0
+  g.ldb = std::max<int64_t>(1, cs.tb ? cs.k : cs.n) + cs.pad;
   g.ldc = cs.n + cs.pad;
   g.stride_a = (cs.ta ? cs.k : cs.m) * g.lda;
   g.stride_b = (cs.tb ? cs.n : cs.k) * g.ldb;
@@ -155,11 +156,12 @@ void on_both_paths(Fn&& fn) {
 }
 
 // The shapes: the register tile (8 x 32) and its tails, odd k, k across slabs (depth 256 here,
-// with a slab of one k at the end), a C wide enough to be split over threads.
+// with a slab of one k at the end), a C wide enough to be split over threads, and k = 0 (C =
+// beta C + bias).
 const Case kShapes[] = {
     {false, false, 1, 1, 1},     {false, false, 3, 5, 7},     {false, false, 9, 33, 17},
     {false, false, 17, 65, 64},  {false, false, 40, 70, 129}, {false, false, 20, 40, 513},
-    {false, false, 100, 96, 96},
+    {false, false, 100, 96, 96}, {false, false, 5, 7, 0},
 };
 
 TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
