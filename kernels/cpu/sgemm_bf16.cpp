@@ -23,7 +23,9 @@
 //
 // The micro-kernel is compiled with a target attribute, so that the rest of the build keeps the
 // ISA it was configured for; it only runs where cpuid says the CPU has AVX512-BF16.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
