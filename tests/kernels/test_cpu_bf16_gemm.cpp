@@ -279,6 +279,51 @@ TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
         });
 }
 
+// Rounded once: with small integers for A, B, C and the bias, every product and sum is exact in
+// f32, so pre = alpha A B + beta C + bias is known exactly, in any summation order, and C must be
+// bf16(pre) to the bit on both paths. pre reaches thousands (12 significant bits), so rounding the
+// product to bf16 before adding beta C and the bias (a second rounding) would differ here.
+TEST(CpuBf16Gemm, ExactProductsAreRoundedToBf16OnceAfterBetaAndBias) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> small(-15, 15);
+  const auto integers = [&](int64_t n) {
+    std::vector<bf16> v(static_cast<size_t>(n));
+    for (bf16& x : v) x = bf16::from_float(static_cast<float>(small(rng)));
+    return v;
+  };
+  // (beta and bias as set below, for the messages)
+  for (const Case shape : {Case{false, true, 37, 70, 65, 1, 0, 4, 0.5, true},
+                           Case{true, false, 8, 33, 300, 1, 0, 4, 0.5, true}})
+    on_both_paths([&](bool fallback) {
+      set_sgemm_slab_depth(256);  // k = 300 crosses a slab edge
+      GemmArgs g;
+      g.trans_a = shape.ta, g.trans_b = shape.tb;
+      g.m = shape.m, g.n = shape.n, g.k = shape.k;
+      g.lda = shape.ta ? shape.m : shape.k, g.ldb = shape.tb ? shape.k : shape.n, g.ldc = shape.n;
+      g.alpha = 4, g.beta = 0.5;
+      const std::vector<bf16> a = integers(shape.m * shape.k), b = integers(shape.k * shape.n),
+                              c = integers(shape.m * shape.n), bias = integers(shape.n);
+      g.a = bf16_tensor(a), g.b = bf16_tensor(b), g.c = bf16_tensor(c), g.bias = bf16_tensor(bias);
+      cpu_backend().gemm(g);
+      const bf16* got = g.c.data<bf16>();
+      int bad = 0;
+      for (int64_t i = 0; i < shape.m; ++i)
+        for (int64_t j = 0; j < shape.n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < shape.k; ++p)
+            sum += double(a[shape.ta ? p * shape.m + i : i * shape.k + p].to_float()) *
+                   b[shape.tb ? j * shape.k + p : p * shape.n + j].to_float();
+          const double pre = 4 * sum + 0.5 * c[i * shape.n + j].to_float() + bias[j].to_float();
+          const bf16 want = bf16::from_float(static_cast<float>(pre));  // pre is exact in f32
+          if (got[i * shape.n + j].bits != want.bits && bad++ < 3)
+            ADD_FAILURE() << describe(shape, fallback) << ": C[" << i << "][" << j
+                          << "] = " << got[i * shape.n + j].to_float() << ", want "
+                          << want.to_float() << " = bf16(" << pre << ")";
+        }
+      set_sgemm_slab_depth(0);
+    });
+}
+
 // sgemm_bf16's f32 output on both paths, for one product; c starts as `c0`.
 struct Product {
   bool ta, tb;
