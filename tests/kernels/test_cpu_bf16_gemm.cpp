@@ -292,8 +292,8 @@ TEST(CpuBf16Gemm, ExactProductsAreRoundedToBf16OnceAfterBetaAndBias) {
     return v;
   };
   // (beta and bias as set below, for the messages)
-  for (const Case shape : {Case{false, true, 37, 70, 65, 1, 0, 4, 0.5, true},
-                           Case{true, false, 8, 33, 300, 1, 0, 4, 0.5, true}})
+  for (const Case& shape : {Case{false, true, 37, 70, 65, 1, 0, 4, 0.5, true},
+                            Case{true, false, 8, 33, 300, 1, 0, 4, 0.5, true}})
     on_both_paths([&](bool fallback) {
       set_sgemm_slab_depth(256);  // k = 300 crosses a slab edge
       GemmArgs g;
