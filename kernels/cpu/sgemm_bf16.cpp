@@ -46,24 +46,30 @@ std::atomic<bool> fallback_forced{false};
 
 uint32_t pair(bf16 low, bf16 high) { return low.bits | (uint32_t{high.bits} << 16); }
 
-// op(X) as stored (rows x cols, row stride ld) widened to a compact f32 copy: exact, since a bf16
-// is the top half of an f32.
-std::vector<float> widen(const bf16* x, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> out(static_cast<size_t>(rows * cols));
+// op(X) as stored (rows x cols, row stride ld) widened to a compact f32 copy in `out`: exact,
+// since a bf16 is the top half of an f32. `out` is a per-thread buffer kept between calls: a fresh
+// allocation per call cost a page fault per 4 KB, which made a 512^3 product 5x slower than sgemm
+// on a busy machine. Up to 64 MB each is kept.
+const float* widen(const bf16* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& out) {
+  if (out.size() < static_cast<size_t>(rows * cols)) out.resize(static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = x[i * ld + j].to_float();
-  return out;
+  return out.data();
 }
 
 // The conversion path: A and B widened to f32, then sgemm (its blocking, threads and f32 sums).
 void sgemm_bf16_by_widening(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const bf16* a, int64_t lda, const bf16* b, int64_t ldb,
                             float beta, float* c, int64_t ldc, const SgemmOptions& options) {
+  thread_local std::vector<float> a_buffer, b_buffer;
   const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
-  const std::vector<float> wide_a = widen(a, trans_a ? k : m, a_cols, lda),
-                           wide_b = widen(b, trans_b ? n : k, b_cols, ldb);
-  sgemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), a_cols, wide_b.data(), b_cols, beta, c,
-        ldc, options);
+  const float* wide_a = widen(a, trans_a ? k : m, a_cols, lda, a_buffer);
+  const float* wide_b = widen(b, trans_b ? n : k, b_cols, ldb, b_buffer);
+  sgemm(trans_a, trans_b, m, n, k, alpha, wide_a, a_cols, wide_b, b_cols, beta, c, ldc, options);
+  // a very large operand (GPT-2's tied LM head: 154 MB as f32) is not kept for the next call
+  constexpr size_t kKeptFloats = size_t{16} << 20;
+  for (std::vector<float>* buffer : {&a_buffer, &b_buffer})
+    if (buffer->size() > kKeptFloats) std::vector<float>().swap(*buffer);
 }
 
 // Pair-packs `width` lines of op(X), each a run along k of kc values from p0: line l, k pair q
