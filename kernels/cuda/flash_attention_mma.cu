@@ -139,8 +139,9 @@ __host__ __device__ constexpr int64_t last_key_tile(int64_t q0, int64_t T) {
 }
 // Blocks per SM that ptxas must make room for (__launch_bounds__'s minimum: at most 65536 / (256
 // n) registers per thread, 128 for n = 2): two where the kernel fits in 128 registers without
-// spilling, so that an SM keeps 16 warps; the D = 128 kernels and the D = 64 key kernel
-// (dK and dV accumulators: 2 x 16 x 64 f32 per warp, 64 registers a lane) need more, one block.
+// spilling, so that an SM keeps 16 warps; the D = 128 kernels and the D = 64 key kernel (dK and
+// dV accumulators of 16 x 64 f32 per warp, 64 registers a lane, and S^T and dP^T of 16 x 64,
+// another 64) need more: one block, 8 warps.
 enum class Pass { forward, query, key };
 template <Pass pass, int D>
 __host__ __device__ constexpr int blocks_per_sm() {
