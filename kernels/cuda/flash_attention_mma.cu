@@ -17,8 +17,8 @@
 // 119 / 128 / 191, query kernel 127 / 128 / 236, key kernel 128 / 199 / 246; blocks_per_sm below
 // asks ptxas for two 256-thread blocks per SM (at most 128 registers) where that costs no spill,
 // so an SM holds 16 warps of every D <= 64 kernel but the D = 64 key kernel, and 8 warps (one
-// block) of that one and of the D = 128 kernels (4-warp blocks held 8, 16, 12 warps of the D = 64
-// kernels and 8 of the D = 128 ones).
+// block) of that one and of the D = 128 kernels (by registers; 4-warp blocks held 16, 16 and 12
+// warps of the D = 64 forward, query and key kernels, 24 of the D = 32 forward, 8 at D = 128).
 //
 // Blocks are 8 warps, as in FlashAttention-2: a warp owns 16 rows of the block's 128 (the m of
 // mma) and the whole head dim, so a lane's registers are those of a 64-row tile of 4 warps, and
