@@ -90,8 +90,8 @@ const std::vector<Remedy>& preflight_remedies() {
        },
        false},
       // bf16 mixed precision: bf16 activations and compute copies, f32 master weights.
-      {[](StepPlanOptions& p, const PreflightRun& run, int64_t) -> std::string {
-         if (p.dtype != DType::f32 || !runs_cuda_kernels(run.device)) return "";
+      {[](StepPlanOptions& p, const PreflightRun&, int64_t) -> std::string {
+         if (p.dtype != DType::f32) return "";
          p.dtype = DType::bf16;
          return "--dtype bf16";
        },

@@ -119,9 +119,10 @@ TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   p = run.plan;
   EXPECT_EQ(table[3].apply(p, run, 1), "--dtype bf16");
   EXPECT_EQ(p.dtype, DType::bf16);
-  run.device = kCPU;  // no bf16 kernels
+  run.device = kCPU;  // cpu has bf16 mixed precision too
   p = run.plan;
-  EXPECT_EQ(table[3].apply(p, run, 1), "");
+  EXPECT_EQ(table[3].apply(p, run, 1), "--dtype bf16");
+  EXPECT_EQ(table[3].apply(p, run, 1), "");  // already bf16
 }
 
 // Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks
