@@ -137,6 +137,15 @@ inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
 // read once. One launch, `gemm_bgrad_a` (kernels/cpu/gemm.cpp).
 void gemm_with_row_sums_of_a(const GemmArgs& g, const Tensor& a_row_sums);
 
+// The checks every cpu GEMM entry makes first (sizes, one dtype, leading dimensions and batch
+// strides against each operand's storage): an error naming the operand (kernels/cpu/gemm.cpp).
+void check_gemm_args(const GemmArgs& g);
+
+// The bf16 GEMM, plain or with an epilogue (kernels/cpu/gemm_bf16.cpp): the product and the
+// epilogue in f32, each result rounded to bf16 once, as cuBLASLt's bf16 GEMM does. Arguments
+// checked by the caller (check_gemm_args, and check_gemm_epilogue for an epilogue).
+void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e);
+
 // e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
 // with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
 // r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to

@@ -1,5 +1,5 @@
 // cpu GEMM: row-major, strided-batched C = alpha op(A) op(B) (+ bias) + beta C (f32: glass's own
-// sgemm, kernels/cpu/sgemm.cpp; f64: OpenBLAS).
+// sgemm, kernels/cpu/sgemm.cpp; bf16: kernels/cpu/gemm_bf16.cpp; f64: OpenBLAS).
 //
 // Transposes are GEMM flags, never copies. f32 adds the bias as the GEMM writes C; f64 prefills
 // every row of C with it (plus beta C) and lets OpenBLAS accumulate onto that (beta = 1).
@@ -35,7 +35,9 @@ void check_operand(const char* name, const char* ld_name, const Tensor& t, int64
               name, rows, cols, ld_name, ld, batch, stride, last, capacity, t.describe());
 }
 
-void check_args(const GemmArgs& g) {
+}  // namespace
+
+void check_gemm_args(const GemmArgs& g) {
   GLASS_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1 && g.m <= INT_MAX &&
                   g.n <= INT_MAX && g.k <= INT_MAX,
               "gemm: bad sizes m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
@@ -57,6 +59,8 @@ void check_args(const GemmArgs& g) {
     GLASS_CHECK(g.bias.is_contiguous() && g.bias.numel() == g.n,
                 "gemm: bias {} must be contiguous with n = {} values", g.bias.describe(), g.n);
 }
+
+namespace {
 
 // C[i] = beta C[i] + bias (broadcast over rows; no bias reads as 0), for every batch entry.
 // With beta == 0 the old C is not read, so uninitialised memory never leaks in as NaN.
@@ -119,13 +123,17 @@ void gemm_typed(const GemmArgs& g, T* a_row_sums) {
 // when beta != 0), the bias once, the sums written; FLOPs: the product's, plus one add per
 // element of A summed.
 void gemm_launch(const GemmArgs& g, const Tensor& a_row_sums, const char* kernel) {
-  check_args(g);
+  check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
   const bool sums = a_row_sums.defined();
   GLASS_CHECK(!sums || (g.batch == 1 && a_row_sums.is_contiguous() && a_row_sums.numel() == g.m &&
                         a_row_sums.dtype() == g.c.dtype()),
               "{}: the row sums {} of A must be m = {} contiguous values of C's dtype, batch 1",
               kernel, a_row_sums.describe(), g.m);
+  if (g.c.dtype() == DType::bf16)  // gemm_bf16.cpp: the product in f32, rounded once
+    return gemm_bf16(
+        g, sums ? GemmEpilogue{.bias_grad_of = GemmBiasGrad::rows_of_a, .bias_grad = a_row_sums}
+                : GemmEpilogue{});
   const double es = static_cast<double>(dtype_size(g.c.dtype()));
   const GemmElements e = gemm_elements(g);
   const double sum_elems = sums ? static_cast<double>(g.m) : 0;

@@ -7,7 +7,8 @@
 // layer's bias gradient): glass's GEMM takes them while it packs A (`gemm_bgrad_a`), because a
 // sum_dim of its own read the whole of dy from memory again, 12 of 18 sum_dim launches of the
 // default model's step (bench/RESULTS.md, 2026-12-04); tests/engine/test_sgemm.cpp checks them
-// against a double loop.
+// against a double loop. bf16 goes to gemm_bf16 (kernels/cpu/gemm_bf16.cpp), which holds the
+// product in f32 through these passes and rounds each result once.
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -15,6 +16,10 @@ namespace glass::kernels::cpu {
 
 void gemm_epilogue(const GemmArgs& g, const GemmEpilogue& e) {
   check_gemm_epilogue(g, e);
+  if (g.c.dtype() == DType::bf16) {  // the epilogue in f32 before the one rounding (gemm_bf16.cpp)
+    check_gemm_args(g);
+    return gemm_bf16(g, e);
+  }
   // pre = alpha op(A) op(B) (+ bias) + beta C into args.c, and op(A)'s row sums with it when asked
   const auto product = [&](const GemmArgs& args) {
     if (e.bias_grad_of == GemmBiasGrad::rows_of_a)

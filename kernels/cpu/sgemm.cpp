@@ -41,11 +41,14 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -526,6 +529,68 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta, share,
                    c + begin, ldc);
   });
+}
+
+namespace {
+
+std::atomic<bool> bf16_fallback_forced{false};
+
+// op(X) as stored (rows x cols, row stride ld) widened to a compact f32 copy: exact, since a bf16
+// is the top half of an f32.
+std::vector<float> widen(const bf16* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = x[i * ld + j].to_float();
+  return out;
+}
+
+// The conversion path: A and B widened to f32, then sgemm (its blocking, threads and f32 sums).
+void sgemm_bf16_by_widening(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                            float alpha, const bf16* a, int64_t lda, const bf16* b, int64_t ldb,
+                            float beta, float* c, int64_t ldc, const SgemmOptions& options) {
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  const std::vector<float> wide_a = widen(a, trans_a ? k : m, a_cols, lda),
+                           wide_b = widen(b, trans_b ? n : k, b_cols, ldb);
+  sgemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), a_cols, wide_b.data(), b_cols, beta, c,
+        ldc, options);
+}
+
+}  // namespace
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  // GCC's cpuid probe (libgcc reads leaf 7 and, for AVX-512, that XCR0 enables the ZMM state).
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void set_bf16_gemm_fallback(bool forced) {
+  bf16_fallback_forced.store(forced, std::memory_order_relaxed);
+}
+
+bool bf16_gemm_fast_path() {
+  return false;  // the vdpbf16ps micro-kernel is not written yet
+}
+
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
+                int64_t ldc, const SgemmOptions& options) {
+  if (options.bias != nullptr || options.causal.kind != Causal::kNone)
+    throw std::invalid_argument(
+        "sgemm_bf16: a bias or a causal band is not taken (the caller adds the bias in f32)");
+  if (m <= 0 || n <= 0) return;
+  if (!cpu_has_avx512_bf16()) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr,
+                   "glass: this CPU lacks AVX512-BF16 (vdpbf16ps): bf16 GEMMs on cpu convert "
+                   "their operands to f32 and run the f32 GEMM\n");
+    });
+  }
+  sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
 }
 
 void set_sgemm_slab_depth(int64_t kc) {

@@ -1,7 +1,10 @@
-// glass's own f32 GEMM for the cpu device (kernels/cpu/sgemm.cpp explains how it works).
+// glass's own f32 GEMM for the cpu device, and its bf16-operand form (kernels/cpu/sgemm.cpp
+// explains how both work).
 #pragma once
 
 #include <cstdint>
+
+#include "engine/dtype.h"  // bf16
 
 namespace glass::kernels::cpu {
 
@@ -46,6 +49,29 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 // with small products or a benchmark that compares depths; 0 restores the machine's choice. The
 // depth sets the order of C's sums, so it changes the last bits. Not while a product runs.
 void set_sgemm_slab_depth(int64_t kc);
+
+// C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules
+// as sgemm): every product of two bf16 values is exact in f32, the products are summed in f32,
+// and C stays f32 (the caller rounds it to bf16 once, after whatever epilogue it adds).
+// options.a_row_sums as for sgemm (summed in double from the exact bf16 values); options.bias and
+// options.causal are not taken (an error). On a CPU with AVX512-BF16 (vdpbf16ps) the micro-kernel
+// multiplies bf16 pairs directly; elsewhere, or when set_bf16_gemm_fallback(true), A and B are
+// widened to f32 (exactly) and sgemm runs: the first time that happens because the CPU lacks
+// AVX512-BF16, one line on stderr says so. The two paths sum in different orders (and vdpbf16ps
+// treats subnormal inputs as zero and flushes subnormal sums), so they agree to f32 rounding, not
+// bit for bit; each alone gives the same bits whatever the thread count.
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
+                int64_t ldc, const SgemmOptions& options = {});
+
+// Whether this CPU executes AVX512-BF16 (cpuid leaf 7 subleaf 1, EAX bit 5) and the OS saves the
+// AVX-512 registers; checked once per process.
+bool cpu_has_avx512_bf16();
+// Forces sgemm_bf16 onto the f32 conversion path (true) or back to the fastest the CPU allows
+// (false), for tests and benchmarks that compare the two. Process-wide; not while a product runs.
+void set_bf16_gemm_fallback(bool forced);
+// Whether sgemm_bf16 runs the vdpbf16ps micro-kernel now (the CPU has it and it is not forced off).
+bool bf16_gemm_fast_path();
 
 // The register tile and cache blocks sgemm uses, for reports and tests.
 struct SgemmBlocking {

@@ -1,0 +1,115 @@
+// cpu GEMM with bf16 operands: the bf16 form of the `gemm` and `gemm_epilogue` entries, with the
+// semantics of cuBLAS / cuBLASLt's bf16 GEMM under CUBLAS_COMPUTE_32F (what emu and cuda run):
+//
+//   pre  = alpha (op(A) op(B)) + beta C + bias     in f32: bf16 A, B, C and bias read exactly,
+//                                                   the products summed in f32 (sgemm_bf16)
+//   out  = pre, gelu(pre), or pre * gelu'(aux)     the epilogue, in f32
+//   C    = bf16(out), aux = bf16(pre)              each rounded once, to nearest even
+//   bias_grad = bf16(sum over i of out[i][j])      columns_of_c, from the f32 out
+//             = bf16(sum over l of op(A)[i][l])    rows_of_a, summed in double from the bf16 A
+//
+// So the product is held in f32 until everything that reads it is done: rounding pre to bf16
+// before GELU would round twice. The GEMM writes pre into an f32 matrix; the epilogue is the same
+// f32 passes the f32 cpu epilogue runs (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim
+// as visible launches), on that matrix; then one pass rounds pre, aux and the bias gradient into
+// their bf16 tensors.
+#include "kernels/costs/gemm.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+// dst[i] = bf16(src[i]) for n values, in parallel when worth it.
+void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t src_ld,
+                int64_t dst_ld) {
+  for_each_row(rows, rows * cols, [&](int64_t r) {
+    for (int64_t j = 0; j < cols; ++j) dst[r * dst_ld + j] = bf16::from_float(src[r * src_ld + j]);
+  });
+}
+
+// pre (batch x m x n, row stride n) = alpha op(A) op(B) + beta C + bias, in f32, and the row sums
+// of op(A) into row_sums (f32, m) when it is not null.
+void product_in_f32(const GemmArgs& g, float* pre, float* row_sums) {
+  const bf16* a = g.a.data<bf16>();
+  const bf16* b = g.b.data<bf16>();
+  const bf16* c = g.c.data<bf16>();
+  const bf16* bias = g.bias.defined() ? g.bias.data<bf16>() : nullptr;
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  for (int64_t i = 0; i < g.batch; ++i)
+    sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
+               b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n, {.a_row_sums = row_sums});
+  if (beta == 0.0f && bias == nullptr) return;
+  // cuBLASLt's order: (alpha acc + beta C) + bias; beta == 0 never reads C
+  const int64_t rows = g.batch * g.m;
+  for_each_row(rows, rows * g.n, [&](int64_t r) {
+    float* out = pre + r * g.n;
+    const bf16* c_row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
+    for (int64_t j = 0; j < g.n; ++j) {
+      float v = out[j];
+      if (beta != 0.0f) v += beta * c_row[j].to_float();
+      if (bias) v += bias[j].to_float();
+      out[j] = v;
+    }
+  });
+}
+
+}  // namespace
+
+void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
+  if (g.m == 0 || g.n == 0) return;
+  const bool row_sums = e.bias_grad_of == GemmBiasGrad::rows_of_a;
+  const bool passes =
+      e.activation != GemmActivation::none || e.bias_grad_of == GemmBiasGrad::columns_of_c;
+  const Tensor pre = Tensor::empty({g.batch * g.m * g.n}, DType::f32, g.c.device());
+  const Tensor sums = row_sums ? Tensor::empty({g.m}, DType::f32, g.c.device()) : Tensor();
+  // 1. the product (one launch, named as the f32 GEMM's): pre in f32; C rounded here when no
+  // epilogue pass reads pre
+  const char* kernel = row_sums ? "gemm_bgrad_a" : "gemm";
+  const GemmElements el = gemm_elements(g);
+  const double es = static_cast<double>(dtype_size(DType::bf16));
+  const double flops = gemm_flops(g) + (row_sums ? static_cast<double>(g.m) * g.k : 0);
+  launch(cpu_launch_info(kernel, g.batch, flops,
+                         es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0))),
+         [&] {
+           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr);
+           if (row_sums) round_into(sums.data<float>(), e.bias_grad.data<bf16>(), 1, g.m, 0, 0);
+           if (passes) return;
+           bf16* c = g.c.data<bf16>();
+           for (int64_t i = 0; i < g.batch; ++i)
+             round_into(pre.data<float>() + i * g.m * g.n, c + i * g.stride_c, g.m, g.n, g.n,
+                        g.ldc);
+         });
+  if (!passes) return;
+  // 2. the epilogue on the f32 pre: the cpu's own f32 passes, with f32 stand-ins for aux and the
+  // bias gradient (aux widened from bf16 when it is gelu_backward's input)
+  GemmArgs g32 = g;
+  g32.c = pre;
+  GemmEpilogue e32 = e;
+  if (e.aux.defined()) {
+    e32.aux = Tensor::empty({g.m * e.aux_ld}, DType::f32, g.c.device());
+    if (e.activation == GemmActivation::gelu_backward) {
+      const bf16* aux = e.aux.data<bf16>();
+      float* wide = e32.aux.data<float>();
+      for_each_row(g.m, g.m * g.n, [&](int64_t r) {
+        for (int64_t j = 0; j < g.n; ++j) wide[r * e.aux_ld + j] = aux[r * e.aux_ld + j].to_float();
+      });
+    }
+  }
+  if (e.bias_grad_of == GemmBiasGrad::columns_of_c)
+    e32.bias_grad = Tensor::empty({g.n}, DType::f32, g.c.device());
+  gemm_epilogue_passes(g32, e32);
+  // 3. the one rounding of each result to bf16
+  const double rounded =
+      static_cast<double>(g.m * g.n) * (e.activation == GemmActivation::gelu ? 2 : 1);
+  launch(cpu_launch_info("gemm_epilogue_to_bf16", g.m, rounded, 6 * rounded), [&] {
+    round_into(pre.data<float>(), g.c.data<bf16>(), g.m, g.n, g.n, g.ldc);
+    if (e.activation == GemmActivation::gelu)
+      round_into(e32.aux.data<float>(), e.aux.data<bf16>(), g.m, g.n, e.aux_ld, e.aux_ld);
+    if (e.bias_grad_of == GemmBiasGrad::columns_of_c)
+      round_into(e32.bias_grad.data<float>(), e.bias_grad.data<bf16>(), 1, g.n, 0, 0);
+  });
+}
+
+}  // namespace glass::kernels::cpu

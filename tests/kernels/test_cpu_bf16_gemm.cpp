@@ -1,0 +1,362 @@
+// The cpu device's bf16 GEMM entries (kernels/cpu/gemm_bf16.cpp; sgemm_bf16 in
+// kernels/cpu/sgemm.cpp) against a triple loop in double over the same bf16 inputs: an independent
+// reference sharing no code with them (no packing, no blocking, no f32 sums). Each result must be
+// the exact one rounded once to bf16, give or take the f32 sums' error: |got - ref| <=
+// 2^-8 |ref| (one bf16 rounding is at most 2^-9) + (k + 4) 2^-24 sum |terms| (f32 sums).
+// Both paths run every case: the vdpbf16ps micro-kernel (on a CPU with AVX512-BF16) and the f32
+// conversion path (forced). They sum in different orders, so they are compared with each other to
+// f32 rounding, not bit for bit; each alone must give the same bits run to run and whatever the
+// thread count. Where the CPU lacks AVX512-BF16 the fast-path tests skip, saying so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/threads.h"
+#include "tests/testing.h"
+
+namespace glass::cpu_bf16_gemm_test {
+namespace {
+
+using kernels::GemmActivation;
+using kernels::GemmArgs;
+using kernels::GemmBiasGrad;
+using kernels::GemmEpilogue;
+using kernels::cpu::bf16_gemm_fast_path;
+using kernels::cpu::cpu_has_avx512_bf16;
+using kernels::cpu::set_bf16_gemm_fallback;
+using kernels::cpu::set_sgemm_slab_depth;
+using kernels::cpu::sgemm_bf16;
+
+const kernels::Backend& cpu_backend() { return kernels::backend(kCPU); }
+
+// n values uniform in [-1, 1), rounded to bf16.
+std::vector<bf16> random_bf16(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<bf16> v(static_cast<size_t>(n));
+  for (bf16& x : v) x = bf16::from_float(uniform(rng));
+  return v;
+}
+
+Tensor bf16_tensor(const std::vector<bf16>& v) {
+  return Tensor::from_host(v.data(), {static_cast<int64_t>(v.size())}, DType::bf16);
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  const bf16* p = t.data<bf16>();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = p[i].to_float();
+  return out;
+}
+
+// GELU (tanh approximation) and its derivative in double.
+double gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+double gelu_grad(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+}
+
+// pre = alpha op(A) op(B) + beta C + bias in double, per element of C (batch x m x n, C's own
+// layout), and the f32 error bound of each: (k + 4) 2^-24 times the sum of the terms' magnitudes.
+struct Reference {
+  std::vector<double> pre, f32_error;
+};
+Reference reference(const GemmArgs& g, const std::vector<double>& a, const std::vector<double>& b,
+                    const std::vector<double>& c, const std::vector<double>& bias) {
+  Reference r{c, std::vector<double>(c.size(), 0.0)};
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double s = 0, mag = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const double av =
+              g.trans_a ? a[bi * g.stride_a + p * g.lda + i] : a[bi * g.stride_a + i * g.lda + p];
+          const double bv =
+              g.trans_b ? b[bi * g.stride_b + j * g.ldb + p] : b[bi * g.stride_b + p * g.ldb + j];
+          s += av * bv;
+          mag += std::abs(av * bv);
+        }
+        const size_t at = bi * g.stride_c + i * g.ldc + j;
+        const double old = g.beta == 0 ? 0 : g.beta * c[at], add = bias.empty() ? 0 : bias[j];
+        r.pre[at] = g.alpha * s + old + add;
+        r.f32_error[at] =
+            (g.k + 4) * std::ldexp(std::abs(g.alpha) * mag + std::abs(old) + std::abs(add), -24);
+      }
+  return r;
+}
+
+bool within_bf16(double got, double want, double f32_error) {
+  return std::abs(got - want) <= std::ldexp(std::abs(want), -8) + f32_error + 1e-30;
+}
+
+// One GEMM's arguments with bf16 operands filled at random: leading dimensions padded, `batch`
+// matrices, C's old values NaN when beta == 0 (they must not be read).
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k, batch = 1;
+  int64_t pad = 0;
+  double alpha = 1, beta = 0;
+  bool bias = false;
+};
+struct Built {
+  GemmArgs g;
+  std::vector<double> a, b, c, bias;
+};
+Built build(const Case& cs, uint32_t seed) {
+  Built o;
+  GemmArgs& g = o.g;
+  g.trans_a = cs.ta, g.trans_b = cs.tb;
+  g.m = cs.m, g.n = cs.n, g.k = cs.k, g.batch = cs.batch;
+  g.lda = (cs.ta ? cs.m : cs.k) + cs.pad;
+  g.ldb = (cs.tb ? cs.k : cs.n) + cs.pad;
+  g.ldc = cs.n + cs.pad;
+  g.stride_a = (cs.ta ? cs.k : cs.m) * g.lda;
+  g.stride_b = (cs.tb ? cs.n : cs.k) * g.ldb;
+  g.stride_c = cs.m * g.ldc;
+  g.alpha = cs.alpha, g.beta = cs.beta;
+  std::vector<bf16> c = random_bf16(cs.batch * g.stride_c, seed + 2);
+  if (cs.beta == 0)
+    for (bf16& x : c) x.bits = 0x7fc0;  // NaN
+  g.a = bf16_tensor(random_bf16(cs.batch * g.stride_a, seed));
+  g.b = bf16_tensor(random_bf16(cs.batch * g.stride_b, seed + 1));
+  g.c = bf16_tensor(c);
+  if (cs.bias) g.bias = bf16_tensor(random_bf16(cs.n, seed + 3));
+  o.a = values_of(g.a), o.b = values_of(g.b), o.c = values_of(g.c);
+  if (cs.bias) o.bias = values_of(g.bias);
+  return o;
+}
+
+std::string describe(const Case& cs, bool fallback) {
+  return "ta=" + std::to_string(cs.ta) + " tb=" + std::to_string(cs.tb) +
+         " m=" + std::to_string(cs.m) + " n=" + std::to_string(cs.n) +
+         " k=" + std::to_string(cs.k) + " batch=" + std::to_string(cs.batch) +
+         " pad=" + std::to_string(cs.pad) + " beta=" + std::to_string(cs.beta) +
+         " bias=" + std::to_string(cs.bias) +
+         (fallback ? " (f32 conversion path)" : " (fastest path on this CPU)");
+}
+
+// Runs fn once per path: the conversion path forced, then the fastest the CPU has (the same path
+// again on a CPU without AVX512-BF16).
+template <class Fn>
+void on_both_paths(Fn&& fn) {
+  for (const bool fallback : {true, false}) {
+    set_bf16_gemm_fallback(fallback);
+    fn(fallback);
+  }
+  set_bf16_gemm_fallback(false);
+}
+
+// The shapes: the register tile (8 x 32) and its tails, odd k, k across slabs (depth 256 here,
+// with a slab of one k at the end), a C wide enough to be split over threads.
+const Case kShapes[] = {
+    {false, false, 1, 1, 1},     {false, false, 3, 5, 7},     {false, false, 9, 33, 17},
+    {false, false, 17, 65, 64},  {false, false, 40, 70, 129}, {false, false, 20, 40, 513},
+    {false, false, 100, 96, 96},
+};
+
+TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
+  set_sgemm_slab_depth(256);
+  uint32_t seed = 100;
+  for (Case cs : kShapes)
+    for (int flags = 0; flags < 16; ++flags) {
+      cs.ta = flags & 1, cs.tb = flags & 2;
+      cs.pad = (flags & 4) ? 3 : 0;
+      cs.bias = flags & 8;
+      cs.batch = (flags & 4) ? 2 : 1;
+      cs.alpha = (flags & 4) ? 0.5 : 1;
+      cs.beta = (flags & 8) ? 0 : 0.25;
+      seed += 10;
+      on_both_paths([&](bool fallback) {
+        Built o = build(cs, seed);
+        const Reference ref = reference(o.g, o.a, o.b, o.c, o.bias);
+        cpu_backend().gemm(o.g);
+        const std::vector<double> got = values_of(o.g.c);
+        int bad = 0;
+        for (int64_t bi = 0; bi < cs.batch; ++bi)
+          for (int64_t i = 0; i < cs.m; ++i)
+            for (int64_t j = 0; j < cs.n; ++j) {
+              const size_t at = bi * o.g.stride_c + i * o.g.ldc + j;
+              if (!within_bf16(got[at], ref.pre[at], ref.f32_error[at]) && bad++ < 3)
+                ADD_FAILURE() << describe(cs, fallback) << ": C[" << bi << "][" << i << "][" << j
+                              << "] = " << got[at] << ", reference " << ref.pre[at];
+            }
+        // the padding between C's rows is not written
+        for (int64_t i = 0; i < cs.batch * cs.m; ++i)
+          for (int64_t j = cs.n; j < o.g.ldc; ++j)
+            if (cs.beta == 0)
+              EXPECT_TRUE(std::isnan(got[i * o.g.ldc + j])) << describe(cs, fallback);
+      });
+    }
+  set_sgemm_slab_depth(0);
+}
+
+// The epilogues the bf16 training step uses, through the gemm_epilogue entry: bias + GELU with the
+// pre-activation kept in aux, dGELU with the bias gradient of C's columns, and the bias gradient
+// of op(A)'s rows. GELU is applied to the f32 pre-activation (not to its bf16 rounding), and
+// dGELU multiplies the f32 product by gelu'(aux).
+TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{13, 21, 37}, Shape{70, 40, 130}, Shape{9, 64, 8}})
+    for (int flags = 0; flags < 4; ++flags)
+      for (const GemmActivation act :
+           {GemmActivation::gelu, GemmActivation::gelu_backward, GemmActivation::none})
+        on_both_paths([&](bool fallback) {
+          Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
+          cs.bias = act == GemmActivation::gelu;
+          Built o = build(cs, 500 + flags);
+          GemmEpilogue e;
+          e.activation = act;
+          e.aux_ld = act == GemmActivation::none ? 0 : kernels::gemm_aux_ld(s.n);
+          std::vector<double> aux_in;
+          if (act != GemmActivation::none) {
+            e.aux = bf16_tensor(random_bf16(s.m * e.aux_ld, 600 + flags));
+            aux_in = values_of(e.aux);
+          }
+          if (act == GemmActivation::gelu_backward) e.bias_grad_of = GemmBiasGrad::columns_of_c;
+          if (act == GemmActivation::none) e.bias_grad_of = GemmBiasGrad::rows_of_a;
+          if (e.bias_grad_of != GemmBiasGrad::none)
+            e.bias_grad = bf16_tensor(std::vector<bf16>(
+                e.bias_grad_of == GemmBiasGrad::rows_of_a ? s.m : s.n, bf16::from_float(0)));
+          const Reference ref = reference(o.g, o.a, o.b, o.c, o.bias);
+          cpu_backend().gemm_epilogue(o.g, e);
+          const std::vector<double> c = values_of(o.g.c),
+                                    bias_grad = e.bias_grad.defined() ? values_of(e.bias_grad)
+                                                                      : std::vector<double>(),
+                                    aux_out =
+                                        e.aux.defined() ? values_of(e.aux) : std::vector<double>();
+          const std::string what =
+              describe(cs, fallback) + " epilogue " + kernels::gemm_epilogue_name(e);
+          std::vector<double> column_sum(s.n, 0.0), column_error(s.n, 0.0);
+          int bad = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              const size_t at = i * s.n + j;
+              const double pre = ref.pre[at];
+              // f32 arithmetic in the epilogue: a few ulps of the pre-activation
+              const double err = 1.2 * ref.f32_error[at] + std::ldexp(std::abs(pre), -20);
+              double want = pre;
+              if (act == GemmActivation::gelu) want = gelu(pre);
+              if (act == GemmActivation::gelu_backward)
+                want = pre * gelu_grad(aux_in[i * e.aux_ld + j]);
+              column_sum[j] += want;
+              column_error[j] += err;
+              if (!within_bf16(c[at], want, err) && bad++ < 3)
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "] = " << c[at]
+                              << ", reference " << want << " (pre " << pre << ")";
+              if (act == GemmActivation::gelu) {
+                const double aux = aux_out[i * e.aux_ld + j];
+                if (!within_bf16(aux, pre, ref.f32_error[at]) && bad++ < 3)
+                  ADD_FAILURE() << what << ": aux[" << i << "][" << j << "] = " << aux
+                                << ", reference " << pre;
+              }
+            }
+          if (e.bias_grad_of == GemmBiasGrad::columns_of_c)
+            for (int64_t j = 0; j < s.n; ++j)
+              EXPECT_TRUE(within_bf16(bias_grad[j], column_sum[j], column_error[j]))
+                  << what << ": bias_grad[" << j << "] = " << bias_grad[j] << ", reference "
+                  << column_sum[j];
+          if (e.bias_grad_of == GemmBiasGrad::rows_of_a)
+            for (int64_t i = 0; i < s.m; ++i) {
+              double want = 0;
+              for (int64_t p = 0; p < s.k; ++p)
+                want += cs.ta ? o.a[p * o.g.lda + i] : o.a[i * o.g.lda + p];
+              EXPECT_TRUE(within_bf16(bias_grad[i], want, 1e-6))
+                  << what << ": bias_grad[" << i << "] = " << bias_grad[i] << ", reference "
+                  << want;
+            }
+        });
+}
+
+// sgemm_bf16's f32 output on both paths, for one product; c starts as `c0`.
+struct Product {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha = 1, beta = 0;
+};
+std::vector<float> run_sgemm_bf16(const Product& p, const std::vector<bf16>& a,
+                                  const std::vector<bf16>& b, std::vector<float> c,
+                                  std::vector<float>* row_sums = nullptr) {
+  if (row_sums) row_sums->assign(p.m, 0.0f);
+  sgemm_bf16(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), p.ta ? p.m : p.k, b.data(),
+             p.tb ? p.k : p.n, p.beta, c.data(), p.n,
+             {.a_row_sums = row_sums ? row_sums->data() : nullptr});
+  return c;
+}
+
+// The fast path against the conversion path: the same sums in different orders (vdpbf16ps adds
+// two products per lane per instruction, the f32 GEMM one FMA at a time), so they differ by f32
+// rounding only: at most (k + 4) 2^-24 sum |terms| each, twice that between the two.
+TEST(CpuBf16Gemm, FastPathAgreesWithConversionPathToF32Rounding) {
+  if (!cpu_has_avx512_bf16())
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16: only the f32 conversion path exists here";
+  if (!bf16_gemm_fast_path()) GTEST_SKIP() << "the vdpbf16ps micro-kernel is not in this build yet";
+  set_sgemm_slab_depth(256);
+  const Product products[] = {{false, false, 37, 70, 301, 0.5f, 0.75f},
+                              {true, false, 64, 33, 257},
+                              {false, true, 9, 96, 15, 2.0f, -1.0f},
+                              {true, true, 100, 40, 64}};
+  uint32_t seed = 900;
+  for (const Product& p : products) {
+    const std::vector<bf16> a = random_bf16(p.m * p.k, seed++), b = random_bf16(p.k * p.n, seed++);
+    std::vector<float> c0(p.m * p.n);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = random_bf16(1, seed + i)[0].to_float();
+    std::vector<float> sums_fast, sums_slow;
+    set_bf16_gemm_fallback(true);
+    const std::vector<float> slow = run_sgemm_bf16(p, a, b, c0, &sums_slow);
+    set_bf16_gemm_fallback(false);
+    ASSERT_TRUE(bf16_gemm_fast_path());
+    const std::vector<float> fast = run_sgemm_bf16(p, a, b, c0, &sums_fast);
+    for (int64_t i = 0; i < p.m; ++i) {
+      EXPECT_EQ(sums_fast[i], sums_slow[i]) << "row sums are exact double sums on both paths";
+      for (int64_t j = 0; j < p.n; ++j) {
+        double mag = std::abs(p.beta * c0[i * p.n + j]);
+        for (int64_t q = 0; q < p.k; ++q)
+          mag += std::abs(p.alpha * a[p.ta ? q * p.m + i : i * p.k + q].to_float() *
+                          b[p.tb ? j * p.k + q : q * p.n + j].to_float());
+        const double bound = 2 * (p.k + 4) * std::ldexp(mag, -24);
+        ASSERT_LE(std::abs(double(fast[i * p.n + j]) - slow[i * p.n + j]), bound)
+            << "ta=" << p.ta << " tb=" << p.tb << " m=" << p.m << " n=" << p.n << " k=" << p.k
+            << " at (" << i << ", " << j << ")";
+      }
+    }
+  }
+  set_sgemm_slab_depth(0);
+}
+
+// Same inputs, same bits: run to run, and with 1 or 2 threads (a C split by rows, and a short C
+// split by columns), on each path.
+TEST(CpuBf16Gemm, SameBitsRunToRunAndWhateverTheThreadCount) {
+  const Product products[] = {{false, true, 256, 160, 96}, {true, false, 24, 640, 200}};
+  uint32_t seed = 1300;
+  for (const bool fallback : {true, false}) {
+    if (!fallback && !cpu_has_avx512_bf16())
+      GTEST_SKIP() << "this CPU lacks AVX512-BF16: the fast path's determinism is not tested "
+                      "(the conversion path's was)";
+    set_bf16_gemm_fallback(fallback);
+    for (const Product& p : products) {
+      const std::vector<bf16> a = random_bf16(p.m * p.k, seed++),
+                              b = random_bf16(p.k * p.n, seed++);
+      const std::vector<float> c0(p.m * p.n, 0.0f);
+      const auto run = [&](int threads) {
+        return testing::with_threads(threads, [&] { return run_sgemm_bf16(p, a, b, c0); });
+      };
+      const std::vector<float> one = run(1), two = run(2), again = run(2);
+      EXPECT_EQ(one, two) << (fallback ? "conversion" : "fast") << " path, m=" << p.m;
+      EXPECT_EQ(two, again) << (fallback ? "conversion" : "fast") << " path, m=" << p.m;
+    }
+  }
+  set_bf16_gemm_fallback(false);
+}
+
+}  // namespace
+}  // namespace glass::cpu_bf16_gemm_test
