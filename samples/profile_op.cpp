@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   app.add_option("--shape", f.shape,
                  "sizes, comma-separated (default: the operation's): " + shape_help());
   app.add_option("--dtype", f.dtype,
-                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak; "
+                 "f32 | bf16 (cpu's and emu's bf16 is judged against the host's f32 peak; "
                  "with --variant: the rungs that take bf16: matmul's cuBLAS and Tensor Core rungs, "
                  "attention's flash and mma rungs, both rmsnorm rungs)");
   app.add_option("--attention", f.attention,
