@@ -172,31 +172,16 @@ NamedTensors ZeroAdamW::state_tensors() const {
 
 void ZeroAdamW::load_state(const NamedTensors& tensors,
                            const std::map<std::string, double>& scalars) {
-  std::map<std::string, const Tensor*> given;
+  // The consolidated moments, as the unsharded AdamW names them: every exp_avg, then exp_avg_sq.
+  const size_t n = params().size();
+  NamedTensors expected;
+  for (const char* prefix : {"exp_avg.", "exp_avg_sq."})
+    for (const auto& [name, p] : params()) expected.emplace_back(prefix + name, p);
   std::vector<std::string> problems;
-  for (const auto& [name, t] : tensors)
-    if (!given.emplace(name, &t).second)
-      problems.push_back(fmt::format("'{}' appears twice", name));
-  std::vector<const Tensor*> m_of(params().size()), v_of(params().size());
-  for (const auto& [prefix, found] :
-       {std::pair{"exp_avg.", &m_of}, std::pair{"exp_avg_sq.", &v_of}})
-    for (size_t i = 0; i < params().size(); ++i) {
-      const auto& [name, p] = params()[i];
-      const auto it = given.find(prefix + name);
-      if (it == given.end()) {
-        problems.push_back(fmt::format("missing '{}{}' ({})", prefix, name, p.describe()));
-        continue;
-      }
-      const Tensor& t = *it->second;
-      if (!t.defined() || !is_floating(t.dtype()) || t.shape() != p.shape())
-        problems.push_back(fmt::format("'{}{}' is {} but the parameter is {}", prefix, name,
-                                       t.describe(), p.describe()));
-      else
-        (*found)[i] = &t;
-      given.erase(it);
-    }
-  for (const auto& [name, t] : given)
-    problems.push_back(fmt::format("unexpected '{}' ({})", name, t->describe()));
+  const std::vector<const Tensor*> given =
+      match_state_tensors(tensors, expected, "the parameter is", problems);
+  const std::vector<const Tensor*> m_of(given.begin(), given.begin() + static_cast<ptrdiff_t>(n)),
+      v_of(given.begin() + static_cast<ptrdiff_t>(n), given.end());
   GLASS_CHECK(problems.empty(), "{}::load_state (sharded, rank {} of {}): {} problem(s): {}",
               name(), ddp_->communicator().rank(), ddp_->communicator().size(), problems.size(),
               fmt::join(problems, "; "));

@@ -26,23 +26,11 @@ void GPTDecoder::reserve(DType dtype, Device device) {
   const GPTConfig& c = model_.config;
   const int64_t C = c.n_embd, H = c.n_head;
   cache_.reserve(static_cast<int64_t>(model_.h.size()), H, H, c.block_size, C / H, dtype, device);
-  if (x_.defined() && x_.dtype() == dtype && x_.device() == device) return;
-  const auto row = [&](int64_t width, DType type) {
-    return Tensor::empty({1, width}, type, device);
-  };
-  x_ = row(C, dtype);
-  h_ = row(C, dtype);
-  normed_ = row(C, dtype);
+  if (!rows_.reserve(C, C, c.table_rows(), dtype, device)) return;
   mean_ = Tensor::empty({1}, accum_dtype(dtype), device);
-  rstd_ = Tensor::empty({1}, accum_dtype(dtype), device);
-  qkv_ = row(3 * C, dtype);
-  heads_ = row(C, dtype);
-  delta_ = row(C, dtype);
-  pre_ = row(kernels::gemm_aux_ld(4 * C), dtype);
-  fc_ = row(4 * C, dtype);
-  logits_ = row(c.table_rows(), dtype);
-  logits_f32_ = dtype == DType::f32 ? logits_ : row(c.table_rows(), DType::f32);
-  host_logits_.resize(static_cast<size_t>(c.table_rows()));
+  qkv_ = Tensor::empty({1, 3 * C}, dtype, device);
+  pre_ = Tensor::empty({1, kernels::gemm_aux_ld(4 * C)}, dtype, device);
+  fc_ = Tensor::empty({1, 4 * C}, dtype, device);
 }
 
 std::vector<float> GPTDecoder::prefill(const std::vector<int32_t>& ids) {
@@ -77,27 +65,28 @@ std::vector<float> GPTDecoder::step(int32_t id) {
               c.vocab_size - 1);
   const int64_t C = c.n_embd, D = C / c.n_head;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const kernels::Backend& k = kernels::backend(x_);
+  const kernels::Backend& k = kernels::backend(rows_.x);
   // x = wte[id] + wpe[pos]
   k.binary(kernels::BinaryOp::add, rows_of(model_.wte.param(model_.wte.weight), 1, C, id * C),
-           rows_of(model_.wpe.param(model_.wpe.weight), 1, C, pos_ * C), x_);
+           rows_of(model_.wpe.param(model_.wpe.weight), 1, C, pos_ * C), rows_.x);
   for (size_t l = 0; l < model_.h.size(); ++l) {
     const Block& b = *model_.h[l];
     const LayerNorm &ln_1 = b.ln_1, &ln_2 = b.ln_2;
     const Linear &c_attn = b.attn.c_attn, &c_proj = b.attn.c_proj;
     const Linear &c_fc = b.mlp.c_fc, &mlp_proj = b.mlp.c_proj;
-    k.layernorm_forward(x_, ln_1.param(ln_1.weight), ln_1.param(ln_1.bias), normed_, mean_, rstd_,
-                        ln_1.eps);
-    linear_into(normed_, c_attn.param(c_attn.weight), c_attn.param(c_attn.bias), qkv_);
+    k.layernorm_forward(rows_.x, ln_1.param(ln_1.weight), ln_1.param(ln_1.bias), rows_.normed,
+                        mean_, rows_.rstd, ln_1.eps);
+    linear_into(rows_.normed, c_attn.param(c_attn.weight), c_attn.param(c_attn.bias), qkv_);
     cache_.store(static_cast<int64_t>(l), qkv_, 1, pos_, C, 2 * C);
-    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, heads_);
-    linear_into(heads_, c_proj.param(c_proj.weight), c_proj.param(c_proj.bias), delta_);
+    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, rows_.heads);
+    linear_into(rows_.heads, c_proj.param(c_proj.weight), c_proj.param(c_proj.bias), rows_.delta);
     // h = x + attention, and ln_2 of it
-    k.residual_layernorm_forward(x_, delta_, ln_2.param(ln_2.weight), ln_2.param(ln_2.bias), h_,
-                                 normed_, mean_, rstd_, ln_2.eps);
+    k.residual_layernorm_forward(rows_.x, rows_.delta, ln_2.param(ln_2.weight),
+                                 ln_2.param(ln_2.bias), rows_.h, rows_.normed, mean_, rows_.rstd,
+                                 ln_2.eps);
     // fc = gelu(ln_2(h) c_fc^T + b), its pre-activation in pre_, as the model's fused MLP
     kernels::GemmArgs g;
-    g.a = normed_;
+    g.a = rows_.normed;
     g.b = c_fc.param(c_fc.weight);
     g.c = fc_;
     g.bias = c_fc.param(c_fc.bias);
@@ -113,23 +102,21 @@ std::vector<float> GPTDecoder::step(int32_t id) {
     e.aux = pre_;
     e.aux_ld = pre_.size(1);
     k.gemm_epilogue(g, e);
-    linear_into(fc_, mlp_proj.param(mlp_proj.weight), mlp_proj.param(mlp_proj.bias), delta_);
-    k.binary(kernels::BinaryOp::add, h_, delta_, x_);  // x = h + mlp
+    linear_into(fc_, mlp_proj.param(mlp_proj.weight), mlp_proj.param(mlp_proj.bias), rows_.delta);
+    k.binary(kernels::BinaryOp::add, rows_.h, rows_.delta, rows_.x);  // x = h + mlp
   }
-  k.layernorm_forward(x_, model_.ln_f.param(model_.ln_f.weight),
-                      model_.ln_f.param(model_.ln_f.bias), normed_, mean_, rstd_, model_.ln_f.eps);
-  linear_into(normed_, model_.wte.param(model_.wte.weight), Tensor(), logits_);
+  k.layernorm_forward(rows_.x, model_.ln_f.param(model_.ln_f.weight),
+                      model_.ln_f.param(model_.ln_f.bias), rows_.normed, mean_, rows_.rstd,
+                      model_.ln_f.eps);
+  linear_into(rows_.normed, model_.wte.param(model_.wte.weight), Tensor(), rows_.logits);
   ++pos_;
-  if (!logits_f32_.is_same(logits_)) k.cast(logits_, logits_f32_);
-  logits_f32_.copy_to_host(host_logits_.data());
-  return host_logits_;
+  return rows_.read_logits();
 }
 
 std::vector<float> GPTDecoder::logits_of_last(const Tensor& x) {
   const int64_t n = x.size(1);
   const Tensor last = n == 1 ? x : slice(x, 1, n - 1, n);
-  const Tensor logits = linear(model_.ln_f.forward(last), model_.wte.param(model_.wte.weight));
-  return to_vector<float>(logits.dtype() == DType::f32 ? logits : cast(logits, DType::f32));
+  return host_f32(linear(model_.ln_f.forward(last), model_.wte.param(model_.wte.weight)));
 }
 
 }  // namespace glass

@@ -34,11 +34,9 @@ class GPTDecoder : public Decoder {
 
   const GPT& model_;
   KVCache cache_;
-  // The step's rows: the residual stream x and h (after attention), a norm's output and
-  // statistics, qkv, the heads' output, a projection's output, the MLP's pre-activation and
-  // activation, the logits (and f32 logits to read when the model computes in bf16).
-  Tensor x_, h_, normed_, mean_, rstd_, qkv_, heads_, delta_, pre_, fc_, logits_, logits_f32_;
-  std::vector<float> host_logits_;
+  DecoderRows rows_;  // the step's rows every decoder has (nn/kv_cache.h), and GPT's own:
+  // LayerNorm's mean, qkv, the MLP's pre-activation and activation
+  Tensor mean_, qkv_, pre_, fc_;
 };
 
 }  // namespace glass

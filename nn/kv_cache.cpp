@@ -1,5 +1,6 @@
 #include "nn/kv_cache.h"
 
+#include "autograd/ops.h"
 #include "kernels/backend.h"
 
 namespace glass {
@@ -22,6 +23,34 @@ void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 
 Tensor rows_of(const Tensor& t, int64_t rows, int64_t cols, int64_t offset) {
   return t.as_strided({rows, cols}, {cols, 1}, t.offset() + offset);
+}
+
+bool DecoderRows::reserve(int64_t C, int64_t heads_width, int64_t table_rows, DType dtype,
+                          Device device) {
+  if (x.defined() && x.dtype() == dtype && x.device() == device) return false;
+  const auto row = [&](int64_t width, DType type) {
+    return Tensor::empty({1, width}, type, device);
+  };
+  x = row(C, dtype);
+  h = row(C, dtype);
+  normed = row(C, dtype);
+  rstd = Tensor::empty({1}, accum_dtype(dtype), device);
+  heads = row(heads_width, dtype);
+  delta = row(C, dtype);
+  logits = row(table_rows, dtype);
+  logits_f32 = dtype == DType::f32 ? logits : row(table_rows, DType::f32);
+  host_logits.resize(static_cast<size_t>(table_rows));
+  return true;
+}
+
+const std::vector<float>& DecoderRows::read_logits() {
+  if (!logits_f32.is_same(logits)) kernels::backend(logits).cast(logits, logits_f32);
+  logits_f32.copy_to_host(host_logits.data());
+  return host_logits;
+}
+
+std::vector<float> host_f32(const Tensor& logits) {
+  return to_vector<float>(logits.dtype() == DType::f32 ? logits : cast(logits, DType::f32));
 }
 
 void KVCache::reserve(int64_t layers, int64_t n_head, int64_t kv_heads, int64_t positions,

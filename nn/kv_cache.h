@@ -33,6 +33,23 @@ void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // storage: how a step names a part of a buffer sized for the longest case.
 Tensor rows_of(const Tensor& t, int64_t rows, int64_t cols, int64_t offset = 0);
 
+// The rows every decoder's step writes, allocated once per dtype and device: the residual stream
+// x and h (after attention), a norm's output and rstd, the heads' output, a projection's output
+// and the logits (with f32 logits to read when the model computes in bf16).
+struct DecoderRows {
+  Tensor x, h, normed, rstd, heads, delta, logits, logits_f32;
+  std::vector<float> host_logits;
+
+  // Allocates the rows for a model of width C, heads_width = n_head head_dim and table_rows
+  // logits; returns false (and allocates nothing) when they exist for this dtype and device.
+  bool reserve(int64_t C, int64_t heads_width, int64_t table_rows, DType dtype, Device device);
+  // logits as f32 on the host: cast on the device first when they are bf16.
+  const std::vector<float>& read_logits();
+};
+
+// The last position's logits of a prompt's forward, f32 on the host (a prefill's answer).
+std::vector<float> host_f32(const Tensor& logits);
+
 class KVCache {
  public:
   // Keys and values for `layers` layers of kv_heads x positions x head_dim, and the attention's

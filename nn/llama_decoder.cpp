@@ -11,22 +11,10 @@ void LlamaDecoder::reserve(DType dtype, Device device) {
   const int64_t C = c.n_embd, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim(), F = c.ffn();
   cache_.reserve(static_cast<int64_t>(model_.model.layers.size()), H, Hkv, c.block_size, D, dtype,
                  device);
-  if (x_.defined() && x_.dtype() == dtype && x_.device() == device) return;
-  const auto row = [&](int64_t width, DType type) {
-    return Tensor::empty({1, width}, type, device);
-  };
-  x_ = row(C, dtype);
-  h_ = row(C, dtype);
-  normed_ = row(C, dtype);
-  rstd_ = Tensor::empty({1}, accum_dtype(dtype), device);
+  if (!rows_.reserve(C, H * D, c.table_rows(), dtype, device)) return;
   qkv_ = Tensor::empty({1, 1, (H + 2 * Hkv) * D}, dtype, device);
-  heads_ = row(H * D, dtype);
-  delta_ = row(C, dtype);
-  gate_up_ = row(2 * F, dtype);
-  act_ = row(F, dtype);
-  logits_ = row(c.table_rows(), dtype);
-  logits_f32_ = dtype == DType::f32 ? logits_ : row(c.table_rows(), DType::f32);
-  host_logits_.resize(static_cast<size_t>(c.table_rows()));
+  gate_up_ = Tensor::empty({1, 2 * F}, dtype, device);
+  act_ = Tensor::empty({1, F}, dtype, device);
 }
 
 std::vector<float> LlamaDecoder::prefill(const std::vector<int32_t>& ids) {
@@ -62,42 +50,39 @@ std::vector<float> LlamaDecoder::step(int32_t id) {
               c.vocab_size - 1);
   const int64_t C = c.n_embd, H = c.n_head, Hkv = c.kv_heads(), D = c.head_dim();
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const kernels::Backend& k = kernels::backend(x_);
+  const kernels::Backend& k = kernels::backend(rows_.x);
   const Embedding& embed = model_.model.embed_tokens;
-  k.copy(rows_of(embed.param(embed.weight), 1, C, id * C), x_);  // x = embed_tokens[id]
+  k.copy(rows_of(embed.param(embed.weight), 1, C, id * C), rows_.x);  // x = embed_tokens[id]
   for (size_t l = 0; l < model_.model.layers.size(); ++l) {
     const LlamaBlock& b = *model_.model.layers[l];
     const RMSNorm &norm_1 = b.input_layernorm, &norm_2 = b.post_attention_layernorm;
     const Linear &qkv_proj = b.self_attn.qkv_proj, &o_proj = b.self_attn.o_proj;
     const Linear &gate_up = b.mlp.gate_up_proj, &down = b.mlp.down_proj;
-    k.rmsnorm_forward(x_, norm_1.param(norm_1.weight), normed_, rstd_, norm_1.eps);
-    linear_into(normed_, qkv_proj.param(qkv_proj.weight), Tensor(), qkv_);
+    k.rmsnorm_forward(rows_.x, norm_1.param(norm_1.weight), rows_.normed, rows_.rstd, norm_1.eps);
+    linear_into(rows_.normed, qkv_proj.param(qkv_proj.weight), Tensor(), qkv_);
     k.rope_forward(qkv_, qkv_, H, Hkv, b.self_attn.rope_theta, pos_);  // q and k rotated in place
     cache_.store(static_cast<int64_t>(l), qkv_, 1, pos_, H * D, (H + Hkv) * D);
-    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, heads_);
-    linear_into(heads_, o_proj.param(o_proj.weight), Tensor(), delta_);
+    cache_.attend(static_cast<int64_t>(l), qkv_, pos_ + 1, scale, rows_.heads);
+    linear_into(rows_.heads, o_proj.param(o_proj.weight), Tensor(), rows_.delta);
     // h = x + attention, and post_attention_layernorm of it
-    k.residual_rmsnorm_forward(x_, delta_, norm_2.param(norm_2.weight), h_, normed_, rstd_,
-                               norm_2.eps);
-    linear_into(normed_, gate_up.param(gate_up.weight), Tensor(), gate_up_);
+    k.residual_rmsnorm_forward(rows_.x, rows_.delta, norm_2.param(norm_2.weight), rows_.h,
+                               rows_.normed, rows_.rstd, norm_2.eps);
+    linear_into(rows_.normed, gate_up.param(gate_up.weight), Tensor(), gate_up_);
     k.swiglu_forward(gate_up_, act_);
-    linear_into(act_, down.param(down.weight), Tensor(), delta_);
-    k.binary(kernels::BinaryOp::add, h_, delta_, x_);  // x = h + mlp
+    linear_into(act_, down.param(down.weight), Tensor(), rows_.delta);
+    k.binary(kernels::BinaryOp::add, rows_.h, rows_.delta, rows_.x);  // x = h + mlp
   }
   const RMSNorm& norm = model_.model.norm;
-  k.rmsnorm_forward(x_, norm.param(norm.weight), normed_, rstd_, norm.eps);
-  linear_into(normed_, model_.lm_head_weight(), Tensor(), logits_);
+  k.rmsnorm_forward(rows_.x, norm.param(norm.weight), rows_.normed, rows_.rstd, norm.eps);
+  linear_into(rows_.normed, model_.lm_head_weight(), Tensor(), rows_.logits);
   ++pos_;
-  if (!logits_f32_.is_same(logits_)) k.cast(logits_, logits_f32_);
-  logits_f32_.copy_to_host(host_logits_.data());
-  return host_logits_;
+  return rows_.read_logits();
 }
 
 std::vector<float> LlamaDecoder::logits_of_last(const Tensor& x) {
   const int64_t n = x.size(1);
   const Tensor last = n == 1 ? x : slice(x, 1, n - 1, n);
-  const Tensor logits = model_.logits(model_.model.norm.forward(last));
-  return to_vector<float>(logits.dtype() == DType::f32 ? logits : cast(logits, DType::f32));
+  return host_f32(model_.logits(model_.model.norm.forward(last)));
 }
 
 }  // namespace glass

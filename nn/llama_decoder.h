@@ -35,11 +35,9 @@ class LlamaDecoder : public Decoder {
 
   const Llama& model_;
   KVCache cache_;
-  // The step's rows: the residual stream x and h (after attention), a norm's output and rstd,
-  // the rotated qkv [1, 1, W], the heads' output, a projection's output, gate_up and SwiGLU's
-  // output, the logits (and f32 logits to read when the model computes in bf16).
-  Tensor x_, h_, normed_, rstd_, qkv_, heads_, delta_, gate_up_, act_, logits_, logits_f32_;
-  std::vector<float> host_logits_;
+  DecoderRows rows_;  // the step's rows every decoder has (nn/kv_cache.h), and Llama's own:
+  // the rotated qkv [1, 1, W], gate_up and SwiGLU's output
+  Tensor qkv_, gate_up_, act_;
 };
 
 }  // namespace glass

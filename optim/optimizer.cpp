@@ -69,29 +69,41 @@ std::map<std::string, double> Optimizer::state_scalars() const {
   return {{"step", static_cast<double>(step_)}, {"lr", lr_}};
 }
 
-void Optimizer::load_state(const NamedTensors& tensors,
-                           const std::map<std::string, double>& scalars) {
-  std::map<std::string, const Tensor*> given;
-  std::vector<std::string> problems;
-  for (const auto& [name, t] : tensors)
-    if (!given.emplace(name, &t).second)
-      problems.push_back(fmt::format("'{}' appears twice", name));
-  // 1. Match every expected buffer; nothing changes until all is known to be well.
-  const NamedTensors expected = Optimizer::state_tensors();  // this class's own buffers
-  for (const auto& [name, buf] : expected) {
-    auto it = given.find(name);
-    if (it == given.end()) {
-      problems.push_back(fmt::format("missing '{}' ({})", name, buf.describe()));
+std::vector<const Tensor*> Optimizer::match_state_tensors(const NamedTensors& given,
+                                                          const NamedTensors& expected,
+                                                          const char* holder,
+                                                          std::vector<std::string>& problems) {
+  std::map<std::string, const Tensor*> left;
+  for (const auto& [name, t] : given)
+    if (!left.emplace(name, &t).second) problems.push_back(fmt::format("'{}' appears twice", name));
+  std::vector<const Tensor*> matches(expected.size(), nullptr);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [name, like] = expected[i];
+    const auto it = left.find(name);
+    if (it == left.end()) {
+      problems.push_back(fmt::format("missing '{}' ({})", name, like.describe()));
       continue;
     }
     const Tensor& t = *it->second;
-    if (!t.defined() || !is_floating(t.dtype()) || t.shape() != buf.shape())
+    if (!t.defined() || !is_floating(t.dtype()) || t.shape() != like.shape())
       problems.push_back(
-          fmt::format("'{}' is {} but the optimizer holds {}", name, t.describe(), buf.describe()));
-    given.erase(it);
+          fmt::format("'{}' is {} but {} {}", name, t.describe(), holder, like.describe()));
+    else
+      matches[i] = &t;
+    left.erase(it);
   }
-  for (const auto& [name, t] : given)
+  for (const auto& [name, t] : left)
     problems.push_back(fmt::format("unexpected '{}' ({})", name, t->describe()));
+  return matches;
+}
+
+void Optimizer::load_state(const NamedTensors& tensors,
+                           const std::map<std::string, double>& scalars) {
+  // 1. Match every expected buffer; nothing changes until all is known to be well.
+  std::vector<std::string> problems;
+  const NamedTensors expected = Optimizer::state_tensors();  // this class's own buffers
+  const std::vector<const Tensor*> given =
+      match_state_tensors(tensors, expected, "the optimizer holds", problems);
   auto step_it = scalars.find("step");
   if (step_it == scalars.end())
     problems.push_back("missing scalar 'step'");
@@ -106,10 +118,9 @@ void Optimizer::load_state(const NamedTensors& tensors,
 
   // 2. Copy the buffers in place (a cast first where the dtype differs) and set the scalars.
   NoGradGuard no_grad;
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, t] : tensors) by_name[name] = &t;
-  for (const auto& [name, buf] : expected) {
-    const Tensor& src = *by_name.at(name);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Tensor& src = *given[i];
+    const Tensor& buf = expected[i].second;
     const Tensor value = src.dtype() == buf.dtype() ? src : cast(src, buf.dtype());
     kernels::backend(buf).copy(value.detach(), buf);
   }

@@ -65,6 +65,16 @@ class Optimizer {
   // state buffer per parameter is made for each name in `buffer_names`.
   Optimizer(NamedTensors params, double lr, std::vector<std::string> buffer_names);
 
+  // The checks every load_state makes before it changes anything: each of `expected`'s names
+  // must be in `given` once, floating, with the expected tensor's shape (`holder` says what has
+  // that shape in the message: "the optimizer holds", "the parameter is"), and no other name may
+  // appear. Returns the matches in `expected`'s order (nullptr where one is missing or wrong) and
+  // adds one line per problem to `problems`.
+  static std::vector<const Tensor*> match_state_tensors(const NamedTensors& given,
+                                                        const NamedTensors& expected,
+                                                        const char* holder,
+                                                        std::vector<std::string>& problems);
+
   // Updates the parameters with these indices (those that have a gradient, of the parameter's
   // shape and dtype: checked) from their gradients, at step_count().
   virtual void update(const std::vector<size_t>& with_grad) = 0;

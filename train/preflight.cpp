@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/log.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "train/gpt_cost.h"
 
 namespace glass::train {
 
@@ -31,8 +32,9 @@ int64_t gemm_workspace_bytes(Device device) {
   return runs_cuda_kernels(device) ? kernels::cuda::kGemmWorkspaceBytes : 0;
 }
 
-int64_t planned_peak(const StepPlanOptions& plan, Device device) {
-  return record_training_step(kMeta, plan).peak_allocated_bytes + gemm_workspace_bytes(device);
+int64_t planned_peak(const PreflightRun& run) {
+  return record_training_step(kMeta, run.plan).peak_allocated_bytes +
+         gemm_workspace_bytes(run.device) + static_cast<int64_t>(data_parallel_bytes(run));
 }
 
 std::string bytes(int64_t b) { return format_bytes(static_cast<double>(b)); }
@@ -49,10 +51,10 @@ std::optional<PlannedRemedy> plan_remedy(const Remedy& remedy, const PreflightRu
                                          int64_t free) {
   std::optional<PlannedRemedy> last;
   for (int64_t k = remedy.graded ? 2 : 1; k <= (remedy.graded ? kMaxStrength : 1); k *= 2) {
-    StepPlanOptions plan = run.plan;
-    const std::string flags = remedy.apply(plan, run, k);
+    PreflightRun changed = run;
+    const std::string flags = remedy.apply(changed, k);
     if (flags.empty()) continue;
-    const int64_t peak = planned_peak(plan, run.device);
+    const int64_t peak = planned_peak(changed);
     last = PlannedRemedy{flags, peak, peak <= free};
     if (last->fits) break;
   }
@@ -61,38 +63,58 @@ std::optional<PlannedRemedy> plan_remedy(const Remedy& remedy, const PreflightRu
 
 }  // namespace
 
+double data_parallel_bytes(const PreflightRun& run) {
+  if (run.world <= 1) return 0;
+  const StepPlanOptions& p = run.plan;
+  const auto budget = [&](int zero) {
+    return gpt_memory_budget(p.config, p.batch * run.world, p.seq_len, p.dtype,
+                             {.world = run.world, .zero = zero});
+  };
+  const GptMemoryBudget shared = budget(run.zero), whole = budget(0);
+  return shared.gradient_buckets_bytes + (shared.adam_bytes - whole.adam_bytes);
+}
+
 // The remedies, mildest first. One entry per remedy: the flags a user adds, and how they change
-// the planned step. Another memory remedy goes here as one more entry (ZeRO-1 would be one, with
-// run.world > 1 only, once the planner plans a rank's sharded step).
+// the planned run. Another memory remedy goes here as one more entry.
 const std::vector<Remedy>& preflight_remedies() {
   static const std::vector<Remedy> remedies = {
       // A smaller batch: fewer activations, and a smaller global batch (another training run).
-      {[](StepPlanOptions& p, const PreflightRun& run, int64_t k) -> std::string {
+      {[](PreflightRun& run, int64_t k) -> std::string {
+         StepPlanOptions& p = run.plan;
          if (p.batch % k != 0) return "";
          p.batch /= k;
          return fmt::format("--batch {}", p.batch * run.world);
        },
        true},
       // The same global batch in k times as many micro-steps of 1/k the rows: the same training.
-      {[](StepPlanOptions& p, const PreflightRun& run, int64_t k) -> std::string {
+      {[](PreflightRun& run, int64_t k) -> std::string {
+         StepPlanOptions& p = run.plan;
          if (p.batch % k != 0) return "";
          p.batch /= k;
          p.grad_accum *= k;
          return fmt::format("--batch {} --grad-accum {}", p.batch * run.world, p.grad_accum);
        },
        true},
+      // ZeRO-1: each of the ranks keeps the moments of its 1/world of the weights (the same
+      // weights after every step, bit for bit).
+      {[](PreflightRun& run, int64_t) -> std::string {
+         if (run.world <= 1 || run.zero != 0) return "";
+         run.zero = 1;
+         return "--zero 1";
+       },
+       false},
       // Activation recomputation: each block keeps only its input, backward re-runs it (about a
       // third more FLOPs; the same gradients, bit for bit).
-      {[](StepPlanOptions& p, const PreflightRun&, int64_t) -> std::string {
-         if (p.recompute == "block") return "";
-         p.recompute = "block";
+      {[](PreflightRun& run, int64_t) -> std::string {
+         if (run.plan.recompute == "block") return "";
+         run.plan.recompute = "block";
          return "--recompute block";
        },
        false},
       // bf16 mixed precision: bf16 activations and compute copies, f32 master weights.
-      {[](StepPlanOptions& p, const PreflightRun&, int64_t) -> std::string {
-         if (p.dtype != DType::f32) return "";
-         p.dtype = DType::bf16;
+      {[](PreflightRun& run, int64_t) -> std::string {
+         if (run.plan.dtype != DType::f32) return "";
+         run.plan.dtype = DType::bf16;
          return "--dtype bf16";
        },
        false},
@@ -109,8 +131,10 @@ PreflightResult plan_preflight(const PreflightRun& run) {
   r.plan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   r.plan_cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-  r.planned_peak_bytes = step.peak_allocated_bytes + gemm_workspace_bytes(run.device);
-  r.planned_reserved_bytes = step.peak_reserved_bytes + gemm_workspace_bytes(run.device);
+  const int64_t added =
+      gemm_workspace_bytes(run.device) + static_cast<int64_t>(data_parallel_bytes(run));
+  r.planned_peak_bytes = step.peak_allocated_bytes + added;
+  r.planned_reserved_bytes = step.peak_reserved_bytes + added;
   r.memory = device_memory(run.device);
   if (!r.fits())
     for (const Remedy& remedy : preflight_remedies())
@@ -134,7 +158,8 @@ std::string preflight_refusal(const PreflightRun& run, const PreflightResult& r)
       bytes(r.memory->free_bytes), bytes(r.memory->total_bytes), r.memory->source, p.config.str(),
       dtype_name(p.dtype), p.batch, p.seq_len,
       p.grad_accum > 1 ? fmt::format(", {} micro-steps", p.grad_accum) : "",
-      run.world > 1 ? fmt::format(", on each of {} ranks", run.world) : "");
+      run.world > 1 ? fmt::format(", on each of {} ranks{}", run.world, run.zero ? " (ZeRO-1)" : "")
+                    : "");
   // One line, as every error of train_gpt: the remedies one after the other.
   std::vector<std::string> fitting, not_fitting;
   for (const PlannedRemedy& remedy : r.remedies)

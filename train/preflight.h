@@ -10,10 +10,11 @@
 // not the peak reserved: before failing, the allocator gives its cached free blocks back to the
 // device and tries again (engine/allocator.h), so what must fit at once is the live blocks; the
 // reserved peak (the cache on top) is printed beside it. Not in the plan: what the allocator does
-// not count (the CUDA context, cuBLAS's, cuDNN's and NCCL's own buffers), the data-parallel
-// gradient buckets (comm/data_parallel.h), a CUDA graph's pool, evaluation and sampling (smaller
-// than a training step: no saved activations). With data parallelism each rank plans its own
-// step: --batch is the global batch, a rank's micro-step has --batch / ranks rows.
+// not count (the CUDA context, cuBLAS's, cuDNN's and NCCL's own buffers), a CUDA graph's pool,
+// evaluation and sampling (smaller than a training step: no saved activations). With data
+// parallelism each rank plans its own step (--batch is the global batch, a rank's micro-step has
+// --batch / ranks rows), and the cost model adds what the ranks' sharing changes
+// (data_parallel_bytes: the gradient buckets, ZeRO-1's sharded moments).
 //
 // The remedies are one table (preflight_remedies): each entry is the flags a user adds and how
 // they change the planned step (StepPlanOptions). Adding a remedy is adding one entry.
@@ -35,14 +36,21 @@ struct PreflightRun {
   StepPlanOptions plan;
   Device device;
   int world = 1;  // data-parallel ranks: --batch is plan.batch * world
+  int zero = 0;   // --zero: 1 shards AdamW's moments over the ranks (comm/zero_adamw.h)
 };
 
-// One remedy: `apply` changes the planned step for strength k and returns the flags to add
-// ("--batch 4"), or "" where it does not apply to this run (bf16 when already bf16, a batch that k
-// does not divide). A graded remedy is tried at k = 2, 4, 8, ... until its plan fits (the mildest
-// that fits is offered); a fixed one once, at k = 1.
+// What data parallelism adds to one rank's step beyond the plan on meta (which runs one process,
+// without a communicator), from the cost model (train/gpt_cost.h): the flat gradient buckets that
+// every rank holds all step (world > 1), and with ZeRO-1 the moments it no longer keeps (negative).
+double data_parallel_bytes(const PreflightRun& run);
+
+// One remedy: `apply` changes the planned run (its step, or its sharding) for strength k and
+// returns the flags to add ("--batch 4"), or "" where it does not apply to this run (bf16 when
+// already bf16, a batch that k does not divide, ZeRO-1 on one rank). A graded remedy is tried at k
+// = 2, 4, 8, ... until its plan fits (the mildest that fits is offered); a fixed one once, at k
+// = 1.
 struct Remedy {
-  std::function<std::string(StepPlanOptions& plan, const PreflightRun& run, int64_t k)> apply;
+  std::function<std::string(PreflightRun& run, int64_t k)> apply;
   bool graded = false;
 };
 const std::vector<Remedy>& preflight_remedies();

@@ -458,6 +458,7 @@ void Trainer::preflight() {
   PreflightRun run;
   run.device = device_;
   run.world = comm_->size();
+  run.zero = opt_.zero;
   const RowRange rows = rows_of_rank(opt_.batch, comm_->rank(), comm_->size());
   StepPlanOptions& p = run.plan;
   p.config = config_;

@@ -12,6 +12,7 @@
 #include "kernels/cpu/threads.h"
 
 #include <cblas.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -90,9 +92,22 @@ void run_in_order(int64_t chunks, void (*fn)(const void*, int64_t), const void* 
 }
 
 struct Stats {
-  std::atomic<int64_t> parallel_loops{0}, serial_by_backoff{0}, busy_loops{0}, chunks_by_workers{0};
+  std::atomic<int64_t> parallel_loops{0}, serial_by_backoff{0}, starved_loops{0}, busy_loops{0},
+      chunks_by_workers{0};
 };
 Stats g_stats;
+
+// Prints the counters at exit when GLASS_THREAD_STATS is set: how often the pool split a loop,
+// how often a loop looked starved and how often the machine was busy (docs/profiling.md).
+void print_stats_at_exit() {
+  const ThreadStats s = thread_stats();
+  std::fprintf(stderr,
+               "glass thread pool: %lld loops split, %lld looked starved, %lld of them on a busy "
+               "machine, %lld run alone by the back-off, %lld chunks run by workers\n",
+               static_cast<long long>(s.parallel_loops), static_cast<long long>(s.starved_loops),
+               static_cast<long long>(s.busy_loops), static_cast<long long>(s.serial_by_backoff),
+               static_cast<long long>(s.chunks_by_workers));
+}
 
 int cores_available() {
   cpu_set_t set;
@@ -157,8 +172,11 @@ class Pool {
       waited = now_s() - wait_start;
     }
     if (loop_means_busy(own_work, worker_chunks_.load(std::memory_order_relaxed), waited)) {
-      g_stats.busy_loops.fetch_add(1, std::memory_order_relaxed);
-      if (g_backoff_enabled.load(std::memory_order_relaxed)) backoff_.on_busy_wait(now_s());
+      g_stats.starved_loops.fetch_add(1, std::memory_order_relaxed);
+      if (machine_oversubscribed_now()) {
+        g_stats.busy_loops.fetch_add(1, std::memory_order_relaxed);
+        if (g_backoff_enabled.load(std::memory_order_relaxed)) backoff_.on_busy_wait(now_s());
+      }
     }
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
@@ -277,7 +295,11 @@ class Pool {
 // Never destroyed: a kernel may run while static objects are torn down, and threads blocked in
 // a futex end with the process.
 Pool& pool() {
-  static Pool* p = new Pool(default_threads());
+  static Pool* p = [] {
+    if (const char* env = std::getenv("GLASS_THREAD_STATS"); env != nullptr && *env != '0')
+      std::atexit(print_stats_at_exit);
+    return new Pool(default_threads());
+  }();
   return *p;
 }
 
@@ -315,16 +337,40 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s) 
   return descheduled_holder || absent_workers;
 }
 
+int runnable_threads_now() {
+  // /proc/loadavg: "0.52 0.58 0.59 3/412 12345": the fourth field is runnable/total scheduling
+  // entities, this thread included. One read() of a short file: a few microseconds.
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  double l1, l5, l15;
+  int runnable, total;
+  return std::sscanf(text, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &runnable, &total) == 5 ? runnable
+                                                                                        : -1;
+}
+
+bool machine_oversubscribed_now() {
+  static const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const int runnable = runnable_threads_now();
+  return runnable < 0 || runnable > cores;  // unknown: trust the loop's own evidence
+}
+
 void set_busy_backoff(bool enabled) { g_backoff_enabled.store(enabled); }
 
 ThreadStats thread_stats() {
   return {g_stats.parallel_loops.load(), g_stats.serial_by_backoff.load(),
-          g_stats.busy_loops.load(), g_stats.chunks_by_workers.load()};
+          g_stats.starved_loops.load(), g_stats.busy_loops.load(),
+          g_stats.chunks_by_workers.load()};
 }
 
 void reset_thread_stats() {
   g_stats.parallel_loops = 0;
   g_stats.serial_by_backoff = 0;
+  g_stats.starved_loops = 0;
   g_stats.busy_loops = 0;
   g_stats.chunks_by_workers = 0;
 }

@@ -12,8 +12,9 @@
 // Waiting is short and adaptive: a worker spins for at most kSpinMicroseconds for the next loop
 // (loops of a training step follow each other within microseconds), then sleeps on a futex. When
 // a worker that holds a chunk was descheduled, or no worker shows up at all (the machine is busy:
-// loop_means_busy), the next loops run on the calling thread alone for a back-off window, doubling
-// while the machine stays busy (ContentionBackoff); no worker spins during it.
+// loop_means_busy, confirmed by the machine's count of runnable threads), the next loops run on the
+// calling thread alone for a back-off window, doubling while the machine stays busy
+// (ContentionBackoff); no worker spins during it.
 //
 // Results never depend on the threads: a chunk is a fixed range of the loop, whichever thread runs
 // it, and every loop body writes its own outputs (sums over chunks are added in chunk order by the
@@ -82,6 +83,15 @@ constexpr double kBusyWaitFloorSeconds = 200e-6;
 constexpr double kAbsentWorkerSeconds = 300e-6;
 bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 
+// A starved loop is only evidence: on a quiet virtual machine a sleeping worker's core can take
+// hundreds of microseconds to wake (the hypervisor halted it), which looks like a worker left
+// waiting for a core. So a starved loop counts as busy only when, right then, more threads are
+// runnable on the machine than it has cores (runnable_threads_now: Linux's /proc/loadavg, this
+// thread included). Without that check a quiet machine can back off into serial windows of up to
+// a second after a slow wake-up (bench/RESULTS.md, 2026-12-05: the quiet step's time swung 2x).
+int runnable_threads_now();  // -1 where the system does not say
+bool machine_oversubscribed_now();
+
 // The back-off after a busy loop: the next loops run on the calling thread alone until
 // `serial_until`. The first busy loop sets a window of kFirstWindow; each busy loop within
 // kMemory of the last doubles it, up to kLongestWindow; one after kMemory without any starts
@@ -112,7 +122,8 @@ void set_busy_backoff(bool enabled);
 struct ThreadStats {
   int64_t parallel_loops = 0;     // loops split over the pool
   int64_t serial_by_backoff = 0;  // loops run alone because of ContentionBackoff
-  int64_t busy_loops = 0;         // loops that loop_means_busy judged busy
+  int64_t starved_loops = 0;      // loops that loop_means_busy judged starved of a worker
+  int64_t busy_loops = 0;         // of those, loops that ran while the machine was oversubscribed
   int64_t chunks_by_workers = 0;  // chunks a worker (not the caller) ran
 };
 ThreadStats thread_stats();

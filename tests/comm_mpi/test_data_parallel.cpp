@@ -28,6 +28,7 @@
 #include "tests/train/cuda_graph_testing.h"
 #include "tests/train/train_testing.h"
 #include "train/gpt_cost.h"
+#include "train/preflight.h"
 
 namespace glass {
 namespace {
@@ -418,6 +419,7 @@ struct MeasuredRun {
   double peak = 0;
   train::GptMemoryBudget budget;
   double moments_held = 0;  // the optimizer's moments as the allocator holds them (rounded)
+  double planned = 0;       // the pre-flight's planned peak for this rank (train/preflight.h)
 };
 
 MeasuredRun measure_default_model(int zero) {
@@ -441,6 +443,15 @@ MeasuredRun measure_default_model(int zero) {
   while (t.step() < o.steps) t.train_step();
   MeasuredRun m;
   m.peak = static_cast<double>(allocator.stats().peak_allocated_bytes - before);
+  train::PreflightRun run;  // this rank's step, as train_gpt plans it
+  run.device = kCPU;
+  run.world = t.communicator().size();
+  run.zero = zero;
+  run.plan.config = t.model().config;
+  run.plan.batch = o.batch / run.world;
+  run.plan.seq_len = o.seq_len;
+  run.plan.dtype = DType::f32;
+  m.planned = static_cast<double>(train::plan_preflight(run).planned_peak_bytes);
   m.budget = train::gpt_memory_budget(t.model().config, o.batch, o.seq_len, DType::f32,
                                       {.fused_classifier = false,  // cpu: as train_gpt runs it
                                        .gemm_workspace = false,
@@ -479,6 +490,17 @@ TEST(ZeroOne, TheBudgetPredictsEachRanksPeakWithin3Percent) {
                  << " B): the per-rank total is checked once it is within 3%";
   EXPECT_NEAR(sharded.budget.total_bytes(), sharded.peak, 0.03 * sharded.peak)
       << "predicted " << sharded.budget.total_bytes() << " B, measured " << sharded.peak << " B";
+}
+
+// The pre-flight's plan of a rank's step (one process on meta, plus the cost model's buckets and
+// ZeRO-1's share of the moments: train/preflight.h) against the allocator's peak of that rank,
+// within 3%, with and without ZeRO-1.
+TEST(ZeroOne, ThePreflightPlansEachRanksPeakWithin3Percent) {
+  for (int zero : {0, 1}) {
+    const MeasuredRun r = measure_default_model(zero);
+    EXPECT_NEAR(r.planned, r.peak, 0.03 * r.peak)
+        << "--zero " << zero << ": planned " << r.planned << " B, measured " << r.peak << " B";
+  }
 }
 
 TEST(DataParallel, BucketAllReducesOverlapBackwardOnTheCommLane) {

@@ -1,9 +1,12 @@
 // The cpu kernels' thread pool (kernels/cpu/threads.h): every chunk runs exactly once whatever the
 // thread count, nested loops stay on their thread, a chunk's exception reaches the caller, and the
-// busy-machine decisions (loop_means_busy, ContentionBackoff) from given inputs.
+// busy-machine decisions (loop_means_busy, ContentionBackoff) from given inputs and the
+// oversubscription check that confirms them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -115,6 +118,31 @@ TEST(CpuThreads, LoopMeansBusy) {
   EXPECT_FALSE(cpu::loop_means_busy(100e-6, 0, 0));  // too short for a worker to wake
   EXPECT_TRUE(cpu::loop_means_busy(2e-3, 0, 0));     // 2 ms and no worker came
   EXPECT_FALSE(cpu::loop_means_busy(2e-3, 1, 0));    // one did
+}
+
+// The confirmation a starved loop needs: the kernel's count of runnable threads. With more
+// spinning threads than cores, the machine is oversubscribed whatever else runs on it.
+TEST(CpuThreads, OversubscribedWhileMoreThreadsSpinThanCores) {
+  const int runnable = cpu::runnable_threads_now();
+  if (runnable < 0) GTEST_SKIP() << "this system does not count runnable threads (/proc/loadavg)";
+  EXPECT_GE(runnable, 1);  // this thread
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (unsigned i = 0; i < cores + 1; ++i)
+    spinners.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  bool seen = false;  // the count is a snapshot: a spinner may be mid-migration, so look a while
+  for (int i = 0; i < 200 && !seen; ++i) {
+    seen = cpu::machine_oversubscribed_now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  EXPECT_TRUE(seen) << "cores + 1 spinning threads and the caller: " << cores + 2
+                    << " runnable, more than " << cores << " cores";
 }
 
 TEST(CpuThreads, ContentionBackoffDoublesWhileBusyAndForgets) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "autograd/ops.h"
@@ -97,32 +98,54 @@ TEST(MemoryLedger, Gpt2On124MPlannedOnMetaWithin3Percent) {
 // Each remedy of the pre-flight's table: its flags, and the step it plans.
 TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   const std::vector<Remedy>& table = preflight_remedies();
-  ASSERT_EQ(table.size(), 4u);
+  ASSERT_EQ(table.size(), 5u);
   PreflightRun run;
   run.plan.batch = 16;
   run.plan.dtype = DType::f32;
   run.world = 2;  // --batch 32 over two ranks: 16 rows each
   run.device = kEmu;
-  StepPlanOptions p = run.plan;
-  EXPECT_EQ(table[0].apply(p, run, 4), "--batch 8");  // the global batch, 4 rows per rank
-  EXPECT_EQ(p.batch, 4);
+  PreflightRun r = run;
+  EXPECT_EQ(table[0].apply(r, 4), "--batch 8");  // the global batch, 4 rows per rank
+  EXPECT_EQ(r.plan.batch, 4);
   EXPECT_TRUE(table[0].graded);
-  p = run.plan;
-  EXPECT_EQ(table[1].apply(p, run, 4), "--batch 8 --grad-accum 4");
-  EXPECT_EQ(p.batch * p.grad_accum, 16);
-  p = run.plan;
-  EXPECT_EQ(table[0].apply(p, run, 32), "");  // 32 does not divide 16 rows
-  p = run.plan;
-  EXPECT_EQ(table[2].apply(p, run, 1), "--recompute block");
-  EXPECT_EQ(p.recompute, "block");
-  EXPECT_EQ(table[2].apply(p, run, 1), "");  // already recomputing
-  p = run.plan;
-  EXPECT_EQ(table[3].apply(p, run, 1), "--dtype bf16");
-  EXPECT_EQ(p.dtype, DType::bf16);
-  run.device = kCPU;  // cpu has bf16 mixed precision too
-  p = run.plan;
-  EXPECT_EQ(table[3].apply(p, run, 1), "--dtype bf16");
-  EXPECT_EQ(table[3].apply(p, run, 1), "");  // already bf16
+  r = run;
+  EXPECT_EQ(table[1].apply(r, 4), "--batch 8 --grad-accum 4");
+  EXPECT_EQ(r.plan.batch * r.plan.grad_accum, 16);
+  r = run;
+  EXPECT_EQ(table[0].apply(r, 32), "");  // 32 does not divide 16 rows
+  r = run;
+  EXPECT_EQ(table[2].apply(r, 1), "--zero 1");
+  EXPECT_EQ(r.zero, 1);
+  EXPECT_EQ(table[2].apply(r, 1), "");  // already sharded
+  r = run;
+  r.world = 1;
+  EXPECT_EQ(table[2].apply(r, 1), "");  // one rank: nothing to shard over
+  r = run;
+  EXPECT_EQ(table[3].apply(r, 1), "--recompute block");
+  EXPECT_EQ(r.plan.recompute, "block");
+  EXPECT_EQ(table[3].apply(r, 1), "");  // already recomputing
+  r = run;
+  EXPECT_EQ(table[4].apply(r, 1), "--dtype bf16");
+  EXPECT_EQ(r.plan.dtype, DType::bf16);
+  r = run;
+  r.device = kCPU;  // cpu has bf16 mixed precision too
+  EXPECT_EQ(table[4].apply(r, 1), "--dtype bf16");
+  EXPECT_EQ(table[4].apply(r, 1), "");  // already bf16
+}
+
+// What the ranks' sharing adds to a rank's plan, by hand: the gradient buckets hold every f32
+// gradient once (4 N), and ZeRO-1 keeps ceil(N / world) of AdamW's two f32 moments instead of N.
+TEST(PreflightRemedies, DataParallelAddsTheBucketsAndZeroOneTakesTheMomentsShare) {
+  const GPTConfig c{.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 64};
+  PreflightRun run;
+  run.plan = step_of(c, 4, 64, DType::f32);
+  run.device = kCPU;
+  EXPECT_EQ(data_parallel_bytes(run), 0);  // one rank: the plan is the whole run
+  const auto N = static_cast<double>(gpt_memory_budget(c, 4, 64, DType::f32).parameters);
+  run.world = 4;
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N);
+  run.zero = 1;
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - (8 * N - 8 * std::ceil(N / 4)));
 }
 
 // Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks

@@ -55,6 +55,14 @@
   }
   function mib(b) { return (b / 1048576).toFixed(b < 10485760 ? 2 : 1) + " MiB"; }
   function us(t) { return t >= 1000 ? (t / 1000).toFixed(2) + " ms" : t.toFixed(1) + " µs"; }
+  // Tick labels of a time axis in µs: one unit for the whole axis (chosen from the tick step),
+  // with as many decimals as the step needs, so that "0" and "1.5 ms" never share an axis with
+  // "0.0 µs".
+  function timeTicks(step) {
+    const [scale, unit] = step >= 1e5 ? [1e6, " s"] : step >= 100 ? [1e3, " ms"] : [1, " µs"];
+    const decimals = Math.max(0, -Math.floor(Math.log10(step / scale) + 1e-9));
+    return (t) => (t / scale).toFixed(decimals) + unit;
+  }
   function section(id, title, hint) {
     const s = el("section", { id: id }, document.body);
     el("h2", {}, s, title);
@@ -210,10 +218,11 @@
         r.setAttribute("width", Math.max(0, Math.min(W, x(b)) - Math.max(left, x(a))));
       }
       axis.textContent = "";
-      const span = view[1] - view[0], step = tickStep(span, 8, false);
-      for (let t = Math.ceil(view[0] / step) * step; t <= view[1]; t += step) {
+      const span = view[1] - view[0], step = tickStep(span, 8, false), label = timeTicks(step);
+      for (let k = Math.ceil(view[0] / step); k * step <= view[1]; k++) {
+        const t = k * step;  // a multiple of the step, not a running sum: no drift in the labels
         sv("line", { x1: x(t), x2: x(t), y1: H - 22, y2: H - 18 }, axis);
-        sv("text", { x: x(t), y: H - 6, "text-anchor": "middle" }, axis, us(t));
+        sv("text", { x: x(t), y: H - 6, "text-anchor": "middle" }, axis, label(t));
       }
     }
     svg.addEventListener("wheel", (ev) => {
@@ -436,14 +445,25 @@
       hover(path, () => LEDGER_LABEL[c] + ": up to " +
         mib(Math.max(...bytes.map((b) => b[k]))) + " in this step");
     });
-    // Phase markers: where each run of one phase begins.
+    // Phase markers: where each run of one phase begins. A label goes on the first of three rows
+    // where it does not run into the previous label; where none is free (runs that alternate
+    // quickly, as backward and recompute do) the marker keeps only its line and its hover.
     let prev = "";
-    launches.forEach((l) => {
+    const rowEnds = [-Infinity, -Infinity, -Infinity], charW = 6.5;
+    launches.forEach((l, i) => {
       if (l.phase === prev) return;
       prev = l.phase;
       const x = P.X(l.start);
-      sv("line", { x1: x, x2: x, y1: P.m.t, y2: P.H - P.m.b, stroke: PHASE_COLOR[l.phase], "stroke-dasharray": "4 3" }, P.svg);
-      sv("text", { x: x + 3, y: P.m.t + 10, fill: PHASE_COLOR[l.phase] }, P.svg, l.phase);
+      const line = sv("line", { x1: x, x2: x, y1: P.m.t, y2: P.H - P.m.b, stroke: PHASE_COLOR[l.phase], "stroke-dasharray": "4 3" }, P.svg);
+      hover(line, l.phase + " begins at " + us(l.start) + " (launch " + i + ")");
+      // right of the marker, or left of it where the plot ends first
+      const w = charW * l.phase.length, right = x + 3 + w <= P.W - P.m.r;
+      const a = right ? x + 3 : x - 3 - w;
+      const row = rowEnds.findIndex((end) => a > end + 4);
+      if (row < 0) return;
+      rowEnds[row] = a + w;
+      sv("text", { x: right ? x + 3 : x - 3, y: P.m.t + 10 + 12 * row, fill: PHASE_COLOR[l.phase],
+                   "text-anchor": right ? "start" : "end" }, P.svg, l.phase);
     });
     // Measured peak and the cost model's prediction.
     const peakAlloc = Math.max(...launches.map((l) => l.allocated));
