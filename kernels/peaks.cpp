@@ -179,6 +179,16 @@ DevicePeaks peaks_for(Device d) {
     DevicePeaks p = host;
     p.name = d.str();
     if (d.kind == DeviceKind::emu) p.source = "emu runs on the host, " + p.source;
+    // cpu's own bf16 GEMMs use vdpbf16ps where the core has it (kernels/cpu/hardware_peak.h);
+    // emu's bf16 GEMMs widen to f32 on the host, so emu has no bf16 peak
+    const cpu::HardwarePeak& hw = cpu::hardware_peak();
+    if (d.kind == DeviceKind::cpu && hw.bf16_flops() > 0) {
+      p.bf16_flops = hw.bf16_flops();
+      p.source += fmt::format(
+          "; bf16 peak {:.1f} GFLOP/s: AVX512-BF16's vdpbf16ps does two bf16 products per f32 "
+          "lane where an FMA does one (2x the f32 peak)",
+          p.bf16_flops / 1e9);
+    }
     return p;
   }
   // Once per GPU: a measurement takes a moment, and every report should print the same numbers.

@@ -30,8 +30,9 @@ void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t
 }
 
 // pre (batch x m x n, row stride n) = alpha op(A) op(B) + beta C + bias, in f32, and the row sums
-// of op(A) into row_sums (f32, m) when it is not null.
-void product_in_f32(const GemmArgs& g, float* pre, float* row_sums) {
+// of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead,
+// in the same pass over pre (pre is then left without beta C and the bias).
+void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c) {
   const bf16* a = g.a.data<bf16>();
   const bf16* b = g.b.data<bf16>();
   const bf16* c = g.c.data<bf16>();
@@ -40,17 +41,21 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums) {
   for (int64_t i = 0; i < g.batch; ++i)
     sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
                b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n, {.a_row_sums = row_sums});
-  if (beta == 0.0f && bias == nullptr) return;
+  if (beta == 0.0f && bias == nullptr && !round_into_c) return;
   // cuBLASLt's order: (alpha acc + beta C) + bias; beta == 0 never reads C
   const int64_t rows = g.batch * g.m;
+  bf16* c_out = g.c.data<bf16>();
   for_each_row(rows, rows * g.n, [&](int64_t r) {
     float* out = pre + r * g.n;
-    const bf16* c_row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
+    const int64_t c_at = (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
     for (int64_t j = 0; j < g.n; ++j) {
       float v = out[j];
-      if (beta != 0.0f) v += beta * c_row[j].to_float();
+      if (beta != 0.0f) v += beta * c[c_at + j].to_float();
       if (bias) v += bias[j].to_float();
-      out[j] = v;
+      if (round_into_c)
+        c_out[c_at + j] = bf16::from_float(v);
+      else
+        out[j] = v;
     }
   });
 }
@@ -73,13 +78,8 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   launch(cpu_launch_info(kernel, g.batch, flops,
                          es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0))),
          [&] {
-           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr);
+           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes);
            if (row_sums) round_into(sums.data<float>(), e.bias_grad.data<bf16>(), 1, g.m, 0, 0);
-           if (passes) return;
-           bf16* c = g.c.data<bf16>();
-           for (int64_t i = 0; i < g.batch; ++i)
-             round_into(pre.data<float>() + i * g.m * g.n, c + i * g.stride_c, g.m, g.n, g.n,
-                        g.ldc);
          });
   if (!passes) return;
   // 2. the epilogue on the f32 pre: the cpu's own f32 passes, with f32 stand-ins for aux and the

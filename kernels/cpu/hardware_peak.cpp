@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/sgemm.h"  // cpu_has_avx512_bf16
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -140,6 +142,7 @@ HardwarePeak work_out() {
     p.fma_units = std::max(1, std::atoi(env));
   p.isa += fmt::format(" (OpenBLAS GEMM kernel {}: {}; this build: {})", p.gemm_core, gemm.name,
                        ours.name);
+  p.bf16_dot_product = cpu_has_avx512_bf16();
   return p;
 }
 

@@ -24,6 +24,11 @@
 //   and Platinum for AVX-512, AMD Zen 2-5 for 256 bits). Some cores have fewer (Xeon Silver, Zen 4
 //   runs AVX-512 on its 256-bit units): there the peak is an upper bound that is 2x too high, which
 //   understates MFU but never shows a kernel above the roof. GLASS_CPU_FMA_UNITS overrides it.
+//
+// bf16 (the cpu's bf16 GEMMs, kernels/cpu/sgemm_bf16.cpp): on a core with AVX512-BF16, one
+// vdpbf16ps does two bf16 products and their adds per f32 lane where an FMA does one, on the same
+// units, so the bf16 peak is twice the f32 peak (4 FLOPs per lane per instruction). Without it,
+// bf16 GEMMs run as f32 and there is no bf16 peak of its own (bf16_flops() is 0; MFU uses f32's).
 #pragma once
 
 #include <string>
@@ -37,10 +42,12 @@ struct HardwarePeak {
   std::string isa;           // "AVX-512", "AVX2", "AVX", "SSE"
   int f32_lanes = 0;
   int fma_units = 0;
-  std::string gemm_core;  // OpenBLAS's kernel name ("Cooperlake")
+  std::string gemm_core;          // OpenBLAS's kernel name ("Cooperlake")
+  bool bf16_dot_product = false;  // AVX512-BF16 (vdpbf16ps), found by cpuid
 
   double flops_per_cycle() const { return 2.0 * f32_lanes * fma_units; }
   double flops() const { return cores * clock_hz * flops_per_cycle(); }
+  double bf16_flops() const { return bf16_dot_product ? 2 * flops() : 0.0; }
   // "2 cores x 3.48 GHz x 64 FLOP/cycle (AVX-512: 16 f32 lanes x 2 FMA units x 2) = 445 GFLOP/s;
   // clock: ...; ISA: ..."
   std::string derivation() const;

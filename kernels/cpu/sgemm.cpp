@@ -34,23 +34,32 @@
 // can be taken while A is packed (a linear layer's bias gradient, read with its dW GEMM's A).
 // A C of at most kGemvMaxRows rows (decoding a token) does not come here at all: it is
 // matrix-vector work, done without packing by kernels/cpu/gemv.cpp.
+//
+// bf16 operands (sgemm_bf16, for the cpu's bf16 GEMMs) run through these same loops, threads and
+// shares with a second micro-kernel, where the CPU has AVX512-BF16: vdpbf16ps multiplies 32 bf16
+// pairs and adds each pair's two products into one f32 lane, acc[i] = (acc[i] + x[2i+1] y[2i+1])
+// + x[2i] y[2i] (the products exact in f32, each add rounded to nearest even, subnormals read and
+// written as zero). So A and B are packed in k pairs (the 32-bit word (x[2q], x[2q+1]) of a row of
+// A or a column of B), the tile stays 8 x 32 f32 accumulators, and one instruction does two k
+// steps of what an f32 FMA does one: twice the FLOPs per cycle, half the bytes per operand. C
+// stays f32 across k slabs; the caller rounds it to bf16 once. kernels/cpu/sgemm_bf16.cpp has the
+// packing, the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/sgemm_bf16_kernel.h"
 #include "kernels/cpu/threads.h"
 
 #include <unistd.h>
-
-#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -64,6 +73,7 @@ constexpr int kMR = 8;           // rows of the register tile
 constexpr int kNR = 2 * kLanes;  // columns of the register tile: two vectors
 constexpr int kMC = 12 * kMR;    // rows of A packed at once: 96 x KC floats, 384 KB at KC 1024
 constexpr int kNC = 1024;        // columns of B packed at once: 256 x 1024 floats = 1 MB
+static_assert(kMR == kBf16MR && kNR == kBf16NR, "the bf16 micro-kernel holds sgemm's tile");
 // A split by columns: the fewest columns a share takes (it packs all of A once).
 constexpr int64_t kMinShareColumns = 2 * kNR;
 // Products below this many FLOPs run on one thread (bench/RESULTS.md, thread thresholds).
@@ -120,15 +130,20 @@ class PackBuffer {
   size_t size_ = 0;
 };
 
-// One operand as GEMM sees it: element (i, j) of op(X), whatever X's storage order.
-struct Operand {
-  const float* data;
+// One operand as GEMM sees it: element (i, j) of op(X), whatever X's storage order. Elements are
+// f32 (sgemm) or bf16 (sgemm_bf16's fast path).
+template <class T>
+struct OperandOf {
+  const T* data;
   int64_t ld;
   bool trans;
-  const float* at(int64_t i, int64_t j) const {
-    return trans ? data + j * ld + i : data + i * ld + j;
-  }
+  const T* at(int64_t i, int64_t j) const { return trans ? data + j * ld + i : data + i * ld + j; }
 };
+using Operand = OperandOf<float>;
+using Bf16Operand = OperandOf<bf16>;
+
+double widened(float x) { return x; }
+double widened(bf16 x) { return x.to_float(); }
 
 // Rows [i, i + live) of a non-transposed A over k in [p0, p0 + kc) into one MR-tall panel
 // ([kc][MR]): out[p * MR + r] = A[i + r][p0 + p]. A full panel goes 32 k at a time through the
@@ -334,7 +349,8 @@ SlabRange tile_k_range(const Causal& causal, int64_t first_row, int64_t last_row
 
 // B's NR-wide panels for one k slab as the micro-kernel reads them: panel jr (C's columns from
 // j0 + jr) at base + jr * column_step, the next k b_step floats on. Packed: column_step kc, b_step
-// NR; a small B read where it is stored: column_step 1, b_step ldb.
+// NR (bf16: the same in 32-bit words of k pairs, column_step k_pairs(kc)); a small f32 B read
+// where it is stored: column_step 1, b_step ldb.
 struct BPanels {
   const float* base;
   int64_t column_step, b_step;
@@ -377,6 +393,24 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
     }
 }
 
+// The same for bf16 operands: A packed in k pairs (a panel of MR * k_pairs(kc) words), every tile
+// by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal, no
+// bias; the row sums are a pass of their own.
+void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+               int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
+               const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double*) {
+  const float slab_beta = p0 == 0 ? beta : 1.0f;
+  auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
+  pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
+  const int64_t pairs = k_pairs(kc);
+  for (int64_t jr = 0; jr < cols; jr += kNR)
+    for (int64_t ir = 0; ir < rows; ir += kMR)
+      micro_kernel_bf16(pairs, a_words + ir * pairs,
+                        reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
+                        slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
+                        std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+}
+
 // The k slab, KC (see the top of the file): the deepest of 1024, 512 and 256 whose block of A
 // (kMC x KC floats) takes at most half of L2, leaving the rest to B's panels and C; 256 where the
 // system does not say how large L2 is. Fixed for the process (unless set_sgemm_slab_depth says
@@ -415,42 +449,50 @@ constexpr int64_t kStoredFloats = 8192;
 // own, reading A along its stored rows: for an A that is not transposed, and for a product with
 // nothing to multiply (scale_c). A transposed A being packed is summed by its packing instead, in
 // the same order as here (k ascending for each row).
-void sum_rows_of_a(const Operand& a, int64_t m, int64_t k, double* sums) {
+template <class T>
+void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
   if (a.trans) {
     for (int64_t p = 0; p < k; ++p) {
-      const float* src = a.at(0, p);
+      const T* src = a.at(0, p);
 #pragma omp simd
-      for (int64_t i = 0; i < m; ++i) sums[i] += static_cast<double>(src[i]);
+      for (int64_t i = 0; i < m; ++i) sums[i] += widened(src[i]);
     }
     return;
   }
   for (int64_t i = 0; i < m; ++i) {
-    const float* row = a.at(i, 0);
+    const T* row = a.at(i, 0);
     double s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t p = 0; p < k; ++p) s += static_cast<double>(row[p]);
+    for (int64_t p = 0; p < k; ++p) s += widened(row[p]);
     sums[i] = s;
   }
 }
 
-// The product on the calling thread: the blocked loops above.
-void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, float alpha,
-                  float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+// The product on the calling thread: the blocked loops above. bf16 operands (T = bf16) are always
+// packed, in k pairs, and their row sums taken in a pass of their own.
+template <class T>
+void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
+                  float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+  constexpr bool f32 = std::is_same_v<T, float>;
   const int64_t slab = slab_depth();
-  const bool a_stored = !a.trans && m * k <= kStoredFloats;
-  const bool b_stored = !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
+  const bool a_stored = f32 && !a.trans && m * k <= kStoredFloats;
+  const bool b_stored = f32 && !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
   float* a_packed = a_stored ? nullptr : a_pack_buffer(slab);
   float* b_packed = b_stored ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
-  if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());
+  if (options.a_row_sums && (!a.trans || !f32)) sum_rows_of_a(a, m, k, sums.data());
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
-    double* row_sums = options.a_row_sums && a.trans && j0 == 0 ? sums.data() : nullptr;
+    double* row_sums = options.a_row_sums && a.trans && f32 && j0 == 0 ? sums.data() : nullptr;
     for (int64_t p0 = 0; p0 < k; p0 += slab) {
       const int64_t kc = std::min<int64_t>(slab, k - p0);
       BPanels panels{b_packed, kc, kNR};
-      if (b_stored) {
+      if constexpr (!f32) {
+        panels.column_step = k_pairs(kc);
+        pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
+                          reinterpret_cast<uint32_t*>(b_packed));
+      } else if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
       } else {
         pack_b(b, p0, kc, j0, cols, b_packed);
@@ -466,7 +508,8 @@ void sgemm_serial(const Operand& a, const Operand& b, int64_t m, int64_t n, int6
 
 // beta C (+ bias), for a product with nothing to add (k == 0 or alpha == 0); A's row sums all
 // the same.
-void scale_c(const Operand& a, int64_t m, int64_t n, int64_t k, float beta,
+template <class T>
+void scale_c(const OperandOf<T>& a, int64_t m, int64_t n, int64_t k, float beta,
              const SgemmOptions& options, float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -478,17 +521,12 @@ void scale_c(const Operand& a, int64_t m, int64_t n, int64_t k, float beta,
   for (int64_t i = 0; i < m; ++i) options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
-}  // namespace
-
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const SgemmOptions& options) {
-  if (m <= 0 || n <= 0) return;
-  const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
-  if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
-  // A C of a few rows (decoding a token) is matrix-vector work: B read once, unpacked (gemv.cpp).
-  if (m <= kGemvMaxRows && options.causal.kind == Causal::kNone && !options.a_row_sums)
-    return sgemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.bias);
+// The product, on the pool's threads when it is big enough (sgemm's and sgemm_bf16's).
+template <class T>
+void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int64_t n, int64_t k,
+             float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+  const int64_t lda = op_a.ld, ldb = op_b.ld;
+  const bool trans_a = op_a.trans, trans_b = op_b.trans;
   const int threads = in_parallel() ? 1 : num_threads();
   if (threads == 1 || 2.0 * m * n * k < kParallelFlops)
     return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
@@ -523,74 +561,36 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       if (begin != 0) share.a_row_sums = nullptr;
     }
     if (begin < end && by_rows)
-      sgemm_serial({op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha, beta, share,
-                   c + begin * ldc, ldc);
+      sgemm_serial(OperandOf<T>{op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha,
+                   beta, share, c + begin * ldc, ldc);
     else if (begin < end)
-      sgemm_serial(op_a, {op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha, beta, share,
-                   c + begin, ldc);
+      sgemm_serial(op_a, OperandOf<T>{op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha,
+                   beta, share, c + begin, ldc);
   });
-}
-
-namespace {
-
-std::atomic<bool> bf16_fallback_forced{false};
-
-// op(X) as stored (rows x cols, row stride ld) widened to a compact f32 copy: exact, since a bf16
-// is the top half of an f32.
-std::vector<float> widen(const bf16* x, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = x[i * ld + j].to_float();
-  return out;
-}
-
-// The conversion path: A and B widened to f32, then sgemm (its blocking, threads and f32 sums).
-void sgemm_bf16_by_widening(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                            float alpha, const bf16* a, int64_t lda, const bf16* b, int64_t ldb,
-                            float beta, float* c, int64_t ldc, const SgemmOptions& options) {
-  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
-  const std::vector<float> wide_a = widen(a, trans_a ? k : m, a_cols, lda),
-                           wide_b = widen(b, trans_b ? n : k, b_cols, ldb);
-  sgemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), a_cols, wide_b.data(), b_cols, beta, c,
-        ldc, options);
 }
 
 }  // namespace
 
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  // GCC's cpuid probe (libgcc reads leaf 7 and, for AVX-512, that XCR0 enables the ZMM state).
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-  return has;
-#else
-  return false;
-#endif
-}
-
-void set_bf16_gemm_fallback(bool forced) {
-  bf16_fallback_forced.store(forced, std::memory_order_relaxed);
-}
-
-bool bf16_gemm_fast_path() {
-  return false;  // the vdpbf16ps micro-kernel is not written yet
-}
-
-void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
-                int64_t ldc, const SgemmOptions& options) {
-  if (options.bias != nullptr || options.causal.kind != Causal::kNone)
-    throw std::invalid_argument(
-        "sgemm_bf16: a bias or a causal band is not taken (the caller adds the bias in f32)");
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           const SgemmOptions& options) {
   if (m <= 0 || n <= 0) return;
-  if (!cpu_has_avx512_bf16()) {
-    static std::once_flag said;
-    std::call_once(said, [] {
-      std::fprintf(stderr,
-                   "glass: this CPU lacks AVX512-BF16 (vdpbf16ps): bf16 GEMMs on cpu convert "
-                   "their operands to f32 and run the f32 GEMM\n");
-    });
-  }
-  sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
+  const Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
+  if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
+  // A C of a few rows (decoding a token) is matrix-vector work: B read once, unpacked (gemv.cpp).
+  if (m <= kGemvMaxRows && options.causal.kind == Causal::kNone && !options.a_row_sums)
+    return sgemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.bias);
+  blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
+}
+
+void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
+                        float* c, int64_t ldc, float* a_row_sums) {
+  if (m <= 0 || n <= 0) return;
+  const Bf16Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
+  const SgemmOptions options{.a_row_sums = a_row_sums};
+  if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
+  blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
 }
 
 void set_sgemm_slab_depth(int64_t kc) {

@@ -9,6 +9,7 @@
 // thread count. Where the CPU lacks AVX512-BF16 the fast-path tests skip, saying so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -115,8 +116,8 @@ Built build(const Case& cs, uint32_t seed) {
   GemmArgs& g = o.g;
   g.trans_a = cs.ta, g.trans_b = cs.tb;
   g.m = cs.m, g.n = cs.n, g.k = cs.k, g.batch = cs.batch;
-  g.lda = (cs.ta ? cs.m : cs.k) + cs.pad;
-  g.ldb = (cs.tb ? cs.k : cs.n) + cs.pad;
+  g.lda = std::max<int64_t>(1, cs.ta ? cs.m : cs.k) + cs.pad;  // at least 1, also for k = 0
+  g.ldb = std::max<int64_t>(1, cs.tb ? cs.k : cs.n) + cs.pad;
   g.ldc = cs.n + cs.pad;
   g.stride_a = (cs.ta ? cs.k : cs.m) * g.lda;
   g.stride_b = (cs.tb ? cs.n : cs.k) * g.ldb;
@@ -155,11 +156,12 @@ void on_both_paths(Fn&& fn) {
 }
 
 // The shapes: the register tile (8 x 32) and its tails, odd k, k across slabs (depth 256 here,
-// with a slab of one k at the end), a C wide enough to be split over threads.
+// with a slab of one k at the end), a C wide enough to be split over threads, and k = 0 (C =
+// beta C + bias).
 const Case kShapes[] = {
     {false, false, 1, 1, 1},     {false, false, 3, 5, 7},     {false, false, 9, 33, 17},
     {false, false, 17, 65, 64},  {false, false, 40, 70, 129}, {false, false, 20, 40, 513},
-    {false, false, 100, 96, 96},
+    {false, false, 100, 96, 96}, {false, false, 5, 7, 0},
 };
 
 TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
@@ -188,11 +190,10 @@ TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
                 ADD_FAILURE() << describe(cs, fallback) << ": C[" << bi << "][" << i << "][" << j
                               << "] = " << got[at] << ", reference " << ref.pre[at];
             }
-        // the padding between C's rows is not written
+        // the padding between C's rows is not written (it holds NaN when beta == 0)
         for (int64_t i = 0; i < cs.batch * cs.m; ++i)
           for (int64_t j = cs.n; j < o.g.ldc; ++j)
-            if (cs.beta == 0)
-              EXPECT_TRUE(std::isnan(got[i * o.g.ldc + j])) << describe(cs, fallback);
+            EXPECT_TRUE(cs.beta != 0 || std::isnan(got[i * o.g.ldc + j])) << describe(cs, fallback);
       });
     }
   set_sgemm_slab_depth(0);
@@ -260,11 +261,12 @@ TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
                                 << ", reference " << pre;
               }
             }
-          if (e.bias_grad_of == GemmBiasGrad::columns_of_c)
+          if (e.bias_grad_of == GemmBiasGrad::columns_of_c) {
             for (int64_t j = 0; j < s.n; ++j)
               EXPECT_TRUE(within_bf16(bias_grad[j], column_sum[j], column_error[j]))
                   << what << ": bias_grad[" << j << "] = " << bias_grad[j] << ", reference "
                   << column_sum[j];
+          }
           if (e.bias_grad_of == GemmBiasGrad::rows_of_a)
             for (int64_t i = 0; i < s.m; ++i) {
               double want = 0;
@@ -275,6 +277,51 @@ TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
                   << want;
             }
         });
+}
+
+// Rounded once: with small integers for A, B, C and the bias, every product and sum is exact in
+// f32, so pre = alpha A B + beta C + bias is known exactly, in any summation order, and C must be
+// bf16(pre) to the bit on both paths. pre reaches thousands (12 significant bits), so rounding the
+// product to bf16 before adding beta C and the bias (a second rounding) would differ here.
+TEST(CpuBf16Gemm, ExactProductsAreRoundedToBf16OnceAfterBetaAndBias) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> small(-15, 15);
+  const auto integers = [&](int64_t n) {
+    std::vector<bf16> v(static_cast<size_t>(n));
+    for (bf16& x : v) x = bf16::from_float(static_cast<float>(small(rng)));
+    return v;
+  };
+  // (beta and bias as set below, for the messages)
+  for (const Case& shape : {Case{false, true, 37, 70, 65, 1, 0, 4, 0.5, true},
+                            Case{true, false, 8, 33, 300, 1, 0, 4, 0.5, true}})
+    on_both_paths([&](bool fallback) {
+      set_sgemm_slab_depth(256);  // k = 300 crosses a slab edge
+      GemmArgs g;
+      g.trans_a = shape.ta, g.trans_b = shape.tb;
+      g.m = shape.m, g.n = shape.n, g.k = shape.k;
+      g.lda = shape.ta ? shape.m : shape.k, g.ldb = shape.tb ? shape.k : shape.n, g.ldc = shape.n;
+      g.alpha = 4, g.beta = 0.5;
+      const std::vector<bf16> a = integers(shape.m * shape.k), b = integers(shape.k * shape.n),
+                              c = integers(shape.m * shape.n), bias = integers(shape.n);
+      g.a = bf16_tensor(a), g.b = bf16_tensor(b), g.c = bf16_tensor(c), g.bias = bf16_tensor(bias);
+      cpu_backend().gemm(g);
+      const bf16* got = g.c.data<bf16>();
+      int bad = 0;
+      for (int64_t i = 0; i < shape.m; ++i)
+        for (int64_t j = 0; j < shape.n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < shape.k; ++p)
+            sum += double(a[shape.ta ? p * shape.m + i : i * shape.k + p].to_float()) *
+                   b[shape.tb ? j * shape.k + p : p * shape.n + j].to_float();
+          const double pre = 4 * sum + 0.5 * c[i * shape.n + j].to_float() + bias[j].to_float();
+          const bf16 want = bf16::from_float(static_cast<float>(pre));  // pre is exact in f32
+          if (got[i * shape.n + j].bits != want.bits && bad++ < 3)
+            ADD_FAILURE() << describe(shape, fallback) << ": C[" << i << "][" << j
+                          << "] = " << got[i * shape.n + j].to_float() << ", want "
+                          << want.to_float() << " = bf16(" << pre << ")";
+        }
+      set_sgemm_slab_depth(0);
+    });
 }
 
 // sgemm_bf16's f32 output on both paths, for one product; c starts as `c0`.
@@ -299,7 +346,6 @@ std::vector<float> run_sgemm_bf16(const Product& p, const std::vector<bf16>& a,
 TEST(CpuBf16Gemm, FastPathAgreesWithConversionPathToF32Rounding) {
   if (!cpu_has_avx512_bf16())
     GTEST_SKIP() << "this CPU lacks AVX512-BF16: only the f32 conversion path exists here";
-  if (!bf16_gemm_fast_path()) GTEST_SKIP() << "the vdpbf16ps micro-kernel is not in this build yet";
   set_sgemm_slab_depth(256);
   const Product products[] = {{false, false, 37, 70, 301, 0.5f, 0.75f},
                               {true, false, 64, 33, 257},

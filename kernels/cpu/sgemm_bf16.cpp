@@ -1,0 +1,221 @@
+// sgemm_bf16: C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C, for the cpu
+// device's bf16 GEMMs (kernels/cpu/gemm_bf16.cpp rounds C to bf16 after the epilogue).
+//
+// Fast path, on a CPU with AVX512-BF16: sgemm's blocked loops and threads (kernels/cpu/sgemm.cpp)
+// with a second micro-kernel built on vdpbf16ps (_mm512_dpbf16_ps). Its math, per f32 lane i of
+// the accumulator, with x and y holding 32 bf16 values each:
+//
+//   acc[i] = (acc[i] + x[2i+1] y[2i+1]) + x[2i] y[2i]
+//
+// A product of two bf16 values (8-bit significands) has at most 16 significant bits, so it is
+// exact in f32; each of the two adds rounds to nearest even, whatever MXCSR says, and the
+// instruction treats subnormal inputs as zero and flushes subnormal results to zero (bf16 GEMMs
+// on a GPU's tensor cores sum in f32 too, in their own order). So one instruction is two k steps
+// of a rank-1 update, and the register tile is sgemm's own (8 x 32 of C in sixteen 16-lane f32
+// registers): per k pair, two 64-byte loads of B, eight 32-bit broadcasts of A, sixteen
+// vdpbf16ps, twice the k of an f32 FMA step for the same instruction count, and half the bytes.
+// For that the packing puts k pairs side by side: a B panel holds, for k pair q and column j, the
+// 32-bit word (B[2q][j], B[2q+1][j]); an A panel, for row r, (A[r][2q], A[r][2q+1]), broadcast to
+// every lane. An odd k pads its last pair with a zero (0 x y adds +0, and changes no sum).
+//
+// Fallback, on any other CPU (or when set_bf16_gemm_fallback asks): A and B widened to f32
+// (exact) and sgemm. It says once per process, on stderr, that the CPU lacks AVX512-BF16.
+//
+// The micro-kernel is compiled with a target attribute, so that the rest of the build keeps the
+// ISA it was configured for; it only runs where cpuid says the CPU has AVX512-BF16.
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/sgemm_bf16_kernel.h"
+
+namespace glass::kernels::cpu {
+
+namespace {
+
+std::atomic<bool> fallback_forced{false};
+
+uint32_t pair(bf16 low, bf16 high) { return low.bits | (uint32_t{high.bits} << 16); }
+
+// op(X) as stored (rows x cols, row stride ld) widened to a compact f32 copy in `out`: exact,
+// since a bf16 is the top half of an f32. `out` is a per-thread buffer kept between calls: a fresh
+// allocation per call cost a page fault per 4 KB, which made a 512^3 product 5x slower than sgemm
+// on a busy machine. Up to 64 MB each is kept.
+const float* widen(const bf16* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& out) {
+  if (out.size() < static_cast<size_t>(rows * cols)) out.resize(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = x[i * ld + j].to_float();
+  return out.data();
+}
+
+// The conversion path: A and B widened to f32, then sgemm (its blocking, threads and f32 sums).
+void sgemm_bf16_by_widening(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                            float alpha, const bf16* a, int64_t lda, const bf16* b, int64_t ldb,
+                            float beta, float* c, int64_t ldc, const SgemmOptions& options) {
+  thread_local std::vector<float> a_buffer, b_buffer;
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  const float* wide_a = widen(a, trans_a ? k : m, a_cols, lda, a_buffer);
+  const float* wide_b = widen(b, trans_b ? n : k, b_cols, ldb, b_buffer);
+  sgemm(trans_a, trans_b, m, n, k, alpha, wide_a, a_cols, wide_b, b_cols, beta, c, ldc, options);
+  // a very large operand (GPT-2's tied LM head: 154 MB as f32) is not kept for the next call
+  constexpr size_t kKeptFloats = size_t{16} << 20;
+  for (std::vector<float>* buffer : {&a_buffer, &b_buffer})
+    if (buffer->size() > kKeptFloats) std::vector<float>().swap(*buffer);
+}
+
+// Pair-packs `width` lines of op(X), each a run along k of kc values from p0: line l, k pair q
+// goes to out[q * kWidth + l]; lines past `width` and the half past an odd kc are zero.
+// `along_k`: the line's values are contiguous in storage (line l starts at data + l * ld); else
+// consecutive lines are contiguous and the k steps are ld apart. data points at line 0, k = p0.
+template <int kWidth>
+void pack_pairs(const bf16* data, int64_t ld, bool along_k, int64_t width, int64_t kc,
+                uint32_t* out) {
+  const int64_t pairs = k_pairs(kc), whole = kc / 2;
+  if (width < kWidth)
+    for (int64_t q = 0; q < pairs; ++q)
+      std::fill(out + q * kWidth + width, out + (q + 1) * kWidth, 0u);
+  const bf16 zero{};
+  if (along_k) {
+    for (int64_t l = 0; l < width; ++l) {
+      const bf16* line = data + l * ld;
+      for (int64_t q = 0; q < whole; ++q) out[q * kWidth + l] = pair(line[2 * q], line[2 * q + 1]);
+      if (whole < pairs) out[whole * kWidth + l] = pair(line[2 * whole], zero);
+    }
+    return;
+  }
+  for (int64_t q = 0; q < pairs; ++q) {
+    const bf16* even = data + 2 * q * ld;
+    const bf16* odd = 2 * q + 1 < kc ? even + ld : nullptr;
+    uint32_t* dst = out + q * kWidth;
+    if (odd)
+      for (int64_t l = 0; l < width; ++l) dst[l] = pair(even[l], odd[l]);
+    else
+      for (int64_t l = 0; l < width; ++l) dst[l] = pair(even[l], zero);
+  }
+}
+
+}  // namespace
+
+void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
+                       int64_t p0, int64_t kc, uint32_t* out) {
+  // row i of op(A) runs along k in storage unless A is transposed
+  const int64_t panel_words = k_pairs(kc) * kBf16MR;
+  for (int64_t panel = 0; panel < rows; panel += kBf16MR, out += panel_words) {
+    const int64_t i = i0 + panel, live = std::min<int64_t>(kBf16MR, rows - panel);
+    pack_pairs<kBf16MR>(trans ? data + p0 * ld + i : data + i * ld + p0, ld, !trans, live, kc, out);
+  }
+}
+
+void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
+                       int64_t cols, uint32_t* out) {
+  // column j of op(B) runs along k in storage when B is transposed
+  const int64_t panel_words = k_pairs(kc) * kBf16NR;
+  for (int64_t panel = 0; panel < cols; panel += kBf16NR, out += panel_words) {
+    const int64_t j = j0 + panel, live = std::min<int64_t>(kBf16NR, cols - panel);
+    pack_pairs<kBf16NR>(trans ? data + j * ld + p0 : data + p0 * ld + j, ld, trans, live, kc, out);
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
+    int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta, float* c,
+    int64_t ldc, int64_t rows, int64_t cols) {
+  // 1. the tile in registers, one rank-2 update per k pair: B's pair row (32 columns, two
+  // vectors) against each row's pair of A broadcast to every lane
+  __m512 acc[kBf16MR][2];
+  for (int r = 0; r < kBf16MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  if (beta != 0.0f)  // a tile that adds onto C asks for C's lines now (as sgemm's micro-kernel)
+    for (int r = 0; r < kBf16MR; ++r) {
+      __builtin_prefetch(c + r * ldc, 1);
+      __builtin_prefetch(c + r * ldc + 16, 1);
+    }
+  for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
+    const auto b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
+    const auto b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + 16));
+    for (int r = 0; r < kBf16MR; ++r) {
+      const auto a_pair = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a_pair, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a_pair, b1);
+    }
+  }
+  // 2. C = alpha acc + beta C, written once; a partial tile goes through a bounce buffer
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  if (rows == kBf16MR && cols == kBf16NR) {
+    for (int r = 0; r < kBf16MR; ++r) {
+      float* row = c + r * ldc;
+      __m512 out0 = _mm512_mul_ps(va, acc[r][0]), out1 = _mm512_mul_ps(va, acc[r][1]);
+      if (beta != 0.0f) {
+        out0 = _mm512_add_ps(out0, _mm512_mul_ps(vb, _mm512_loadu_ps(row)));
+        out1 = _mm512_add_ps(out1, _mm512_mul_ps(vb, _mm512_loadu_ps(row + 16)));
+      }
+      _mm512_storeu_ps(row, out0);
+      _mm512_storeu_ps(row + 16, out1);
+    }
+    return;
+  }
+  alignas(64) float edge[kBf16MR][kBf16NR];
+  for (int r = 0; r < kBf16MR; ++r) {
+    _mm512_store_ps(edge[r], _mm512_mul_ps(va, acc[r][0]));
+    _mm512_store_ps(edge[r] + 16, _mm512_mul_ps(va, acc[r][1]));
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = edge[r][j] + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
+}
+#else
+void micro_kernel_bf16(int64_t, const uint32_t*, const uint32_t*, float, float, float*, int64_t,
+                       int64_t, int64_t) {
+  throw std::logic_error("micro_kernel_bf16: AVX512-BF16 exists only on x86-64");
+}
+#endif
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  // GCC's cpuid probe (libgcc reads leaf 7 subleaf 1 for AVX512-BF16 and checks that XCR0
+  // enables the ZMM state).
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void set_bf16_gemm_fallback(bool forced) {
+  fallback_forced.store(forced, std::memory_order_relaxed);
+}
+
+bool bf16_gemm_fast_path() {
+  return cpu_has_avx512_bf16() && !fallback_forced.load(std::memory_order_relaxed);
+}
+
+void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
+                int64_t ldc, const SgemmOptions& options) {
+  if (options.bias != nullptr || options.causal.kind != Causal::kNone)
+    throw std::invalid_argument(
+        "sgemm_bf16: a bias or a causal band is not taken (the caller adds the bias in f32)");
+  if (m <= 0 || n <= 0) return;
+  if (bf16_gemm_fast_path())
+    return sgemm_bf16_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                              options.a_row_sums);
+  if (!cpu_has_avx512_bf16()) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr,
+                   "glass: this CPU lacks AVX512-BF16 (vdpbf16ps): bf16 GEMMs on cpu convert "
+                   "their operands to f32 and run the f32 GEMM\n");
+    });
+  }
+  sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
+}
+
+}  // namespace glass::kernels::cpu

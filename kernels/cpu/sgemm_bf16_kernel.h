@@ -1,0 +1,42 @@
+// The parts of sgemm_bf16 that plug into sgemm's blocked loops (kernels/cpu/sgemm.cpp): the
+// packing of bf16 operands into k-pair panels and the vdpbf16ps micro-kernel
+// (kernels/cpu/sgemm_bf16.cpp), and the entry into the blocked loops (sgemm.cpp). Internal to the
+// cpu GEMM.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/dtype.h"
+
+namespace glass::kernels::cpu {
+
+// The register tile, sgemm's: the bf16 micro-kernel holds the same 8 x 32 tile of C in sixteen
+// 16-lane f32 registers.
+constexpr int kBf16MR = 8, kBf16NR = 32;
+
+// Packed bf16 panels are made of k pairs: the 32-bit word (x[2q], x[2q + 1]) (low half, high half)
+// of a row or column x of the operand, q = 0 .. ceil(kc / 2) - 1, the half past an odd kc zero.
+inline int64_t k_pairs(int64_t kc) { return (kc + 1) / 2; }
+
+// op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each [k pair][MR] words (a panel is
+// MR * k_pairs(kc) words), the rows past `rows` zero. data/ld/trans: A as stored.
+void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
+                       int64_t p0, int64_t kc, uint32_t* out);
+// op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each [k pair][NR] words, the columns past
+// `cols` zero.
+void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
+                       int64_t cols, uint32_t* out);
+
+// The MR x NR tile of C at c: c = alpha * sum over k pairs of a_pair b_pair + beta c (beta == 0
+// does not read c), for its first rows x cols. a: one packed A panel, b: one packed B panel, from
+// the tile's first k pair. Needs AVX512-BF16 (the caller checks).
+void micro_kernel_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta,
+                       float* c, int64_t ldc, int64_t rows, int64_t cols);
+
+// sgemm_bf16's fast path: sgemm's blocked loops and threads with the packing and micro-kernel
+// above. No bias, no causal band; a_row_sums as for sgemm.
+void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
+                        float* c, int64_t ldc, float* a_row_sums);
+
+}  // namespace glass::kernels::cpu
