@@ -45,7 +45,7 @@ void check_device_flags(Device device);
 
 // The flags pending on `device` now, with their messages, left pending. A CUDA graph's capture
 // registers the flags of its ops once; whoever replays it registers them again after each
-// replay (defer_flag_check), since the graph's kernels raise them anew (train/trainer.cpp).
+// replay (defer_flag_check), since the graph's kernels raise them anew (train/graph_step.cpp).
 struct PendingFlag {
   Tensor flag;
   FlagMessage message;

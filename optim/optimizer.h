@@ -34,7 +34,7 @@ class Optimizer {
   void step();
   void zero_grad();
   // What step() does on the host alone, for a CUDA graph that replays a captured step(): the step
-  // count goes up by one (the update itself is the graph's; train/trainer.cpp, --cuda-graph).
+  // count goes up by one (the update itself is the graph's; train/step.cpp, --cuda-graph).
   void count_replayed_step() { ++step_; }
   // A step the finite gate turned away on the device (optim/step_status.h) did not happen: the
   // count goes back, so the next step's bias correction is the one this step would have used.

@@ -8,7 +8,7 @@
 
 #include "comm/communicator.h"
 #include "nn/gpt.h"
-#include "train/trainer.h"
+#include "train/run_config.h"
 
 namespace glass::train {
 

@@ -9,7 +9,7 @@
 #include "kernels/backend.h"
 #include "optim/adamw.h"
 #include "train/micro_batches.h"
-#include "train/step_body.h"
+#include "train/step.h"
 
 namespace glass::train {
 
@@ -105,18 +105,13 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   LaunchList list(device);
   {
     const Subscription subscription(&list);
-    // Batches of zero tokens, uploaded as the Trainer uploads its micro-steps' batches; each
-    // micro-step's loss scaled by 1/k for backward, their sum the step's (Trainer::micro_step).
+    // Batches of zero tokens, uploaded as the Trainer uploads its micro-steps' batches, and the
+    // step's forward, backward and update (train/step.h).
     const Batch host{zeros({o.batch, o.seq_len}, DType::i32),
                      zeros({o.batch, o.seq_len}, DType::i32)};
     const MicroBatches batches =
         upload_micro_batches(std::vector<Batch>(static_cast<size_t>(o.grad_accum), host), device);
-    Tensor loss_sum;
-    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const Tensor loss = batch_loss(model, batches.micro[static_cast<size_t>(micro)]);
-      backward(o.grad_accum == 1 ? loss : loss / static_cast<double>(o.grad_accum));
-      loss_sum = micro == 0 ? loss.detach() : loss_sum + loss.detach();
-    }
+    const Tensor loss_sum = accumulate_gradients(model, batches.micro, {});
     queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, 1);
   }
   step.launches = list.take();

@@ -4,7 +4,7 @@
 // machine, with the launches and the allocator's peak that the same step makes on a GPU. On emu
 // (or cuda) the same function runs the step for real, which is how tests check the plan.
 //
-// The step is the Trainer's (train/step_body.h): the model (f32 masters, and bf16 compute copies
+// The step is the Trainer's (train/step.h): the model (f32 masters, and bf16 compute copies
 // under --dtype bf16) and AdamW built as train_gpt builds them, one batch uploaded, forward,
 // cross-entropy, backward (for each of --grad-accum micro-steps), the clipped gradient norm, the
 // step status, the gated AdamW update, zero_grad and the refreshed copies. Only the step's launches

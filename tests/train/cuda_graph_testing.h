@@ -54,11 +54,14 @@ inline train::TrainOptions graph_options(bool graph, double clip) {
   return o;
 }
 
+// `adjust` sets options; `prepare` sees the trainer before its first step (e.g. installs hooks).
 inline TrainedRun train(bool graph, double clip,
-                        const std::function<void(train::TrainOptions&)>& adjust = nullptr) {
+                        const std::function<void(train::TrainOptions&)>& adjust = nullptr,
+                        const std::function<void(train::Trainer&)>& prepare = nullptr) {
   train::TrainOptions o = graph_options(graph, clip);
   if (adjust) adjust(o);
   train::Trainer trainer(o);
+  if (prepare) prepare(trainer);
   TrainedRun run;
   for (int s = 1; s <= o.steps; ++s) {
     std::optional<LaunchLog> log;

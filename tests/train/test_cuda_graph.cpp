@@ -307,12 +307,11 @@ TEST(CudaGraph, ReservesTheStepsWorkingMemoryOnce) {
 // the step, and the eager re-run in anomaly mode finds no op that made the NaN.
 TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
   if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
-  const auto skip_at_3 = [](TrainOptions& o) {
-    o.on_nonfinite = "skip";
-    o.test_inject_nan_step = 3;  // the second replay (step 1 is eager, step 2 captured)
-  };
-  const TrainedRun eager = train(false, 1.0, skip_at_3);
-  const TrainedRun replayed = train(true, 1.0, skip_at_3);
+  const auto skip = [](TrainOptions& o) { o.on_nonfinite = "skip"; };
+  // The second replay (step 1 is eager, step 2 captured).
+  const auto nan_at_3 = [](Trainer& t) { testing::inject_nan_at_step(t, 3); };
+  const TrainedRun eager = train(false, 1.0, skip, nan_at_3);
+  const TrainedRun replayed = train(true, 1.0, skip, nan_at_3);
   const std::vector<bool> expected{false, false, true, false, false};
   EXPECT_EQ(eager.skipped, expected);
   EXPECT_EQ(replayed.skipped, expected);
@@ -325,9 +324,8 @@ TEST(CudaGraph, NonFiniteStepIsSkippedOrStopsAsWithoutTheGraph) {
   for (const auto& w : replayed.weights)
     for (float v : w) ASSERT_TRUE(std::isfinite(v));
 
-  TrainOptions o = graph_options(true, 1.0);
-  o.test_inject_nan_step = 3;  // stop, the default
-  Trainer t(o);
+  Trainer t(graph_options(true, 1.0));  // --on-nonfinite stop, the default
+  testing::inject_nan_at_step(t, 3);
   t.train_step();
   t.train_step();
   const std::vector<std::vector<float>> after_step2 = weights_of(t);

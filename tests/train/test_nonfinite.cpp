@@ -43,11 +43,11 @@ TEST(NonFinite, SkipLeavesWeightsAndMomentsUntouchedAndMarksTheStep) {
   TrainOptions o = testing::tiny_options();
   o.steps = 4;
   o.on_nonfinite = "skip";
-  o.test_inject_nan_step = 2;
   o.metrics = dir + "/metrics.jsonl";
   o.checkpoint_dir = dir;
   o.checkpoint_every = 1;
   Trainer t(o);
+  testing::inject_nan_at_step(t, 2);
   EXPECT_FALSE(t.train_step().skipped);
   const State after_step1 = weights_and_moments(t);
   const StepResult r2 = t.train_step();
@@ -79,9 +79,9 @@ TEST(NonFinite, SkippedStepIsMarkedInTheMetrics) {
   TrainOptions o = testing::tiny_options();
   o.steps = 3;
   o.on_nonfinite = "skip";
-  o.test_inject_nan_step = 2;
   o.metrics = dir + "/metrics.jsonl";
   Trainer t(o);
+  testing::inject_nan_at_step(t, 2);
   t.run();
   std::ifstream in(o.metrics);
   std::vector<bool> skipped;
@@ -94,13 +94,14 @@ TEST(NonFinite, StopNamesTheStepAndWritesNoNonFiniteCheckpoint) {
   const std::string dir = testing::temp_dir("nonfinite_stop");
   TrainOptions o = testing::tiny_options();
   o.steps = 4;
-  o.test_inject_nan_step = 3;  // on_nonfinite defaults to stop
+  // on_nonfinite defaults to stop; the NaN goes in at step 3 (below).
   // Without dropout: attention with dropout is built from plain ops whose causal mask holds -inf,
   // which anomaly mode reports as the first non-finite value (engine/debug.h's GLASS_CHECK_NAN).
   o.dropout = 0;
   o.checkpoint_dir = dir;
   o.checkpoint_every = 1;
   Trainer t(o);
+  testing::inject_nan_at_step(t, 3);
   try {
     t.run();
     FAIL() << "a NaN gradient did not stop the run";
