@@ -1,11 +1,15 @@
 // kernels/cuda/flash_attention_mma.cu (FlashAttention-2 on the Tensor Cores, bf16) on emu and on
 // cuda (a GPU, or the emulated CUDA runtime), against an independent reference: the probs-based
 // cpu kernels in f32 (kernels/cpu/attention.cpp, with the whole T x T matrix) on the same
-// bf16-rounded inputs, and the cpu flash entry's lse. Head dims 32, 64, 128; T in {1, 17, 100}
-// (a partial tile, and a full tile plus a partial one: the tails and the diagonal masking); two
-// slices with batch and head strides. Then: the same bits run to run and under a shuffled thread
-// order; both kernels clean under the emulator's race check and uninitialised-memory check; the
-// launches' names, unit and FLOPs; the inputs they refuse.
+// bf16-rounded inputs, and the cpu flash entry's lse. Head dims 32, 64, 128; T in {1, 17, 129,
+// 200} against the tiles (query tiles of 128 rows walking 64-key tiles; key tiles of 128 walking
+// query tiles of 64, 32 at D = 128): one row; one partial tile; a full query tile plus one row
+// (the second tile's warps past T, its last key tile one key); and a full tile plus a partial one
+// whose diagonal spans two key tiles (warps that skip a tile, warps that mask it, warps past T).
+// Two slices with batch and head strides; grouped-query heads (Hkv < H) against the reference on
+// the repeated heads. Then: the same bits run to run and under a shuffled thread order; both
+// kernels clean under the emulator's race check and uninitialised-memory check; the launches'
+// names, unit, FLOPs and bytes; the inputs they refuse.
 #include <cmath>
 
 #include "engine/emu/settings.h"
@@ -42,18 +46,20 @@ struct Outputs {
   Tensor out, lse, dqkv;
 };
 
-// Both mma entries on `device`, from cpu f32 inputs (cast to bf16 there).
-Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+// Both mma entries on `device`, from cpu f32 inputs (cast to bf16 there); Hkv key/value heads
+// (qkv [B, T, (H + 2 Hkv) D], out [B, T, H D]).
+Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H, int64_t Hkv = 0) {
+  if (Hkv == 0) Hkv = H;
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = dout.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(C / H));
   const kernels::Backend& be = kernels::backend(device);
   const Tensor dev_qkv = on(device, cast(qkv, DType::bf16));
   Outputs o{Tensor::empty({B, T, C}, DType::bf16, device),
             Tensor::empty({B, H, T}, DType::f32, device),
-            Tensor::empty({B, T, 3 * C}, DType::bf16, device)};
-  be.flash_attention_forward_mma(dev_qkv, o.out, o.lse, H, H, scale);
+            Tensor::empty(qkv.shape(), DType::bf16, device)};
+  be.flash_attention_forward_mma(dev_qkv, o.out, o.lse, H, Hkv, scale);
   be.flash_attention_backward_mma(dev_qkv, o.out, o.lse, on(device, cast(dout, DType::bf16)),
-                                  o.dqkv, H, H, scale);
+                                  o.dqkv, H, Hkv, scale);
   return o;
 }
 
@@ -70,7 +76,7 @@ Outputs run_mma(Device device, const Tensor& qkv, const Tensor& dout, int64_t H)
 TEST(FlashAttentionMma, MatchesTheF32CpuKernelsWithinBf16Rounding) {
   Generator gen(41);
   for (const Device device : cuda_kernel_devices())
-    for (const int64_t T : {1, 17, 100}) {
+    for (const int64_t T : {1, 17, 129, 200}) {
       const int64_t B = T % 2 ? 1 : 2, H = 2 / B;  // two slices: batch or head strides
       for (const int64_t D : {32, 64, 128}) {
         SCOPED_TRACE(device.str() + " T " + std::to_string(T) + " D " + std::to_string(D));
@@ -86,9 +92,47 @@ TEST(FlashAttentionMma, MatchesTheF32CpuKernelsWithinBf16Rounding) {
     }
 }
 
+// Grouped-query attention, 4 query heads on 2 key/value heads, T = 200: the reference is the one
+// above on the multi-head qkv whose key/value head h is head h / 2 (kernels/cuda/qkv_heads.h),
+// its dK and dV summed over each group (in f32, as the key kernel sums them) into the grouped
+// layout. A key kernel that walked the wrong query heads, or summed only one, is off by O(1).
+TEST(FlashAttentionMma, GroupedQueryHeadsMatchTheF32CpuKernels) {
+  Generator gen(46);
+  const int64_t B = 1, H = 4, Hkv = 2, G = H / Hkv, T = 200, D = 32, C = H * D;
+  const int64_t W = (H + 2 * Hkv) * D;
+  const Tensor qkv = round_to_bf16(randn({B, T, W}, gen, 0, 1.5));
+  const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
+  std::vector<float> mha(B * T * 3 * C);
+  const float* grouped = qkv.data<float>();
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t part = 0; part < 3; ++part)  // q, k, v
+          mha[(r * 3 + part) * C + h * D + d] =
+              grouped[r * W + (part == 0 ? h * D : C + (part - 1) * Hkv * D + h / G * D) + d];
+  const testing::AttentionReference ref =
+      attention_reference(Tensor::from_host(mha.data(), {B, T, 3 * C}, DType::f32), dout, H);
+  std::vector<float> want(B * T * W, 0.0f);
+  const float* mha_grad = ref.dqkv.data<float>();
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t part = 0; part < 3; ++part)
+          want[r * W + (part == 0 ? h * D : C + (part - 1) * Hkv * D + h / G * D) + d] +=
+              mha_grad[(r * 3 + part) * C + h * D + d];
+  const Tensor want_dqkv = Tensor::from_host(want.data(), {B, T, W}, DType::f32);
+  for (const Device device : cuda_kernel_devices()) {
+    SCOPED_TRACE(device.str());
+    const Outputs got = run_mma(device, qkv, dout, H, Hkv);
+    EXPECT_TRUE(all_close(back_to_cpu(got.out), ref.out, 2 * kUnit));
+    EXPECT_TRUE(all_close(back_to_cpu(got.dqkv), want_dqkv, 4 * kUnit));
+    EXPECT_TRUE(all_close(back_to_cpu(got.lse), ref.lse, 2e-5));
+  }
+}
+
 TEST(FlashAttentionMma, IsBitIdenticalAcrossRunsAndThreadOrders) {
   Generator gen(42);
-  const int64_t B = 1, H = 2, T = 70, D = 32, C = H * D;
+  const int64_t B = 1, H = 2, T = 130, D = 32, C = H * D;
   const Tensor qkv = on(kEmu, cast(randn({B, T, 3 * C}, gen), DType::bf16));
   const Tensor dout = on(kEmu, cast(randn({B, T, C}, gen), DType::bf16));
   const Tensor out = Tensor::empty({B, T, C}, DType::bf16, kEmu);
@@ -110,15 +154,19 @@ TEST(FlashAttentionMma, CleanUnderRaceCheckAndInitCheck) {
   checked.race_check = true;
   checked.init_check = true;
   emu::set_settings(checked);
+  // T = 130: two query tiles and two key tiles of 128, the second of each with warps past T;
+  // T = 70 at D = 128 (one tile, warps that skip the second key tile): smaller, the emulator's
+  // checks being slow
   for (const int64_t D : {32, 128}) {
     SCOPED_TRACE("D " + std::to_string(D));
-    const int64_t B = 1, H = 1, T = 70, C = D;
+    const int64_t B = 1, H = 1, T = D == 32 ? 130 : 70, C = D;
     const Tensor qkv = round_to_bf16(randn({B, T, 3 * C}, gen));
     const Tensor dout = round_to_bf16(randn({B, T, C}, gen));
     try {
       const Outputs got = run_mma(kEmu, qkv, dout, H);
-      EXPECT_TRUE(
-          all_close(back_to_cpu(got.out), attention_reference(qkv, dout, H).out, 2 * kUnit));
+      const testing::AttentionReference ref = attention_reference(qkv, dout, H);
+      EXPECT_TRUE(all_close(back_to_cpu(got.out), ref.out, 2 * kUnit));
+      EXPECT_TRUE(all_close(back_to_cpu(got.dqkv), ref.dqkv, 4 * kUnit));
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
     }
@@ -139,6 +187,47 @@ TEST(FlashAttentionMma, LaunchesNamedOnTheTensorCores) {
   // FLOPs: the causal entries T (T + 1) / 2 times (4D + 5) forward
   EXPECT_DOUBLE_EQ(launches[0].flops, T * (T + 1) / 2 * (4.0 * D + 5));
   for (const LaunchInfo& l : launches) EXPECT_EQ(l.unit, ComputeUnit::tensor_core_bf16) << l.kernel;
+}
+
+// The launches' bytes count what the kernels load, tile by tile (planned on meta: shapes only,
+// nothing runs). Forward: Q read and O written once (2 T rows), and the query tile of rows q0 ..
+// q0 + 127 reads K and V rows 0 .. min(T, q0 + 128) - 1; lse written. Query kernel: Q, dO, O read
+// and dQ written (4 T rows), K and V as the forward; lse read, D written. Key kernel: K, V read
+// and dK, dV written (4 T rows); the key tile of keys k0 .. k0 + 127 reads the Q and dO rows k0 ..
+// T - 1 with their lse and D (f32). GPT-2's layer (T = 1024, 12 heads of 64): K and V rows
+// 128 (1 + ... + 8) = 4608, as many Q and dO rows (1024 8 - 128 (0 + ... + 7)), half what 64-row
+// tiles re-read (64 (1 + ... + 16) = 8704); and a tail, T = 200: K and V rows 128 + 200, Q and
+// dO rows 200 + 72.
+TEST(FlashAttentionMma, LaunchBytesCountTheTilesEachBlockReads) {
+  struct Case {
+    int64_t H, T, D;
+    double key_rows, query_rows;  // per head
+  };
+  for (const Case c : {Case{12, 1024, 64, 4608, 4608}, Case{1, 200, 32, 328, 272}}) {
+    SCOPED_TRACE("T " + std::to_string(c.T));
+    const int64_t B = 1, C = c.H * c.D;
+    auto empty = [](const Shape& s, DType d) { return Tensor::empty(s, d, kMeta); };
+    const Tensor qkv = empty({B, c.T, 3 * C}, DType::bf16), dqkv = empty(qkv.shape(), DType::bf16);
+    const Tensor out = empty({B, c.T, C}, DType::bf16), dout = empty(out.shape(), DType::bf16);
+    const Tensor lse = empty({B, c.H, c.T}, DType::f32);
+    testing::LaunchLog log;
+    const kernels::Backend& be = kernels::backend(kMeta);
+    be.flash_attention_forward_mma(qkv, out, lse, c.H, c.H, 0.125);
+    be.flash_attention_backward_mma(qkv, out, lse, dout, dqkv, c.H, c.H, 0.125);
+    const std::vector<LaunchInfo> launches = log.launches("flash_attention_");
+    ASSERT_EQ(launches.size(), 3u);
+    const double row = static_cast<double>(C) * 2, stats = static_cast<double>(c.H * c.T) * 4;
+    const double T = static_cast<double>(c.T);
+    EXPECT_DOUBLE_EQ(launches[0].bytes, row * (2 * T + 2 * c.key_rows) + stats);
+    EXPECT_DOUBLE_EQ(launches[1].bytes, row * (4 * T + 2 * c.key_rows) + 2 * stats);
+    EXPECT_DOUBLE_EQ(launches[2].bytes,
+                     row * (4 * T + 2 * c.query_rows) + 2 * c.H * c.query_rows * 4.0);
+    for (const LaunchInfo& l : launches) {  // blocks of 8 warps, tiles of 128 rows
+      EXPECT_EQ(l.grid.x, static_cast<unsigned>((c.T + 127) / 128)) << l.kernel;
+      EXPECT_EQ(l.grid.y, static_cast<unsigned>(c.H)) << l.kernel;
+      EXPECT_EQ(l.block.x, 256u) << l.kernel;
+    }
+  }
 }
 
 // On a GPU only (on the emulated runtime these shapes would take hours; scripts/gpu_check.sh's

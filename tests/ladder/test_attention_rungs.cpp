@@ -75,7 +75,7 @@ TEST(AttentionRungs, BytesAndMemoryFollowTheTxTMatrix) {
   // tiles, which read keys 0..31 and 0..63 (1.5 T rows)
   EXPECT_DOUBLE_EQ(rows[2].bytes, (2 + 2 * 1.5) * heads + lse);
   EXPECT_DOUBLE_EQ(rows[3].bytes, (2 + 2 * 1.5) * heads + lse);
-  // the mma rung: heads in bf16 (half the bytes) and 64-row query tiles, so at T = 64 one tile
+  // the mma rung: heads in bf16 (half the bytes) and 128-row query tiles, so at T = 64 one tile
   // reads K and V once (1.0 T rows)
   EXPECT_DOUBLE_EQ(rows[4].bytes, (2 + 2 * 1.0) * heads / 2 + lse);
   // every rung does the same useful FLOPs up to the softmax's count, on the CUDA cores but the last
