@@ -17,14 +17,19 @@
 # On a shared or virtual machine the host's load moves both systems from run to run, and not by
 # the same factor (RESULTS.md: PyTorch's step by ±10%, glass's by ±4%). --rounds N runs the pair N
 # times, glass then PyTorch each round, prints every round and the median ratio.
-#   bench/run.sh [--arch gpt2|llama] [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
+#
+# --dtype bf16 runs both in bf16 mixed precision: train_gpt --dtype bf16 (bf16 weight copies and
+# activations, f32 masters and AdamW) and PyTorch under torch.autocast("cpu", dtype=torch.bfloat16)
+# (f32 weights and AdamW, bf16 matmuls and the ops autocast lists), in the same run.
+#   bench/run.sh [--arch gpt2|llama] [--dtype f32|bf16] [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-arch=gpt2 threads=2 steps=30 warmup=3 coretype=best rounds=1
+arch=gpt2 dtype=f32 threads=2 steps=30 warmup=3 coretype=best rounds=1
 while (($#)); do
   case "$1" in
     --arch) arch=$2; shift 2 ;;
+    --dtype) dtype=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
@@ -41,6 +46,10 @@ case "$arch" in
     model="llama-tiny (L=4 H=8 Hkv=4 C=256 F=704 T=128 B=16, tied)"
     shape="--arch llama --n-layer 4 --n-head 8 --n-kv-head 4 --n-embd 256 --ffn-hidden 704" ;;
   *) echo "bench/run.sh: --arch $arch: gpt2 or llama" >&2; exit 2 ;;
+esac
+case "$dtype" in
+  f32|bf16) ;;
+  *) echo "bench/run.sh: --dtype $dtype: f32 or bf16" >&2; exit 2 ;;
 esac
 
 shell_coretype=${OPENBLAS_CORETYPE:-(unset)}
@@ -71,7 +80,7 @@ cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
 data=data/tinyshakespeare.txt
 # The loop PyTorch runs: forward, backward, AdamW; no clipping, constant lr, no evaluation.
 # (train_gpt's llama ties its LM head by default, as torch_train_gpt.py's.)
-common="$shape --seq-len 128 --batch 16 --lr 1e-3"
+common="$shape --seq-len 128 --batch 16 --lr 1e-3 --dtype $dtype"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
 # One round: glass, then PyTorch; each prints one JSON line. train_gpt appends to --metrics, so
@@ -98,11 +107,12 @@ for ((round = 0; round < rounds; ++round)); do
   results+=("$(run_glass)" "$(run_torch)")
 done
 
-/usr/bin/python3 - "$model" "$threads" "$steps" "${chosen:-}" "${results[@]}" <<'PY'
+/usr/bin/python3 - "$model" "$threads" "$steps" "${chosen:-}" "$dtype" "${results[@]}" <<'PY'
 import json, os, statistics, sys
-model, threads, steps, chosen = sys.argv[1:5]
-pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[5::2], sys.argv[6::2])]
-print(f"{model}, {threads} threads, {steps} timed steps")
+model, threads, steps, chosen, dtype = sys.argv[1:6]
+pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[6::2], sys.argv[7::2])]
+print(f"{model}, {threads} threads, {steps} timed steps, --dtype {dtype}"
+      + (" (PyTorch: torch.autocast cpu bfloat16)" if dtype == "bf16" else ""))
 # PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +

@@ -44,6 +44,7 @@ Warm-up steps are untimed; the last stdout line is JSON:
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -192,6 +193,9 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="bf16: forward and loss under torch.autocast('cpu', bfloat16) (f32 "
+                         "weights and AdamW, bf16 matmuls), as train_gpt --dtype bf16")
     ap.add_argument("--raw-threads", action="store_true",
                     help="only torch.set_num_threads; leave OpenBLAS threads "
                          "and OMP_WAIT_POLICY at their defaults")
@@ -236,10 +240,14 @@ def main(argv=None):
     print(f"# torch {torch.__version__}, {a.arch}, threads {a.threads}, params {n_params}, "
           f"vocab {len(chars)}, tokens {len(tokens)}, B={B} T={T}", file=sys.stderr)
 
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.dtype == "bf16"
+                 else contextlib.nullcontext())
+
     def step(s):
         x, y = get_batch(tokens, s, B, T)
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        with autocast:
+            _, loss = model(x, y)
         loss.backward()
         opt.step()
         return loss
@@ -264,6 +272,7 @@ def main(argv=None):
         "arch": a.arch,
         "torch_version": torch.__version__,
         "threads": a.threads,
+        "dtype": a.dtype,
         "blas_threads": blas_threads,
         "omp_wait_policy": wait_policy,
         "tokens_per_s": a.steps * B * T / elapsed,

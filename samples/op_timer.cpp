@@ -92,9 +92,6 @@ OpInstance instantiate(const OpCase& op) {
                   std::all_of(shape.begin(), shape.end(), [](int64_t v) { return v > 0; }),
               "--shape {}: {} takes {} positive sizes, {}", fmt::join(shape, ","), op.operation,
               def.default_shape.size(), def.shape_help);
-  GLASS_CHECK(op.dtype == DType::f32 || op.device.kind != DeviceKind::cpu,
-              "--dtype {}: device cpu has no {} kernels (only f32); use --device emu or cuda",
-              dtype_name(op.dtype), dtype_name(op.dtype));
   const AttentionKernel attention = parse_attention_kernel(op.attention);
   if (op.operation == "attention")  // one line for a kernel that cannot run here
     check_attention_kernel(resolve_attention_kernel(attention, op.device, op.dtype, shape[3]),
@@ -146,12 +143,16 @@ bool gradients_finite(const OpInstance& inst) {
   return true;
 }
 
-// The dtype whose FLOP/s peak the kernels are judged against. emu's bf16 kernels load and store
-// bf16 but do their math in f32 on the host, so the host's f32 peak is the one they can reach (as
-// train_gpt's MFU takes it); a GPU's bf16 math runs on its tensor cores, whose datasheet peak it is
-// judged against (a GPU without a datasheet row has no bf16 peak: the summary says so).
+// The dtype whose FLOP/s peak the kernels are judged against. emu's bf16 kernels load and
+// store bf16 but do their math in f32 on the host, so the host's f32 peak is the one they can reach
+// (as train_gpt's MFU takes it); a GPU's bf16 math runs on its tensor cores, whose datasheet peak
+// it is judged against (a GPU without a datasheet row has no bf16 peak: the summary says so).
 DType peak_dtype(const OpCase& op) {
-  return op.device.kind == DeviceKind::emu ? DType::f32 : op.dtype;
+  if (op.device.kind == DeviceKind::emu) return DType::f32;
+  // cpu: its bf16 GEMMs multiply bf16 (vdpbf16ps) where the core has AVX512-BF16, else in f32
+  if (op.device.kind == DeviceKind::cpu && kernels::peaks_for(op.device).bf16_flops <= 0)
+    return DType::f32;
+  return op.dtype;
 }
 
 double median(std::vector<double> v) {

@@ -112,10 +112,12 @@ int main(int argc, char** argv) {
                  "rung (emu, cuda)");
   app.add_option("--shape", f.shape,
                  "sizes, comma-separated (default: the operation's): " + shape_help());
-  app.add_option("--dtype", f.dtype,
-                 "f32 | bf16 (bf16 on emu and cuda; emu's is judged against the host's f32 peak; "
-                 "with --variant: the rungs that take bf16: matmul's cuBLAS and Tensor Core rungs, "
-                 "attention's flash and mma rungs, both rmsnorm rungs)");
+  app.add_option(
+      "--dtype", f.dtype,
+      "f32 | bf16 (emu's bf16 is judged against the host's f32 peak, cpu's against its bf16 "
+      "peak where the core has AVX512-BF16; "
+      "with --variant: the rungs that take bf16: matmul's cuBLAS and Tensor Core rungs, "
+      "attention's flash and mma rungs, both rmsnorm rungs)");
   app.add_option("--attention", f.attention,
                  "the attention operation's kernel: auto | naive | flash | flash-simt | flash-mma "
                  "| cudnn");

@@ -59,13 +59,13 @@ glass::DevicePeaks peaks_of(const std::string& name) {
   glass::fail("--device '{}': unknown (known: {})", name, known);
 }
 
-// --dtype when not given: bf16 on the GPUs (their tensor-core peak), f32 on `cpu`, whose kernels
-// are f32 only and which has no bf16 peak (train_gpt picks the same way).
+// --dtype when not given: bf16 on the GPUs (their tensor-core peak), f32 on `cpu`, the one dtype
+// the cpu row plans (train_gpt's default there too).
 void resolve_dtype(Flags& f) {
   if (f.dtype.empty()) f.dtype = f.device == "cpu" ? "f32" : "bf16";
   glass::samples::parse_dtype_flag(f.dtype);  // an unknown name fails here
   GLASS_CHECK(f.dtype != "bf16" || f.device != "cpu",
-              "--dtype bf16: --device cpu has no bf16 peak (its kernels are f32); use --dtype f32");
+              "--dtype bf16: roofline's --device cpu plans f32 only; use --dtype f32");
 }
 
 using glass::samples::si;

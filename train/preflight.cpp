@@ -113,7 +113,7 @@ const std::vector<Remedy>& preflight_remedies() {
        false},
       // bf16 mixed precision: bf16 activations and compute copies, f32 master weights.
       {[](PreflightRun& run, int64_t) -> std::string {
-         if (run.plan.dtype != DType::f32 || !runs_cuda_kernels(run.device)) return "";
+         if (run.plan.dtype != DType::f32) return "";
          run.plan.dtype = DType::bf16;
          return "--dtype bf16";
        },

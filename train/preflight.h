@@ -45,9 +45,10 @@ struct PreflightRun {
 double data_parallel_bytes(const PreflightRun& run);
 
 // One remedy: `apply` changes the planned run (its step, or its sharding) for strength k and
-// returns the flags to add ("--batch 4"), or "" where it does not apply to this run (bf16 on
-// cpu, a batch that k does not divide, ZeRO-1 on one rank). A graded remedy is tried at k = 2, 4,
-// 8, ... until its plan fits (the mildest that fits is offered); a fixed one once, at k = 1.
+// returns the flags to add ("--batch 4"), or "" where it does not apply to this run (bf16 when
+// already bf16, a batch that k does not divide, ZeRO-1 on one rank). A graded remedy is tried at k
+// = 2, 4, 8, ... until its plan fits (the mildest that fits is offered); a fixed one once, at k
+// = 1.
 struct Remedy {
   std::function<std::string(PreflightRun& run, int64_t k)> apply;
   bool graded = false;

@@ -20,16 +20,12 @@ Device pick_device(const std::string& name) {
   return comm::device_for_this_rank(d, name.rfind("cuda:", 0) == 0);
 }
 
-// --dtype: "" is the device's default (bf16 on cuda, f32 elsewhere); bf16 needs the bf16 kernels
-// of kernels/cuda (emu or cuda).
+// --dtype: "" is the device's default (bf16 on cuda, f32 elsewhere); every device has bf16 mixed
+// precision (on cpu: kernels/cpu/element.h).
 DType pick_dtype(const std::string& name, Device device) {
   if (name.empty()) return device.kind == DeviceKind::cuda ? DType::bf16 : DType::f32;
   GLASS_CHECK(name == "f32" || name == "bf16", "--dtype {}: expected f32 or bf16", name);
-  if (name == "f32") return DType::f32;
-  GLASS_CHECK(runs_cuda_kernels(device),
-              "--dtype bf16 needs the bf16 kernels of the emu or cuda device; the cpu kernels are "
-              "f32 (use --device emu, or --dtype f32)");
-  return DType::bf16;
+  return name == "f32" ? DType::f32 : DType::bf16;
 }
 
 NonFinitePolicy parse_nonfinite_policy(const std::string& name) {
@@ -281,7 +277,7 @@ RunConfig resolve(const TrainOptions& options) {
               "--device {}: meta holds no data (shapes and launches only), so nothing can be "
               "trained on it; plan a step with `roofline step` (samples/roofline) instead",
               run.device.str());
-  // Refused on cpu as --dtype bf16 is: a flag that would change nothing there is a mistake.
+  // Refused on cpu, which has no TF32 GEMM: a flag that would change nothing there is a mistake.
   GLASS_CHECK(!o.tf32 || runs_cuda_kernels(run.device),
               "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
               "--device emu, or drop --tf32)");

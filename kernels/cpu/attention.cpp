@@ -18,6 +18,7 @@
 // that full square, the work actually done; the softmax FLOPs count the causal triangle it touches.
 #include <cblas.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
@@ -51,6 +52,35 @@ struct AttentionWork : AttentionShape {
   int64_t work() const { return slices * T * T * D; }
 };
 
+// A contiguous tensor's elements as compute_t<T>: the tensor's own memory for f32 and f64; for
+// bf16 an f32 copy (read = converted now; an output's copy is rounded into the tensor by store()).
+// The naive kernels run on bf16 this way: their math in f32, each output rounded once.
+template <class T>
+struct Staged {
+  using C = compute_t<T>;
+  std::vector<C> copy;
+  const Tensor* tensor;
+  C* data;
+  explicit Staged(const Tensor& t, bool read = true) : tensor(&t) {
+    if constexpr (std::is_same_v<T, C>) {
+      data = t.data<T>();
+    } else {
+      copy.resize(static_cast<size_t>(t.numel()));
+      data = copy.data();
+      if (read) {
+        const T* p = t.data<T>();
+        for (int64_t i = 0; i < t.numel(); ++i) copy[i] = to_compute(p[i]);
+      }
+    }
+  }
+  void store() const {
+    if constexpr (!std::is_same_v<T, C>) {
+      T* p = tensor->data<T>();
+      for (int64_t i = 0; i < tensor->numel(); ++i) p[i] = from_compute<T>(copy[i]);
+    }
+  }
+};
+
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -59,27 +89,33 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const AttentionWork g(kernel, q, {&out}, {&k, &v}, probs);
   const double bytes = bytes_of({&q, &k, &v, &out, &probs});
   if (q.numel() == 0) return;
-  visit_float(q, kernel, [&]<class T>() {
-    const T* qp = q.data<T>();
-    const T* kp = k.data<T>();
-    const T* vp = v.data<T>();
-    T* op = out.data<T>();
-    T* pp = probs.data<T>();
-    const int64_t Tn = g.T, D = g.D;
+  visit_element(q, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices, g.flops(2, 5), bytes), [&] {
+      using C = compute_t<T>;
+      // bf16: the operands in f32 (Staged), the f32 path, the outputs rounded once
+      const Staged<T> qs(q), ks(k), vs(v);
+      Staged<T> os(out, false), ps(probs, false);
+      const C* qp = qs.data;
+      const C* kp = ks.data;
+      const C* vp = vs.data;
+      C* op = os.data;
+      C* pp = ps.data;
+      const int64_t Tn = g.T, D = g.D;
       SingleThreadedBlas one_thread;
       for_each_row(g.slices, g.work(), [&](int64_t s) {
-        const T* Q = qp + s * Tn * D;
-        const T* K = kp + s / g.group * Tn * D;
-        const T* V = vp + s / g.group * Tn * D;
-        T* P = pp + s * Tn * Tn;
+        const C* Q = qp + s * Tn * D;
+        const C* K = kp + s / g.group * Tn * D;
+        const C* V = vp + s / g.group * Tn * D;
+        C* P = pp + s * Tn * Tn;
         // 1. S = Q K^T * scale, into P
-        blas_gemm(false, true, Tn, Tn, D, T(scale), Q, D, K, D, T(0), P, Tn);
+        blas_gemm(false, true, Tn, Tn, D, C(scale), Q, D, K, D, C(0), P, Tn);
         // 2. P = causal softmax of S, row by row: row i sees columns 0..i
         for (int64_t i = 0; i < Tn; ++i) masked_softmax_row(P + i * Tn, P + i * Tn, i + 1, Tn);
         // 3. out = P V
-        blas_gemm(false, false, Tn, D, Tn, T(1), P, Tn, V, D, T(0), op + s * Tn * D, D);
+        blas_gemm(false, false, Tn, D, Tn, C(1), P, Tn, V, D, C(0), op + s * Tn * D, D);
       });
+      os.store();
+      ps.store();
     });
   });
 }
@@ -91,49 +127,55 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttentionWork g(kernel, q, {&dout, &dq}, {&k, &v, &dk, &dv}, probs);
   const double bytes = bytes_of({&q, &k, &v, &probs, &dout, &dq, &dk, &dv});
   if (q.numel() == 0) return;
-  visit_float(q, kernel, [&]<class T>() {
-    const T* qp = q.data<T>();
-    const T* kp = k.data<T>();
-    const T* vp = v.data<T>();
-    const T* pp = probs.data<T>();
-    const T* dop = dout.data<T>();
-    T* dqp = dq.data<T>();
-    T* dkp = dk.data<T>();
-    T* dvp = dv.data<T>();
-    const int64_t Tn = g.T, D = g.D;
+  visit_element(q, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices, g.flops(4, 4), bytes), [&] {
+      using C = compute_t<T>;  // the math's type below; bf16 is staged in f32 (Staged)
+      const Staged<T> qs(q), ks(k), vs(v), ps(probs), dos(dout);
+      Staged<T> dqs(dq, false), dks(dk, false), dvs(dv, false);
+      const C* qp = qs.data;
+      const C* kp = ks.data;
+      const C* vp = vs.data;
+      const C* pp = ps.data;
+      const C* dop = dos.data;
+      C* dqp = dqs.data;
+      C* dkp = dks.data;
+      C* dvp = dvs.data;
+      const int64_t Tn = g.T, D = g.D;
       SingleThreadedBlas one_thread;
       // not for_each_row: each chunk of slices keeps one dP buffer for all its slices
       parallel_ranges(
           g.kv_slices(), worth_threading(g.kv_slices(), g.work()),
           [&](int64_t first, int64_t last) {
-            std::vector<T> ds(static_cast<size_t>(Tn * Tn));  // this chunk's dP, then dS
+            std::vector<C> ds(static_cast<size_t>(Tn * Tn));  // this chunk's dP, then dS
             for (int64_t kv = first; kv < last; ++kv) {
               const int64_t kv_at = kv * Tn * D;
               // the key/value slice's query slices in order: the first writes dK and dV (beta 0),
               // the others add to them
               for (int64_t s = kv * g.group; s < (kv + 1) * g.group; ++s) {
                 const int64_t at = s * Tn * D;
-                const T* P = pp + s * Tn * Tn;
-                const T gather = s == kv * g.group ? T(0) : T(1);
+                const C* P = pp + s * Tn * Tn;
+                const C gather = s == kv * g.group ? C(0) : C(1);
                 // 1. dV += P^T dO
-                blas_gemm(true, false, Tn, D, Tn, T(1), P, Tn, dop + at, D, gather, dvp + kv_at, D);
+                blas_gemm(true, false, Tn, D, Tn, C(1), P, Tn, dop + at, D, gather, dvp + kv_at, D);
                 // 2. dP = dO V^T
-                blas_gemm(false, true, Tn, Tn, D, T(1), dop + at, D, vp + kv_at, D, T(0), ds.data(),
+                blas_gemm(false, true, Tn, Tn, D, C(1), dop + at, D, vp + kv_at, D, C(0), ds.data(),
                           Tn);
                 // 3. dS = P * (dP - rowsum(dP * P)), row by row
                 for (int64_t i = 0; i < Tn; ++i) {
-                  T* row = ds.data() + i * Tn;
+                  C* row = ds.data() + i * Tn;
                   masked_softmax_backward_row(P + i * Tn, row, row, i + 1, Tn);
                 }
                 // 4. dQ = dS K * scale, dK += dS^T Q * scale
-                blas_gemm(false, false, Tn, D, Tn, T(scale), ds.data(), Tn, kp + kv_at, D, T(0),
+                blas_gemm(false, false, Tn, D, Tn, C(scale), ds.data(), Tn, kp + kv_at, D, C(0),
                           dqp + at, D);
-                blas_gemm(true, false, Tn, D, Tn, T(scale), ds.data(), Tn, qp + at, D, gather,
+                blas_gemm(true, false, Tn, D, Tn, C(scale), ds.data(), Tn, qp + at, D, gather,
                           dkp + kv_at, D);
               }
             }
           });
+      dqs.store();
+      dks.store();
+      dvs.store();
     });
   });
 }

@@ -21,29 +21,34 @@ void fused_classifier(const Tensor& logits, const Tensor& targets, const Tensor&
   // the row pass, and the count of valid rows written by the same launch
   LaunchCost cost = fused_classifier_cost(logits, targets, losses, write_dlogits);
   cost.bytes += bytes_of({&valid});
-  visit_float(logits, kernel, [&]<class T>() {
+  visit_element(logits, kernel, [&]<class T>() {
+    // the losses and the count are accum_dtype (f32 for bf16 logits, whose gradient is bf16)
+    using A = compute_t<T>;
     T* x = logits.data<T>();
     const int32_t* t = targets.data<int32_t>();
-    T* loss = losses.data<T>();
-    T* n_rows = valid.data<T>();
-    const T inv_valid = T(1) / static_cast<T>(n_valid);
+    A* loss = losses.data<A>();
+    A* n_rows = valid.data<A>();
+    const A inv_valid = A(1) / static_cast<A>(n_valid);
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, logits.numel(), [&](int64_t r) {
         T* xr = x + r * g.cols;
         const bool counted = t[r] != ignore_index;
         // 2. the loss, logsumexp - x[t] = log_sum - (x[t] - max)
-        const LogSumExp<T> lse = row_logsumexp(xr, vocab);
-        loss[r] = counted ? lse.log_sum - (xr[t[r]] - lse.max) : T(0);
+        const LogSumExp<A> lse = row_logsumexp(xr, vocab);
+        loss[r] = counted ? lse.log_sum - (to_compute(xr[t[r]]) - lse.max) : A(0);
         if (!write_dlogits) return;
-        // 3. the row becomes (softmax - onehot(t)) / valid on the classes, 0 on the padding
-        const T scale = counted ? inv_valid : T(0);
-        const T l = lse.value();
+        // 3. the row becomes (softmax - onehot(t)) / valid on the classes, 0 on the padding; the
+        // target's entry has the one subtracted before it is rounded
+        const A scale = counted ? inv_valid : A(0);
+        const A l = lse.value();
+        const int64_t target = counted ? t[r] : -1;
 #pragma omp simd
-        for (int64_t j = 0; j < vocab; ++j) xr[j] = std::exp(xr[j] - l) * scale;
-        if (counted) xr[t[r]] -= scale;
-        for (int64_t j = vocab; j < g.cols; ++j) xr[j] = T(0);
+        for (int64_t j = 0; j < vocab; ++j)
+          xr[j] = from_compute<T>(std::exp(to_compute(xr[j]) - l) * scale -
+                                  (j == target ? scale : A(0)));
+        for (int64_t j = vocab; j < g.cols; ++j) xr[j] = from_compute<T>(A(0));
       });
-      n_rows[0] = static_cast<T>(n_valid);
+      n_rows[0] = static_cast<A>(n_valid);
     });
   });
 }

@@ -16,6 +16,7 @@
 #include "engine/launch.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/element.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/dtype_dispatch.h"
@@ -165,29 +166,31 @@ inline float exp_vectorisable(float x) {
 
 inline double exp_vectorisable(double x) { return std::exp(x); }
 
-// --- row primitives: contiguous rows of n elements, sums in the row's own type, vectorised ---
+// --- row primitives: contiguous rows of n elements, sums in compute_t<T> (f32 for bf16),
+// vectorised ---
 
 template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
+compute_t<T> row_max(const T* x, int64_t n) {
+  using C = compute_t<T>;
+  C m = -std::numeric_limits<C>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int64_t j = 0; j < n; ++j) m = to_compute(x[j]) > m ? to_compute(x[j]) : m;
   return m;
 }
 
 template <class T>
-T row_sum(const T* x, int64_t n) {
-  T s = 0;
+compute_t<T> row_sum(const T* x, int64_t n) {
+  compute_t<T> s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += x[j];
+  for (int64_t j = 0; j < n; ++j) s += to_compute(x[j]);
   return s;
 }
 
 template <class T>
-T row_dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
+compute_t<T> row_dot(const T* a, const T* b, int64_t n) {
+  compute_t<T> s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  for (int64_t j = 0; j < n; ++j) s += to_compute(a[j]) * to_compute(b[j]);
   return s;
 }
 
@@ -279,16 +282,17 @@ void masked_softmax_backward_row(const T* y, const T* dy, T* dx, int64_t len, in
 
 // `exp` is libm's by default; a hot loop may pass exp_vectorisable.
 template <class T, class Exp>
-LogSumExp<T> row_logsumexp(const T* x, int64_t n, Exp exp) {
-  const T m = row_max(x, n);
-  T s = 0;
+LogSumExp<compute_t<T>> row_logsumexp(const T* x, int64_t n, Exp exp) {
+  using C = compute_t<T>;
+  const C m = row_max(x, n);
+  C s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += exp(x[j] - m);
+  for (int64_t j = 0; j < n; ++j) s += exp(to_compute(x[j]) - m);
   return {m, std::log(s)};
 }
 template <class T>
-LogSumExp<T> row_logsumexp(const T* x, int64_t n) {
-  return row_logsumexp(x, n, [](T v) { return std::exp(v); });
+LogSumExp<compute_t<T>> row_logsumexp(const T* x, int64_t n) {
+  return row_logsumexp(x, n, [](compute_t<T> v) { return std::exp(v); });
 }
 
 // Throws on the first target outside [0, V) that is not ignore_index (naming `kernel`, the row

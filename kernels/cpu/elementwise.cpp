@@ -4,6 +4,9 @@
 // dimension has stride 0): the dimensions are first simplified (size-1 dimensions dropped,
 // neighbours merged where every operand walks them as one) so that common cases become one
 // contiguous loop, or rows whose inner run is contiguous or a broadcast scalar.
+// Kernels are templates over the stored element type T (f32, bf16, and f64 for gradcheck); the math
+// runs in compute_t<T> (f32 for bf16: each element loaded exactly, computed in f32 and rounded
+// once when stored, kernels/cpu/element.h), so each op's lambda takes and returns compute_t<T>.
 // Dropout draws its keep/drop decision from Philox, one 32-bit word per element, so the mask is
 // a pure function of (seed, offset, element index): backward regenerates it and stores nothing.
 #include <bit>
@@ -24,7 +27,8 @@ void map2(const T* a, const T* b, T* out, int64_t n, F f) {
   parallel_ranges(
       n, n >= kParallelGrain,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = from_compute<T>(f(to_compute(a[i]), to_compute(b[i])));
       },
       kRowLanes);
 }
@@ -35,7 +39,7 @@ void map1(const T* x, T* out, int64_t n, F f) {
   parallel_ranges(
       n, n >= kParallelGrain,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = f(x[i]);
+        for (int64_t i = begin; i < end; ++i) out[i] = from_compute<T>(f(to_compute(x[i])));
       },
       kRowLanes);
 }
@@ -54,16 +58,17 @@ void binary_strided(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
         const T* rb = pb + off[1];
         T* ro = po + off[2];
         // The row's inner run: contiguous, one side a broadcast scalar, or general strides.
+        const auto at = [&](int64_t ia, int64_t ib) {
+          return from_compute<T>(f(to_compute(ra[ia]), to_compute(rb[ib])));
+        };
         if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-          for (int64_t j = 0; j < len; ++j) ro[j] = f(ra[j], rb[j]);
+          for (int64_t j = 0; j < len; ++j) ro[j] = at(j, j);
         } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-          const T s = rb[0];
-          for (int64_t j = 0; j < len; ++j) ro[j] = f(ra[j], s);
+          for (int64_t j = 0; j < len; ++j) ro[j] = at(j, 0);
         } else if (st[0] == 0 && st[1] == 1 && st[2] == 1) {
-          const T s = ra[0];
-          for (int64_t j = 0; j < len; ++j) ro[j] = f(s, rb[j]);
+          for (int64_t j = 0; j < len; ++j) ro[j] = at(0, j);
         } else {
-          for (int64_t j = 0; j < len; ++j) ro[j * st[2]] = f(ra[j * st[0]], rb[j * st[1]]);
+          for (int64_t j = 0; j < len; ++j) ro[j * st[2]] = at(j * st[0], j * st[1]);
         }
       });
 }
@@ -82,7 +87,8 @@ void check_unary(const char* kernel, const Tensor& x, const Tensor& y) {
 template <class T>
 void dropout_apply(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t off) {
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  using C = compute_t<T>;
+  const C scale = p < 1 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
   const int64_t blocks = (n + 3) / 4;
   // Philox draws cost more than a store: threaded from fewer elements.
   parallel_ranges(blocks, n >= kParallelGrain / 8, [&](int64_t first, int64_t last) {
@@ -91,7 +97,7 @@ void dropout_apply(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_
       const int64_t lanes = std::min<int64_t>(4, n - blk * 4);
       for (int64_t l = 0; l < lanes; ++l) {
         const int64_t i = blk * 4 + l;
-        y[i] = (r.v[l] >> 8) >= threshold ? x[i] * scale : T(0);
+        y[i] = from_compute<T>((r.v[l] >> 8) >= threshold ? to_compute(x[i]) * scale : C(0));
       }
     }
   });
@@ -107,8 +113,8 @@ void dropout(const char* kernel, const Tensor& x, const Tensor& y, double p,
   launch(cpu_launch_info(kernel, n, cost.flops, cost.bytes), [&] {
     // The offset read when the kernel runs (rng.offset_base is host memory on cpu).
     const uint64_t off = philox_offset(rng);
-    visit_float(x, kernel,
-                [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, rng.seed, off); });
+    visit_element(x, kernel,
+                  [&]<class T>() { dropout_apply(x.data<T>(), y.data<T>(), n, p, rng.seed, off); });
   });
 }
 
@@ -123,16 +129,17 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t n = out.numel();
   const LaunchCost cost = binary_cost(a, b, out);
   launch(cpu_launch_info(name, n, cost.flops, cost.bytes), [&] {
-    visit_float(out, name, [&]<class T>() {
+    visit_element(out, name, [&]<class T>() {
+      using C = compute_t<T>;
       switch (op) {
         case BinaryOp::add:
-          return binary_strided<T>(a, b, out, [](T x, T y) { return x + y; });
+          return binary_strided<T>(a, b, out, [](C x, C y) { return x + y; });
         case BinaryOp::sub:
-          return binary_strided<T>(a, b, out, [](T x, T y) { return x - y; });
+          return binary_strided<T>(a, b, out, [](C x, C y) { return x - y; });
         case BinaryOp::mul:
-          return binary_strided<T>(a, b, out, [](T x, T y) { return x * y; });
+          return binary_strided<T>(a, b, out, [](C x, C y) { return x * y; });
         case BinaryOp::div:
-          return binary_strided<T>(a, b, out, [](T x, T y) { return x / y; });
+          return binary_strided<T>(a, b, out, [](C x, C y) { return x / y; });
       }
     });
   });
@@ -143,9 +150,10 @@ void affine(const Tensor& x, const Tensor& out, double mul, double add) {
   const int64_t n = x.numel();
   const LaunchCost cost = map_cost(x, 2);
   launch(cpu_launch_info("affine", n, cost.flops, cost.bytes), [&] {
-    visit_float(x, "affine", [&]<class T>() {
-      const T m = static_cast<T>(mul), a = static_cast<T>(add);
-      map1(x.data<T>(), out.data<T>(), n, [=](T v) { return v * m + a; });
+    visit_element(x, "affine", [&]<class T>() {
+      using C = compute_t<T>;
+      const C m = static_cast<C>(mul), a = static_cast<C>(add);
+      map1(x.data<T>(), out.data<T>(), n, [=](C v) { return v * m + a; });
     });
   });
 }
@@ -155,11 +163,12 @@ void pow_scalar(const Tensor& x, const Tensor& out, double p) {
   const int64_t n = x.numel();
   const LaunchCost cost = map_cost(x, 1);
   launch(cpu_launch_info("pow_scalar", n, cost.flops, cost.bytes), [&] {
-    visit_float(x, "pow_scalar", [&]<class T>() {
+    visit_element(x, "pow_scalar", [&]<class T>() {
+      using C = compute_t<T>;
       // Squares are common (variances, norms) and need no pow call.
-      if (p == 2) return map1(x.data<T>(), out.data<T>(), n, [](T v) { return v * v; });
-      const T e = static_cast<T>(p);
-      map1(x.data<T>(), out.data<T>(), n, [=](T v) { return std::pow(v, e); });
+      if (p == 2) return map1(x.data<T>(), out.data<T>(), n, [](C v) { return v * v; });
+      const C e = static_cast<C>(p);
+      map1(x.data<T>(), out.data<T>(), n, [=](C v) { return std::pow(v, e); });
     });
   });
 }
@@ -180,10 +189,11 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   const int64_t n = x.numel();
   const LaunchCost cost = map_cost(x, kGeluForwardFlops);
   launch(cpu_launch_info("gelu_forward", n, cost.flops, cost.bytes), [&] {
-    visit_float(x, "gelu_forward", [&]<class T>() {
-      const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
+    visit_element(x, "gelu_forward", [&]<class T>() {
+      using C = compute_t<T>;
+      const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
       map1(x.data<T>(), y.data<T>(), n,
-           [=](T v) { return v * sigmoid_2u(s * (v + c * v * v * v)); });
+           [=](C v) { return v * sigmoid_2u(s * (v + c * v * v * v)); });
     });
   });
 }
@@ -194,15 +204,16 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   const int64_t n = x.numel();
   const LaunchCost cost = gelu_backward_cost(x);
   launch(cpu_launch_info("gelu_backward", n, cost.flops, cost.bytes), [&] {
-    visit_float(x, "gelu_backward", [&]<class T>() {
-      const T s = static_cast<T>(kSqrt2OverPi), c = static_cast<T>(kGeluCubic);
-      map2(x.data<T>(), dy.data<T>(), dx.data<T>(), n, [=](T v, T g) {
+    visit_element(x, "gelu_backward", [&]<class T>() {
+      using C = compute_t<T>;
+      const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
+      map2(x.data<T>(), dy.data<T>(), dx.data<T>(), n, [=](C v, C g) {
         // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so
         // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx = q + 2 x q (1 - q) du/dx,
         // du/dx = sqrt(2/pi) (1 + 3c x^2).
-        const T q = sigmoid_2u(s * (v + c * v * v * v));
-        const T du = s * (T(1) + T(3) * c * v * v);
-        return g * (q + T(2) * v * q * (T(1) - q) * du);
+        const C q = sigmoid_2u(s * (v + c * v * v * v));
+        const C du = s * (C(1) + C(3) * c * v * v);
+        return g * (q + C(2) * v * q * (C(1) - q) * du);
       });
     });
   });

@@ -3,6 +3,7 @@
 // The backward is deterministic without atomics: positions are bucketed by id with a stable
 // counting sort, then every table row is summed by one thread from its positions in ascending
 // order, the same order a serial loop would use. Unused rows come out zero.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -66,18 +67,27 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
            std::vector<int64_t> positions(static_cast<size_t>(n));
            std::vector<int64_t> fill = first;
            for (int64_t i = 0; i < n; ++i) positions[fill[id[i]]++] = i;
-           visit_float(dtable, "embedding_backward", [&]<class T>() {
+           visit_element(dtable, "embedding_backward", [&]<class T>() {
+             using A = compute_t<T>;
              const T* g = dout.data<T>();
              T* dt = dtable.data<T>();
-             // dtable[v] = sum of dout rows at the positions of v, in ascending position order.
-             for_each_row(vocab, vocab * channels, [&](int64_t v) {
-               T* row = dt + v * channels;
-               for (int64_t c = 0; c < channels; ++c) row[c] = T(0);
-               for (int64_t p = first[v]; p < first[v + 1]; ++p) {
-                 const T* src = g + positions[p] * channels;
-                 for (int64_t c = 0; c < channels; ++c) row[c] += src[c];
-               }
-             });
+             // dtable[v] = sum of dout rows at the positions of v, in ascending position order,
+             // summed in compute_t<T> (f32 for bf16) and rounded once.
+             parallel_ranges(vocab, worth_threading(vocab, vocab * channels),
+                             [&](int64_t begin, int64_t end) {
+                               std::vector<A> sum(static_cast<size_t>(channels));
+                               for (int64_t v = begin; v < end; ++v) {
+                                 std::fill(sum.begin(), sum.end(), A(0));
+                                 for (int64_t p = first[v]; p < first[v + 1]; ++p) {
+                                   const T* src = g + positions[p] * channels;
+                                   for (int64_t c = 0; c < channels; ++c)
+                                     sum[c] += to_compute(src[c]);
+                                 }
+                                 T* row = dt + v * channels;
+                                 for (int64_t c = 0; c < channels; ++c)
+                                   row[c] = from_compute<T>(sum[c]);
+                               }
+                             });
            });
          });
 }

@@ -25,9 +25,13 @@
 // parallel region); a slice writes only its own head's columns and sums every element in a fixed
 // order, so the result is deterministic. Backward runs the (batch, key/value head) slices in
 // parallel, each walking its query heads in order, so their dK and dV sums have a fixed order too.
-// Takes any D, f32 and f64 (gradcheck).
+// Takes any D, f32, f64 (gradcheck) and bf16. bf16 reads q, k, v (and out, dout) in bf16 and
+// computes in f32, as emu's and cuda's flash entries do: each slice's heads are converted to f32
+// once (a T x D copy beside the T x T x D work), run through the f32 path, and the outputs are
+// rounded to bf16 once when stored (out; dq per query head; dk and dv after their group's sums).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/costs/attention.h"
@@ -88,6 +92,7 @@ void causal_probs_row(T* row, int64_t seen, int64_t keys, T row_lse) {
 template <class T>
 struct SliceHeads {
   Head<T> q, k, v, o;
+  SliceHeads() = default;
   SliceHeads(const FlashAttentionShape& g, int64_t s, const Tensor& qkv, const Tensor& out) {
     const int64_t b = s / g.H, h = s % g.H;
     T* base = qkv.data<T>() + b * g.T * g.W;
@@ -98,20 +103,60 @@ struct SliceHeads {
   }
 };
 
+// A slice's T x D rows of head `h` converted to f32 in `to` (pitch D), or f32 rows `from` rounded
+// into h: bf16's staging (kernels/cpu/element.h).
+void head_to_f32(const Head<bf16>& h, int64_t Tn, int64_t D, float* to) {
+  for (int64_t t = 0; t < Tn; ++t) {
+    const bf16* row = h.row(t);
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) to[t * D + d] = to_compute(row[d]);
+  }
+}
+void f32_to_head(const float* from, int64_t Tn, int64_t D, const Head<bf16>& h) {
+  for (int64_t t = 0; t < Tn; ++t) {
+    bf16* row = h.row(t);
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) row[d] = from_compute<bf16>(from[t * D + d]);
+  }
+}
+
+// Slice s's forward (batch s / H, query head s % H) on heads of one type (f32 or f64, or bf16's
+// f32 copies): block by block of queries, scores the thread's kQueryBlock x T scratch.
+template <class T>
+void attention_slice_forward(int64_t Tn, int64_t D, double scale, const SliceHeads<T>& x,
+                             float* lse_row, T* scores) {
+  const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
+  const T scale_t = static_cast<T>(scale);
+  for_each_query_block(Tn, [&](QueryBlock blk) {
+    T* S = scores;  // rows x keys, row stride keys
+    // 1. S = scale Q_block K^T, up to the diagonal (query r sees keys up to first + r)
+    blas_gemm(false, true, blk.rows, blk.keys, D, scale_t, q.row(blk.first), q.pitch, k.row(0),
+              k.pitch, T(0), S, blk.keys, {Causal::kLowerC, blk.first});
+    // 2. each row: P = softmax over its causal keys, 0 past the diagonal; keep the lse
+    for (int64_t r = 0; r < blk.rows; ++r) {
+      T* row = S + r * blk.keys;
+      const int64_t seen = blk.first + r + 1;
+      lse_row[blk.first + r] =
+          static_cast<float>(masked_softmax_row(row, row, seen, blk.keys).value());
+    }
+    // 3. O_block = P V, written straight into out's head columns, each query's sum stopping at
+    // its last key
+    blas_gemm(false, false, blk.rows, D, blk.keys, T(1), S, blk.keys, v.row(0), v.pitch, T(0),
+              o.row(blk.first), o.pitch, {Causal::kLowerA, blk.first});
+  });
+}
+
 // Backward of slice s (batch s / H, head s % H), block by block of queries, the last block first:
 // it sees every key, so when `first` (the first query head of its key/value head) its dK and dV
 // products (beta 0) write all of dK and dV, and each earlier block, and every later query head of
 // the group, adds to the keys it sees; no pass zeroes them first. probs and dscores are this
 // thread's kQueryBlock x T scratch.
 template <class T>
-void attention_slice_backward(const FlashAttentionShape& g, int64_t s, bool first, double scale,
-                              const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& dout, const Tensor& dqkv, T* probs, T* dscores) {
-  const int64_t Tn = g.T, D = g.D;
-  const SliceHeads<T> x(g, s, qkv, out), dx(g, s, dqkv, dout);
+void attention_slice_backward(int64_t Tn, int64_t D, bool first, double scale,
+                              const SliceHeads<T>& x, const SliceHeads<T>& dx, const float* lse_row,
+                              T* probs, T* dscores) {
   const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
   const Head<T>&dq = dx.q, &dk = dx.k, &dv = dx.v, &dO = dx.o;
-  const float* lse_row = lse.data<float>() + s * Tn;
   for_each_query_block_from_last(Tn, [&](QueryBlock blk) {
     // beta of dK, dV: 0 for the last block (the first done) of the group's first query head
     const T gather = first && blk.keys == Tn ? T(0) : T(1);
@@ -159,33 +204,31 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
   const double flops = flash_attention_forward_flops(g.slices(), Tn, D);
-  visit_float(qkv, kernel, [&]<class T>() {
-    const T scale_t = static_cast<T>(scale);
+  visit_element(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
       const bool threaded = worth_threading(g.slices(), g.slices() * Tn * Tn * D);
       parallel_ranges(g.slices(), threaded, [&](int64_t first, int64_t last) {
-        std::vector<T> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
+        using C = compute_t<T>;
+        std::vector<C> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
+        // bf16: the slice's q, k, v, o in f32
+        std::vector<float> staged(std::is_same_v<T, bf16> ? static_cast<size_t>(4 * Tn * D) : 0);
         for (int64_t s = first; s < last; ++s) {
           const SliceHeads<T> x(g, s, qkv, out);
-          const Head<T>&q = x.q, &k = x.k, &v = x.v, &o = x.o;
           float* lse_row = lse.data<float>() + s * Tn;
-          for_each_query_block(Tn, [&](QueryBlock blk) {
-            T* S = scores.data();  // rows x keys, row stride keys
-            // 1. S = scale Q_block K^T, up to the diagonal (query r sees keys up to first + r)
-            blas_gemm(false, true, blk.rows, blk.keys, D, scale_t, q.row(blk.first), q.pitch,
-                      k.row(0), k.pitch, T(0), S, blk.keys, {Causal::kLowerC, blk.first});
-            // 2. each row: P = softmax over its causal keys, 0 past the diagonal; keep the lse
-            for (int64_t r = 0; r < blk.rows; ++r) {
-              T* row = S + r * blk.keys;
-              const int64_t seen = blk.first + r + 1;
-              lse_row[blk.first + r] =
-                  static_cast<float>(masked_softmax_row(row, row, seen, blk.keys).value());
-            }
-            // 3. O_block = P V, written straight into out's head columns, each query's sum
-            // stopping at its last key
-            blas_gemm(false, false, blk.rows, D, blk.keys, T(1), S, blk.keys, v.row(0), v.pitch,
-                      T(0), o.row(blk.first), o.pitch, {Causal::kLowerA, blk.first});
-          });
+          if constexpr (std::is_same_v<T, bf16>) {
+            SliceHeads<float> xf;
+            xf.q = {staged.data(), D};
+            xf.k = {staged.data() + Tn * D, D};
+            xf.v = {staged.data() + 2 * Tn * D, D};
+            xf.o = {staged.data() + 3 * Tn * D, D};
+            head_to_f32(x.q, Tn, D, xf.q.base);
+            head_to_f32(x.k, Tn, D, xf.k.base);
+            head_to_f32(x.v, Tn, D, xf.v.base);
+            attention_slice_forward(Tn, D, scale, xf, lse_row, scores.data());
+            f32_to_head(xf.o.base, Tn, D, x.o);
+          } else {
+            attention_slice_forward(Tn, D, scale, x, lse_row, scores.data());
+          }
         }
       });
     });
@@ -200,18 +243,52 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   if (qkv.numel() == 0) return;
   const int64_t Tn = g.T, D = g.D;
   const double flops = flash_attention_backward_flops(g.slices(), Tn, D);  // in one pass
-  visit_float(qkv, kernel, [&]<class T>() {
+  visit_element(qkv, kernel, [&]<class T>() {
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
            [&] {
              const bool threaded = worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D);
              parallel_ranges(g.kv_slices(), threaded, [&](int64_t first, int64_t last) {
+               using C = compute_t<T>;
                const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
-               std::vector<T> probs(scratch), dscores(scratch);
+               std::vector<C> probs(scratch), dscores(scratch);
+               // bf16: f32 copies of k, v, dk, dv (once for the group) and q, o, dout, dq (per
+               // query head)
+               std::vector<float> staged(std::is_same_v<T, bf16> ? static_cast<size_t>(8 * Tn * D)
+                                                                 : 0);
                // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
-               for (int64_t kv = first; kv < last; ++kv)
-                 for (int64_t s = kv * g.group(); s < (kv + 1) * g.group(); ++s)
-                   attention_slice_backward<T>(g, s, s == kv * g.group(), scale, qkv, out, lse,
-                                               dout, dqkv, probs.data(), dscores.data());
+               for (int64_t kv = first; kv < last; ++kv) {
+                 if constexpr (std::is_same_v<T, bf16>) {
+                   SliceHeads<float> xf, dxf;
+                   float* p = staged.data();
+                   for (Head<float>* h :
+                        {&xf.q, &xf.k, &xf.v, &xf.o, &dxf.q, &dxf.k, &dxf.v, &dxf.o}) {
+                     *h = {p, D};
+                     p += Tn * D;
+                   }
+                   const int64_t s0 = kv * g.group();
+                   const SliceHeads<T> x0(g, s0, qkv, out), dx0(g, s0, dqkv, dout);
+                   head_to_f32(x0.k, Tn, D, xf.k.base);
+                   head_to_f32(x0.v, Tn, D, xf.v.base);
+                   for (int64_t s = s0; s < s0 + g.group(); ++s) {
+                     const SliceHeads<T> x(g, s, qkv, out), dx(g, s, dqkv, dout);
+                     head_to_f32(x.q, Tn, D, xf.q.base);
+                     head_to_f32(x.o, Tn, D, xf.o.base);
+                     head_to_f32(dx.o, Tn, D, dxf.o.base);
+                     attention_slice_backward<float>(Tn, D, s == s0, scale, xf, dxf,
+                                                     lse.data<float>() + s * Tn, probs.data(),
+                                                     dscores.data());
+                     f32_to_head(dxf.q.base, Tn, D, dx.q);
+                   }
+                   f32_to_head(dxf.k.base, Tn, D, dx0.k);
+                   f32_to_head(dxf.v.base, Tn, D, dx0.v);
+                 } else {
+                   for (int64_t s = kv * g.group(); s < (kv + 1) * g.group(); ++s)
+                     attention_slice_backward<T>(
+                         Tn, D, s == kv * g.group(), scale, SliceHeads<T>(g, s, qkv, out),
+                         SliceHeads<T>(g, s, dqkv, dout), lse.data<float>() + s * Tn, probs.data(),
+                         dscores.data());
+                 }
+               }
              });
            });
   });

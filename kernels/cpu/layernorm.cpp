@@ -15,7 +15,10 @@
 // chunk of kRowsPerChunk rows writes its own partial sums, and the chunks are then added in chunk
 // order, so the result is bit-identical whatever the number of threads. The plain and the fused
 // entries are one code path: the fused one passes delta/residual (forward) and dresidual
-// (backward), which the plain one leaves null.
+// (backward), which the plain one leaves null. Templated on the stored type T (f32, bf16, f64):
+// mean and rstd are accum_dtype (f32 for bf16), the math, the sums and the chunks' partial sums
+// run in compute_t<T>, and each stored element is rounded once (kernels/cpu/element.h); the
+// residual is normalised as stored (rounded), as on emu and cuda.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -38,15 +41,16 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
   const LayerNormShape g(kernel, x, {&x, &y}, {&mean, &rstd}, {&weight, &bias});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
   const LaunchCost cost = layernorm_forward_cost(x, delta, residual, weight, bias, y, mean, rstd);
-  visit_float(x, kernel, [&]<class T>() {
+  visit_element(x, kernel, [&]<class T>() {
+    using A = compute_t<T>;
     const T* xp = x.data<T>();
     const T* dp = delta ? delta->data<T>() : nullptr;
     T* sp = delta ? residual->data<T>() : nullptr;
     const T* w = weight.data<T>();
     const T* b = bias.data<T>();
     T* yp = y.data<T>();
-    T* mp = mean.data<T>();
-    T* rp = rstd.data<T>();
+    A* mp = mean.data<A>();
+    A* rp = rstd.data<A>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, x.numel(), [&](int64_t r) {
@@ -57,18 +61,21 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
           const T* dr = dp + r * C;
           T* sr = sp + r * C;
 #pragma omp simd
-          for (int64_t j = 0; j < C; ++j) sr[j] = xr[j] + dr[j];
+          for (int64_t j = 0; j < C; ++j)
+            sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
           xr = sr;
         }
         // 1. mean, then the variance around it
-        const T m = row_sum(xr, C) / static_cast<T>(C);
-        T var = 0;
+        const A m = row_sum(xr, C) / static_cast<A>(C);
+        A var = 0;
 #pragma omp simd reduction(+ : var)
-        for (int64_t j = 0; j < C; ++j) var += (xr[j] - m) * (xr[j] - m);
-        const T rs = T(1) / std::sqrt(var / static_cast<T>(C) + static_cast<T>(eps));
+        for (int64_t j = 0; j < C; ++j) var += (to_compute(xr[j]) - m) * (to_compute(xr[j]) - m);
+        const A rs = A(1) / std::sqrt(var / static_cast<A>(C) + static_cast<A>(eps));
         // 2. normalise, scale and shift
 #pragma omp simd
-        for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * rs * w[j] + b[j];
+        for (int64_t j = 0; j < C; ++j)
+          yr[j] =
+              from_compute<T>((to_compute(xr[j]) - m) * rs * to_compute(w[j]) + to_compute(b[j]));
         mp[r] = m;
         rp[r] = rs;
       });
@@ -79,27 +86,29 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
 // One row of LayerNorm's backward: its dx (plus dresidual's row when given), and its share of
 // dweight and dbias added to dw and db. A function of plain pointers: inside the row loop's lambda
 // the compiler reloaded the captured pointers in every vectorised iteration, as gathers.
-template <class T>
-void layernorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, T mean, T rstd,
-                            int64_t C, T* dx, T* dw, T* db) {
+// dw and db are the chunk's partial sums, in compute_t<T>.
+template <class T, class A = compute_t<T>>
+void layernorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, A mean, A rstd,
+                            int64_t C, T* dx, A* dw, A* db) {
   // 1. mean(dxhat) and mean(dxhat * xhat), with dxhat = dy * w, xhat = (x - mean) * rstd
-  T sum_dxhat = 0, sum_dxhat_xhat = 0;
+  A sum_dxhat = 0, sum_dxhat_xhat = 0;
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
   for (int64_t j = 0; j < C; ++j) {
-    const T dxhat = dy[j] * w[j];
+    const A dxhat = to_compute(dy[j]) * to_compute(w[j]);
     sum_dxhat += dxhat;
-    sum_dxhat_xhat += dxhat * (x[j] - mean) * rstd;
+    sum_dxhat_xhat += dxhat * (to_compute(x[j]) - mean) * rstd;
   }
-  const T mean_dxhat = sum_dxhat / static_cast<T>(C);
-  const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
+  const A mean_dxhat = sum_dxhat / static_cast<A>(C);
+  const A mean_dxhat_xhat = sum_dxhat_xhat / static_cast<A>(C);
   // 2. dx (plus the residual's own gradient), and this row's share of dweight and dbias
 #pragma omp simd
   for (int64_t j = 0; j < C; ++j) {
-    const T xhat = (x[j] - mean) * rstd;
-    dx[j] = (dresidual ? dresidual[j] : T(0)) +
-            rstd * (dy[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-    dw[j] += dy[j] * xhat;
-    db[j] += dy[j];
+    const A xhat = (to_compute(x[j]) - mean) * rstd;
+    const A dyj = to_compute(dy[j]);
+    const A dxj = rstd * (dyj * to_compute(w[j]) - mean_dxhat - xhat * mean_dxhat_xhat);
+    dx[j] = from_compute<T>(dresidual ? to_compute(dresidual[j]) + dxj : dxj);
+    dw[j] += dyj * xhat;
+    db[j] += dyj;
   }
 }
 
@@ -114,39 +123,44 @@ void layernorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor*
   LaunchCost cost = layernorm_backward_rows_cost(dy, dresidual, x, weight, mean, rstd, dx);
   cost.bytes += bytes_of({&dweight, &dbias});
   const int64_t chunks = (g.rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  visit_float(x, kernel, [&]<class T>() {
+  visit_element(x, kernel, [&]<class T>() {
+    using A = compute_t<T>;
     const T* dyp = dy.data<T>();
     const T* drp = dresidual ? dresidual->data<T>() : nullptr;
     const T* xp = x.data<T>();
     const T* w = weight.data<T>();
-    const T* mp = mean.data<T>();
-    const T* rp = rstd.data<T>();
+    const A* mp = mean.data<A>();
+    const A* rp = rstd.data<A>();
     T* dxp = dx.data<T>();
     T* dw = dweight.data<T>();
     T* db = dbias.data<T>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       // partial[c] holds chunk c's dweight sums, then its dbias sums (2 * C values)
-      std::vector<T> partial(static_cast<size_t>(chunks * 2 * C));
+      std::vector<A> partial(static_cast<size_t>(chunks * 2 * C));
       for_each_row(chunks, x.numel(), [&](int64_t c) {
-        T* pw = partial.data() + c * 2 * C;
-        T* pb = pw + C;
+        A* pw = partial.data() + c * 2 * C;
+        A* pb = pw + C;
         for (int64_t j = 0; j < 2 * C; ++j) pw[j] = 0;
         const int64_t end = std::min(g.rows, (c + 1) * kRowsPerChunk);
         for (int64_t r = c * kRowsPerChunk; r < end; ++r)
           layernorm_backward_row(dyp + r * C, drp ? drp + r * C : nullptr, xp + r * C, w, mp[r],
                                  rp[r], C, dxp + r * C, pw, pb);
       });
-      // 3. add the chunks' partial sums in chunk order
-      for (int64_t j = 0; j < C; ++j) dw[j] = db[j] = 0;
+      // 3. add the chunks' partial sums in chunk order, column by column, rounded once
+      std::vector<A> sum_w(static_cast<size_t>(C), A(0)), sum_b(static_cast<size_t>(C), A(0));
       for (int64_t c = 0; c < chunks; ++c) {
-        const T* pw = partial.data() + c * 2 * C;
-        const T* pb = pw + C;
+        const A* pw = partial.data() + c * 2 * C;
+        const A* pb = pw + C;
 #pragma omp simd
         for (int64_t j = 0; j < C; ++j) {
-          dw[j] += pw[j];
-          db[j] += pb[j];
+          sum_w[j] += pw[j];
+          sum_b[j] += pb[j];
         }
+      }
+      for (int64_t j = 0; j < C; ++j) {
+        dw[j] = from_compute<T>(sum_w[j]);
+        db[j] = from_compute<T>(sum_b[j]);
       }
     });
   });

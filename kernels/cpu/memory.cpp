@@ -167,6 +167,22 @@ void cast(const Tensor& src, const Tensor& dst) {
   launch(cpu_launch_info("cast", n, cost.flops, cost.bytes), [&] {
     const void* s = src.raw_data();
     void* d = dst.raw_data();
+    // f32 <-> bf16, mixed precision's casts of every step (weight copies, gradients to the
+    // masters): a typed loop, which vectorises (kernels/cpu/element.h); the same values as below.
+    const auto convert = [&]<class From, class To>() {
+      const From* from = static_cast<const From*>(s);
+      To* to = static_cast<To*>(d);
+      parallel_ranges(
+          n, n >= kParallelGrain,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) to[i] = from_compute<To>(to_compute(from[i]));
+          },
+          kRowLanes);
+    };
+    if (src.dtype() == DType::f32 && dst.dtype() == DType::bf16)
+      return convert.template operator()<float, bf16>();
+    if (src.dtype() == DType::bf16 && dst.dtype() == DType::f32)
+      return convert.template operator()<bf16, float>();
     parallel_ranges(n, n >= kParallelGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
         store_any(d, dst.dtype(), i, load_any(s, src.dtype(), i));

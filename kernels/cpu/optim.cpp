@@ -64,14 +64,14 @@ void clip_scale(const Tensor& x, const Tensor& sum_sq, double max_norm) {
   const LaunchCost cost = clip_scale_cost(x, scales);
   launch(cpu_launch_info("clip_scale", n, cost.flops, cost.bytes), [&] {
     if (!scales) return;
-    visit_float(x, "clip_scale", [&]<class T>() {
-      const T f = static_cast<T>(factor);
+    visit_element(x, "clip_scale", [&]<class T>() {
+      const compute_t<T> f = static_cast<compute_t<T>>(factor);
       T* p = x.data<T>();
       parallel_ranges(
           n, n >= kParallelGrain,
           [&](int64_t begin, int64_t end) {
 #pragma omp simd
-            for (int64_t i = begin; i < end; ++i) p[i] *= f;
+            for (int64_t i = begin; i < end; ++i) p[i] = from_compute<T>(to_compute(p[i]) * f);
           },
           kRowLanes);
     });
@@ -82,8 +82,8 @@ void step_status(const Tensor& loss, const Tensor& sum_sq, const Tensor& status)
   check_step_status(loss, sum_sq, status);
   const LaunchCost cost = step_status_cost(loss);
   launch(cpu_launch_info("step_status", 1, cost.flops, cost.bytes), [&] {
-    visit_float(loss, "step_status", [&]<class T>() {
-      step_status_of(static_cast<double>(loss.data<T>()[0]), sum_sq.data<double>()[0],
+    visit_element(loss, "step_status", [&]<class T>() {
+      step_status_of(static_cast<double>(to_compute(loss.data<T>()[0])), sum_sq.data<double>()[0],
                      status.data<double>());
     });
   });

@@ -4,7 +4,9 @@
 // summed in a fixed order into a double partial, and the partials are combined in chunk order.
 // Threads only decide which chunk runs where, never the order of additions, so results are
 // bit-identical whatever the thread count. Accumulating in double keeps long f32 sums accurate;
-// the kernels are memory-bound, so the wider adds cost nothing.
+// the kernels are memory-bound, so the wider adds cost nothing. bf16 inputs are read exactly
+// (kernels/cpu/element.h) and a bf16 sum_dim output is rounded once, from the double total
+// through f32 (as a f32 -> bf16 cast rounds).
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
@@ -26,8 +28,8 @@ double lane_sum(const T* x, int64_t n, F f) {
   double acc[kSumLanes] = {};
   int64_t j = 0;
   for (; j + kSumLanes <= n; j += kSumLanes)
-    for (int l = 0; l < kSumLanes; ++l) acc[l] += f(static_cast<double>(x[j + l]));
-  for (int l = 0; j < n; ++j, ++l) acc[l] += f(static_cast<double>(x[j]));
+    for (int l = 0; l < kSumLanes; ++l) acc[l] += f(static_cast<double>(to_compute(x[j + l])));
+  for (int l = 0; j < n; ++j, ++l) acc[l] += f(static_cast<double>(to_compute(x[j])));
   double s = 0;
   for (int l = 0; l < kSumLanes; ++l) s += acc[l];
   return s;
@@ -57,7 +59,7 @@ void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) 
       return;
     }
     for (int64_t r = r0; r < r1; ++r, src += inner)
-      for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(src[i]);
+      for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(to_compute(src[i]));
   });
   // Each output's partials added in chunk order, accumulated into chunk 0's slot, then stored.
   const int64_t combine_items = outer * col_blocks;
@@ -67,7 +69,8 @@ void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) 
     double* total = partial.data() + o * chunks * inner;
     for (int64_t c = 1; c < chunks; ++c)
       for (int64_t i = i0; i < i1; ++i) total[i] += total[c * inner + i];
-    for (int64_t i = i0; i < i1; ++i) out[o * inner + i] = static_cast<T>(total[i]);
+    for (int64_t i = i0; i < i1; ++i)
+      out[o * inner + i] = from_compute<T>(static_cast<compute_t<T>>(total[i]));
   });
 }
 
@@ -79,7 +82,7 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
   launch(cpu_launch_info("sum_dim", outer * inner, static_cast<double>(x.numel()),
                          static_cast<double>(x.nbytes() + out.nbytes())),
          [&] {
-           visit_float(x, "sum_dim", [&]<class T>() {
+           visit_element(x, "sum_dim", [&]<class T>() {
              sum_dim_typed(x.data<T>(), out.data<T>(), outer, n, inner);
            });
          });
@@ -107,7 +110,7 @@ void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
     parallel_ranges(count, n >= kParallelGrain, [&](int64_t first, int64_t last) {
       for (int64_t c = first; c < last; ++c) {
         const Chunk& k = chunks[c];
-        visit_float(*k.x, "sum_squares", [&]<class T>() {
+        visit_element(*k.x, "sum_squares", [&]<class T>() {
           partial[c] = lane_sum(k.x->data<T>() + k.begin, k.size, [](double v) { return v * v; });
         });
       }

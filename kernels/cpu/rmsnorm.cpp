@@ -33,13 +33,14 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
   const LayerNormShape g(kernel, x, {&x, &y}, {&rstd}, {&weight});
   if (delta) (void)LayerNormShape(kernel, x, {delta, residual}, {}, {});
   const LaunchCost cost = rmsnorm_forward_cost(x, delta, residual, weight, y, rstd);
-  visit_float(x, kernel, [&]<class T>() {
+  visit_element(x, kernel, [&]<class T>() {
+    using A = compute_t<T>;  // rstd's type and the math's (kernels/cpu/element.h)
     const T* xp = x.data<T>();
     const T* dp = delta ? delta->data<T>() : nullptr;
     T* sp = delta ? residual->data<T>() : nullptr;
     const T* w = weight.data<T>();
     T* yp = y.data<T>();
-    T* rp = rstd.data<T>();
+    A* rp = rstd.data<A>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       for_each_row(g.rows, x.numel(), [&](int64_t r) {
@@ -50,13 +51,15 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
           const T* dr = dp + r * C;
           T* sr = sp + r * C;
 #pragma omp simd
-          for (int64_t j = 0; j < C; ++j) sr[j] = xr[j] + dr[j];
+          for (int64_t j = 0; j < C; ++j)
+            sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
           xr = sr;
         }
         // 1. the mean square, 2. normalise and scale
-        const T rs = T(1) / std::sqrt(row_dot(xr, xr, C) / static_cast<T>(C) + static_cast<T>(eps));
+        const A rs = A(1) / std::sqrt(row_dot(xr, xr, C) / static_cast<A>(C) + static_cast<A>(eps));
 #pragma omp simd
-        for (int64_t j = 0; j < C; ++j) yr[j] = xr[j] * rs * w[j];
+        for (int64_t j = 0; j < C; ++j)
+          yr[j] = from_compute<T>(to_compute(xr[j]) * rs * to_compute(w[j]));
         rp[r] = rs;
       });
     });
@@ -66,20 +69,23 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
 // One row of RMSNorm's backward: its dx (plus dresidual's row when given), and its share of
 // dweight added to dw. Plain pointers, as layernorm_backward_row (the captured pointers of a
 // lambda were reloaded in every vectorised iteration).
-template <class T>
-void rmsnorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, T rstd,
-                          int64_t C, T* dx, T* dw) {
+template <class T, class A = compute_t<T>>
+void rmsnorm_backward_row(const T* dy, const T* dresidual, const T* x, const T* w, A rstd,
+                          int64_t C, T* dx, A* dw) {
   // 1. mean(dxhat * xhat), with dxhat = dy * w, xhat = x * rstd
-  T sum_dxhat_xhat = 0;
+  A sum_dxhat_xhat = 0;
 #pragma omp simd reduction(+ : sum_dxhat_xhat)
-  for (int64_t j = 0; j < C; ++j) sum_dxhat_xhat += dy[j] * w[j] * x[j] * rstd;
-  const T mean_dxhat_xhat = sum_dxhat_xhat / static_cast<T>(C);
+  for (int64_t j = 0; j < C; ++j)
+    sum_dxhat_xhat += to_compute(dy[j]) * to_compute(w[j]) * to_compute(x[j]) * rstd;
+  const A mean_dxhat_xhat = sum_dxhat_xhat / static_cast<A>(C);
   // 2. dx (plus the residual's own gradient), and this row's share of dweight
 #pragma omp simd
   for (int64_t j = 0; j < C; ++j) {
-    const T xhat = x[j] * rstd;
-    dx[j] = (dresidual ? dresidual[j] : T(0)) + rstd * (dy[j] * w[j] - xhat * mean_dxhat_xhat);
-    dw[j] += dy[j] * xhat;
+    const A xhat = to_compute(x[j]) * rstd;
+    const A dyj = to_compute(dy[j]);
+    const A dxj = rstd * (dyj * to_compute(w[j]) - xhat * mean_dxhat_xhat);
+    dx[j] = from_compute<T>(dresidual ? to_compute(dresidual[j]) + dxj : dxj);
+    dw[j] += dyj * xhat;
   }
 }
 
@@ -93,33 +99,35 @@ void rmsnorm_backward_rows(const char* kernel, const Tensor& dy, const Tensor* d
   LaunchCost cost = rmsnorm_backward_rows_cost(dy, dresidual, x, weight, rstd, dx);
   cost.bytes += bytes_of({&dweight});
   const int64_t chunks = (g.rows + kRmsRowsPerChunk - 1) / kRmsRowsPerChunk;
-  visit_float(x, kernel, [&]<class T>() {
+  visit_element(x, kernel, [&]<class T>() {
+    using A = compute_t<T>;
     const T* dyp = dy.data<T>();
     const T* drp = dresidual ? dresidual->data<T>() : nullptr;
     const T* xp = x.data<T>();
     const T* w = weight.data<T>();
-    const T* rp = rstd.data<T>();
+    const A* rp = rstd.data<A>();
     T* dxp = dx.data<T>();
     T* dw = dweight.data<T>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
       // partial[c] holds chunk c's dweight sums (C values)
-      std::vector<T> partial(static_cast<size_t>(chunks * C));
+      std::vector<A> partial(static_cast<size_t>(chunks * C));
       for_each_row(chunks, x.numel(), [&](int64_t c) {
-        T* pw = partial.data() + c * C;
-        std::fill(pw, pw + C, T(0));
+        A* pw = partial.data() + c * C;
+        std::fill(pw, pw + C, A(0));
         const int64_t end = std::min(g.rows, (c + 1) * kRmsRowsPerChunk);
         for (int64_t r = c * kRmsRowsPerChunk; r < end; ++r)
           rmsnorm_backward_row(dyp + r * C, drp ? drp + r * C : nullptr, xp + r * C, w, rp[r], C,
                                dxp + r * C, pw);
       });
-      // 3. add the chunks' partial sums in chunk order
-      std::fill(dw, dw + C, T(0));
+      // 3. add the chunks' partial sums in chunk order, rounded once
+      std::vector<A> sum(static_cast<size_t>(C), A(0));
       for (int64_t c = 0; c < chunks; ++c) {
-        const T* pw = partial.data() + c * C;
+        const A* pw = partial.data() + c * C;
 #pragma omp simd
-        for (int64_t j = 0; j < C; ++j) dw[j] += pw[j];
+        for (int64_t j = 0; j < C; ++j) sum[j] += pw[j];
       }
+      for (int64_t j = 0; j < C; ++j) dw[j] = from_compute<T>(sum[j]);
     });
   });
 }

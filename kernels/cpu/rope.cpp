@@ -113,34 +113,34 @@ void rope_rows(const char* kernel, const Tensor& in, const Tensor& out, int64_t 
   const int64_t half = g.D / 2;
   const double pairs = static_cast<double>(g.B * g.T * (n_head + n_kv_head) * half);
   const LaunchCost cost = rope_cost(in, out, pairs);  // the table's trig is not counted
-  launch(cpu_launch_info(kernel, g.B * g.T, cost.flops, cost.bytes),
-         [&] {
-           visit_float(in, kernel, [&]<class T>() {
-             // 1. cos and sin (sign folded into sin) of every (t, i), cached or computed
-             const std::shared_ptr<const RopeTable<T>> table =
-                 RopeTableCache<T>::instance().get({g.T, g.D, start_pos, theta, sign});
-             // 2. rotate the q and k heads of every row, copy v (unless out is the input)
-             const T* src = in.data<T>();
-             T* dst = out.data<T>();
-             const int64_t W = g.width, rotated = (n_head + n_kv_head) * g.D;
-             for_each_row(g.B * g.T, in.numel(), [&](int64_t r) {
-               const T* c = table->cos.data() + (r % g.T) * half;
-               const T* s = table->sin.data() + (r % g.T) * half;
-               for (int64_t h = 0; h < n_head + n_kv_head; ++h) {
-                 const T* x = src + r * W + h * g.D;
-                 T* y = dst + r * W + h * g.D;
+  launch(cpu_launch_info(kernel, g.B * g.T, cost.flops, cost.bytes), [&] {
+    visit_element(in, kernel, [&]<class T>() {
+      // 1. cos and sin (sign folded into sin) of every (t, i), cached or computed, in the
+      // math's type (f32 for bf16, kernels/cpu/element.h)
+      using A = compute_t<T>;
+      const std::shared_ptr<const RopeTable<A>> table =
+          RopeTableCache<A>::instance().get({g.T, g.D, start_pos, theta, sign});
+      // 2. rotate the q and k heads of every row, copy v (unless out is the input)
+      const T* src = in.data<T>();
+      T* dst = out.data<T>();
+      const int64_t W = g.width, rotated = (n_head + n_kv_head) * g.D;
+      for_each_row(g.B * g.T, in.numel(), [&](int64_t r) {
+        const A* c = table->cos.data() + (r % g.T) * half;
+        const A* s = table->sin.data() + (r % g.T) * half;
+        for (int64_t h = 0; h < n_head + n_kv_head; ++h) {
+          const T* x = src + r * W + h * g.D;
+          T* y = dst + r * W + h * g.D;
 #pragma omp simd
-                 for (int64_t i = 0; i < half; ++i) {
-                   const T a = x[i], b = x[i + half];
-                   y[i] = a * c[i] - b * s[i];
-                   y[i + half] = b * c[i] + a * s[i];
-                 }
-               }
-               if (dst != src)
-                 std::copy(src + r * W + rotated, src + (r + 1) * W, dst + r * W + rotated);
-             });
-           });
-         });
+          for (int64_t i = 0; i < half; ++i) {
+            const A a = to_compute(x[i]), b = to_compute(x[i + half]);
+            y[i] = from_compute<T>(a * c[i] - b * s[i]);
+            y[i + half] = from_compute<T>(b * c[i] + a * s[i]);
+          }
+        }
+        if (dst != src) std::copy(src + r * W + rotated, src + (r + 1) * W, dst + r * W + rotated);
+      });
+    });
+  });
 }
 
 }  // namespace

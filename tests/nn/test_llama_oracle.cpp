@@ -193,6 +193,13 @@ TEST(TorchOracle, TinyLlamaBf16OnEmuWithFlashMmaMatchesPyTorchF32) {
                                "flash_attention_forward_mma");
 }
 
+// bf16 mixed precision on cpu (kernels/cpu/element.h: RMSNorm, RoPE, SwiGLU, grouped-query flash
+// attention and the GEMMs in bf16, math in f32), against PyTorch in f32 to the same bound.
+TEST(TorchOracle, TinyLlamaBf16OnCpuMatchesPyTorchF32) {
+  expect_llama_matches_pytorch(oracle_llama_config(64, 4, 2, /*tie=*/false), kCPU,
+                               AttentionKernel::flash, DType::bf16, "flash_attention_forward");
+}
+
 // The same on cuda: on a GPU, or on the emulated CUDA runtime (-DGLASS_CUDA_RUNTIME=emu, CI's
 // build), where the cuda device's host code, streams and stream-ordered cuBLAS(Lt) run the model;
 // tied, f32 and bf16.

@@ -160,6 +160,53 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(again.status, 0) << again.out;
 }
 
+// `--device cpu --dtype bf16` (bf16 mixed precision on the cpu kernels): the loss falls over 16
+// steps (batch 8 of 32 tokens, constant lr 1e-2: the mean of the last 4 losses below the first
+// 4's), and a run stopped at step 8 and resumed from its checkpoint ends with the same losses and
+// saved weights, bit for bit, as the run straight through (the bf16 copies are a function of the
+// f32 masters, so a checkpoint holds all the state).
+TEST(TrainGptCli, CpuBf16TrainsAndResumesBitExactly) {
+  const std::string run = kData1 +
+                          "--n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 --batch 8 --sample 0 "
+                          "--eval-every 0 --eval-batches 1 --threads 1 --device cpu --dtype bf16 "
+                          "--lr 1e-2 --lr-schedule constant --warmup 0 --dropout 0.1 ";
+  const std::string dir = tmp("cpu_bf16_ck");
+  std::filesystem::remove_all(dir);
+  std::string weights[2], metrics[2];
+  for (int i = 0; i < 2; ++i) {
+    weights[i] = tmp("cpu_bf16_" + std::to_string(i) + ".safetensors");
+    metrics[i] = tmp("cpu_bf16_" + std::to_string(i) + ".jsonl");
+    std::filesystem::remove(metrics[i]);
+  }
+  const Outcome straight =
+      run_train_gpt(run + "--steps 16 --save " + weights[0] + " --metrics " + metrics[0]);
+  ASSERT_EQ(straight.status, 0) << straight.out;
+  EXPECT_NE(straight.out.find("bf16 mixed precision"), std::string::npos) << straight.out;
+  const Outcome first = run_train_gpt(run + "--steps 8 --checkpoint-dir " + dir);
+  ASSERT_EQ(first.status, 0) << first.out;
+  const Outcome resumed = run_train_gpt(run + "--steps 16 --resume " + dir + " --save " +
+                                        weights[1] + " --metrics " + metrics[1]);
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  std::vector<std::string> losses[2];
+  std::vector<double> values;
+  for (int i = 0; i < 2; ++i) {
+    std::ifstream in(metrics[i]);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      losses[i].push_back(j.at("loss").dump());
+      if (i == 0) values.push_back(j.at("loss").get<double>());
+    }
+  }
+  ASSERT_EQ(values.size(), 16u);
+  const auto mean4 = [](auto first) { return (first[0] + first[1] + first[2] + first[3]) / 4; };
+  EXPECT_LT(mean4(values.end() - 4), mean4(values.begin()));
+  // the resumed run's steps 9..16 are the straight run's, every digit
+  ASSERT_EQ(losses[1].size(), 8u);
+  EXPECT_EQ(losses[1], std::vector<std::string>(losses[0].begin() + 8, losses[0].end()));
+  EXPECT_TRUE(glass::testing::file_bytes(weights[1]) == glass::testing::file_bytes(weights[0]))
+      << "the resumed run's saved weights differ";
+}
+
 // --steps 0 --save writes the weights as initialised: training one step from them gives the same
 // first loss as a fresh run with the same seed (the step-1 loss is computed before the update).
 TEST(TrainGptCli, ZeroStepsSavesTheInitialWeights) {
@@ -292,9 +339,10 @@ TEST_F(TrainGptResume, ShapeFlagsGivenMustAgreeWithTheCheckpoint) {
       kData1 + "--batch 2 --sample 0 --threads 1 --steps 3 --resume " + dir() + " ";
   const Outcome r = run_train_gpt(resume + "--n-embd 32");
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_EQ(r.out, "train_gpt: error: --resume " + ckpt() +
-                       " holds a model with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
-                       "dropout=0, but --n-embd is 32 (checkpoint: 16)\n");
+  EXPECT_EQ(r.out,
+            "train_gpt: error: --resume " + ckpt() +
+                " holds a model with vocab_size=65 block_size=8 n_layer=1 n_head=2 n_embd=16 "
+                "dropout=0, but --n-embd is 32 (checkpoint: 16)\n");
   expect_one_line_error(resume + "--n-head 4", "--n-head is 4 (checkpoint: 2)");
   expect_one_line_error(resume + "--n-layer 2", "--n-layer is 2 (checkpoint: 1)");
   expect_one_line_error(resume + "--seq-len 4", "--seq-len is 4 (checkpoint: 8)");

@@ -128,8 +128,9 @@ TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   EXPECT_EQ(table[4].apply(r, 1), "--dtype bf16");
   EXPECT_EQ(r.plan.dtype, DType::bf16);
   r = run;
-  r.device = kCPU;  // no bf16 kernels
-  EXPECT_EQ(table[4].apply(r, 1), "");
+  r.device = kCPU;  // cpu has bf16 mixed precision too
+  EXPECT_EQ(table[4].apply(r, 1), "--dtype bf16");
+  EXPECT_EQ(table[4].apply(r, 1), "");  // already bf16
 }
 
 // What the ranks' sharing adds to a rank's plan, by hand: the gradient buckets hold every f32
