@@ -84,6 +84,12 @@ TEST(RunConfig, AutoDeviceGetsItsDefaultDtype) {
   EXPECT_EQ(run.dtype, run.device.kind == DeviceKind::cuda ? DType::bf16 : DType::f32);
 }
 
+TEST(RunConfig, Bf16IsMixedPrecisionOnCpuToo) {
+  TrainOptions o = cpu_options();
+  o.dtype = "bf16";
+  EXPECT_EQ(resolve(o).dtype, DType::bf16);
+}
+
 TEST(RunConfig, ChoicesAreTyped) {
   TrainOptions o = cpu_options();
   o.device = "emu";
@@ -186,9 +192,6 @@ TEST(RunConfig, EachBadFlagHasItsOwnMessage) {
        "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
        "--device emu, or drop --tf32)"},
       {[](TrainOptions& o) { o.dtype = "f16"; }, "--dtype f16: expected f32 or bf16"},
-      {[](TrainOptions& o) { o.dtype = "bf16"; },
-       "--dtype bf16 needs the bf16 kernels of the emu or cuda device; the cpu kernels are f32 "
-       "(use --device emu, or --dtype f32)"},
       {[](TrainOptions& o) { o.arch = "rnn"; },
        "unknown architecture 'rnn': expected gpt2 or llama"},
       {[](TrainOptions& o) { o.shape_flags_given = {"--rope-theta"}; },
