@@ -126,6 +126,15 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
 }
 
 #if defined(__x86_64__)
+// acc += the products of bf16 pairs, lane by lane: vdpbf16ps written as one instruction of inline
+// assembly on integer vectors, because clang 16 crashes when it optimises the __m512bh type of
+// _mm512_dpbf16_ps (any -O level above 0; GCC does not).
+__attribute__((target("avx512f,avx512bf16"))) inline void dot_bf16_pairs(__m512& acc,
+                                                                         const __m512i& a,
+                                                                         const __m512i& b) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+}
+
 __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta, float* c,
     int64_t ldc, int64_t rows, int64_t cols) {
@@ -139,12 +148,11 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
       __builtin_prefetch(c + r * ldc + 16, 1);
     }
   for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
-    const auto b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
-    const auto b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + 16));
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
     for (int r = 0; r < kBf16MR; ++r) {
-      const auto a_pair = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a_pair, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a_pair, b1);
+      const __m512i a_pair = _mm512_set1_epi32(static_cast<int>(a[r]));
+      dot_bf16_pairs(acc[r][0], a_pair, b0);
+      dot_bf16_pairs(acc[r][1], a_pair, b1);
     }
   }
   // 2. C = alpha acc + beta C, written once; a partial tile goes through a bounce buffer
