@@ -78,10 +78,15 @@ std::set<std::string> global_functions_in_sources() {
     const std::string s = text.str();
     for (size_t at = s.find(global); at != std::string::npos; at = s.find(global, at + 1)) {
       size_t begin = at + global.size();
-      // `__global__ void __launch_bounds__(N) name(`: the name follows the bounds
+      // `__global__ void __launch_bounds__(N, f<a, b>()) name(`: the name follows the bounds'
+      // closing parenthesis, whose arguments may hold parentheses of their own
       const std::string bounds = "__launch_bounds__(";
-      if (s.compare(begin, bounds.size(), bounds) == 0)
-        begin = s.find_first_not_of(" \n", s.find(')', begin) + 1);
+      if (s.compare(begin, bounds.size(), bounds) == 0) {
+        size_t close = begin + bounds.size();
+        for (int depth = 1; close < s.size() && depth > 0; ++close)
+          depth += s[close] == '(' ? 1 : s[close] == ')' ? -1 : 0;
+        begin = s.find_first_not_of(" \n", close);
+      }
       const size_t end = s.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", begin);
       names.insert(s.substr(begin, end - begin));
