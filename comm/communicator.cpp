@@ -66,8 +66,12 @@ Communicator::Communicator(Device device, int rank, int size, int local_rank,
       local_rank_(local_rank),
       options_(options),
       stream_(std::make_unique<Stream>(device)) {
-  GLASS_CHECK(options.timeout_s > 0, "communicator: the time-out must be positive, not {} s",
-              options.timeout_s);
+  set_timeout(options.timeout_s);
+}
+
+void Communicator::set_timeout(double seconds) {
+  GLASS_CHECK(seconds > 0, "communicator: the time-out must be positive, not {} s", seconds);
+  options_.timeout_s = seconds;
 }
 
 Communicator::~Communicator() {

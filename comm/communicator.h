@@ -60,6 +60,8 @@ class Communicator {
   void all_gather(const Tensor& t);
   // Waits for every collective called so far, at most the time-out; rethrows their errors.
   void synchronize();
+  // The time-out of the waits from now on (CommOptions::timeout_s; must be positive).
+  void set_timeout(double seconds);
 
   // CUDA graphs (engine/cuda/graph.h; cuda only). While the calling thread captures a graph,
   // all_reduce and broadcast are captured rather than queued: stream()'s CUDA stream is forked

@@ -56,10 +56,12 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
     // `<op> <module> [<shapes>]`: the op first (the kernel where there is none).
     const std::string op = args["op"], name = e["name"];
     EXPECT_TRUE(name.starts_with(op.empty() ? args["kernel"].get<std::string>() : op)) << e;
-    if (!args["module"].get<std::string>().empty())
+    if (!args["module"].get<std::string>().empty()) {
       EXPECT_NE(name.find(" " + args["module"].get<std::string>()), std::string::npos) << e;
-    if (!args["shapes"].get<std::string>().empty())
+    }
+    if (!args["shapes"].get<std::string>().empty()) {
       EXPECT_TRUE(name.ends_with(" [" + args["shapes"].get<std::string>() + "]")) << e;
+    }
     const uint64_t seq = args["seq"];
     EXPECT_FALSE(traced.count(seq)) << "launch " << seq << " appears twice";
     traced[seq] = {args["kernel"], args["phase"]};
