@@ -84,14 +84,17 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   double N = 0;
   for (double n : tensors) {
     params.add(1, b * n);
-    if (b < 4) masters.add(1, 4 * n);
+    if (b < 4 && !sharded(o)) masters.add(1, 4 * n);
     if (!sharded(o)) moments.add(2, 4 * n);
     N += n;
   }
-  // Data parallelism (the header): the gradient buckets; ZeRO-1's two flat moment shards.
+  // Data parallelism (the header): the gradient buckets; ZeRO-1's two flat moment shards, and
+  // under bf16 its flat shard of the masters.
   Held buckets;
   if (o.world > 1) buckets.add(1, 4 * N);
-  if (sharded(o)) moments.add(2, 4 * std::ceil(N / static_cast<double>(o.world)));
+  const double shard = std::ceil(N / static_cast<double>(o.world));
+  if (sharded(o)) moments.add(2, 4 * shard);
+  if (sharded(o) && b < 4) masters.add(1, 4 * shard);
   // Saved activations: one layer's as --recompute none keeps it, and the top's.
   Held full_layer, top;
   full_layer.add(5, b * BT * C);  // ln_1 out, attention out, x + attn, ln_2 out, next residual sum
@@ -201,8 +204,9 @@ GptMemoryBudget llama_budget(const GPTConfig& c, int64_t batch, int64_t seq_len,
   GptMemoryBudget m;
   m.parameters_bytes = b * N;
   m.gradients_bytes = b * N;
-  m.master_bytes = b < 4 ? 4 * N : 0;
-  m.adam_bytes = sharded(o) ? 8 * std::ceil(N / static_cast<double>(o.world)) : 8 * N;
+  const double shard = sharded(o) ? std::ceil(N / static_cast<double>(o.world)) : N;
+  m.master_bytes = b < 4 ? 4 * shard : 0;
+  m.adam_bytes = 8 * shard;
   m.gradient_buckets_bytes = o.world > 1 ? 4 * N : 0;
   const double attention = o.flash_attention ? 0 : 2 * B * H * T * T;
   const double lse_bytes = o.flash_attention ? 4 * B * H * T : 0;
