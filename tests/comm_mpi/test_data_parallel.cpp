@@ -309,8 +309,13 @@ void expect_zero_equals_unsharded(train::TrainOptions o) {
         << "compute copy " << i;
 }
 
-TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnCpu) {
-  expect_zero_equals_unsharded(options("cpu"));
+// bf16 on cpu: the bf16 all-gather over MPI (16-bit words).
+TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnCpuInF32AndBf16) {
+  for (const char* dtype : {"f32", "bf16"}) {
+    train::TrainOptions o = options("cpu");
+    o.dtype = dtype;
+    expect_zero_equals_unsharded(o);
+  }
 }
 
 TEST(ZeroOne, WeightsEqualTheUnshardedRunBitForBitOnEmuInF32AndBf16) {
