@@ -41,8 +41,10 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat32;
     case DType::f64:
       return ncclFloat64;
+    case DType::bf16:
+      return ncclBfloat16;  // broadcast and all-gather only (check_tensor)
     default:
-      return ncclInt32;  // check_tensor admits f32, f64 and i32 only
+      return ncclInt32;  // check_tensor admits f32, f64, i32 and bf16 only
   }
 }
 

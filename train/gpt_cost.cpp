@@ -62,7 +62,8 @@ struct PeakPoint {
 };
 
 // Held all step: the parameters (compute dtype), the masters (under bf16), the moments; with
-// data parallelism (the header) the gradient buckets, and under ZeRO-1 two flat moment shards.
+// data parallelism (the header) the gradient buckets, and under ZeRO-1 the masters' and moments'
+// flat shards instead.
 struct State {
   Held params, masters, moments, buckets;
   void hold_in(PeakPoint& p) const {
@@ -79,14 +80,17 @@ State state_of(const std::vector<double>& tensors_but_table, double table, doubl
   double N = 0;
   auto hold = [&](double n) {
     s.params.add(1, b * n);
-    if (b < 4) s.masters.add(1, 4 * n);
+    if (b < 4 && !sharded(o)) s.masters.add(1, 4 * n);
     if (!sharded(o)) s.moments.add(2, 4 * n);
     N += n;
   };
   for (double n : tensors_but_table) hold(n);
   hold(table);
   if (o.world > 1) s.buckets.add(1, 4 * N);
-  if (sharded(o)) s.moments.add(2, 4 * std::ceil(N / static_cast<double>(o.world)));
+  // ZeRO-1: two flat moment shards, and under bf16 a flat shard of the masters.
+  const double shard = std::ceil(N / static_cast<double>(o.world));
+  if (sharded(o)) s.moments.add(2, 4 * shard);
+  if (sharded(o) && b < 4) s.masters.add(1, 4 * shard);
   return s;
 }
 

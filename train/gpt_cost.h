@@ -56,10 +56,12 @@
 // of batch / world rows, and every rank also holds the gradient buckets of comm/data_parallel.h,
 // 4 N (f32, the masters' gradients; padded to a multiple of the world size per bucket, at most
 // world - 1 elements each, not counted), all step. ZeRO-1 (zero = 1, comm/zero_adamw.h) keeps
-// AdamW's moments as two flat buffers of ceil(N / world) fp32 per rank instead of 8 N; the f32
-// master weights stay whole (they are the model's parameters, from which every rank refreshes its
-// compute copies after the all-gather), and the reduce-scatter and all-gather run in place in the
-// gradient buckets, so they add nothing.
+// AdamW's moments as two flat buffers of ceil(N / world) fp32 per rank instead of 8 N, and under
+// bf16 (b < 4) the f32 master weights as one more such buffer instead of 4 N (the parameters'
+// own f32 storage is freed; the all-gather fills the bf16 compute copies); under f32 the
+// parameters are the masters and stay whole. The reduce-scatter and all-gather (f32, or bf16 in
+// the first half of each bucket's bytes) run in place in the gradient buckets, so they add
+// nothing.
 // FLOPs per step: (6 N' + 12 L T C) B T, N' = flop_parameters (nn/gpt_config.h explains both
 // terms).
 #pragma once
@@ -99,7 +101,8 @@ struct GptBudgetOptions {
   bool gemm_workspace = true;
   Recompute recompute = Recompute::none;  // train_gpt --recompute
   int64_t world = 1;  // data-parallel ranks; the budget is one rank's (--batch is the global batch)
-  int zero = 0;       // ZeRO stage: 0, or 1 (AdamW's moments sharded over the ranks)
+  int zero =
+      0;  // ZeRO stage: 0, or 1 (AdamW's moments, and bf16's masters, sharded over the ranks)
 };
 
 // Per layer and token, in elements: what a recompute mode stops keeping, and what its recomputed

@@ -46,13 +46,15 @@ Tensor queue_step_update(CausalLM& model, AdamW& optimizer, const Tensor& loss_s
   optimizer.set_lr(lr);
   // 3. The bf16 copies of the masters (none in f32) are a pure function of them (round to
   //    nearest even). AdamW writes them in its own pass, from the values it has just written
-  //    (optim/adamw.h); ZeRO's update gathers the masters after its kernels, so there they are
-  //    cast from the gathered masters. Not gated: a skipped step left the masters as they were.
+  //    (optim/adamw.h); ZeRO's update with sharded masters (bf16) writes its shard's copies so
+  //    and all-gathers them (comm/zero_adamw.h). Not gated: a skipped step left the masters as
+  //    they were.
   const bool copies_in_step = zero == nullptr && model.compute_dtype() == DType::bf16;
+  const bool copies_gathered = zero != nullptr && zero->masters_sharded();
   optimizer.set_compute_copies(copies_in_step ? model.parameter_copies() : std::vector<Tensor>{});
   optimizer.step();
   optimizer.zero_grad();
-  if (!copies_in_step) {
+  if (!copies_in_step && !copies_gathered) {
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model.refresh_compute_copies();
   }

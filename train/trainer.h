@@ -68,6 +68,10 @@ class Trainer {
 
   int64_t step() const { return step_; }
   const CausalLM& model() const { return *model_; }
+  // The f32 master weights, whole: the model's parameters, or under --zero 1 with bf16 (where
+  // each rank keeps only its shard of them, comm/zero_adamw.h) a gathered copy, in which case
+  // every rank must call it (collective).
+  NamedTensors master_weights() const;
   const AdamW& optimizer() const { return *optimizer_; }
   DType dtype() const { return run_.dtype; }
   const RunConfig& run_config() const { return run_; }

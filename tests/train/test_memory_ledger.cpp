@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "nn/causal_lm.h"
 #include "tests/testing.h"
 #include "train/data.h"
 #include "train/gpt_cost.h"
@@ -198,18 +199,32 @@ TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
 }
 
 // What the ranks' sharing adds to a rank's plan, by hand: the gradient buckets hold every f32
-// gradient once (4 N), and ZeRO-1 keeps ceil(N / world) of AdamW's two f32 moments instead of N.
+// gradient once (4 N), and ZeRO-1 keeps ceil(N / world) of AdamW's two f32 moments (and under
+// bf16 of the f32 masters) instead of N, as the allocator holds them: one tensor per parameter
+// unsharded, one flat buffer per kind sharded, each rounded to its size class.
 TEST(PreflightRemedies, DataParallelAddsTheBucketsAndZeroOneTakesTheMomentsShare) {
   const GPTConfig c{.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 64};
   PreflightRun run;
   run.plan = step_of(c, 4, 64, DType::f32);
   run.device = kCPU;
   EXPECT_EQ(data_parallel_bytes(run), 0);  // one rank: the plan is the whole run
-  const auto N = static_cast<double>(gpt_memory_budget(c, 4, 64, DType::f32).parameters);
+  auto held = [](double elements) {
+    return static_cast<double>(Allocator::size_class(static_cast<size_t>(4 * elements)));
+  };
+  double N = 0, per_parameter = 0;  // per parameter: one f32 tensor of its size, as held
+  for (const auto& [name, p] : make_model(c)->named_parameters()) {
+    N += static_cast<double>(p.numel());
+    per_parameter += held(static_cast<double>(p.numel()));
+  }
+  EXPECT_EQ(N, static_cast<double>(gpt_memory_budget(c, 4, 64, DType::f32).parameters));
+  const double shard = held(std::ceil(N / 4));
   run.world = 4;
   EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N);
   run.zero = 1;
-  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - (8 * N - 8 * std::ceil(N / 4)));
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - 2 * (per_parameter - shard));
+  // bf16: ZeRO-1 also keeps ceil(N / world) of the f32 masters instead of N.
+  run.plan.dtype = DType::bf16;
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - 3 * (per_parameter - shard));
 }
 
 // Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks

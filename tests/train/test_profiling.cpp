@@ -425,7 +425,17 @@ TEST(GptCost, DataParallelAndZeroOneBudgetsByHand) {
   const GptMemoryBudget zero =
       gpt_memory_budget(small_config(), 6, 4, DType::f32, {.world = 3, .zero = 1});
   EXPECT_DOUBLE_EQ(zero.adam_bytes, 8 * 656);  // 1968 / 3
+  EXPECT_DOUBLE_EQ(zero.master_bytes, 0);      // f32: the parameters are the masters
   EXPECT_DOUBLE_EQ(zero.activations_bytes, one_rank.activations_bytes);
+  // bf16: the f32 masters are sharded too (4 N / 3); the bf16 weights stay whole (2 N).
+  const GptMemoryBudget zero_bf16 =
+      gpt_memory_budget(small_config(), 6, 4, DType::bf16, {.world = 3, .zero = 1});
+  EXPECT_DOUBLE_EQ(zero_bf16.master_bytes, 4 * 656);
+  EXPECT_DOUBLE_EQ(zero_bf16.adam_bytes, 8 * 656);
+  EXPECT_DOUBLE_EQ(zero_bf16.parameters_bytes, 2 * 1968);
+  EXPECT_DOUBLE_EQ(
+      gpt_memory_budget(small_config(), 6, 4, DType::bf16, {.world = 3, .zero = 0}).master_bytes,
+      4 * 1968);
   // One rank: nothing to shard, no buckets.
   const GptMemoryBudget alone =
       gpt_memory_budget(small_config(), 2, 4, DType::f32, {.world = 1, .zero = 1});
