@@ -4,7 +4,7 @@
 //
 // Backends: `local` (a world of one: nothing moves), `mpi` (host memory, used by `cpu`), `nccl`
 // (device memory, used by `cuda` with NVIDIA's NCCL and by `emu` with the emulated NCCL of
-// engine/emu/nccl). make_communicator() picks one from the device and from how the process was
+// emucuda/nccl). make_communicator() picks one from the device and from how the process was
 // started (mpirun or not).
 //
 // Every collective runs on the communicator's own side stream, in the order it was called (the

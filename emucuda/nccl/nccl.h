@@ -3,7 +3,7 @@
 //
 // A source compiled for emu includes it in place of the real header:
 //   #if defined(GLASS_EMU)
-//   #include "engine/emu/nccl/nccl.h"
+//   #include "emucuda/nccl/nccl.h"
 //   #else
 //   #include <nccl.h>
 //   #endif

@@ -1,7 +1,7 @@
 // The emulated NCCL called directly, as comm/nccl_communicator.cpp calls it: bootstrap with an id
 // broadcast over MPI, NCCL's answers to wrong arguments, groups, and ncclAvg; ncclReduceScatter and
 // ncclAllGather: their argument checks, in-place and out-of-place results, and (on the emulated
-// CUDA runtime) their order on a stream.
+// CUDA runtime) their order on a stream. Runs as both ranks of `mpirun -np 2` (main.cpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 #include "engine/mpi_runtime.h"
 
 namespace {

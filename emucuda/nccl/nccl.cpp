@@ -3,7 +3,7 @@
 //
 // Nothing here knows about glass tensors: like the real library it sees raw pointers, counts,
 // datatypes and a communicator.
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 
 #include <atomic>
 #include <climits>
@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 #include "engine/mpi_runtime.h"
 
 struct ncclComm {
