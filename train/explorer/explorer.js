@@ -266,7 +266,8 @@
         r.setAttribute("x", x0);
         r.setAttribute("width", Math.max(2, x1 - x0));
         const label = beyond > 0 ? h.name + " (" + us(h.dur) + ", later) →"
-                    : beyond < 0 ? h.name + " (earlier) ←" : h.name;
+                    : beyond < 0 ? h.name + " (earlier) ←"
+                    : b > W + 1 ? h.name + " (" + us(h.dur) + ") →" : h.name;
         t.textContent = label;
         const w = 6.2 * label.length, fits = !beyond && x1 - x0 >= w + 6;
         t.setAttribute("x", fits ? x0 + 3 : beyond > 0 ? W - 8 - w : Math.min(W - w, x1 + 3));
