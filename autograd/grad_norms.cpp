@@ -41,6 +41,8 @@ std::vector<TapeNode> tape_with_grad_norms(const Tensor& root,
     });
   }
   run_backward();
+  // The hooks refer to `sums`: off the nodes before it goes (the graph may outlive this call).
+  for (Node* n : nodes) n->extras->pre_hooks.pop_back();
   // One read for all of them: the scalars side by side, copied to the host once.
   std::vector<Tensor> defined;
   for (const Tensor& s : sums)
