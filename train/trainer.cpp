@@ -205,6 +205,7 @@ void Trainer::build_step() {
   stepper_->hooks().after_forward = [this](const Tensor& loss, int64_t micro) {
     on_forward(loss, micro);
   };
+  stepper_->hooks().host_span = [this](const HostSpan& span) { profiler_->host_span(span); };
 }
 
 void Trainer::on_forward(const Tensor& loss, int64_t micro) {
@@ -218,6 +219,12 @@ void Trainer::on_forward(const Tensor& loss, int64_t micro) {
 }
 
 StepResult Trainer::train_step() {
+  // The report's gradient norms of the recorded step's tape: from a pass of its own, before the
+  // step and outside the trace (TrainStep::tape_with_grad_norms). Not under data parallelism,
+  // whose backward all-reduces: one rank's extra pass would wait for the others forever.
+  if (profiler_->wants_grad_norms(step_ + 1) && !ddp_)
+    profiler_->run_unobserved(
+        [&] { profiler_->set_grad_norm_tape(stepper_->tape_with_grad_norms(step_)); });
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t syncs_before = host_sync_count();
   profiler_->begin_step(step_ + 1);
@@ -384,6 +391,15 @@ std::string Trainer::save_checkpoint_now() const {
   return save_checkpoint(o.checkpoint_dir, s, *model_, *optimizer_, o.keep_last);
 }
 
+// A checkpoint after step step_, its writing a host span of that step (the timeline's band).
+std::string Trainer::timed_checkpoint() {
+  const double from = launch_clock_us();
+  std::string path = save_checkpoint_now();
+  profiler_->host_span(
+      {"checkpoint: write", "checkpoint", from, launch_clock_us(), step_, run_.device});
+  return path;
+}
+
 void Trainer::run() {
   const TrainOptions& o = run_.options;
   const auto t0 = std::chrono::steady_clock::now();
@@ -430,7 +446,7 @@ void Trainer::run() {
                   .memory = Allocator::for_device(run_.device).stats(),
                   .planned_peak_bytes = preflight_ ? preflight_->planned_peak_bytes : -1});
     if (checkpoint_now) {
-      log().info("checkpoint {}", save_checkpoint_now());
+      log().info("checkpoint {}", timed_checkpoint());
       drop_gathered_state(*optimizer_);
       saved_step = step_;
     }
@@ -451,7 +467,8 @@ void Trainer::run() {
     drop_gathered_state(*optimizer_);
     return;
   }
-  if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", timed_checkpoint());
+  drop_gathered_state(*optimizer_);
   if (profiler_->enabled()) {
     profiler_->set_ledger_state(ledger_state());
     profiler_->finish(fmt::format("glass train_gpt on {}", run_.device.str()), {config_.str()},

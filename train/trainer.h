@@ -95,6 +95,8 @@ class Trainer {
   // After each micro-step's forward (StepHooks::after_forward): the profiled step's tape, and
   // --print-tape's.
   void on_forward(const Tensor& loss, int64_t micro);
+  // save_checkpoint_now, timed as host work of the step just done (the report's timeline).
+  std::string timed_checkpoint();
   // The profiler's report: what the step holds before it starts, and the run's numbers.
   LedgerState ledger_state() const;
   RunFacts run_facts() const;
