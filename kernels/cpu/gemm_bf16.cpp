@@ -32,9 +32,10 @@ void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t
 }
 
 // pre (batch x m x n, row stride n) = alpha op(A) op(B) + beta C + bias, in f32, and the row sums
-// of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead:
-// where beta is 0, by sgemm_bf16 itself as it leaves each tile (Bf16Store: pre is scratch, touched
-// only between k slabs); else in one pass over pre (which is then left without beta C and bias).
+// of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead.
+// Where beta is 0 (every GEMM of a training step), sgemm_bf16 adds the bias and rounds as it
+// leaves each tile (Bf16Store: with round_into_c, pre is scratch, touched only between k slabs);
+// else one pass over pre adds beta C and the bias and rounds.
 void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c) {
   const bf16* a = g.a.data<bf16>();
   const bf16* b = g.b.data<bf16>();
@@ -42,14 +43,14 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_i
   const bf16* bias = g.bias.defined() ? g.bias.data<bf16>() : nullptr;
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   bf16* c_out = g.c.data<bf16>();
-  if (round_into_c && beta == 0.0f) {
+  if (beta == 0.0f) {
     std::vector<float> wide_bias(bias ? static_cast<size_t>(g.n) : 0);
     for (size_t j = 0; j < wide_bias.size(); ++j) wide_bias[j] = bias[j].to_float();
     for (int64_t i = 0; i < g.batch; ++i)
       sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
                  b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n,
                  {.a_row_sums = row_sums},
-                 {.rounded = c_out + i * g.stride_c,
+                 {.rounded = round_into_c ? c_out + i * g.stride_c : nullptr,
                   .ld = g.ldc,
                   .bias = bias ? wide_bias.data() : nullptr});
     return;
@@ -57,8 +58,7 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_i
   for (int64_t i = 0; i < g.batch; ++i)
     sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
                b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n, {.a_row_sums = row_sums});
-  if (beta == 0.0f && bias == nullptr && !round_into_c) return;
-  // cuBLASLt's order: (alpha acc + beta C) + bias; beta == 0 never reads C
+  // cuBLASLt's order: (alpha acc + beta C) + bias
   const int64_t rows = g.batch * g.m;
   for_each_row(rows, rows * g.n, [&](int64_t r) {
     float* out = pre + r * g.n;

@@ -145,6 +145,19 @@ using Bf16Operand = OperandOf<bf16>;
 double widened(float x) { return x; }
 double widened(bf16 x) { return x.to_float(); }
 
+// A bf16 operand whose lines run along k in storage (A not transposed, B transposed) holds each k
+// pair (x[2q], x[2q + 1]) as one 32-bit word, low half first, when the slab starts at an even k,
+// the row stride is even and the data is 4-byte aligned: its pair panel is then the f32 panel of a
+// matrix of those words with half the k, and the f32 packing (register transposes) moves it with
+// the bits unchanged. An odd slab depth (only the last slab of an odd k) packs pair by pair.
+bool packs_as_words(const Bf16Operand& x, bool along_k, int64_t p0, int64_t kc) {
+  return along_k && kc % 2 == 0 && p0 % 2 == 0 && x.ld % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(x.data) % alignof(float) == 0;
+}
+Operand as_words(const Bf16Operand& x) {
+  return {reinterpret_cast<const float*>(x.data), x.ld / 2, x.trans};
+}
+
 // Rows [i, i + live) of a non-transposed A over k in [p0, p0 + kc) into one MR-tall panel
 // ([kc][MR]): out[p * MR + r] = A[i + r][p0 + p]. A full panel goes 32 k at a time through the
 // register transpose: vector r < 8 holds row r's first 16 k, vector 8 + r its next 16, so after
@@ -402,14 +415,17 @@ void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0,
                const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
-  pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
+  if (packs_as_words(a, !a.trans, p0, kc))
+    pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, a_packed, nullptr);
+  else
+    pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
   const int64_t pairs = k_pairs(kc);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       Bf16Store tile;
       if (store)
-        tile = {store->rounded + (i0 + ir) * store->ld + j0 + jr, store->ld,
-                store->bias ? store->bias + j0 + jr : nullptr};
+        tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
+                store->ld, store->bias ? store->bias + j0 + jr : nullptr};
       micro_kernel_bf16(pairs, a_words + ir * pairs,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
@@ -498,8 +514,11 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       BPanels panels{b_packed, kc, kNR};
       if constexpr (!f32) {
         panels.column_step = k_pairs(kc);
-        pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
-                          reinterpret_cast<uint32_t*>(b_packed));
+        if (packs_as_words(b, b.trans, p0, kc))
+          pack_b(as_words(b), p0 / 2, kc / 2, j0, cols, b_packed);
+        else
+          pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
+                            reinterpret_cast<uint32_t*>(b_packed));
       } else if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
       } else {
@@ -509,7 +528,7 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
                   beta, options, c, ldc, a_packed, row_sums,
-                  last_slab && store.rounded ? &store : nullptr);
+                  last_slab && (store.rounded || store.bias) ? &store : nullptr);
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
@@ -564,10 +583,8 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     // the one with column 0 sums it.
     SgemmOptions share = options;
     Bf16Store share_store = store;
-    if (store.rounded) {
-      share_store.rounded += by_rows ? begin * store.ld : begin;
-      if (store.bias && !by_rows) share_store.bias += begin;
-    }
+    if (store.rounded) share_store.rounded += by_rows ? begin * store.ld : begin;
+    if (store.bias && !by_rows) share_store.bias += begin;
     if (by_rows) {
       share.causal.diagonal += begin;
       if (options.a_row_sums) share.a_row_sums = options.a_row_sums + begin;
@@ -603,17 +620,18 @@ void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                         const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
                         float* c, int64_t ldc, float* a_row_sums, const Bf16Store& store) {
   if (m <= 0 || n <= 0) return;
-  if (store.bias && !store.rounded)
-    throw std::invalid_argument("sgemm_bf16_blocked: a bias is added only with a bf16 store");
   const Bf16Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
   const SgemmOptions options{.a_row_sums = a_row_sums};
   if (k == 0 || alpha == 0.0f) {
     scale_c(op_a, m, n, k, beta, options, c, ldc);
-    if (store.rounded)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          store.rounded[i * store.ld + j] =
-              bf16::from_float(c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n && (store.rounded || store.bias); ++j) {
+        const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+        if (store.rounded)
+          store.rounded[i * store.ld + j] = bf16::from_float(v);
+        else
+          c[i * ldc + j] = v;
+      }
     return;
   }
   blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc, store);

@@ -104,11 +104,36 @@ void pack_pairs(const bf16* data, int64_t ld, bool along_k, int64_t width, int64
   }
 }
 
+// The same for all `width` lines at once where consecutive lines are contiguous and the k steps
+// are ld apart (A transposed, B not): each pair of stored rows is read once, in full, and dealt
+// out to the panels in turn (panel p: lines p kWidth ..., at out + p * k_pairs(kc) * kWidth).
+// Walking one panel down the whole slab instead read 16 or 64 bytes per row at a stride of ld,
+// every row falling into the same few L1 sets when ld is a multiple of 2 KB.
+template <int kWidth>
+void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, uint32_t* out) {
+  const int64_t pairs = k_pairs(kc), panel_words = pairs * kWidth;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const bf16* even = data + 2 * q * ld;
+    const bf16* odd = 2 * q + 1 < kc ? even + ld : nullptr;
+    for (int64_t l0 = 0; l0 < width; l0 += kWidth) {
+      uint32_t* dst = out + l0 / kWidth * panel_words + q * kWidth;
+      const int64_t live = std::min<int64_t>(kWidth, width - l0);
+      if (live == kWidth && odd) {
+        for (int l = 0; l < kWidth; ++l) dst[l] = pair(even[l0 + l], odd[l0 + l]);
+        continue;
+      }
+      for (int64_t l = 0; l < live; ++l) dst[l] = pair(even[l0 + l], odd ? odd[l0 + l] : bf16{});
+      std::fill(dst + live, dst + kWidth, 0u);
+    }
+  }
+}
+
 }  // namespace
 
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
                        int64_t p0, int64_t kc, uint32_t* out) {
   // row i of op(A) runs along k in storage unless A is transposed
+  if (trans) return pack_pairs_across<kBf16MR>(data + p0 * ld + i0, ld, rows, kc, out);
   const int64_t panel_words = k_pairs(kc) * kBf16MR;
   for (int64_t panel = 0; panel < rows; panel += kBf16MR, out += panel_words) {
     const int64_t i = i0 + panel, live = std::min<int64_t>(kBf16MR, rows - panel);
@@ -119,6 +144,7 @@ void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int
 void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
                        int64_t cols, uint32_t* out) {
   // column j of op(B) runs along k in storage when B is transposed
+  if (!trans) return pack_pairs_across<kBf16NR>(data + p0 * ld + j0, ld, cols, kc, out);
   const int64_t panel_words = k_pairs(kc) * kBf16NR;
   for (int64_t panel = 0; panel < cols; panel += kBf16NR, out += panel_words) {
     const int64_t j = j0 + panel, live = std::min<int64_t>(kBf16NR, cols - panel);
@@ -147,10 +173,10 @@ __attribute__((target("avx512f"))) inline __m512i round_to_bf16_bits(__m512 v) {
 // __m512bh type of _mm512_dpbf16_ps (any -O level above 0; GCC does not), and an array of
 // accumulators updated by one asm statement per row is kept in memory by GCC, a store and a load
 // around every instruction (3x slower than the f32 kernel).
-#define GLASS_DPBF16_ROW(r, acc0, acc1)                \
-  "vdpbf16ps " #r "*4(%[a])%{1to16%}, %[b0], %[" #acc0 \
-  "]\n\t"                                              \
-  "vdpbf16ps " #r "*4(%[a])%{1to16%}, %[b1], %[" #acc1 "]\n\t"
+#define GLASS_DPBF16_ROW(r, acc0, acc1)   \
+  "vdpbf16ps %[a" #r "], %[b0], %[" #acc0 \
+  "]\n\t"                                 \
+  "vdpbf16ps %[a" #r "], %[b1], %[" #acc1 "]\n\t"
 
 __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta, float* c,
@@ -170,38 +196,47 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
     // two statements of four rows each: an asm statement takes at most 30 operands, and an
     // accumulator read and written counts twice
+    const __m512i a0 = _mm512_set1_epi32(static_cast<int>(a[0])),
+                  a1 = _mm512_set1_epi32(static_cast<int>(a[1])),
+                  a2 = _mm512_set1_epi32(static_cast<int>(a[2])),
+                  a3 = _mm512_set1_epi32(static_cast<int>(a[3]));
     asm(GLASS_DPBF16_ROW(0, c00, c01) GLASS_DPBF16_ROW(1, c10, c11) GLASS_DPBF16_ROW(2, c20, c21)
             GLASS_DPBF16_ROW(3, c30, c31)
         : [c00] "+v"(c00), [c01] "+v"(c01), [c10] "+v"(c10), [c11] "+v"(c11), [c20] "+v"(c20),
           [c21] "+v"(c21), [c30] "+v"(c30), [c31] "+v"(c31)
-        : [a] "r"(a), [b0] "v"(b0), [b1] "v"(b1), "m"(*reinterpret_cast<const uint32_t(*)[4]>(a)));
-    asm(GLASS_DPBF16_ROW(0, c40, c41) GLASS_DPBF16_ROW(1, c50, c51) GLASS_DPBF16_ROW(2, c60, c61)
-            GLASS_DPBF16_ROW(3, c70, c71)
+        : [a0] "v"(a0), [a1] "v"(a1), [a2] "v"(a2), [a3] "v"(a3), [b0] "v"(b0), [b1] "v"(b1));
+    const __m512i a4 = _mm512_set1_epi32(static_cast<int>(a[4])),
+                  a5 = _mm512_set1_epi32(static_cast<int>(a[5])),
+                  a6 = _mm512_set1_epi32(static_cast<int>(a[6])),
+                  a7 = _mm512_set1_epi32(static_cast<int>(a[7]));
+    asm(GLASS_DPBF16_ROW(4, c40, c41) GLASS_DPBF16_ROW(5, c50, c51) GLASS_DPBF16_ROW(6, c60, c61)
+            GLASS_DPBF16_ROW(7, c70, c71)
         : [c40] "+v"(c40), [c41] "+v"(c41), [c50] "+v"(c50), [c51] "+v"(c51), [c60] "+v"(c60),
           [c61] "+v"(c61), [c70] "+v"(c70), [c71] "+v"(c71)
-        : [a] "r"(a + 4), [b0] "v"(b0), [b1] "v"(b1),
-          "m"(*reinterpret_cast<const uint32_t(*)[4]>(a + 4)));
+        : [a4] "v"(a4), [a5] "v"(a5), [a6] "v"(a6), [a7] "v"(a7), [b0] "v"(b0), [b1] "v"(b1));
   }
   const __m512 acc[kBf16MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                                   {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
   // 2. C = alpha acc + beta C, written once; a partial tile goes through masks (bf16) or a bounce
   // buffer (f32)
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  if (store != nullptr) {
-    const __mmask16 all = 0xffff;
+  if (store != nullptr) {  // the last k slab, with a bias or a bf16 destination
     for (int64_t r = 0; r < rows; ++r)
       for (int half = 0; half < 2; ++half) {
         const int64_t live = std::clamp<int64_t>(cols - 16 * half, 0, 16);
         if (live == 0) break;
-        const __mmask16 lanes = live == 16 ? all : static_cast<__mmask16>((1u << live) - 1);
+        const auto lanes = static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
+        float* row = c + r * ldc + 16 * half;
         __m512 v = _mm512_mul_ps(va, acc[r][half]);
         if (beta != 0.0f)
-          v = _mm512_add_ps(
-              v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes, c + r * ldc + 16 * half)));
+          v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes, row)));
         if (store->bias != nullptr)
           v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, store->bias + 16 * half));
-        _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
-                                          round_to_bf16_bits(v));
+        if (store->rounded != nullptr)
+          _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
+                                            round_to_bf16_bits(v));
+        else
+          _mm512_mask_storeu_ps(row, lanes, v);
       }
     return;
   }
@@ -260,8 +295,6 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   if (options.bias != nullptr || options.causal.kind != Causal::kNone)
     throw std::invalid_argument(
         "sgemm_bf16: options.bias or a causal band is not taken (a bias goes in the Bf16Store)");
-  if (store.bias != nullptr && store.rounded == nullptr)
-    throw std::invalid_argument("sgemm_bf16: a Bf16Store bias without a bf16 destination");
   if (m <= 0 || n <= 0) return;
   if (bf16_gemm_fast_path())
     return sgemm_bf16_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
@@ -275,12 +308,16 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     });
   }
   sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
-  if (store.rounded == nullptr) return;
-  // the same result as the fast path's store: (alpha AB + beta C) + bias, rounded once
+  if (store.rounded == nullptr && store.bias == nullptr) return;
+  // the same result as the fast path's store: (alpha AB + beta C) + bias, rounded once or not
   for_each_row(m, m * n, [&](int64_t i) {
-    for (int64_t j = 0; j < n; ++j)
-      store.rounded[i * store.ld + j] =
-          bf16::from_float(c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f));
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+      if (store.rounded)
+        store.rounded[i * store.ld + j] = bf16::from_float(v);
+      else
+        c[i * ldc + j] = v;
+    }
   });
 }
 
