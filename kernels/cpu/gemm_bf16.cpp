@@ -9,10 +9,12 @@
 //             = bf16(sum over l of op(A)[i][l])    rows_of_a, summed in double from the bf16 A
 //
 // So the product is held in f32 until everything that reads it is done: rounding pre to bf16
-// before GELU would round twice. The GEMM writes pre into an f32 matrix; the epilogue is the same
-// f32 passes the f32 cpu epilogue runs (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim
-// as visible launches), on that matrix; then one pass rounds pre, aux and the bias gradient into
-// their bf16 tensors.
+// before GELU would round twice. Without an epilogue pass (and with beta = 0: every GEMM of a
+// training step), the GEMM's micro-kernel adds the bias and rounds C from its registers
+// (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
+// bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
+// (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim as visible launches), on that
+// matrix; then one pass rounds pre, aux and the bias gradient into their bf16 tensors.
 #include <vector>
 
 #include "kernels/costs/gemm.h"

@@ -42,8 +42,11 @@
 // written as zero). So A and B are packed in k pairs (the 32-bit word (x[2q], x[2q+1]) of a row of
 // A or a column of B), the tile stays 8 x 32 f32 accumulators, and one instruction does two k
 // steps of what an f32 FMA does one: twice the FLOPs per cycle, half the bytes per operand. C
-// stays f32 across k slabs; the caller rounds it to bf16 once. kernels/cpu/sgemm_bf16.cpp has the
-// packing, the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
+// stays f32 across k slabs; the last slab of each tile adds the bias and rounds to bf16 from the
+// registers where the caller asks (Bf16Store, sgemm.h), else the caller rounds C once. Where a
+// line of op(A) or op(B) runs along k in storage, a k pair is one 32-bit word and the f32 packing
+// (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
+// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
