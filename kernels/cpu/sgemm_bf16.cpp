@@ -157,11 +157,14 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
 // rule (round half to even; a NaN stays a NaN, made quiet) in integer arithmetic, so that
 // subnormals round as they do everywhere else (vcvtneps2bf16 would flush them to zero).
 __attribute__((target("avx512f"))) inline __m512i round_to_bf16_bits(__m512 v) {
+  // (the shifts' zero-masked forms: the unmasked ones start from an undefined vector, which GCC
+  // then reports as maybe uninitialised)
+  const __mmask16 all = 0xffff;
   const __m512i u = _mm512_castps_si512(v);
-  const __m512i high = _mm512_srli_epi32(u, 16);
+  const __m512i high = _mm512_maskz_srli_epi32(all, u, 16);
   const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i rounded = _mm512_maskz_srli_epi32(
+      all, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                                 _mm512_set1_epi32(0x7f800000));
   return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
