@@ -2,6 +2,7 @@
 // configuration alone, no planner) against the allocator's peak of a step that runs
 // (train/step_plan.h's record_training_step on that device), within 3%. And the pre-flight's
 // remedy table (train/preflight.h) changes the planned step as its flags say.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -93,6 +94,69 @@ TEST(MemoryLedger, Gpt2On124MPlannedOnMetaWithin3Percent) {
   const GptMemoryBudget m = gpt_memory_budget(c, 4, 1024, DType::bf16);
   expect_within_3_percent(m, step.peak_allocated_bytes + kernels::cuda::kGemmWorkspaceBytes);
   EXPECT_STREQ(m.peak_at, "the LM head's backward");
+}
+
+// A llama's ledger (GQA, RMSNorm, RoPE, SwiGLU) against the allocator, under every --recompute
+// mode, each of its peak points held by one case: f32 on cpu (cross-entropy beside the logits);
+// bf16 planned on meta (the fused classifier, the GEMM workspace added as above), tied and untied.
+struct LlamaLedgerCase {
+  const char* preset;
+  int64_t vocab, batch, seq_len;
+  bool tied;
+  Recompute recompute;
+  const char* peak_at;
+};
+
+void expect_llama_ledger(Device device, const LlamaLedgerCase& k) {
+  GPTConfig c = GPTConfig::preset(k.preset);
+  c.vocab_size = k.vocab;
+  c.tie_embeddings = k.tied;
+  const bool cpu = device == kCPU;
+  StepPlanOptions step = step_of(c, k.batch, k.seq_len, cpu ? DType::f32 : DType::bf16);
+  step.recompute = recompute_name(k.recompute);
+  if (!cpu)
+    matmul(Tensor::empty({8, 8}, DType::f32, device), Tensor::empty({8, 8}, DType::f32, device));
+  const RecordedStep measured = record_training_step(device, step);
+  const GptMemoryBudget m =
+      cpu ? gpt_memory_budget(c, k.batch, k.seq_len, DType::f32,
+                              {.flash_attention = true,
+                               .fused_classifier = false,
+                               .gemm_workspace = false,
+                               .recompute = k.recompute})
+          : gpt_memory_budget(c, k.batch, k.seq_len, DType::bf16, {.recompute = k.recompute});
+  SCOPED_TRACE(fmt::format("{} V={} B={} T={} {} --recompute {} on {}", k.preset, k.vocab, k.batch,
+                           k.seq_len, k.tied ? "tied" : "untied", recompute_name(k.recompute),
+                           device.str()));
+  expect_within_3_percent(
+      m, measured.peak_allocated_bytes + (cpu ? 0 : kernels::cuda::kGemmWorkspaceBytes));
+  EXPECT_STREQ(m.peak_at, k.peak_at);
+}
+
+TEST(MemoryLedger, LlamaF32OnCpuWithin3PercentUnderEachRecomputeMode) {
+  for (const LlamaLedgerCase& k : {LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::none,
+                                                   "the last block's MLP backward"},
+                                   LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::gelu,
+                                                   "the last block but one's MLP backward"},
+                                   LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::mlp,
+                                                   "the first block's MLP backward"},
+                                   LlamaLedgerCase{"stories15m", 65, 4, 128, true, Recompute::block,
+                                                   "the first block's re-run MLP backward"}})
+    expect_llama_ledger(kCPU, k);
+}
+
+TEST(MemoryLedger, LlamaBf16PlannedOnMetaWithin3PercentAtEachPeakPoint) {
+  for (const LlamaLedgerCase& k :
+       {LlamaLedgerCase{"llama-tiny", 65, 8, 128, true, Recompute::none,
+                        "the last block's MLP backward"},
+        LlamaLedgerCase{"llama-tiny", 65, 8, 128, true, Recompute::block,
+                        "the first block's re-run MLP backward"},
+        LlamaLedgerCase{"stories15m", 32000, 2, 64, true, Recompute::gelu,
+                        "the tied embedding's gradient (the end of backward)"},
+        LlamaLedgerCase{"stories15m", 32000, 4, 256, false, Recompute::none,
+                        "the LM head's backward"},
+        LlamaLedgerCase{"stories15m", 32000, 4, 256, false, Recompute::block,
+                        "the embedding's gradient (the end of backward)"}})
+    expect_llama_ledger(kMeta, k);
 }
 
 // Each remedy of the pre-flight's table: its flags, and the step it plans.
