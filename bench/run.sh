@@ -20,7 +20,8 @@
 #
 # --dtype bf16 runs both in bf16 mixed precision: train_gpt --dtype bf16 (bf16 weight copies and
 # activations, f32 masters and AdamW) and PyTorch under torch.autocast("cpu", dtype=torch.bfloat16)
-# (f32 weights and AdamW, bf16 matmuls and the ops autocast lists), in the same run.
+# (f32 weights and AdamW, bf16 matmuls and the ops autocast lists), in the same run; each round
+# also runs glass in f32, and the table gives glass bf16 / glass f32 beside glass / PyTorch.
 #   bench/run.sh [--arch gpt2|llama] [--dtype f32|bf16] [--threads N] [--steps N] [--warmup N] [--coretype best|env|NAME] [--rounds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,14 +81,14 @@ cmake --build "${BUILD:-build}" -j "$(nproc)" --target train_gpt >/dev/null
 data=data/tinyshakespeare.txt
 # The loop PyTorch runs: forward, backward, AdamW; no clipping, constant lr, no evaluation.
 # (train_gpt's llama ties its LM head by default, as torch_train_gpt.py's.)
-common="$shape --seq-len 128 --batch 16 --lr 1e-3 --dtype $dtype"
+common="$shape --seq-len 128 --batch 16 --lr 1e-3"
 metrics=$(mktemp)
 trap 'rm -f "$metrics"' EXIT
 # One round: glass, then PyTorch; each prints one JSON line. train_gpt appends to --metrics, so
 # each round starts from an empty file.
-run_glass() {
+run_glass() {  # run_glass DTYPE
   : >"$metrics"
-  "${BUILD:-build}"/samples/train_gpt --data $data $common --steps $((steps + warmup)) \
+  "${BUILD:-build}"/samples/train_gpt --data $data $common --dtype "$1" --steps $((steps + warmup)) \
     --threads "$threads" --grad-clip 0 --lr-schedule constant --warmup 0 --eval-every 0 \
     --eval-batches 1 --sample 0 --quiet --metrics "$metrics" >/dev/null
   /usr/bin/python3 - "$metrics" "$warmup" <<'PY'
@@ -99,26 +100,32 @@ print(json.dumps({"tokens_per_s": 16 * 128 * len(rows) / (ms / 1000), "ms_per_st
 PY
 }
 run_torch() {
-  /usr/bin/python3 bench/torch_train_gpt.py --data $data $common --steps "$steps" \
+  /usr/bin/python3 bench/torch_train_gpt.py --data $data $common --dtype "$dtype" --steps "$steps" \
     --warmup-steps "$warmup" --threads "$threads" 2>/dev/null | tail -n 1
 }
 results=()
+# Each round: glass at --dtype, PyTorch, and under bf16 glass f32 (else the f32 run again: unused).
 for ((round = 0; round < rounds; ++round)); do
-  results+=("$(run_glass)" "$(run_torch)")
+  g=$(run_glass "$dtype")
+  t=$(run_torch)
+  if [[ $dtype == bf16 ]]; then f=$(run_glass f32); else f=$g; fi
+  results+=("$g" "$t" "$f")
 done
 
 /usr/bin/python3 - "$model" "$threads" "$steps" "${chosen:-}" "$dtype" "${results[@]}" <<'PY'
 import json, os, statistics, sys
 model, threads, steps, chosen, dtype = sys.argv[1:6]
-pairs = [(json.loads(g), json.loads(t)) for g, t in zip(sys.argv[6::2], sys.argv[7::2])]
+runs = sys.argv[6:]
+pairs = [(json.loads(g), json.loads(t), json.loads(f))
+         for g, t, f in zip(runs[0::3], runs[1::3], runs[2::3])]
 print(f"{model}, {threads} threads, {steps} timed steps, --dtype {dtype}"
       + (" (PyTorch: torch.autocast cpu bfloat16)" if dtype == "bf16" else ""))
 # PyTorch's GEMMs are OpenBLAS's, whose kernel follows OPENBLAS_CORETYPE (unset: the CPU model's,
 # SSE3 "Prescott" on a model it does not know); glass's f32 GEMMs are its own (kernels/cpu/sgemm.cpp).
 print("OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "(unset)") +
       " OPENBLAS_L2_SIZE=" + os.environ.get("OPENBLAS_L2_SIZE", "(unset)") + chosen)
-ratios = []
-for i, (g, t) in enumerate(pairs):
+ratios, over_f32 = [], []
+for i, (g, t, f) in enumerate(pairs):
     if len(pairs) > 1:
         print(f"round {i + 1} of {len(pairs)}")
     print(f"{'system':<16}{'tokens/s':>12}{'ms/step':>12}")
@@ -126,7 +133,12 @@ for i, (g, t) in enumerate(pairs):
     print(f"{'pytorch ' + t['torch_version']:<16}{t['tokens_per_s']:>12.0f}{t['ms_per_step']:>12.1f}")
     ratios.append(g["tokens_per_s"] / t["tokens_per_s"])
     print(f"ratio glass / pytorch: {ratios[-1]:.2f}x")
-if len(ratios) > 1:
-    print(f"median ratio over {len(ratios)} rounds: {statistics.median(ratios):.2f}x "
-          f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+    if dtype == "bf16":
+        print(f"{'glass f32':<16}{f['tokens_per_s']:>12.0f}{f['ms_per_step']:>12.1f}")
+        over_f32.append(g["tokens_per_s"] / f["tokens_per_s"])
+        print(f"ratio glass bf16 / glass f32: {over_f32[-1]:.2f}x")
+for name, r in (("glass / pytorch", ratios), ("glass bf16 / glass f32", over_f32)):
+    if len(r) > 1:
+        print(f"median {name} over {len(r)} rounds: {statistics.median(r):.2f}x "
+              f"(min {min(r):.2f}x, max {max(r):.2f}x)")
 PY

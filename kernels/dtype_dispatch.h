@@ -16,6 +16,20 @@
 
 namespace glass::kernels {
 
+// What a kernel's math runs in for the element type T it stores: float for bf16 (every sum, max
+// and exp in f32 or better), T itself otherwise. The cpu and CUDA kernels load and store through
+// it (to_compute / from_compute: kernels/cpu/element.h, kernels/cuda/common.h).
+template <class T>
+struct ComputeType {
+  using type = T;
+};
+template <>
+struct ComputeType<bf16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename ComputeType<T>::type;
+
 template <class... Types, class Fn>
 void visit_dtype(const Tensor& t, const char* kernel, Fn&& fn) {
   // The first listed type whose dtype is t's runs; the fold stops there.

@@ -156,6 +156,13 @@ struct LaunchLog : LaunchObserver {
   }
 };
 
+// A leaf that requires grad, from values (f64, as from_vector makes them): the tape tests' inputs.
+inline Tensor leaf(std::vector<double> v, Shape s) {
+  Tensor t = from_vector(v, s);
+  t.set_requires_grad(true);
+  return t;
+}
+
 // A standard-normal tensor drawn from `gen` (f64 by default: gradcheck inputs).
 inline Tensor rnd(const Shape& shape, Generator& gen, DType dtype = DType::f64) {
   return randn(shape, gen, 0, 1, dtype);

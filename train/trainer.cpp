@@ -468,7 +468,6 @@ void Trainer::run() {
     return;
   }
   if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", timed_checkpoint());
-  drop_gathered_state(*optimizer_);
   if (profiler_->enabled()) {
     profiler_->set_ledger_state(ledger_state());
     profiler_->finish(fmt::format("glass train_gpt on {}", run_.device.str()), {config_.str()},

@@ -18,17 +18,6 @@
 
 namespace glass::kernels::cpu {
 
-template <class T>
-struct ComputeType {
-  using type = T;
-};
-template <>
-struct ComputeType<bf16> {
-  using type = float;
-};
-template <class T>
-using compute_t = typename ComputeType<T>::type;
-
 inline float to_compute(float v) { return v; }
 inline double to_compute(double v) { return v; }
 inline float to_compute(bf16 v) { return v.to_float(); }

@@ -32,21 +32,11 @@ inline unsigned whole_warps(int64_t width, int64_t max_threads) {
 }
 
 // --- element types: what a kernel reads and writes (float, double, or bf16) and what its math
-// runs in (compute_t: float for bf16, so every sum, max and exp is f32 or better). A kernel
+// runs in (compute_t, kernels/dtype_dispatch.h: float for bf16, so every sum, max and exp is f32
+// or better). A kernel
 // templated on the stored type T loads with to_compute and stores with from_compute<T>; for float
 // and double both are the identity, for bf16 a load is exact and a store rounds to nearest even
 // (as glass::bf16::from_float and PyTorch do; a NaN stays a quiet NaN).
-
-template <class T>
-struct ComputeType {
-  using type = T;
-};
-template <>
-struct ComputeType<bf16> {
-  using type = float;
-};
-template <class T>
-using compute_t = typename ComputeType<T>::type;
 
 __device__ inline float to_compute(float v) { return v; }
 __device__ inline double to_compute(double v) { return v; }

@@ -9,15 +9,12 @@
 #include "autograd/function.h"
 #include "autograd/grad_norms.h"
 #include "autograd/ops.h"
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
 
-Tensor leaf(std::vector<double> v, Shape s) {
-  Tensor t = from_vector(v, s);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::leaf;
 
 double l2(const std::vector<double>& v) {
   double s = 0;

@@ -10,11 +10,7 @@
 namespace glass {
 namespace {
 
-Tensor leaf(std::vector<double> v, Shape s) {
-  Tensor t = from_vector(v, s);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::leaf;
 
 TEST(Tape, GradientsMeetingInOneTensorAreSummed) {
   Tensor x = leaf({1, 2, 3}, {3});

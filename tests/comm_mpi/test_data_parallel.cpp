@@ -354,91 +354,20 @@ TEST(ZeroOne, RefusesCudaGraphsSayingWhy) {
   EXPECT_NE(testing::error_of([&] { train::Trainer t(o); }).find("--zero 2"), std::string::npos);
 }
 
-// A sharded run's checkpoint is consolidated: the moments equal the unsharded run's bit for bit;
-// the same world size resumes it bit-exactly, and a one-process run reads it (any world size
-// does: each rank takes its slices). --save writes the same weights file as the unsharded run.
-TEST(ZeroOne, CheckpointsAreConsolidatedAndResumeBitExactly) {
+// A sharded run's --save file and checkpoints are consolidated: rank 0 writes the unsharded run's
+// bytes, the checkpoints hold the same weights and moments bit for bit, and a run resumes
+// bit-exactly from either, sharded from unsharded and unsharded from sharded (any world size
+// reads them: each rank takes its slices; with `one_process`, a one-process run reads the sharded
+// one's moments too). Dropout on: the restored RNG state matters too.
+void expect_consolidated_checkpoints(train::TrainOptions o, const std::string& name,
+                                     bool one_process) {
   comm::Communicator& c = testing::communicator(kCPU);
   const std::string dir =
-      std::filesystem::temp_directory_path() / ("glass_zero_ckpt_" + std::to_string(getppid()));
+      std::filesystem::temp_directory_path() / (name + std::to_string(getppid()));
   if (c.rank() == 0) std::filesystem::remove_all(dir);
   c.barrier();
-  train::TrainOptions o = options("cpu");
-  o.zero = 1;
   o.steps = 4;
-  o.dropout = 0.1;  // the restored RNG state matters too
-  o.save = dir + "_zero.safetensors";
-  train::Trainer straight(o);
-  straight.run();
-  const std::vector<float> want = weights(straight);
-  // The unsharded run saves the same file.
-  o.zero = 0;
-  o.save = dir + "_unsharded.safetensors";
-  train::Trainer(o).run();
-  c.barrier();
-  if (c.rank() == 0) {
-    EXPECT_EQ(testing::file_bytes(dir + "_zero.safetensors"),
-              testing::file_bytes(dir + "_unsharded.safetensors"));
-  }
-  o.save.clear();
-
-  // Checkpoints after step 2, sharded and not: the same moments, bit for bit.
-  o.steps = 2;
-  for (int zero : {0, 1}) {
-    o.zero = zero;
-    o.checkpoint_dir = dir + "/zero" + std::to_string(zero);
-    train::Trainer(o).run();
-  }
-  c.barrier();
-  const train::LoadedCheckpoint sharded = train::load_checkpoint(dir + "/zero1");
-  const train::LoadedCheckpoint unsharded = train::load_checkpoint(dir + "/zero0");
-  ASSERT_EQ(sharded.optimizer.size(), unsharded.optimizer.size());
-  for (size_t i = 0; i < sharded.optimizer.size(); ++i) {
-    EXPECT_EQ(sharded.optimizer[i].first, unsharded.optimizer[i].first);
-    EXPECT_EQ(to_vector<float>(sharded.optimizer[i].second),
-              to_vector<float>(unsharded.optimizer[i].second))
-        << sharded.optimizer[i].first;
-  }
-
-  // The same world size resumes bit-exactly.
-  o.zero = 1;
-  o.steps = 4;
-  o.checkpoint_dir.clear();
-  o.resume = dir + "/zero1";
-  train::Trainer resumed(o);
-  EXPECT_EQ(resumed.step(), 2);
-  while (resumed.step() < o.steps) resumed.train_step();
-  EXPECT_EQ(weights(resumed), want);
-
-  // One process reads it: the optimizer holds the checkpoint's moments.
-  o.comm_backend = "local";
-  train::Trainer alone(o);
-  EXPECT_EQ(alone.step(), 2);
-  const NamedTensors state = alone.optimizer().state_tensors();
-  ASSERT_EQ(state.size(), sharded.optimizer.size());
-  for (size_t i = 0; i < state.size(); ++i)
-    EXPECT_EQ(to_vector<float>(state[i].second), to_vector<float>(sharded.optimizer[i].second));
-  c.barrier();
-  if (c.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::remove(dir + "_zero.safetensors");
-    std::filesystem::remove(dir + "_unsharded.safetensors");
-  }
-}
-
-// bf16 on two emulated GPUs, where each rank keeps only its shard of the f32 masters: --save and
-// the checkpoints are consolidated (rank 0 writes the unsharded run's bytes), and a run resumes
-// bit-exactly from either checkpoint, sharded from unsharded and unsharded from sharded.
-TEST(ZeroOne, Bf16CheckpointsAreConsolidatedAndResumeBitExactlyBothWays) {
-  comm::Communicator& c = testing::communicator(kCPU);
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("glass_zero_bf16_" + std::to_string(getppid()));
-  if (c.rank() == 0) std::filesystem::remove_all(dir);
-  c.barrier();
-  train::TrainOptions o = options("emu");
-  o.dtype = "bf16";
-  o.steps = 4;
-  o.dropout = 0.1;  // the restored RNG state matters too
+  o.dropout = 0.1;
   std::vector<float> want;
   for (int zero : {0, 1}) {
     o.zero = zero;
@@ -484,11 +413,33 @@ TEST(ZeroOne, Bf16CheckpointsAreConsolidatedAndResumeBitExactlyBothWays) {
     while (resumed.step() < o.steps) resumed.train_step();
     EXPECT_EQ(weights(resumed), want) << "--zero " << zero << " from --zero " << 1 - zero;
   }
+  if (one_process) {  // the optimizer holds the sharded checkpoint's moments
+    o.zero = 1;
+    o.resume = dir + "/zero1";
+    o.comm_backend = "local";
+    train::Trainer alone(o);
+    EXPECT_EQ(alone.step(), 2);
+    const NamedTensors state = alone.optimizer().state_tensors();
+    ASSERT_EQ(state.size(), sharded.optimizer.size());
+    for (size_t i = 0; i < state.size(); ++i)
+      EXPECT_EQ(to_vector<float>(state[i].second), to_vector<float>(sharded.optimizer[i].second));
+  }
   c.barrier();
   if (c.rank() == 0) {
     std::filesystem::remove_all(dir);
     for (const char* z : {"_0", "_1"}) std::filesystem::remove(dir + z + ".safetensors");
   }
+}
+
+TEST(ZeroOne, CheckpointsAreConsolidatedAndResumeBitExactly) {
+  expect_consolidated_checkpoints(options("cpu"), "glass_zero_ckpt_", /*one_process=*/true);
+}
+
+// bf16 on two emulated GPUs, where each rank keeps only its shard of the f32 masters.
+TEST(ZeroOne, Bf16CheckpointsAreConsolidatedAndResumeBitExactlyBothWays) {
+  train::TrainOptions o = options("emu");
+  o.dtype = "bf16";
+  expect_consolidated_checkpoints(o, "glass_zero_bf16_", /*one_process=*/false);
 }
 
 // The ledger (train/gpt_cost.h) for data parallelism on 2 ranks, the default model (train_gpt's
