@@ -288,6 +288,12 @@ void Allocator::reset_peaks() {
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
 }
 
+void Allocator::restore_peaks(const AllocatorStats& before) {
+  std::lock_guard lock(mu_);
+  stats_.peak_allocated_bytes = std::max(before.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_reserved_bytes = std::max(before.peak_reserved_bytes, stats_.reserved_bytes);
+}
+
 void Allocator::empty_cache() {
   std::lock_guard lock(mu_);
   empty_cache_locked();

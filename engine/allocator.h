@@ -86,6 +86,9 @@ class Allocator {
 
   AllocatorStats stats() const;
   void reset_peaks();
+  // The peaks as they were at `before`, or what is held now where that is more: the scratch
+  // tensors of a measurement (kernels::measure_device_peaks), freed by now, leave no peak behind.
+  void restore_peaks(const AllocatorStats& before);
   // Returns every cached (free) block to the device.
   void empty_cache();
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/allocator.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/hardware_peak.h"
@@ -95,9 +96,8 @@ DevicePeaks gpu_peaks(Device d) {
   return p;
 }
 
-}  // namespace
-
-DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
+// The GEMM and copy rates on `d` (measure_device_peaks).
+DevicePeaks measure_gemm_and_copy(Device d, int n, size_t copy_bytes) {
   const Backend& be = backend(d);
   const Tensor a = Tensor::empty({n, n}, DType::f32, d), b = Tensor::empty({n, n}, DType::f32, d);
   const Tensor c = Tensor::empty({n, n}, DType::f32, d);
@@ -121,6 +121,17 @@ DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
   return p;
 }
 
+}  // namespace
+
+DevicePeaks measure_device_peaks(Device d, int n, size_t copy_bytes) {
+  // The probe's tensors are not the program's: the allocator's peaks are left as they were.
+  Allocator& allocator = Allocator::for_device(d);
+  const AllocatorStats before = allocator.stats();
+  DevicePeaks p = measure_gemm_and_copy(d, n, copy_bytes);
+  allocator.restore_peaks(before);
+  return p;
+}
+
 // The host: FLOP/s from the hardware (cores x clock x FLOPs per cycle), the bandwidth and the
 // attainable GEMM rate measured once (glass's own sgemm, the fastest f32 math the engine has, and
 // the cpu copy kernel). The measured GEMM is the second roof, never the peak.
@@ -136,9 +147,12 @@ DevicePeaks host_peaks() {
   const double wall0 =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   const double cpu0 = thread_cpu_seconds();
-  DevicePeaks p = measure_device_peaks(kCPU, 512, size_t{32} << 20);
+  Allocator& allocator = Allocator::for_device(kCPU);
+  const AllocatorStats before = allocator.stats();  // the probes leave no peak (as below)
+  DevicePeaks p = measure_gemm_and_copy(kCPU, 512, size_t{32} << 20);
   const double large_copy = p.bytes_per_s;
   const double small_copy = copy_bytes_per_s(kCPU, size_t{256} << 10, kSmallReps);
+  allocator.restore_peaks(before);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
       wall0;

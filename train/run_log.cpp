@@ -89,10 +89,18 @@ void RunLog::summary(const RunTotals& t) const {
                         static_cast<double>(*t.planned_peak_bytes) / kMiB,
                         static_cast<double>(*t.measured_peak_bytes) / kMiB, t.measured_step)
           : "";
+  // Model and hardware FLOPs utilisation over the whole run (HFU only where --recompute differs).
+  std::string utilisation;
+  if (t.mfu != nullptr && t.steps > 0) {
+    const double per_rank = t.tokens_per_s / static_cast<double>(t.world);
+    const double mfu = t.mfu->of(per_rank), hfu = t.mfu->hfu_of(per_rank);
+    utilisation = fmt::format(" | MFU {:.2f}%{}", 100 * mfu,
+                              hfu != mfu ? fmt::format(" HFU {:.2f}%", 100 * hfu) : "");
+  }
   fmt::print(
-      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s{} | peak memory {:.1f} MiB allocated, {:.1f} "
+      "\ndone: {} steps in {:.1f} s | {:.0f} tok/s{}{} | peak memory {:.1f} MiB allocated, {:.1f} "
       "MiB reserved{}\n",
-      t.steps, t.seconds, t.tokens_per_s, losses,
+      t.steps, t.seconds, t.tokens_per_s, utilisation, losses,
       static_cast<double>(t.memory.peak_allocated_bytes) / kMiB,
       static_cast<double>(t.memory.peak_reserved_bytes) / kMiB, planned);
   if (!t.skipped_steps.empty())

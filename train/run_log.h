@@ -46,6 +46,9 @@ struct RunTotals {
   std::optional<int64_t> planned_peak_bytes, measured_peak_bytes;
   int64_t measured_step = 0;
   std::vector<int64_t> skipped_steps;  // 1-based, under --on-nonfinite skip
+  // The run's MFU and HFU from tokens_per_s (split over `world` ranks); none without a peak.
+  const Mfu* mfu = nullptr;
+  int world = 1;
 };
 
 class RunLog {

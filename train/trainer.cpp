@@ -456,7 +456,9 @@ void Trainer::run() {
                     compare_peaks ? std::optional(preflight_->planned_peak_bytes) : std::nullopt,
                 .measured_peak_bytes = compare_peaks ? std::optional(measured_peak_) : std::nullopt,
                 .measured_step = std::min<int64_t>(step_ - first, 2),
-                .skipped_steps = skipped_steps_});
+                .skipped_steps = skipped_steps_,
+                .mfu = mfu_ ? &*mfu_ : nullptr,
+                .world = comm_->size()});
   if (o.sample > 0) {
     if (data_.tokenizer == nullptr) {
       log().warn("no sample: no tokenizer for the tokens of {} (vocabulary {})", data_.path,

@@ -160,6 +160,41 @@ TEST(TrainGptCli, TinyRunSavesWeightsMetricsAndRestartsFromThem) {
   EXPECT_EQ(again.status, 0) << again.out;
 }
 
+// The end line's MFU (and HFU under --recompute) is the run's tokens/s times the model's FLOPs
+// per token over the peak; the metrics give FLOPs per token / peak independently, as each step's
+// mfu / tokens_per_s (one rank), and hfu / tokens_per_s with the recomputed forward counted.
+void expect_summary_utilisation(const std::string& flags, bool hfu) {
+  const std::string metrics = tmp("utilisation.jsonl");
+  std::filesystem::remove(metrics);
+  const Outcome r = run_train_gpt(kTiny + "--steps 2 --metrics " + metrics + " " + flags);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::smatch m;
+  const std::regex done(hfu ? R"(done: .* \| (\d+) tok/s \| MFU ([0-9.]+)% HFU ([0-9.]+)% \|)"
+                            : R"(done: .* \| (\d+) tok/s \| MFU ([0-9.]+)% \|)");
+  ASSERT_TRUE(std::regex_search(r.out, m, done)) << r.out;
+  std::ifstream in(metrics);
+  std::string line;
+  std::getline(in, line);
+  const auto j = nlohmann::json::parse(line);
+  const double tokens_per_s = std::stod(m[1].str());
+  const double mfu_per_token_per_s = j["mfu"].get<double>() / j["tokens_per_s"].get<double>();
+  EXPECT_NEAR(std::stod(m[2].str()), 100 * mfu_per_token_per_s * tokens_per_s,
+              0.01 + 100 * mfu_per_token_per_s)  // the printed rounding of % and tok/s
+      << r.out;
+  if (hfu) {
+    const double hfu_per_token_per_s = j["hfu"].get<double>() / j["tokens_per_s"].get<double>();
+    EXPECT_GT(hfu_per_token_per_s, mfu_per_token_per_s);
+    EXPECT_NEAR(std::stod(m[3].str()), 100 * hfu_per_token_per_s * tokens_per_s,
+                0.01 + 100 * hfu_per_token_per_s)
+        << r.out;
+  }
+}
+
+TEST(TrainGptCli, TheEndLineGivesTheRunsMfu) { expect_summary_utilisation("", false); }
+TEST(TrainGptCli, TheEndLineGivesHfuBesideMfuUnderRecompute) {
+  expect_summary_utilisation("--recompute block", true);
+}
+
 // `--device cpu --dtype bf16` (bf16 mixed precision on the cpu kernels): the loss falls over 16
 // steps (batch 8 of 32 tokens, constant lr 1e-2: the mean of the last 4 losses below the first
 // 4's), and a run stopped at step 8 and resumed from its checkpoint ends with the same losses and
