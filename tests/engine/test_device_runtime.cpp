@@ -74,6 +74,19 @@ TEST(DeviceRuntimes, AnUnbuiltDeviceIsRefusedByName) {
   if (unbuilt == 0) GTEST_SKIP() << "every device is built in here";
 }
 
+// The same line for a kind no runtime serves, in every build (the configurations CI builds have
+// every device, so the test above skips there).
+TEST(DeviceRuntimes, AKindWithoutARuntimeIsRefusedInOneLine) {
+  const Device none{static_cast<DeviceKind>(kDeviceKinds), 0};
+  EXPECT_EQ(find_runtime(none.kind), nullptr);
+  const std::string e = error_of([&] { runtime_for(none); });
+  EXPECT_EQ(e.rfind("device '?' is not available: ", 0), 0u) << e;
+  EXPECT_NE(e.find("(devices: " + built_device_names() + ")"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_NE(std::string(missing_device_reason(DeviceKind::cuda)).find("no CUDA runtime"),
+            std::string::npos);
+}
+
 TEST(DeviceRuntimes, CapabilitiesAgreeWithTheDeviceHeader) {
   for (const DeviceRuntime* r : built_runtimes()) {
     const Device d{r->kind(), 0};
