@@ -47,7 +47,7 @@ train: build
 # (-O1 -g: RelWithDebInfo, which also runs the gdb walkthrough of docs/debugging.md; the tests' and
 # samples' own code at -O0, which GCC compiles 3-4x faster under UBSan: CMakeLists.txt), with the cuda
 # device's host code on the emulated CUDA runtime (CUDA_RUNTIME=emu, GLASS_CUDA_RUNTIME=emu,
-# engine/emu/README.md): `--device cuda` runs here on emulated GPUs with asynchronous streams, so the
+# emucuda/README.md): `--device cuda` runs here on emulated GPUs with asynchronous streams, so the
 # cross-device tests, the PyTorch oracle and the cuda runtime tests run on cuda too. Where nvcc is
 # found, the GPU's code is still compiled, as a check that fails CI but is not linked: nvcc compiles
 # kernels/cuda's device code for sm_90 only (the same sources as sm_80; CUDA_ARCHS="80;90" for

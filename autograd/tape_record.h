@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct TapeNode {
   std::string site;           // "nn/layers.cpp:118": the line that called the op
   std::vector<TapeInput> inputs;
   std::vector<TapeSaved> saved;
+  // |d loss / d output|_2 after backward, where a pass measured it (autograd/grad_norms.h);
+  // empty: not measured, or no gradient reached the node.
+  std::optional<double> grad_norm;
 };
 
 // The nodes reachable from `root`, in tape order (ascending id).

@@ -7,7 +7,8 @@
 #   glass::glass     everything (the training library and all the layers below it)
 #   glass::engine, glass::kernels, glass::autograd, glass::optim, glass::nn, glass::comm,
 #   glass::train     the layers, each bringing the ones below it
-# plus the pieces those link (the emulator, its cuBLAS/NCCL/CUDA runtime, the kernel tables),
+# plus the pieces those link (the kernel emulator; the emulated CUDA platform of emucuda/: its
+# runtime, cuBLAS and NCCL; the kernel tables),
 # exported because the libraries are static. An outside project then does
 #   find_package(glass CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE glass::glass)
@@ -43,9 +44,10 @@ install(TARGETS ${GLASS_PACKAGE_TARGETS} EXPORT glassTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/glass/objects
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/glass)
-install(DIRECTORY engine kernels autograd optim nn train comm
+install(DIRECTORY engine kernels autograd optim nn train comm emucuda
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/glass
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.hpp" PATTERN "*.inc")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.hpp" PATTERN "*.inc"
+  PATTERN "emucuda/tests" EXCLUDE)
 install(EXPORT glassTargets NAMESPACE glass:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/glass)
 
 # What glassConfig.cmake must find again for the exported targets' dependencies.

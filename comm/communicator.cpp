@@ -79,13 +79,16 @@ Communicator::~Communicator() {
   if (stuck_) (void)stream_.release();
 }
 
-void Communicator::check_tensor(const Tensor& t, const char* what) const {
+void Communicator::check_tensor(const Tensor& t, const char* what, bool moves_only) const {
   GLASS_CHECK(t.device() == device_, "{}: tensor {} is not on the communicator's device {}", what,
               t.describe(), device_.str());
   GLASS_CHECK(t.is_contiguous(), "{}: tensor {} is not contiguous", what, t.describe());
-  GLASS_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::i32,
-              "{}: tensor {} has dtype {}; collectives take f32, f64 or i32", what, t.describe(),
-              dtype_name(t.dtype()));
+  const bool reducible =
+      t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::i32;
+  GLASS_CHECK(reducible || (moves_only && t.dtype() == DType::bf16),
+              "{}: tensor {} has dtype {}; {} take f32, f64 or i32{}", what, t.describe(),
+              dtype_name(t.dtype()), moves_only ? "broadcast and all_gather" : "reductions",
+              moves_only ? " or bf16" : "");
   GLASS_CHECK(t.numel() <= INT_MAX, "{}: tensor {} has more than {} elements", what, t.describe(),
               INT_MAX);
 }
@@ -135,7 +138,7 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp op) {
 }
 
 void Communicator::broadcast(const Tensor& t, int root) {
-  check_tensor(t, "broadcast");
+  check_tensor(t, "broadcast", true);
   GLASS_CHECK(root >= 0 && root < size_, "broadcast: root {} is not a rank of a world of {}", root,
               size_);
   void* data = t.raw_data();
@@ -146,8 +149,8 @@ void Communicator::broadcast(const Tensor& t, int root) {
           [this, data, numel, dtype, root] { run_broadcast(data, numel, dtype, root); });
 }
 
-void Communicator::check_chunks(const Tensor& t, const char* what) const {
-  check_tensor(t, what);
+void Communicator::check_chunks(const Tensor& t, const char* what, bool moves_only) const {
+  check_tensor(t, what, moves_only);
   GLASS_CHECK(t.numel() % size_ == 0,
               "{}: tensor {} has {} elements, not a multiple of the world size {} (one equal chunk "
               "per rank)",
@@ -172,7 +175,7 @@ void Communicator::reduce_scatter(const Tensor& t, ReduceOp op) {
 }
 
 void Communicator::all_gather(const Tensor& t) {
-  check_chunks(t, "all_gather");
+  check_chunks(t, "all_gather", true);
   const double n = size_;
   const double bytes = (n - 1) / n * static_cast<double>(t.nbytes());
   void* data = t.raw_data();

@@ -4,7 +4,7 @@
 //
 // Backends: `local` (a world of one: nothing moves), `mpi` (host memory, used by `cpu`), `nccl`
 // (device memory, used by `cuda` with NVIDIA's NCCL and by `emu` with the emulated NCCL of
-// engine/emu/nccl). make_communicator() picks one from the device and from how the process was
+// emucuda/nccl). make_communicator() picks one from the device and from how the process was
 // started (mpirun or not).
 //
 // Every collective runs on the communicator's own side stream, in the order it was called (the
@@ -44,8 +44,9 @@ class Communicator {
   virtual const char* backend() const = 0;  // "local", "mpi", "nccl"
   Stream& stream() { return *stream_; }
 
-  // In place on a contiguous f32, f64 or i32 tensor on this communicator's device. They return
-  // at once; the work runs on stream(). The tensor must not change until synchronize().
+  // In place on a contiguous f32, f64 or i32 tensor on this communicator's device (broadcast and
+  // all_gather, which add nothing, also bf16: ZeRO-1 gathers the bf16 weights). They return at
+  // once; the work runs on stream(). The tensor must not change until synchronize().
   void all_reduce(const Tensor& t, ReduceOp op);
   void broadcast(const Tensor& t, int root);
   // ZeRO-1's pair, in place on a tensor of size() chunks of numel / size() elements (numel must
@@ -100,8 +101,9 @@ class Communicator {
   void drain() noexcept;
 
  private:
-  void check_tensor(const Tensor& t, const char* what) const;
-  void check_chunks(const Tensor& t, const char* what) const;
+  // `moves_only`: broadcast and all_gather, which copy bytes and add nothing, also take bf16.
+  void check_tensor(const Tensor& t, const char* what, bool moves_only = false) const;
+  void check_chunks(const Tensor& t, const char* what, bool moves_only = false) const;
   // Queues `work` on stream() as a launch named `kernel` in the caller's op and node, phase
   // comm; `t` (may be undefined) is the tensor it works on, kept alive until it has run.
   void enqueue(const char* kernel, const Tensor& t, double bytes, double flops,

@@ -18,8 +18,10 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_FLOAT;
     case DType::f64:
       return MPI_DOUBLE;
+    case DType::bf16:
+      return MPI_UINT16_T;  // moved, never reduced (check_tensor admits it for those only)
     default:
-      return MPI_INT32_T;  // check_tensor admits f32, f64 and i32 only
+      return MPI_INT32_T;  // check_tensor admits f32, f64, i32 and bf16 only
   }
 }
 

@@ -1,5 +1,5 @@
 // The `nccl` backend: collectives with NCCL on device memory. One source, compiled twice, as
-// kernels/cuda/*.cu are: with GLASS_EMU against the emulated NCCL (engine/emu/nccl) for `emu`, and
+// kernels/cuda/*.cu are: with GLASS_EMU against the emulated NCCL (emucuda/nccl) for `emu`, and
 // against NVIDIA's nccl.h for `cuda`. The call sites are the same; under emu only the library
 // behind them changes.
 //
@@ -12,12 +12,12 @@
 #include "engine/mpi_runtime.h"
 
 #if defined(GLASS_EMU)
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 #define GLASS_NCCL_FACTORY make_nccl_communicator_emu
 #else
 #include <cuda_runtime.h>
 #if defined(GLASS_CUDA_RUNTIME_EMU)  // cuda on the emulated CUDA runtime: the emulated NCCL
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 #else
 #include <nccl.h>
 #endif
@@ -41,8 +41,10 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat32;
     case DType::f64:
       return ncclFloat64;
+    case DType::bf16:
+      return ncclBfloat16;  // broadcast and all-gather only (check_tensor)
     default:
-      return ncclInt32;  // check_tensor admits f32, f64 and i32 only
+      return ncclInt32;  // check_tensor admits f32, f64, i32 and bf16 only
   }
 }
 

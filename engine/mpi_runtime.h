@@ -1,5 +1,5 @@
 // The MPI runtime that both distributed transports stand on: the `mpi` communicator (comm/) and
-// the emulated NCCL (engine/emu/nccl). MPI starts the processes (mpirun) and moves the bytes; glass
+// the emulated NCCL (emucuda/nccl). MPI starts the processes (mpirun) and moves the bytes; glass
 // only initialises it once, asks who is who, and waits for requests in a way that can be aborted.
 //
 // Every wait polls a non-blocking request instead of blocking in MPI: a collective whose peer

@@ -13,6 +13,7 @@ namespace glass {
 namespace {
 
 constexpr int kStreamTidBase = 1000;
+constexpr int kHostWorkTid = 900;  // the track of the host spans
 
 // Chrome-trace process ids are integers: one per device, named by metadata.
 int pid_of(Device d) { return 1 + static_cast<int>(d.kind) * 100 + d.index; }
@@ -190,6 +191,16 @@ void TraceRecorder::add_counter(const std::string& name, double ts_us, Device de
                        {"args", args}});
 }
 
+void TraceRecorder::add_host_span(HostSpan span) {
+  std::lock_guard lock(mu_);
+  host_spans_.push_back(std::move(span));
+}
+
+std::vector<HostSpan> TraceRecorder::host_spans() const {
+  std::lock_guard lock(mu_);
+  return host_spans_;
+}
+
 std::vector<TracedLaunch> TraceRecorder::launches() const {
   std::lock_guard lock(mu_);
   return launches_;
@@ -229,6 +240,14 @@ nlohmann::json TraceRecorder::to_json() const {
                    per_thread.count(step_tid_) ? step_tid_ : per_thread.begin()->first));
   }
   add_flows(launches_, events);
+  for (const HostSpan& h : host_spans_) {
+    nlohmann::json e =
+        span_event(h.name, "host", h.start_us, h.end_us, pid_of(h.device), kHostWorkTid);
+    e["args"] = {{"phase", h.phase}, {"step", h.step}};
+    events.push_back(e);
+    tracks.insert({pid_of(h.device), kHostWorkTid});
+    processes.try_emplace(pid_of(h.device), h.device.str());
+  }
   for (const nlohmann::json& c : counters_) events.push_back(c);
   for (const auto& [pid, name] : processes)
     events.push_back(name_event("process_name", name, pid, 0));
@@ -236,7 +255,8 @@ nlohmann::json TraceRecorder::to_json() const {
     events.push_back(name_event("thread_name",
                                 tid >= kStreamTidBase
                                     ? "stream " + std::to_string(tid - kStreamTidBase)
-                                    : "host thread " + std::to_string(tid),
+                                : tid == kHostWorkTid ? std::string("host work")
+                                                      : "host thread " + std::to_string(tid),
                                 pid, tid));
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }

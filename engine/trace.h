@@ -11,7 +11,10 @@
 // > kernel. Flow events (ph "s" -> "f", one id per pair) arrow from each autograd node's first
 // forward launch to every launch of that node's backward. Counter events plot the allocator's
 // allocated and reserved bytes after every launch, and any counters added with add_counter (the
-// step explorer's memory ledger); metadata events name the processes and threads.
+// step explorer's memory ledger); metadata events name the processes and threads. Host work that
+// launches nothing (reading a batch, writing a checkpoint, waiting for the device) is added with
+// add_host_span: a complete event of category "host" on a track of its own ("host work"), with its
+// phase and step as args, on the same clock as the launches.
 //
 // Launches may arrive from several host threads at once: the recorder takes a lock per launch.
 #pragma once
@@ -34,6 +37,15 @@ struct TracedLaunch {
   int tid = 0;        // 1, 2, ... host threads in order of first launch; 1000 + s for stream s
   int64_t step = -1;  // the step it belongs to (begin_step/end_step), -1 outside steps
   int64_t allocated_bytes = 0, reserved_bytes = 0;  // the device's allocator right after it
+};
+
+// Host work between or around launches, timed on the launch clock (launch_clock_us).
+struct HostSpan {
+  std::string name;   // "batch 2: read + upload", "checkpoint"
+  std::string phase;  // "data", "checkpoint", "host wait"
+  double start_us = 0, end_us = 0;
+  int64_t step = -1;  // the step it belongs to
+  Device device;      // whose work it feeds or waits for: the track it goes on
 };
 
 class TraceRecorder : public LaunchObserver {
@@ -62,6 +74,10 @@ class TraceRecorder : public LaunchObserver {
   void add_counter(const std::string& name, double ts_us, Device device,
                    const std::vector<std::pair<std::string, double>>& values);
 
+  // Host work, recorded whether or not launches are being recorded (see HostSpan).
+  void add_host_span(HostSpan span);
+  std::vector<HostSpan> host_spans() const;
+
   nlohmann::json to_json() const;
   // Writes to_json() to `path` atomically; throws glass::Error naming the path on failure.
   void write(const std::string& path) const;
@@ -74,6 +90,7 @@ class TraceRecorder : public LaunchObserver {
   std::atomic<int64_t> step_{-1};
   std::vector<TracedLaunch> launches_;
   std::vector<nlohmann::json> counters_;  // add_counter's events
+  std::vector<HostSpan> host_spans_;
   std::unordered_map<std::thread::id, int> thread_tids_;
   int step_tid_ = 1;  // the thread that marks steps: the step spans go on its track
 };

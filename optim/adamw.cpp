@@ -49,6 +49,11 @@ void AdamW::stage_scalars(int64_t step, double lr) {
 }
 
 void AdamW::set_compute_copies(std::vector<Tensor> copies) {
+  check_compute_copies(copies);
+  copies_ = std::move(copies);
+}
+
+void AdamW::check_compute_copies(const std::vector<Tensor>& copies) const {
   GLASS_CHECK(copies.empty() || copies.size() == params().size(),
               "adamw: {} compute copies for {} parameters", copies.size(), params().size());
   for (size_t i = 0; i < copies.size(); ++i) {
@@ -60,7 +65,6 @@ void AdamW::set_compute_copies(std::vector<Tensor> copies) {
                 "shape, on its device",
                 c.describe(), params()[i].first, p.describe());
   }
-  copies_ = std::move(copies);
 }
 
 void AdamW::update(const std::vector<size_t>& with_grad) {

@@ -53,6 +53,9 @@ class AdamW : public Optimizer {
   struct WithoutBuffers {};
   AdamW(NamedTensors params, const AdamWOptions& options, WithoutBuffers);
   const Tensor& finite_gate() const { return finite_; }
+  // set_compute_copies' checks: one copy per parameter (or none), each bf16, contiguous, of its
+  // parameter's shape and device.
+  void check_compute_copies(const std::vector<Tensor>& copies) const;
 
  private:
   AdamW(NamedTensors params, const AdamWOptions& options, std::vector<std::string> buffer_names);

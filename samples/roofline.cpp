@@ -228,10 +228,14 @@ void model(const Flags& f) {
                                  glass::train::recompute_widths(f.gpt, recompute).dropped,
                                  glass::train::recompute_widths(f.gpt, recompute).rebuilt));
   if (f.world > 1)
-    fmt::print(
-        "  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n", f.world,
-        f.batch / f.world,
-        f.zero == 1 ? fmt::format(", moments 8 ceil(N / {}) (ZeRO-1)", f.world) : std::string());
+    fmt::print("  per rank of {} (batch {} each): gradient buckets 4 N (data parallelism){}\n",
+               f.world, f.batch / f.world,
+               f.zero == 1
+                   ? fmt::format(", moments 8 ceil(N / {0}){1} (ZeRO-1)", f.world,
+                                 dtype == glass::DType::f32
+                                     ? ""
+                                     : fmt::format(" and f32 masters 4 ceil(N / {})", f.world))
+                   : std::string());
   print_memory_rows(m);
   fmt::print("training FLOPs per step (tokens T = {}):\n", fl.tokens);
   const char* counted =
@@ -307,7 +311,9 @@ int main(int argc, char** argv) {
                 "layer's recomputed part is added, HFU's FLOPs grow)");
   t->add_option("--world", f.world,
                 "data-parallel ranks: the budget is one rank's, --batch the global batch");
-  t->add_option("--zero", f.zero, "ZeRO stage: 0 | 1 (AdamW's moments sharded over --world)")
+  t->add_option(
+       "--zero", f.zero,
+       "ZeRO stage: 0 | 1 (AdamW's moments, and under bf16 the f32 masters, sharded over --world)")
       ->check(CLI::IsMember({0, 1}));
   t->add_option("--model", f.model,
                 "a preset of train_gpt --model: gpt2 (GPT-2 124M as train_gpt trains it: padded "

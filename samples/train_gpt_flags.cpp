@@ -116,7 +116,9 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
       ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}));
   app.add_option("--comm-timeout", o.comm_timeout_s,
                  "seconds to wait for a collective (dead rank)");
-  app.add_option("--zero", o.zero, "ZeRO stage: 0 | 1 (each rank keeps 1/N of AdamW's state)")
+  app.add_option("--zero", o.zero,
+                 "ZeRO stage: 0 | 1 (each rank keeps 1/N of AdamW's state: the moments, and under "
+                 "bf16 the f32 masters)")
       ->check(CLI::IsMember({0, 1}));
 }
 

@@ -482,8 +482,8 @@ stage ladders 30 120 ladders_stage
 # 12. NCCL: a world of one on the GPU (and, with a build here, the 2-rank checks of the emulator).
 nccl_stage() {
   if [[ -z "$prebuilt" ]]; then
-    cmake --build "$build" -j "$jobs" --target test_comm_mpi >>"$build/build.log" 2>&1 ||
-      { echo "result: building test_comm_mpi failed"; return 1; }
+    cmake --build "$build" -j "$jobs" --target test_comm_mpi test_emucuda_nccl >>"$build/build.log" 2>&1 ||
+      { echo "result: building test_comm_mpi and test_emucuda_nccl failed"; return 1; }
   fi
   BUILD="$build" scripts/gpu_check_nccl.sh "$build"
 }

@@ -3,8 +3,9 @@
 #   1. NVIDIA's NCCL on one GPU, a world of one: train_gpt --device cuda --comm nccl (NCCL
 #      bootstrap, every gradient bucket all-reduced, the parameter broadcast) must train exactly
 #      like --comm local.
-#   2. the multi-rank path through the emulated NCCL: the 2-rank collective and data-parallel
-#      tests (tests/comm_mpi), and train_gpt --device emu in 2 ranks against one process.
+#   2. the multi-rank path through the emulated NCCL: its own 2-rank suite (emucuda/tests/nccl),
+#      the 2-rank collective and data-parallel tests (tests/comm_mpi), and train_gpt --device emu
+#      in 2 ranks against one process.
 # Prints one line per check and a summary; exits non-zero when a check fails. A part whose build
 # is missing (no cuda device, or no NCCL backend for it yet) is reported as SKIP.
 #
@@ -53,6 +54,14 @@ else
     report "emu + cpu, 2 ranks: tests/comm_mpi" "PASS ($(grep -o '[0-9]* tests from [0-9]* test suites ran' <<<"$out" | head -1))"
   else
     report "emu + cpu, 2 ranks: tests/comm_mpi" "FAIL: $(grep -m1 FAILED <<<"$out")"
+  fi
+  nccl_suite="$BUILD/emucuda/tests/test_emucuda_nccl"
+  if [[ ! -x "$nccl_suite" ]]; then
+    report "emulated NCCL, 2 ranks: emucuda/tests/nccl" "SKIP (no test_emucuda_nccl here)"
+  elif out=$(OMP_NUM_THREADS=1 $MPIRUN -np 2 "$nccl_suite" 2>&1); then
+    report "emulated NCCL, 2 ranks: emucuda/tests/nccl" "PASS ($(grep -o '[0-9]* tests from [0-9]* test suites ran' <<<"$out" | head -1))"
+  else
+    report "emulated NCCL, 2 ranks: emucuda/tests/nccl" "FAIL: $(grep -m1 FAILED <<<"$out")"
   fi
   one=$(OMP_NUM_THREADS=1 "$TRAIN" $TINY --device emu --threads 1 2>&1)
   two=$(OMP_NUM_THREADS=1 $MPIRUN -np 2 "$TRAIN" $TINY --device emu --threads 1 2>&1)

@@ -1,6 +1,8 @@
 #include "train/gpt_cost.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "engine/allocator.h"
@@ -25,7 +27,8 @@ double layer_activation_width(const GPTConfig& c) {
   const double C = static_cast<double>(c.n_embd);
   if (c.arch == Arch::gpt2) return 16 * C;
   const double qkv = static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
-  return 7 * C + qkv + 3 * static_cast<double>(c.ffn());
+  const double heads = static_cast<double>(c.n_head * c.head_dim());
+  return 4 * C + heads + qkv + 3 * static_cast<double>(c.ffn());
 }
 
 namespace {
@@ -58,6 +61,60 @@ struct PeakPoint {
   }
 };
 
+// Held all step: the parameters (compute dtype), the masters (under bf16), the moments; with
+// data parallelism (the header) the gradient buckets, and under ZeRO-1 the masters' and moments'
+// flat shards instead.
+struct State {
+  Held params, masters, moments, buckets;
+  void hold_in(PeakPoint& p) const {
+    p.parameters = params;
+    p.master = masters;
+    p.adam = moments;
+    p.buckets = buckets;
+  }
+};
+
+State state_of(const std::vector<double>& tensors_but_table, double table, double b,
+               const GptBudgetOptions& o) {
+  State s;
+  double N = 0;
+  auto hold = [&](double n) {
+    s.params.add(1, b * n);
+    if (b < 4 && !sharded(o)) s.masters.add(1, 4 * n);
+    if (!sharded(o)) s.moments.add(2, 4 * n);
+    N += n;
+  };
+  for (double n : tensors_but_table) hold(n);
+  hold(table);
+  if (o.world > 1) s.buckets.add(1, 4 * N);
+  // ZeRO-1: two flat moment shards, and under bf16 a flat shard of the masters.
+  const double shard = std::ceil(N / static_cast<double>(o.world));
+  if (sharded(o)) s.moments.add(2, 4 * shard);
+  if (sharded(o) && b < 4) s.masters.add(1, 4 * shard);
+  return s;
+}
+
+// The budget at whichever of the step's points holds most (size classes included).
+GptMemoryBudget budget_at_highest(std::initializer_list<const PeakPoint*> points) {
+  const PeakPoint* peak = *points.begin();
+  for (const PeakPoint* p : points)
+    if (p->rounded() > peak->rounded()) peak = p;
+  GptMemoryBudget m;
+  m.parameters_bytes = peak->parameters.bytes;
+  m.gradients_bytes = peak->gradients.bytes;
+  m.master_bytes = peak->master.bytes;
+  m.adam_bytes = peak->adam.bytes;
+  m.activations_bytes = peak->activations.bytes;
+  m.temporaries_bytes = peak->temporaries.bytes;
+  m.recompute_bytes = peak->recompute.bytes;
+  m.gradient_buckets_bytes = peak->buckets.bytes;
+  m.size_class_bytes = peak->rounded() - (m.parameters_bytes + m.gradients_bytes + m.master_bytes +
+                                          m.adam_bytes + m.activations_bytes + m.temporaries_bytes +
+                                          m.recompute_bytes + m.gradient_buckets_bytes);
+  m.peak_at = peak->name;
+  return m;
+}
+
 // The parameters' element counts, one per tensor, in nn/gpt.cpp's order less wte (the table).
 std::vector<double> gpt2_tensors_but_table(const GPTConfig& c) {
   const double C = static_cast<double>(c.n_embd);
@@ -77,21 +134,8 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   const double BT = B * T, C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
   const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.table_rows());
   const double aux = static_cast<double>((c.n_embd * 4 + 7) / 8 * 8);  // gemm_aux_ld(4 C)
-  // Held all step: the parameters (compute dtype), the masters (under bf16), the moments.
-  Held params, masters, moments;
   std::vector<double> tensors = gpt2_tensors_but_table(c);
-  tensors.push_back(V * C);
-  double N = 0;
-  for (double n : tensors) {
-    params.add(1, b * n);
-    if (b < 4) masters.add(1, 4 * n);
-    if (!sharded(o)) moments.add(2, 4 * n);
-    N += n;
-  }
-  // Data parallelism (the header): the gradient buckets; ZeRO-1's two flat moment shards.
-  Held buckets;
-  if (o.world > 1) buckets.add(1, 4 * N);
-  if (sharded(o)) moments.add(2, 4 * std::ceil(N / static_cast<double>(o.world)));
+  const State state = state_of(tensors, V * C, b, o);
   // Saved activations: one layer's as --recompute none keeps it, and the top's.
   Held full_layer, top;
   full_layer.add(5, b * BT * C);  // ln_1 out, attention out, x + attn, ln_2 out, next residual sum
@@ -135,12 +179,7 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
 
   PeakPoint head{"the LM head's backward"}, block{"the last block's MLP backward"},
       end{"the tied embedding's gradient (the end of backward)"};
-  for (PeakPoint* p : {&head, &block, &end}) {
-    p->parameters = params;
-    p->master = masters;
-    p->adam = moments;
-    p->buckets = buckets;
-  }
+  for (PeakPoint* p : {&head, &block, &end}) state.hold_in(*p);
   head.activations = saved;
   if (o.fused_classifier) {
     head.temporaries.add(1, b * BT * C);  // dx
@@ -170,58 +209,146 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   end.gradients.add(1, 4 * V * C);               // the table's .grad
   end.temporaries.add(2, 4 * V * C);             // the head's share and the embedding's, in fp32
   if (b < 4) end.temporaries.add(1, b * V * C);  // the embedding's, before its cast
-  const PeakPoint* peak = &head;
-  for (const PeakPoint* p : {&block, &end})
-    if (p->rounded() > peak->rounded()) peak = p;
-
-  GptMemoryBudget m;
-  m.parameters_bytes = peak->parameters.bytes;
-  m.gradients_bytes = peak->gradients.bytes;
-  m.master_bytes = peak->master.bytes;
-  m.adam_bytes = peak->adam.bytes;
-  m.activations_bytes = peak->activations.bytes;
-  m.temporaries_bytes = peak->temporaries.bytes;
-  m.recompute_bytes = peak->recompute.bytes;
-  m.gradient_buckets_bytes = peak->buckets.bytes;
-  m.size_class_bytes = peak->rounded() - (m.parameters_bytes + m.gradients_bytes + m.master_bytes +
-                                          m.adam_bytes + m.activations_bytes + m.temporaries_bytes +
-                                          m.recompute_bytes + m.gradient_buckets_bytes);
-  m.peak_at = peak->name;
-  return m;
+  return budget_at_highest({&head, &block, &end});
 }
 
-// The llama estimate of the header (llm.c's list, not checked against the allocator).
+// The parameters' element counts of a llama (nn/llama.cpp), less embed_tokens (the table).
+std::vector<double> llama_tensors_but_table(const GPTConfig& c) {
+  const double C = static_cast<double>(c.n_embd), F = static_cast<double>(c.ffn());
+  const double qkv = static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
+  const double heads = static_cast<double>(c.n_head * c.head_dim());
+  std::vector<double> t;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (double n : {C, qkv * C, heads * C, C, 2 * F * C, F * C}) t.push_back(n);
+  t.push_back(C);                                                               // the final norm
+  if (!c.tie_embeddings) t.push_back(static_cast<double>(c.table_rows()) * C);  // lm_head
+  return t;
+}
+
+// The header's llama ledger: the same three points as gpt2's, with a llama block's tensors.
 GptMemoryBudget llama_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, double b,
                              GptBudgetOptions o) {
   const double B = static_cast<double>(batch), T = static_cast<double>(seq_len);
-  const double C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
+  const double BT = B * T, C = static_cast<double>(c.n_embd), H = static_cast<double>(c.n_head);
   const double L = static_cast<double>(c.n_layer), V = static_cast<double>(c.table_rows());
-  const double N = static_cast<double>(gpt_num_parameters(c, true));
-  const double kept = layer_activation_width(c);
-  GptMemoryBudget m;
-  m.parameters_bytes = b * N;
-  m.gradients_bytes = b * N;
-  m.master_bytes = b < 4 ? 4 * N : 0;
-  m.adam_bytes = sharded(o) ? 8 * std::ceil(N / static_cast<double>(o.world)) : 8 * N;
-  m.gradient_buckets_bytes = o.world > 1 ? 4 * N : 0;
-  const double attention = o.flash_attention ? 0 : 2 * B * H * T * T;
-  const double lse_bytes = o.flash_attention ? 4 * B * H * T : 0;
-  const double per_layer = kept * B * T + 2 * B * T + attention;
-  const double logits = o.fused_classifier ? B * T * V : 2 * B * T * V;
-  m.activations_bytes = b * (L * per_layer + 2 * B * T * C + B * T + logits) + L * lse_bytes;
-  m.temporaries_bytes = b * (per_layer + (o.fused_classifier ? 0 : B * T * V)) + lse_bytes;
-  // Recomputation: each layer keeps less, and one layer's recomputed part is alive in backward.
-  const double layer_bytes = b * per_layer + lse_bytes;  // one layer as none keeps it
-  if (o.recompute == Recompute::block) {
-    m.activations_bytes -= L * (layer_bytes - b * 2 * C * B * T);
-    m.recompute_bytes = layer_bytes;
-  } else if (o.recompute != Recompute::none) {
-    const RecomputeWidths w = recompute_widths(c, o.recompute);
-    m.activations_bytes -= L * b * w.dropped * B * T;
-    m.recompute_bytes = b * w.rebuilt * B * T;
+  const double F = static_cast<double>(c.ffn());
+  const double qkv = static_cast<double>((c.n_head + 2 * c.kv_heads()) * c.head_dim());
+  const double heads = static_cast<double>(c.n_head * c.head_dim());
+  const std::vector<double> tensors = llama_tensors_but_table(c);
+  const State state = state_of(tensors, V * C, b, o);
+  // One block as --recompute none keeps it: RoPE's q, k, v (attention's inputs; qkv_proj's own
+  // output is not kept), attention's output, the post-attention and next norms' residual sum,
+  // normalised output and fp32 1/rms per row, SwiGLU's input (gate_up) and output.
+  Held full_layer;
+  full_layer.add(1, b * BT * qkv);
+  full_layer.add(1, b * BT * heads);
+  if (o.flash_attention)
+    full_layer.add(1, 4 * B * H * T);  // log-sum-exp per row and head
+  else
+    full_layer.add(2, b * B * H * T * T);  // scores and probabilities
+  full_layer.add(4, b * BT * C);
+  full_layer.add(2, 4 * BT);
+  full_layer.add(1, b * BT * 2 * F);
+  full_layer.add(1, b * BT * F);
+  Held layer = full_layer, rebuilt;
+  switch (o.recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::gelu:  // SwiGLU's output; the re-run makes it and down_proj's output again
+      layer.add(-1, b * BT * F);
+      rebuilt.add(1, b * BT * F);
+      rebuilt.add(1, b * BT * C);
+      break;
+    case Recompute::mlp:  // SwiGLU's input and output; the re-run also makes the MLP's output
+      layer.add(-1, b * BT * 2 * F);
+      layer.add(-1, b * BT * F);
+      rebuilt.add(1, b * BT * 2 * F);
+      rebuilt.add(1, b * BT * F);
+      rebuilt.add(1, b * BT * C);
+      break;
+    case Recompute::block:  // only the block's input stream (the residual and its norm)
+      layer = Held{};
+      layer.add(2, b * BT * C);
+      rebuilt = full_layer;
+      break;
   }
-  m.peak_at = "an estimate (llama)";
-  return m;
+  Held top;
+  top.add(2, b * BT * C);  // the embedding (the first residual) and the first input_layernorm's
+  top.add(1, 4 * BT);      // ... 1/rms
+  top.add(1, b * BT * V);  // the logits
+  top.add(2, 4 * BT);      // the batch: tokens and targets, i32
+  if (o.recompute == Recompute::block) {
+    top.add(1, b * BT * C);  // the final norm's output and 1/rms, outside every checkpoint
+    top.add(1, 4 * BT);
+  } else {
+    top.add(-1, b * BT * C);  // the last block's residual sum: read by nothing after it
+  }
+  Held saved;
+  saved.add(layer, L);
+  saved.add(top);
+
+  PeakPoint head{"the LM head's backward"},
+      end{c.tie_embeddings ? "the tied embedding's gradient (the end of backward)"
+                           : "the embedding's gradient (the end of backward)"};
+  for (PeakPoint* p : {&head, &end}) state.hold_in(*p);
+  head.activations = saved;
+  if (o.fused_classifier) {
+    head.temporaries.add(1, b * BT * C);  // dx
+    head.gradients.add(1, b * V * C);     // the head's weight gradient
+  } else {
+    head.temporaries.add(1, b * BT * V);  // the logits' gradient beside the logits
+    head.temporaries.add(1, 4 * BT);      // cross-entropy's log-sum-exp per row
+  }
+  end.activations.add(2, 4 * BT);  // the batch
+  for (double n : tensors) end.gradients.add(1, 4 * n);
+  end.gradients.add(1, 4 * V * C);                          // the table's .grad
+  if (c.tie_embeddings) end.temporaries.add(2, 4 * V * C);  // the head's and embedding's shares
+  if (b < 4) end.temporaries.add(1, b * V * C);  // the embedding's gradient, before its fp32 cast
+  // Block k's MLP backward, at SwiGLU's backward: blocks 0..k-1 keep what they saved (under
+  // --recompute block, their checkpointed inputs: the first's is the embedding's); block k less
+  // its next norm's output, residual sum and 1/rms (read by then) and its SwiGLU output (read by
+  // down_proj's backward; under gelu and mlp that is the re-run's); the gradients of the blocks
+  // after it and of its own down_proj; the incoming gradients and SwiGLU's. Linear in k, so the
+  // peak is at the last block, the one before it or the first.
+  const int64_t n_layer = c.n_layer;
+  auto block_backward = [&](int64_t k, const char* name) {
+    PeakPoint p{name};
+    state.hold_in(p);
+    const double before = static_cast<double>(k);
+    p.activations.add(2, b * BT * C);  // the embedding, the first input_layernorm's output
+    p.activations.add(1, 4 * BT);      // ... and its 1/rms
+    p.activations.add(2, 4 * BT);      // the batch
+    if (o.recompute == Recompute::block) {
+      p.activations.add(2 * before, b * BT * C);
+      p.recompute = full_layer;
+      p.recompute.add(-1, 4 * BT);
+    } else {
+      p.activations.add(layer, before + 1);
+      p.activations.add(-2, b * BT * C);
+      p.activations.add(-1, 4 * BT);
+      p.recompute = rebuilt;
+    }
+    (o.recompute == Recompute::none ? p.activations : p.recompute).add(-1, b * BT * F);
+    for (size_t i = static_cast<size_t>(6 * k + 5); i < tensors.size(); ++i)
+      p.gradients.add(1, 4 * tensors[i]);
+    if (c.tie_embeddings) p.gradients.add(1, 4 * V * C);  // the head's share of the table
+    // The incoming gradient (below the last block: the residual's and the norm's, and dx of the
+    // next block's qkv_proj), SwiGLU's output gradient and gate_up's.
+    p.temporaries.add(k + 1 == n_layer ? 1 : 3, b * BT * C);
+    p.temporaries.add(1, b * BT * F);
+    p.temporaries.add(1, b * BT * 2 * F);
+    return p;
+  };
+  const bool rerun = o.recompute == Recompute::block;
+  const PeakPoint last = block_backward(n_layer - 1, rerun ? "the last block's re-run MLP backward"
+                                                           : "the last block's MLP backward"),
+                  before_last =
+                      block_backward(std::max<int64_t>(n_layer - 2, 0),
+                                     rerun ? "the last block but one's re-run MLP backward"
+                                           : "the last block but one's MLP backward"),
+                  first = block_backward(0, rerun ? "the first block's re-run MLP backward"
+                                                  : "the first block's MLP backward");
+  return budget_at_highest({&head, &last, &before_last, &first, &end});
 }
 
 }  // namespace

@@ -32,13 +32,21 @@
 //   size classes: what the allocator's rounding adds, sum of R(x) - x over the tensors above.
 //   The ledger of what the model needs is the terms before rounding; what the allocator holds is
 //   their total with the rounding. Held to 3% of the measured peak by tests/train/
-//   test_memory_ledger.cpp. Not modelled: naive attention (the non-flash path: its T x T scores
-//   and probabilities are counted as 2 B H T^2 per layer in b, unchecked), and llama, whose terms
-//   are llm.c-style estimates (below) and not checked against the allocator.
-//   llama (estimate): per layer 7 C + (H + 2 Hkv) D + 3 F per token in b (input_layernorm, the
-//     rotated qkv, attention out, o_proj, residual, post_attention_layernorm, gate_up 2F, swiglu
-//     F, down_proj, residual) and 2 fp32 statistics; its top 2 B T C + B T; gradients b N; the
-//     logits' gradient B T V and one layer as temporaries.
+//   test_memory_ledger.cpp, gpt2 and llama, under every recompute mode. Not modelled: naive
+//   attention (the non-flash path: its T x T scores and probabilities are counted as 2 B H T^2
+//   per layer in b, unchecked).
+//   llama saved activations (nn/llama.cpp, nn/llama_layers.h): per layer and token 4 C +
+//     H D + (H + 2 Hkv) D + 3 F in b (RoPE's q, k, v (H + 2 Hkv) D, read by attention;
+//     qkv_proj's own output is not kept), attention's output H D, the post-attention norm's
+//     residual sum and output, SwiGLU's input gate_up 2 F and output F, the next norm's residual
+//     sum and output) plus 2 + H in fp32 (two 1/rms; the log-sum-exp per head); at the top the
+//     embedding and the first norm's output 2 C in b and its 1/rms, the logits and the batch, less
+//     the last block's residual sum (read by nothing). The same three points, with a llama
+//     block's tensors (the last block's MLP backward: down_proj's gradient F C, the final norm's
+//     and the table's in fp32; temporaries B T (C + F + 2 F) in b). Under --recompute block a
+//     block k's re-run backward holds the checkpointed inputs of blocks 1..k, the gradients of
+//     the blocks after it, the re-run block and B T (3 C + 3 F) of temporaries: linear in k, so
+//     the last block, the one before it and the first are the points to compare.
 // Recomputation (GptBudgetOptions::recompute, nn/recompute.h): each layer keeps less (it drops
 // `dropped` elements per token, RecomputeWidths below; block keeps only its input, 2 C per token,
 // and no statistics), and while backward runs one layer, that layer's recomputed part is alive:
@@ -48,10 +56,12 @@
 // of batch / world rows, and every rank also holds the gradient buckets of comm/data_parallel.h,
 // 4 N (f32, the masters' gradients; padded to a multiple of the world size per bucket, at most
 // world - 1 elements each, not counted), all step. ZeRO-1 (zero = 1, comm/zero_adamw.h) keeps
-// AdamW's moments as two flat buffers of ceil(N / world) fp32 per rank instead of 8 N; the f32
-// master weights stay whole (they are the model's parameters, from which every rank refreshes its
-// compute copies after the all-gather), and the reduce-scatter and all-gather run in place in the
-// gradient buckets, so they add nothing.
+// AdamW's moments as two flat buffers of ceil(N / world) fp32 per rank instead of 8 N, and under
+// bf16 (b < 4) the f32 master weights as one more such buffer instead of 4 N (the parameters'
+// own f32 storage is freed; the all-gather fills the bf16 compute copies); under f32 the
+// parameters are the masters and stay whole. The reduce-scatter and all-gather (f32, or bf16 in
+// the first half of each bucket's bytes) run in place in the gradient buckets, so they add
+// nothing.
 // FLOPs per step: (6 N' + 12 L T C) B T, N' = flop_parameters (nn/gpt_config.h explains both
 // terms).
 #pragma once
@@ -91,7 +101,8 @@ struct GptBudgetOptions {
   bool gemm_workspace = true;
   Recompute recompute = Recompute::none;  // train_gpt --recompute
   int64_t world = 1;  // data-parallel ranks; the budget is one rank's (--batch is the global batch)
-  int zero = 0;       // ZeRO stage: 0, or 1 (AdamW's moments sharded over the ranks)
+  int zero =
+      0;  // ZeRO stage: 0, or 1 (AdamW's moments, and bf16's masters, sharded over the ranks)
 };
 
 // Per layer and token, in elements: what a recompute mode stops keeping, and what its recomputed

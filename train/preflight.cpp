@@ -71,8 +71,11 @@ double data_parallel_bytes(const PreflightRun& run) {
     return gpt_memory_budget(p.config, p.batch * run.world, p.seq_len, p.dtype,
                              {.world = run.world, .zero = zero});
   };
+  // ZeRO-1's share: the two budgets differ only in the optimizer's terms (the moments, and the
+  // masters under bf16), held all step; the difference of their totals is that change as the
+  // allocator rounds it (one tensor per parameter unsharded, a few flat shards sharded).
   const GptMemoryBudget shared = budget(run.zero), whole = budget(0);
-  return shared.gradient_buckets_bytes + (shared.adam_bytes - whole.adam_bytes);
+  return shared.gradient_buckets_bytes + (shared.total_bytes() - whole.total_bytes());
 }
 
 // The remedies, mildest first. One entry per remedy: the flags a user adds, and how they change

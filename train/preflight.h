@@ -14,7 +14,7 @@
 // evaluation and sampling (smaller than a training step: no saved activations). With data
 // parallelism each rank plans its own step (--batch is the global batch, a rank's micro-step has
 // --batch / ranks rows), and the cost model adds what the ranks' sharing changes
-// (data_parallel_bytes: the gradient buckets, ZeRO-1's sharded moments).
+// (data_parallel_bytes: the gradient buckets, ZeRO-1's sharded moments and bf16 masters).
 //
 // The remedies are one table (preflight_remedies): each entry is the flags a user adds and how
 // they change the planned step (StepPlanOptions). Adding a remedy is adding one entry.
@@ -36,12 +36,13 @@ struct PreflightRun {
   StepPlanOptions plan;
   Device device;
   int world = 1;  // data-parallel ranks: --batch is plan.batch * world
-  int zero = 0;   // --zero: 1 shards AdamW's moments over the ranks (comm/zero_adamw.h)
+  int zero = 0;   // --zero: 1 shards AdamW's moments (bf16: and the masters) over the ranks
 };
 
 // What data parallelism adds to one rank's step beyond the plan on meta (which runs one process,
 // without a communicator), from the cost model (train/gpt_cost.h): the flat gradient buckets that
-// every rank holds all step (world > 1), and with ZeRO-1 the moments it no longer keeps (negative).
+// every rank holds all step (world > 1), and with ZeRO-1 the moments (and under bf16 the f32
+// masters) it no longer keeps (negative), each tensor rounded to its size class.
 double data_parallel_bytes(const PreflightRun& run);
 
 // One remedy: `apply` changes the planned run (its step, or its sharding) for strength k and

@@ -43,6 +43,16 @@ void add_ledger_counters(TraceRecorder& recorder, const std::vector<TracedLaunch
   }
 }
 
+// Copies the norms of `measured` (a separate pass over the same step) onto `tape`, when the two
+// are the same graph: the same op and output shape at every position. Returns false otherwise.
+bool copy_grad_norms(const std::vector<TapeNode>& measured, std::vector<TapeNode>& tape) {
+  if (measured.size() != tape.size()) return false;
+  for (size_t i = 0; i < tape.size(); ++i)
+    if (measured[i].op != tape[i].op || measured[i].out_shape != tape[i].out_shape) return false;
+  for (size_t i = 0; i < tape.size(); ++i) tape[i].grad_norm = measured[i].grad_norm;
+  return true;
+}
+
 }  // namespace
 
 TrainProfiler::TrainProfiler(const ProfileOptions& options, int64_t first, int64_t last,
@@ -83,6 +93,22 @@ void TrainProfiler::end_step(const StepTiming& timing, double loss) {
   if (timing.step >= to_) stop_recording();
 }
 
+void TrainProfiler::run_unobserved(const std::function<void()>& work) {
+  const bool was_recording = recorder_.recording();
+  if (was_recording) stop_recording();
+  work();
+  if (was_recording) {
+    recorder_.start();
+#if GLASS_HAS_CUDA
+    subscribe(&nvtx_);
+#endif
+  }
+}
+
+void TrainProfiler::host_span(const HostSpan& span) {
+  if (enabled() && from_ <= span.step && span.step <= to_) recorder_.add_host_span(span);
+}
+
 void TrainProfiler::stop_recording() {
   recorder_.stop();
 #if GLASS_HAS_CUDA
@@ -113,6 +139,13 @@ void TrainProfiler::finish(const std::string& title, const std::vector<std::stri
       in.step_launches.begin(), in.step_launches.end(),
       [](const TracedLaunch& a, const TracedLaunch& b) { return a.record.seq < b.record.seq; });
   in.tape = tape_;
+  if (!grad_norm_tape_.empty() && !copy_grad_norms(grad_norm_tape_, in.tape))
+    log().warn(
+        "report: the gradient-norm pass recorded a different tape than step {} ({} vs {} "
+        "nodes); the tape graph shows no gradient norms",
+        to_, grad_norm_tape_.size(), in.tape.size());
+  for (const HostSpan& h : recorder_.host_spans())
+    if (h.step == to_) in.host_spans.push_back(h);
   if (!tape_.empty()) {
     in.ledger = build_memory_ledger(in.step_launches, tape_, ledger_state_);
     add_ledger_counters(recorder_, in.step_launches, *in.ledger);

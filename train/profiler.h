@@ -8,9 +8,20 @@
 // step explorer (train/report.h: summary, timeline, tape graph, memory ledger, roofline, tables
 // and the loss curves over all steps). In cuda builds NVTX ranges mark the same steps' phases and
 // ops for Nsight.
+//
+// Two things the step explorer shows are not launches of the recorded step:
+// - host spans (engine/trace.h HostSpan): the host work of the profiled steps that launches
+//   nothing (reading the batch, the status read, writing a checkpoint), kept for the trace's "host
+//   work" track and the timeline's bands;
+// - the gradient norm of every tape node, measured on a pass of its own (set_grad_norm_tape) that
+//   the trainer runs before the recorded step with the recorder paused (run_unobserved): measuring
+//   them inside the step would add a reduction per node and a host read to the timeline the report
+//   shows. The pass's tape is the step's node for node (same code, weights, batch and dropout
+//   state); finish() checks that (op and shape at each position) before it copies the norms over.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +53,14 @@ class TrainProfiler {
   // True for the step whose tape the trace, report and --print-tape show: the last profiled one.
   bool records_tape(int64_t step) const { return enabled() && step == to_; }
   void set_tape(std::vector<TapeNode> tape) { tape_ = std::move(tape); }
+  // True before the recorded step when the report wants its tape's gradient norms.
+  bool wants_grad_norms(int64_t step) const { return records_tape(step) && !opt_.report.empty(); }
+  // The recorded step's tape as a separate pass recorded it, with gradient norms.
+  void set_grad_norm_tape(std::vector<TapeNode> tape) { grad_norm_tape_ = std::move(tape); }
+  // Runs `work` with nothing recorded (the trace, NVTX): work that is not the steps'.
+  void run_unobserved(const std::function<void()>& work);
+  // Host work of a step (kept when the step is profiled).
+  void host_span(const HostSpan& span);
   // What the step holds before it starts (the ledger's state categories).
   void set_ledger_state(LedgerState state) { ledger_state_ = std::move(state); }
   // Writes the trace and the report and prints the kernel summary; `title` and `notes` head the
@@ -63,7 +82,7 @@ class TrainProfiler {
 #endif
   std::vector<std::pair<double, double>> train_loss_, val_loss_;
   std::vector<StepTiming> steps_;
-  std::vector<TapeNode> tape_;
+  std::vector<TapeNode> tape_, grad_norm_tape_;
   LedgerState ledger_state_;
 };
 

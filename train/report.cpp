@@ -144,10 +144,29 @@ nlohmann::json summary(const ReportInputs& in, double step_flops) {
   return cards;
 }
 
+// The timeline's zero: the step's first launch, or its first host span when that came earlier
+// (the batch is read before forward launches anything).
+double step_origin_us(const ReportInputs& in) {
+  double t0 = in.step_launches.empty() ? 0 : in.step_launches.front().record.start_us;
+  for (const HostSpan& h : in.host_spans) t0 = std::min(t0, h.start_us);
+  return t0;
+}
+
+nlohmann::json host_spans_json(const ReportInputs& in) {
+  const double t0 = step_origin_us(in);
+  nlohmann::json out = nlohmann::json::array();
+  for (const HostSpan& h : in.host_spans)
+    out.push_back({{"name", h.name},
+                   {"phase", h.phase},
+                   {"start", h.start_us - t0},
+                   {"dur", h.end_us - h.start_us}});
+  return out;
+}
+
 nlohmann::json launches_json(const ReportInputs& in, double& step_flops) {
   const DevicePeaks& peaks = in.kernels.peaks;
   nlohmann::json out = nlohmann::json::array();
-  const double t0 = in.step_launches.empty() ? 0 : in.step_launches.front().record.start_us;
+  const double t0 = step_origin_us(in);
   step_flops = 0;
   for (const TracedLaunch& l : in.step_launches) {
     const LaunchInfo& info = l.record.info;
@@ -191,7 +210,8 @@ nlohmann::json tape_json(const std::vector<TapeNode>& tape) {
                    {"module", n.module},
                    {"site", n.site},
                    {"inputs", inputs},
-                   {"saved_bytes", saved}});
+                   {"saved_bytes", saved},
+                   {"grad_norm", n.grad_norm ? nlohmann::json(*n.grad_norm) : nlohmann::json()}});
   }
   return out;
 }
@@ -325,6 +345,7 @@ nlohmann::json report_data(const ReportInputs& in) {
           {"step", in.step},
           {"summary", summary(in, step_flops)},
           {"launches", std::move(launches)},
+          {"host_spans", host_spans_json(in)},
           {"tape", tape_json(in.tape)},
           {"ledger", ledger_json(in)},
           {"roofline", roofline_json(in)},

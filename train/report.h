@@ -1,10 +1,11 @@
 // The step explorer: one self-contained HTML page (train_gpt --report, profile_op --report,
 // debug_step --report) that shows one recorded training step as a learner reads it, in the
 // course's order: a summary of the run's numbers, each explaining itself on hover; a timeline of
-// the step's launches in its phases (zoom, pan, details); the tape graph of the step, linked to
-// the timeline; the memory ledger by category (train/memory_ledger.h) beside the cost model's
-// predicted peak; a roofline of every kernel; the per-kernel self vs total time and the loss
-// curves.
+// the step's launches in its phases (zoom, pan, details), with the host's own work (reading the
+// batch, waiting for the device, writing a checkpoint) as bands in lanes of their own; the tape
+// graph of the step, linked to the timeline, each node with its gradient norm after backward; the
+// memory ledger by category (train/memory_ledger.h) beside the cost model's predicted peak; a
+// roofline of every kernel; the per-kernel self vs total time and the loss curves.
 //
 // The page is the data (one JSON object, built here) and the code that draws it:
 // train/explorer/explorer.js and explorer.css, compiled in as text (cmake/embed_text.cmake). It
@@ -22,6 +23,7 @@
 
 #include "autograd/tape_record.h"
 #include "engine/kernel_summary.h"
+#include "engine/trace.h"
 #include "train/memory_ledger.h"
 
 namespace glass::train {
@@ -56,7 +58,8 @@ struct ReportInputs {
   KernelSummary kernels;                                        // of the profiled steps
   int64_t step = 0;                         // the recorded step: timeline, tape, ledger
   std::vector<TracedLaunch> step_launches;  // its launches, in launch order (seq)
-  std::vector<TapeNode> tape;               // its tape (empty: no tape graph)
+  std::vector<TapeNode> tape;               // its tape (empty: no tape graph), with grad norms
+  std::vector<HostSpan> host_spans;         // its host work that launches nothing (data, ...)
   std::optional<MemoryLedger> ledger;       // its ledger (none: only allocated and reserved)
   RunFacts facts;
 };

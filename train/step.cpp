@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/backward.h"
+#include "autograd/grad_norms.h"
 #include "autograd/ops.h"
 #include "comm/zero_adamw.h"
 #include "engine/debug.h"
@@ -46,13 +47,15 @@ Tensor queue_step_update(CausalLM& model, AdamW& optimizer, const Tensor& loss_s
   optimizer.set_lr(lr);
   // 3. The bf16 copies of the masters (none in f32) are a pure function of them (round to
   //    nearest even). AdamW writes them in its own pass, from the values it has just written
-  //    (optim/adamw.h); ZeRO's update gathers the masters after its kernels, so there they are
-  //    cast from the gathered masters. Not gated: a skipped step left the masters as they were.
+  //    (optim/adamw.h); ZeRO's update with sharded masters (bf16) writes its shard's copies so
+  //    and all-gathers them (comm/zero_adamw.h). Not gated: a skipped step left the masters as
+  //    they were.
   const bool copies_in_step = zero == nullptr && model.compute_dtype() == DType::bf16;
+  const bool copies_gathered = zero != nullptr && zero->masters_sharded();
   optimizer.set_compute_copies(copies_in_step ? model.parameter_copies() : std::vector<Tensor>{});
   optimizer.step();
   optimizer.zero_grad();
-  if (!copies_in_step) {
+  if (!copies_in_step && !copies_gathered) {
     LaunchScope scope("refresh_compute_copies", -1, Phase::optimizer);
     model.refresh_compute_copies();
   }
@@ -79,11 +82,16 @@ StepResult TrainStep::run(int64_t done, double lr) {
   // A replayed data-parallel step: the host's wait for it, bounded by --comm-timeout, so that a
   // rank that died or hangs in the captured all-reduce ends the job with an error naming this rank
   // (eagerly the gradient sync bounds it). Then the read below finds the step done.
-  if (p_.graph && p_.ddp && p_.graph->captured())
+  if (p_.graph && p_.ddp && p_.graph->captured()) {
+    const double wait_from = launch_clock_us();
     p_.comm->wait_for_current_stream(fmt::format(
         "step {}: the replayed CUDA graph (its captured gradient all-reduces)", done + 1));
+    note_host_span("wait for the replayed graph", "host wait", wait_from, done + 1);
+  }
   // The step's one host read, after the update was queued: loss, gradient norm and the gate.
+  const double read_from = launch_clock_us();
   const StepStatus st = read_step_status(status);
+  note_host_span("read step status (loss, |g|, finite)", "host wait", read_from, done + 1);
   r.loss = mean_over_ranks(*p_.comm, st.loss / static_cast<double>(o.grad_accum));
   r.grad_norm = st.grad_norm;
   // The norm is of the all-reduced gradients, the same on every rank; a rank's own loss is not,
@@ -110,8 +118,36 @@ StepResult TrainStep::run(int64_t done, double lr) {
 
 // All micro-steps' batches in two uploads (train/micro_batches.h: no staging wait mid-step).
 Tensor TrainStep::forward_backward(const RowRange& rows, int64_t done) {
-  return accumulate_micro_steps(
-      upload_micro_batches(host_micro_batches(rows, done), run_.device).micro);
+  const double read_from = launch_clock_us();
+  std::vector<Batch> micro =
+      upload_micro_batches(host_micro_batches(rows, done), run_.device).micro;
+  note_host_span("batch: read + upload", "data", read_from, done + 1);
+  return accumulate_micro_steps(micro);
+}
+
+void TrainStep::note_host_span(const char* name, const char* phase, double start_us,
+                               int64_t step) const {
+  if (hooks_.host_span)
+    hooks_.host_span({name, phase, start_us, launch_clock_us(), step, run_.device});
+}
+
+std::vector<TapeNode> TrainStep::tape_with_grad_norms(int64_t done) {
+  const TrainOptions& o = run_.options;
+  Generator& gen = *p_.dropout;
+  const uint64_t seed = gen.seed(), offset = gen.offset();
+  p_.model->train(true);
+  const RowRange rows = rows_of_rank(o.batch, p_.comm->rank(), p_.comm->size());
+  // The first micro-step's batch, as the step reads it (micro 0 of step done + 1).
+  const Batch b = p_.loader->rows(done * o.grad_accum, rows.begin, rows.end, run_.device);
+  const Tensor loss = batch_loss(*p_.model, b);
+  const double k = static_cast<double>(o.grad_accum);
+  // The step runs backward(loss / k) (accumulate_gradients): the same here, so the norms are of
+  // d(step loss)/d(node output).
+  std::vector<TapeNode> tape =
+      glass::tape_with_grad_norms(loss, [&] { backward(o.grad_accum == 1 ? loss : loss / k); });
+  gen.set_state(seed, offset);
+  p_.optimizer->zero_grad();
+  return tape;
 }
 
 std::vector<Batch> TrainStep::host_micro_batches(const RowRange& rows, int64_t done) const {
@@ -143,7 +179,9 @@ Tensor TrainStep::finish_on_device(const Tensor& loss_sum, double lr, int64_t do
 Tensor TrainStep::replay(const RowRange& rows, double lr, int64_t done) {
   // Every micro-step's batch, on the host: the graph uploads them before the replay and copies
   // them into its inputs (graph_step.h).
+  const double read_from = launch_clock_us();
   const std::vector<Batch> batches = host_micro_batches(rows, done);
+  note_host_span("batch: read", "data", read_from, done + 1);
   // The step's scalars into the device memory the captured AdamW reads (before the capture, too:
   // an upload cannot be captured); a replay counts the optimizer's step on the host.
   AdamW& optimizer = *p_.optimizer;

@@ -25,8 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "autograd/tape_record.h"
 #include "comm/communicator.h"
 #include "comm/data_parallel.h"
+#include "engine/trace.h"
 #include "nn/gpt.h"
 #include "optim/adamw.h"
 #include "train/data.h"
@@ -76,6 +78,9 @@ struct StepHooks {
   // After backward of every micro-step (the gradients reduced over the ranks), before the norm,
   // the status and AdamW: tests put a NaN into a gradient here.
   std::function<void(int64_t step)> after_backward;
+  // Host work of the step that launches nothing, timed on the launch clock: reading the batch
+  // ("data") and the read of the step status ("host wait"). The profiler draws them as bands.
+  std::function<void(const HostSpan& span)> host_span;
 };
 
 // What the step works on, assembled and owned by the caller for the step's life.
@@ -102,10 +107,20 @@ class TrainStep {
 
   StepHooks& hooks() { return hooks_; }
 
+  // The tape of the step after `done` steps, as its first micro-step will record it, with every
+  // node's gradient norm (autograd/grad_norms.h): forward and backward of that micro-step run
+  // once more, from the same weights, batch and dropout state, before the step itself; the
+  // gradients are then dropped and the dropout generator put back, so the step that follows is
+  // the same bits as without this pass. For the step explorer, outside any profiled window: the
+  // norms need a reduction per node and a read, which the recorded step must not contain.
+  std::vector<TapeNode> tape_with_grad_norms(int64_t done);
+
  private:
   // The eager step's forward and backward of every micro-step (the batches in two uploads,
   // train/micro_batches.h); returns the sum of their losses, on the device.
   Tensor forward_backward(const RowRange& rows, int64_t done);
+  // Hands hooks_.host_span the host work from `start_us` to now, of step `step`.
+  void note_host_span(const char* name, const char* phase, double start_us, int64_t step) const;
   // This rank's rows of every micro-step of the step, on the host.
   std::vector<Batch> host_micro_batches(const RowRange& rows, int64_t done) const;
   // The micro-steps' forward and backward on `batches` (the eager and the captured step's loop).

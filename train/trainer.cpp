@@ -36,8 +36,9 @@ AdamWOptions adamw_options(const TrainOptions& o) {
   return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
 }
 
-// --zero 1: a checkpoint needs the sharded moments whole. Every rank gathers them where rank 0
-// saves, and drops the copy once saved (or at once, on the other ranks).
+// --zero 1: a checkpoint needs the sharded moments whole, and --save and checkpoints the sharded
+// f32 masters of a bf16 run. Every rank gathers them where rank 0 saves, and drops the copy once
+// saved (or at once, on the other ranks).
 void gather_sharded_state(AdamW& optimizer) {
   if (auto* zero = dynamic_cast<comm::ZeroAdamW*>(&optimizer)) zero->gather_state();
 }
@@ -88,8 +89,12 @@ Trainer::Trainer(const TrainOptions& options)
   profiler_ = std::make_unique<TrainProfiler>(ProfileOptions{o.trace, o.report, o.profile_steps},
                                               step_ + 1, o.steps, run_.device);
   join_data_parallel(ck);
-  // Mixed precision: bf16 compute copies of the (now final) master weights.
+  // Mixed precision: bf16 compute copies of the (now final) master weights. Under --zero 1 each
+  // rank then keeps the masters of its shard only (comm/zero_adamw.h).
   if (run_.dtype != DType::f32) model_->set_compute_dtype(run_.dtype);
+  if (auto* zero = dynamic_cast<comm::ZeroAdamW*>(optimizer_.get());
+      zero != nullptr && run_.dtype != DType::f32)
+    zero->shard_masters(model_->parameter_copies());
   build_step();
   if (comm_->rank() == 0) {  // rank 0 writes the files for all ranks
     if (!o.metrics.empty()) log_.open_metrics(o.metrics);
@@ -157,9 +162,11 @@ void Trainer::join_data_parallel(const std::optional<LoadedCheckpoint>& ck) {
     optimizer_ = std::make_unique<AdamW>(model_->named_parameters(), adamw_options(o));
   if (ck) optimizer_->load_state(ck->optimizer, ck->optimizer_scalars);
   if (const auto* zero = dynamic_cast<const comm::ZeroAdamW*>(optimizer_.get()))
-    log().info("ZeRO-1: AdamW moments {:.2f} MiB on each rank ({} of {} parameters' elements)",
-               8.0 * static_cast<double>(zero->shard_numel()) / (1 << 20), zero->shard_numel(),
-               model_->num_parameters());
+    log().info("ZeRO-1: AdamW moments{} {:.2f} MiB on each rank ({} of {} parameters' elements)",
+               run_.dtype != DType::f32 ? " and f32 master weights" : "",
+               (run_.dtype != DType::f32 ? 12.0 : 8.0) * static_cast<double>(zero->shard_numel()) /
+                   (1 << 20),
+               zero->shard_numel(), model_->num_parameters());
 }
 
 // The step this rank will run, planned on meta against the device's free memory.
@@ -199,6 +206,7 @@ void Trainer::build_step() {
   stepper_->hooks().after_forward = [this](const Tensor& loss, int64_t micro) {
     on_forward(loss, micro);
   };
+  stepper_->hooks().host_span = [this](const HostSpan& span) { profiler_->host_span(span); };
 }
 
 void Trainer::on_forward(const Tensor& loss, int64_t micro) {
@@ -212,6 +220,12 @@ void Trainer::on_forward(const Tensor& loss, int64_t micro) {
 }
 
 StepResult Trainer::train_step() {
+  // The report's gradient norms of the recorded step's tape: from a pass of its own, before the
+  // step and outside the trace (TrainStep::tape_with_grad_norms). Not under data parallelism,
+  // whose backward all-reduces: one rank's extra pass would wait for the others forever.
+  if (profiler_->wants_grad_norms(step_ + 1) && !ddp_)
+    profiler_->run_unobserved(
+        [&] { profiler_->set_grad_norm_tape(stepper_->tape_with_grad_norms(step_)); });
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t syncs_before = host_sync_count();
   profiler_->begin_step(step_ + 1);
@@ -233,6 +247,16 @@ StepResult Trainer::train_step() {
 
 Trainer::~Trainer() = default;
 
+NamedTensors Trainer::master_weights() const {
+  auto* zero = dynamic_cast<comm::ZeroAdamW*>(optimizer_.get());
+  if (zero == nullptr || !zero->masters_sharded()) return model_->named_parameters();
+  zero->gather_state();
+  NamedTensors whole;  // handles of their own: the gathered storage outlives the release below
+  for (const auto& [name, p] : model_->named_parameters()) whole.emplace_back(name, p.detach());
+  zero->drop_gathered_state();
+  return whole;
+}
+
 // What the step holds before it starts: the weights forward reads, the f32 masters behind bf16
 // copies, and AdamW's moments (train/memory_ledger.h).
 LedgerState Trainer::ledger_state() const {
@@ -242,17 +266,27 @@ LedgerState Trainer::ledger_state() const {
     return static_cast<int64_t>(allocator.class_of(t.storage()->nbytes));
   };
   const std::vector<Tensor> copies = model_->compute_copies();
-  for (const Tensor& p : model_->parameters()) {
-    (copies.empty() ? s.parameters : s.master_weights) += bytes(p);
-    s.storages.insert(p.storage().get());
-  }
+  const auto* zero = dynamic_cast<const comm::ZeroAdamW*>(optimizer_.get());
+  // Sharded masters (--zero 1, bf16): the parameters hold no masters, the optimizer does.
+  if (zero == nullptr || !zero->masters_sharded())
+    for (const Tensor& p : model_->parameters()) {
+      (copies.empty() ? s.parameters : s.master_weights) += bytes(p);
+      s.storages.insert(p.storage().get());
+    }
   for (const Tensor& c : copies) {
     s.parameters += bytes(c);
     s.storages.insert(c.storage().get());
   }
-  for (const auto& [name, t] : optimizer_->state_tensors()) {
+  // --zero 1: this rank's shards (moments, then the masters when sharded), not the gathered copy.
+  std::vector<Tensor> held;
+  if (zero != nullptr)
+    held = zero->held_state();
+  else
+    for (const auto& [name, t] : optimizer_->state_tensors()) held.push_back(t);
+  for (size_t i = 0; i < held.size(); ++i) {
+    const Tensor& t = held[i];
     if (!t.defined() || t.numel() == 0) continue;
-    s.optimizer_moments += bytes(t);
+    (zero != nullptr && i == 2 ? s.master_weights : s.optimizer_moments) += bytes(t);
     s.storages.insert(t.storage().get());
   }
   return s;
@@ -358,6 +392,15 @@ std::string Trainer::save_checkpoint_now() const {
   return save_checkpoint(o.checkpoint_dir, s, *model_, *optimizer_, o.keep_last);
 }
 
+// A checkpoint after step step_, its writing a host span of that step (the timeline's band).
+std::string Trainer::timed_checkpoint() {
+  const double from = launch_clock_us();
+  std::string path = save_checkpoint_now();
+  profiler_->host_span(
+      {"checkpoint: write", "checkpoint", from, launch_clock_us(), step_, run_.device});
+  return path;
+}
+
 void Trainer::run() {
   const TrainOptions& o = run_.options;
   const auto t0 = std::chrono::steady_clock::now();
@@ -404,12 +447,12 @@ void Trainer::run() {
                   .memory = Allocator::for_device(run_.device).stats(),
                   .planned_peak_bytes = preflight_ ? preflight_->planned_peak_bytes : -1});
     if (checkpoint_now) {
-      log().info("checkpoint {}", save_checkpoint_now());
+      log().info("checkpoint {}", timed_checkpoint());
       drop_gathered_state(*optimizer_);
       saved_step = step_;
     }
   }
-  if (!o.checkpoint_dir.empty()) gather_sharded_state(*optimizer_);
+  if (!o.checkpoint_dir.empty() || !o.save.empty()) gather_sharded_state(*optimizer_);
   if (!root) {
     drop_gathered_state(*optimizer_);
     return;
@@ -422,9 +465,10 @@ void Trainer::run() {
       path = saved_step == step_ ? o.checkpoint_dir + "/" + latest_checkpoint_name(o.checkpoint_dir)
                                  : save_checkpoint_now();
     log_.stopped(sig, step_, path, o.checkpoint_dir);
+    drop_gathered_state(*optimizer_);
     return;
   }
-  if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", save_checkpoint_now());
+  if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", timed_checkpoint());
   drop_gathered_state(*optimizer_);
   if (profiler_->enabled()) {
     profiler_->set_ledger_state(ledger_state());
@@ -444,6 +488,7 @@ void Trainer::run() {
                              token_pieces(*data_.tokenizer, config_.vocab_size));
     log().info("saved weights to {} ({} layout)", o.save, o.save_format);
   }
+  drop_gathered_state(*optimizer_);
   // The pre-flight's planned peak beside the peak measured after step 2 (same figure: allocated).
   const bool compare_peaks = preflight_ && measured_peak_ >= 0;
   log_.summary({.steps = step_ - first,

@@ -68,6 +68,10 @@ class Trainer {
 
   int64_t step() const { return step_; }
   const CausalLM& model() const { return *model_; }
+  // The f32 master weights, whole: the model's parameters, or under --zero 1 with bf16 (where
+  // each rank keeps only its shard of them, comm/zero_adamw.h) a gathered copy, in which case
+  // every rank must call it (collective).
+  NamedTensors master_weights() const;
   const AdamW& optimizer() const { return *optimizer_; }
   DType dtype() const { return run_.dtype; }
   const RunConfig& run_config() const { return run_; }
@@ -91,6 +95,8 @@ class Trainer {
   // After each micro-step's forward (StepHooks::after_forward): the profiled step's tape, and
   // --print-tape's.
   void on_forward(const Tensor& loss, int64_t micro);
+  // save_checkpoint_now, timed as host work of the step just done (the report's timeline).
+  std::string timed_checkpoint();
   // The profiler's report: what the step holds before it starts, and the run's numbers.
   LedgerState ledger_state() const;
   RunFacts run_facts() const;

@@ -12,7 +12,7 @@
 #include "engine/launch.h"
 
 #if defined(GLASS_CUDA_RUNTIME_EMU)
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 #endif
 
 namespace glass::cuda {

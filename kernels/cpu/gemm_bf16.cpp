@@ -9,10 +9,14 @@
 //             = bf16(sum over l of op(A)[i][l])    rows_of_a, summed in double from the bf16 A
 //
 // So the product is held in f32 until everything that reads it is done: rounding pre to bf16
-// before GELU would round twice. The GEMM writes pre into an f32 matrix; the epilogue is the same
-// f32 passes the f32 cpu epilogue runs (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim
-// as visible launches), on that matrix; then one pass rounds pre, aux and the bias gradient into
-// their bf16 tensors.
+// before GELU would round twice. Without an epilogue pass (and with beta = 0: every GEMM of a
+// training step), the GEMM's micro-kernel adds the bias and rounds C from its registers
+// (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
+// bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
+// (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim as visible launches), on that
+// matrix; then one pass rounds pre, aux and the bias gradient into their bf16 tensors.
+#include <vector>
+
 #include "kernels/costs/gemm.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -30,21 +34,34 @@ void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t
 }
 
 // pre (batch x m x n, row stride n) = alpha op(A) op(B) + beta C + bias, in f32, and the row sums
-// of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead,
-// in the same pass over pre (pre is then left without beta C and the bias).
+// of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead.
+// Where beta is 0 (every GEMM of a training step), sgemm_bf16 adds the bias and rounds as it
+// leaves each tile (Bf16Store: with round_into_c, pre is scratch, touched only between k slabs);
+// else one pass over pre adds beta C and the bias and rounds.
 void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c) {
   const bf16* a = g.a.data<bf16>();
   const bf16* b = g.b.data<bf16>();
   const bf16* c = g.c.data<bf16>();
   const bf16* bias = g.bias.defined() ? g.bias.data<bf16>() : nullptr;
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  bf16* c_out = g.c.data<bf16>();
+  if (beta == 0.0f) {
+    std::vector<float> wide_bias(bias ? static_cast<size_t>(g.n) : 0);
+    for (size_t j = 0; j < wide_bias.size(); ++j) wide_bias[j] = bias[j].to_float();
+    for (int64_t i = 0; i < g.batch; ++i)
+      sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
+                 b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n,
+                 {.a_row_sums = row_sums},
+                 {.rounded = round_into_c ? c_out + i * g.stride_c : nullptr,
+                  .ld = g.ldc,
+                  .bias = bias ? wide_bias.data() : nullptr});
+    return;
+  }
   for (int64_t i = 0; i < g.batch; ++i)
     sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
                b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n, {.a_row_sums = row_sums});
-  if (beta == 0.0f && bias == nullptr && !round_into_c) return;
-  // cuBLASLt's order: (alpha acc + beta C) + bias; beta == 0 never reads C
+  // cuBLASLt's order: (alpha acc + beta C) + bias
   const int64_t rows = g.batch * g.m;
-  bf16* c_out = g.c.data<bf16>();
   for_each_row(rows, rows * g.n, [&](int64_t r) {
     float* out = pre + r * g.n;
     const int64_t c_at = (r / g.m) * g.stride_c + (r % g.m) * g.ldc;

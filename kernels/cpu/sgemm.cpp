@@ -42,8 +42,11 @@
 // written as zero). So A and B are packed in k pairs (the 32-bit word (x[2q], x[2q+1]) of a row of
 // A or a column of B), the tile stays 8 x 32 f32 accumulators, and one instruction does two k
 // steps of what an f32 FMA does one: twice the FLOPs per cycle, half the bytes per operand. C
-// stays f32 across k slabs; the caller rounds it to bf16 once. kernels/cpu/sgemm_bf16.cpp has the
-// packing, the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
+// stays f32 across k slabs; the last slab of each tile adds the bias and rounds to bf16 from the
+// registers where the caller asks (Bf16Store, sgemm.h), else the caller rounds C once. Where a
+// line of op(A) or op(B) runs along k in storage, a k pair is one 32-bit word and the f32 packing
+// (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
+// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
@@ -144,6 +147,19 @@ using Bf16Operand = OperandOf<bf16>;
 
 double widened(float x) { return x; }
 double widened(bf16 x) { return x.to_float(); }
+
+// A bf16 operand whose lines run along k in storage (A not transposed, B transposed) holds each k
+// pair (x[2q], x[2q + 1]) as one 32-bit word, low half first, when the slab starts at an even k,
+// the row stride is even and the data is 4-byte aligned: its pair panel is then the f32 panel of a
+// matrix of those words with half the k, and the f32 packing (register transposes) moves it with
+// the bits unchanged. An odd slab depth (only the last slab of an odd k) packs pair by pair.
+bool packs_as_words(const Bf16Operand& x, bool along_k, int64_t p0, int64_t kc) {
+  return along_k && kc % 2 == 0 && p0 % 2 == 0 && x.ld % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(x.data) % alignof(float) == 0;
+}
+Operand as_words(const Bf16Operand& x) {
+  return {reinterpret_cast<const float*>(x.data), x.ld / 2, x.trans};
+}
 
 // Rows [i, i + live) of a non-transposed A over k in [p0, p0 + kc) into one MR-tall panel
 // ([kc][MR]): out[p * MR + r] = A[i + r][p0 + p]. A full panel goes 32 k at a time through the
@@ -362,7 +378,7 @@ struct BPanels {
 void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
                const SgemmOptions& options, float* c, int64_t ldc, float* a_packed,
-               double* row_sums) {
+               double* row_sums, const Bf16Store*) {
   const Causal& causal = options.causal;
   // later slabs add onto what the earlier ones wrote; the bias is added once, with the first
   const float slab_beta = p0 == 0 ? beta : 1.0f;
@@ -394,21 +410,31 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
 }
 
 // The same for bf16 operands: A packed in k pairs (a panel of MR * k_pairs(kc) words), every tile
-// by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal, no
-// bias; the row sums are a pass of their own.
+// by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal; the
+// row sums are a pass of their own. `store` (at C's corner): the last slab's bf16 destination.
 void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
-               const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double*) {
+               const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double*,
+               const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
-  pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
+  if (packs_as_words(a, !a.trans, p0, kc))
+    pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, a_packed, nullptr);
+  else
+    pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
   const int64_t pairs = k_pairs(kc);
   for (int64_t jr = 0; jr < cols; jr += kNR)
-    for (int64_t ir = 0; ir < rows; ir += kMR)
+    for (int64_t ir = 0; ir < rows; ir += kMR) {
+      Bf16Store tile;
+      if (store)
+        tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
+                store->ld, store->bias ? store->bias + j0 + jr : nullptr};
       micro_kernel_bf16(pairs, a_words + ir * pairs,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
-                        std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr));
+                        std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr),
+                        store ? &tile : nullptr);
+    }
 }
 
 // The k slab, KC (see the top of the file): the deepest of 1024, 512 and 256 whose block of A
@@ -472,7 +498,8 @@ void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
 // packed, in k pairs, and their row sums taken in a pass of their own.
 template <class T>
 void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
-                  float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+                  float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
+                  const Bf16Store& store) {
   constexpr bool f32 = std::is_same_v<T, float>;
   const int64_t slab = slab_depth();
   const bool a_stored = f32 && !a.trans && m * k <= kStoredFloats;
@@ -490,16 +517,21 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       BPanels panels{b_packed, kc, kNR};
       if constexpr (!f32) {
         panels.column_step = k_pairs(kc);
-        pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
-                          reinterpret_cast<uint32_t*>(b_packed));
+        if (packs_as_words(b, b.trans, p0, kc))
+          pack_b(as_words(b), p0 / 2, kc / 2, j0, cols, b_packed);
+        else
+          pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
+                            reinterpret_cast<uint32_t*>(b_packed));
       } else if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
       } else {
         pack_b(b, p0, kc, j0, cols, b_packed);
       }
+      const bool last_slab = p0 + kc >= k;
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
-                  beta, options, c, ldc, a_packed, row_sums);
+                  beta, options, c, ldc, a_packed, row_sums,
+                  last_slab && (store.rounded || store.bias) ? &store : nullptr);
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
@@ -524,12 +556,13 @@ void scale_c(const OperandOf<T>& a, int64_t m, int64_t n, int64_t k, float beta,
 // The product, on the pool's threads when it is big enough (sgemm's and sgemm_bf16's).
 template <class T>
 void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int64_t n, int64_t k,
-             float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc) {
+             float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
+             const Bf16Store& store = {}) {
   const int64_t lda = op_a.ld, ldb = op_b.ld;
   const bool trans_a = op_a.trans, trans_b = op_b.trans;
   const int threads = in_parallel() ? 1 : num_threads();
   if (threads == 1 || 2.0 * m * n * k < kParallelFlops)
-    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
+    return sgemm_serial(op_a, op_b, m, n, k, alpha, beta, options, c, ldc, store);
   // C is cut into shares, each computed with the serial loops: its own packed panels of A and B,
   // nothing shared, no barrier. The pool's threads claim shares one at a time (caller included),
   // so a thread the scheduler leaves waiting leaves its shares to the others
@@ -552,6 +585,9 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     // Split by rows, each share sums its own rows of A; by columns, every share packs all of A and
     // the one with column 0 sums it.
     SgemmOptions share = options;
+    Bf16Store share_store = store;
+    if (store.rounded) share_store.rounded += by_rows ? begin * store.ld : begin;
+    if (store.bias && !by_rows) share_store.bias += begin;
     if (by_rows) {
       share.causal.diagonal += begin;
       if (options.a_row_sums) share.a_row_sums = options.a_row_sums + begin;
@@ -562,10 +598,10 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     }
     if (begin < end && by_rows)
       sgemm_serial(OperandOf<T>{op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha,
-                   beta, share, c + begin * ldc, ldc);
+                   beta, share, c + begin * ldc, ldc, share_store);
     else if (begin < end)
       sgemm_serial(op_a, OperandOf<T>{op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha,
-                   beta, share, c + begin, ldc);
+                   beta, share, c + begin, ldc, share_store);
   });
 }
 
@@ -585,12 +621,23 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 
 void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
-                        float* c, int64_t ldc, float* a_row_sums) {
+                        float* c, int64_t ldc, float* a_row_sums, const Bf16Store& store) {
   if (m <= 0 || n <= 0) return;
   const Bf16Operand op_a{a, lda, trans_a}, op_b{b, ldb, trans_b};
   const SgemmOptions options{.a_row_sums = a_row_sums};
-  if (k == 0 || alpha == 0.0f) return scale_c(op_a, m, n, k, beta, options, c, ldc);
-  blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc);
+  if (k == 0 || alpha == 0.0f) {
+    scale_c(op_a, m, n, k, beta, options, c, ldc);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n && (store.rounded || store.bias); ++j) {
+        const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+        if (store.rounded)
+          store.rounded[i * store.ld + j] = bf16::from_float(v);
+        else
+          c[i * ldc + j] = v;
+      }
+    return;
+  }
+  blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc, store);
 }
 
 void set_sgemm_slab_depth(int64_t kc) {

@@ -50,19 +50,32 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 // depth sets the order of C's sums, so it changes the last bits. Not while a product runs.
 void set_sgemm_slab_depth(int64_t kc);
 
+// Where sgemm_bf16 leaves its result when the caller wants it in bf16: the value the f32 C would
+// hold, alpha op(A) op(B) + beta C, plus bias[j] (f32, or none), rounded once to nearest even into
+// `rounded` (row stride ld) instead of C (C's f32 storage is then scratch). The fast path rounds
+// it in the micro-kernel, from the registers, as each tile's last k slab ends: a product whose k
+// fits one slab never touches its f32 C.
+struct Bf16Store {
+  bf16* rounded = nullptr;
+  int64_t ld = 0;
+  const float* bias = nullptr;
+};
+
 // C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules
 // as sgemm): every product of two bf16 values is exact in f32, the products are summed in f32,
-// and C stays f32 (the caller rounds it to bf16 once, after whatever epilogue it adds).
-// options.a_row_sums as for sgemm (summed in double from the exact bf16 values); options.bias and
-// options.causal are not taken (an error). On a CPU with AVX512-BF16 (vdpbf16ps) the micro-kernel
-// multiplies bf16 pairs directly; elsewhere, or when set_bf16_gemm_fallback(true), A and B are
-// widened to f32 (exactly) and sgemm runs: the first time that happens because the CPU lacks
-// AVX512-BF16, one line on stderr says so. The two paths sum in different orders (and vdpbf16ps
-// treats subnormal inputs as zero and flushes subnormal sums), so they agree to f32 rounding, not
-// bit for bit; each alone gives the same bits whatever the thread count.
+// and C stays f32 (the caller rounds it to bf16 once, after whatever epilogue it adds), unless
+// `store` asks for the bf16 result (Bf16Store; with its bias, (alpha op(A) op(B) + beta C) + bias
+// in that order, cuBLASLt's). options.a_row_sums as for sgemm (summed in double from the exact
+// bf16 values); options.bias and options.causal are not taken (an error). On a CPU with
+// AVX512-BF16 (vdpbf16ps) the micro-kernel multiplies bf16 pairs directly; elsewhere, or when
+// set_bf16_gemm_fallback(true), A and B are widened to f32 (exactly) and sgemm runs: the first
+// time that happens because the CPU lacks AVX512-BF16, one line on stderr says so. The two paths
+// sum in different orders (and vdpbf16ps treats subnormal inputs as zero and flushes subnormal
+// sums), so they agree to f32 rounding, not bit for bit; each alone gives the same bits whatever
+// the thread count.
 void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
-                int64_t ldc, const SgemmOptions& options = {});
+                int64_t ldc, const SgemmOptions& options = {}, const Bf16Store& store = {});
 
 // Whether this CPU executes AVX512-BF16 (cpuid leaf 7 subleaf 1, EAX bit 5) and the OS saves the
 // AVX-512 registers; checked once per process.

@@ -35,6 +35,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/cpu.h"  // for_each_row
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/sgemm_bf16_kernel.h"
 
@@ -103,11 +104,36 @@ void pack_pairs(const bf16* data, int64_t ld, bool along_k, int64_t width, int64
   }
 }
 
+// The same for all `width` lines at once where consecutive lines are contiguous and the k steps
+// are ld apart (A transposed, B not): each pair of stored rows is read once, in full, and dealt
+// out to the panels in turn (panel p: lines p kWidth ..., at out + p * k_pairs(kc) * kWidth).
+// Walking one panel down the whole slab instead read 16 or 64 bytes per row at a stride of ld,
+// every row falling into the same few L1 sets when ld is a multiple of 2 KB.
+template <int kWidth>
+void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, uint32_t* out) {
+  const int64_t pairs = k_pairs(kc), panel_words = pairs * kWidth;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const bf16* even = data + 2 * q * ld;
+    const bf16* odd = 2 * q + 1 < kc ? even + ld : nullptr;
+    for (int64_t l0 = 0; l0 < width; l0 += kWidth) {
+      uint32_t* dst = out + l0 / kWidth * panel_words + q * kWidth;
+      const int64_t live = std::min<int64_t>(kWidth, width - l0);
+      if (live == kWidth && odd) {
+        for (int l = 0; l < kWidth; ++l) dst[l] = pair(even[l0 + l], odd[l0 + l]);
+        continue;
+      }
+      for (int64_t l = 0; l < live; ++l) dst[l] = pair(even[l0 + l], odd ? odd[l0 + l] : bf16{});
+      std::fill(dst + live, dst + kWidth, 0u);
+    }
+  }
+}
+
 }  // namespace
 
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
                        int64_t p0, int64_t kc, uint32_t* out) {
   // row i of op(A) runs along k in storage unless A is transposed
+  if (trans) return pack_pairs_across<kBf16MR>(data + p0 * ld + i0, ld, rows, kc, out);
   const int64_t panel_words = k_pairs(kc) * kBf16MR;
   for (int64_t panel = 0; panel < rows; panel += kBf16MR, out += panel_words) {
     const int64_t i = i0 + panel, live = std::min<int64_t>(kBf16MR, rows - panel);
@@ -118,6 +144,7 @@ void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int
 void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
                        int64_t cols, uint32_t* out) {
   // column j of op(B) runs along k in storage when B is transposed
+  if (!trans) return pack_pairs_across<kBf16NR>(data + p0 * ld + j0, ld, cols, kc, out);
   const int64_t panel_words = k_pairs(kc) * kBf16NR;
   for (int64_t panel = 0; panel < cols; panel += kBf16NR, out += panel_words) {
     const int64_t j = j0 + panel, live = std::min<int64_t>(kBf16NR, cols - panel);
@@ -126,37 +153,96 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
 }
 
 #if defined(__x86_64__)
-// acc += the products of bf16 pairs, lane by lane: vdpbf16ps written as one instruction of inline
-// assembly on integer vectors, because clang 16 crashes when it optimises the __m512bh type of
-// _mm512_dpbf16_ps (any -O level above 0; GCC does not).
-__attribute__((target("avx512f,avx512bf16"))) inline void dot_bf16_pairs(__m512& acc,
-                                                                         const __m512i& a,
-                                                                         const __m512i& b) {
-  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+// 16 f32 lanes rounded to bf16, each in the low half of its 32-bit lane: bf16::from_float's
+// rule (round half to even; a NaN stays a NaN, made quiet) in integer arithmetic, so that
+// subnormals round as they do everywhere else (vcvtneps2bf16 would flush them to zero).
+__attribute__((target("avx512f"))) inline __m512i round_to_bf16_bits(__m512 v) {
+  // (the shifts' zero-masked forms: the unmasked ones start from an undefined vector, which GCC
+  // then reports as maybe uninitialised)
+  const __mmask16 all = 0xffff;
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_maskz_srli_epi32(all, u, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_maskz_srli_epi32(
+      all, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
 }
+
+// One k pair of the tile: for each row r, acc[r][0] += a[r] . b0 and acc[r][1] += a[r] . b1, with
+// a[r] (row r's pair of A) broadcast to every lane from memory ({1to16}). Sixteen vdpbf16ps in one
+// statement of inline assembly on named accumulators: clang 16 crashes when it optimises the
+// __m512bh type of _mm512_dpbf16_ps (any -O level above 0; GCC does not), and an array of
+// accumulators updated by one asm statement per row is kept in memory by GCC, a store and a load
+// around every instruction (3x slower than the f32 kernel).
+#define GLASS_DPBF16_ROW(r, acc0, acc1)   \
+  "vdpbf16ps %[a" #r "], %[b0], %[" #acc0 \
+  "]\n\t"                                 \
+  "vdpbf16ps %[a" #r "], %[b1], %[" #acc1 "]\n\t"
 
 __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta, float* c,
-    int64_t ldc, int64_t rows, int64_t cols) {
+    int64_t ldc, int64_t rows, int64_t cols, const Bf16Store* store) {
   // 1. the tile in registers, one rank-2 update per k pair: B's pair row (32 columns, two
   // vectors) against each row's pair of A broadcast to every lane
-  __m512 acc[kBf16MR][2];
-  for (int r = 0; r < kBf16MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+         c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00,
+         c70 = c00, c71 = c00;
   if (beta != 0.0f)  // a tile that adds onto C asks for C's lines now (as sgemm's micro-kernel)
     for (int r = 0; r < kBf16MR; ++r) {
       __builtin_prefetch(c + r * ldc, 1);
       __builtin_prefetch(c + r * ldc + 16, 1);
     }
+  static_assert(kBf16MR == 8 && kBf16NR == 32, "the assembly below holds an 8 x 32 tile");
   for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
-    for (int r = 0; r < kBf16MR; ++r) {
-      const __m512i a_pair = _mm512_set1_epi32(static_cast<int>(a[r]));
-      dot_bf16_pairs(acc[r][0], a_pair, b0);
-      dot_bf16_pairs(acc[r][1], a_pair, b1);
-    }
+    // two statements of four rows each: an asm statement takes at most 30 operands, and an
+    // accumulator read and written counts twice
+    const __m512i a0 = _mm512_set1_epi32(static_cast<int>(a[0])),
+                  a1 = _mm512_set1_epi32(static_cast<int>(a[1])),
+                  a2 = _mm512_set1_epi32(static_cast<int>(a[2])),
+                  a3 = _mm512_set1_epi32(static_cast<int>(a[3]));
+    asm(GLASS_DPBF16_ROW(0, c00, c01) GLASS_DPBF16_ROW(1, c10, c11) GLASS_DPBF16_ROW(2, c20, c21)
+            GLASS_DPBF16_ROW(3, c30, c31)
+        : [c00] "+v"(c00), [c01] "+v"(c01), [c10] "+v"(c10), [c11] "+v"(c11), [c20] "+v"(c20),
+          [c21] "+v"(c21), [c30] "+v"(c30), [c31] "+v"(c31)
+        : [a0] "v"(a0), [a1] "v"(a1), [a2] "v"(a2), [a3] "v"(a3), [b0] "v"(b0), [b1] "v"(b1));
+    const __m512i a4 = _mm512_set1_epi32(static_cast<int>(a[4])),
+                  a5 = _mm512_set1_epi32(static_cast<int>(a[5])),
+                  a6 = _mm512_set1_epi32(static_cast<int>(a[6])),
+                  a7 = _mm512_set1_epi32(static_cast<int>(a[7]));
+    asm(GLASS_DPBF16_ROW(4, c40, c41) GLASS_DPBF16_ROW(5, c50, c51) GLASS_DPBF16_ROW(6, c60, c61)
+            GLASS_DPBF16_ROW(7, c70, c71)
+        : [c40] "+v"(c40), [c41] "+v"(c41), [c50] "+v"(c50), [c51] "+v"(c51), [c60] "+v"(c60),
+          [c61] "+v"(c61), [c70] "+v"(c70), [c71] "+v"(c71)
+        : [a4] "v"(a4), [a5] "v"(a5), [a6] "v"(a6), [a7] "v"(a7), [b0] "v"(b0), [b1] "v"(b1));
   }
-  // 2. C = alpha acc + beta C, written once; a partial tile goes through a bounce buffer
+  const __m512 acc[kBf16MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                                  {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+  // 2. C = alpha acc + beta C, written once; a partial tile goes through masks (bf16) or a bounce
+  // buffer (f32)
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  if (store != nullptr) {  // the last k slab, with a bias or a bf16 destination
+    for (int64_t r = 0; r < rows; ++r)
+      for (int half = 0; half < 2; ++half) {
+        const int64_t live = std::clamp<int64_t>(cols - 16 * half, 0, 16);
+        if (live == 0) break;
+        const auto lanes = static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
+        float* row = c + r * ldc + 16 * half;
+        __m512 v = _mm512_mul_ps(va, acc[r][half]);
+        if (beta != 0.0f)
+          v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes, row)));
+        if (store->bias != nullptr)
+          v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, store->bias + 16 * half));
+        if (store->rounded != nullptr)
+          _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
+                                            round_to_bf16_bits(v));
+        else
+          _mm512_mask_storeu_ps(row, lanes, v);
+      }
+    return;
+  }
   if (rows == kBf16MR && cols == kBf16NR) {
     for (int r = 0; r < kBf16MR; ++r) {
       float* row = c + r * ldc;
@@ -179,9 +265,10 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     for (int64_t j = 0; j < cols; ++j)
       c[r * ldc + j] = edge[r][j] + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
 }
+#undef GLASS_DPBF16_ROW
 #else
 void micro_kernel_bf16(int64_t, const uint32_t*, const uint32_t*, float, float, float*, int64_t,
-                       int64_t, int64_t) {
+                       int64_t, int64_t, const Bf16Store*) {
   throw std::logic_error("micro_kernel_bf16: AVX512-BF16 exists only on x86-64");
 }
 #endif
@@ -207,14 +294,14 @@ bool bf16_gemm_fast_path() {
 
 void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
-                int64_t ldc, const SgemmOptions& options) {
+                int64_t ldc, const SgemmOptions& options, const Bf16Store& store) {
   if (options.bias != nullptr || options.causal.kind != Causal::kNone)
     throw std::invalid_argument(
-        "sgemm_bf16: a bias or a causal band is not taken (the caller adds the bias in f32)");
+        "sgemm_bf16: options.bias or a causal band is not taken (a bias goes in the Bf16Store)");
   if (m <= 0 || n <= 0) return;
   if (bf16_gemm_fast_path())
     return sgemm_bf16_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                              options.a_row_sums);
+                              options.a_row_sums, store);
   if (!cpu_has_avx512_bf16()) {
     static std::once_flag said;
     std::call_once(said, [] {
@@ -224,6 +311,17 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     });
   }
   sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
+  if (store.rounded == nullptr && store.bias == nullptr) return;
+  // the same result as the fast path's store: (alpha AB + beta C) + bias, rounded once or not
+  for_each_row(m, m * n, [&](int64_t i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+      if (store.rounded)
+        store.rounded[i * store.ld + j] = bf16::from_float(v);
+      else
+        c[i * ldc + j] = v;
+    }
+  });
 }
 
 }  // namespace glass::kernels::cpu

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/dtype.h"
+#include "kernels/cpu/sgemm.h"  // Bf16Store
 
 namespace glass::kernels::cpu {
 
@@ -28,15 +29,19 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
                        int64_t cols, uint32_t* out);
 
 // The MR x NR tile of C at c: c = alpha * sum over k pairs of a_pair b_pair + beta c (beta == 0
-// does not read c), for its first rows x cols. a: one packed A panel, b: one packed B panel, from
-// the tile's first k pair. Needs AVX512-BF16 (the caller checks).
+// does not read c), for its first rows x cols; with `store` (its pointers at the tile's corner),
+// the result goes there instead (Bf16Store). a: one packed A panel, b: one packed B panel, from the
+// tile's first k pair. Needs AVX512-BF16 (the caller checks).
 void micro_kernel_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta,
-                       float* c, int64_t ldc, int64_t rows, int64_t cols);
+                       float* c, int64_t ldc, int64_t rows, int64_t cols,
+                       const Bf16Store* store = nullptr);
 
 // sgemm_bf16's fast path: sgemm's blocked loops and threads with the packing and micro-kernel
-// above. No bias, no causal band; a_row_sums as for sgemm.
+// above. No causal band; a_row_sums as for sgemm. With store.rounded, the last k slab of every
+// tile writes bf16(alpha acc + beta C + bias) there (Bf16Store, pointers at C's corner), and C
+// (f32) only carries the sums between slabs; without it, store.bias must be null.
 void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
-                        float* c, int64_t ldc, float* a_row_sums);
+                        float* c, int64_t ldc, float* a_row_sums, const Bf16Store& store = {});
 
 }  // namespace glass::kernels::cpu

@@ -18,7 +18,7 @@
 // bias is added by its BIAS epilogue inside the GEMM, and TF32 is one of its compute types. Plain
 // f32 GEMMs stay on cublasSgemmStridedBatched, the reference.
 //
-// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of engine/emu/cublas,
+// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of emucuda/cublas,
 // backed by OpenBLAS; so are they for `cuda` on the emulated CUDA runtime
 // (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the GEMM is queued on the handle's stream.
 //
@@ -29,7 +29,7 @@
 // REDUCTION, so that a split-K algorithm adds its parts in f32 too (else cuBLAS may add them in
 // bf16). f64 is for gradcheck on cpu.
 #if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
-#include "engine/emu/cublas/cublas_v2.h"
+#include "emucuda/cublas/cublas_v2.h"
 #else
 #include <cublas_v2.h>
 #endif

@@ -26,11 +26,11 @@
 // said once per shape in the log; set_gemm_epilogues_in_passes forces that path everywhere.
 //
 // Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLASLt of
-// engine/emu/cublas (cublasLt.h), which computes the same math on the host; so are they for `cuda`
+// emucuda/cublas (cublasLt.h), which computes the same math on the host; so are they for `cuda`
 // on the emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the product is queued on
 // the stream passed to cublasLtMatmul.
 #if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
-#include "engine/emu/cublas/cublasLt.h"
+#include "emucuda/cublas/cublasLt.h"
 #else
 #include <cublasLt.h>
 #endif

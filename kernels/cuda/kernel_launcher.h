@@ -27,7 +27,7 @@
 #include "engine/cuda/check.h"
 #include "engine/cuda/stream.h"
 #if defined(GLASS_CUDA_RUNTIME_EMU) && !defined(__CUDACC__)
-#include "engine/emu/runtime/kernel_trampoline.h"
+#include "emucuda/runtime/kernel_trampoline.h"
 #endif
 #endif
 

@@ -19,13 +19,13 @@
 #include <memory>
 #include <thread>
 
+#include "emucuda/tests/runtime/gate.h"
 #include "engine/cuda/runtime.h"
 #include "engine/cuda/stream.h"
 #include "engine/launch.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
-#include "tests/cuda_runtime/gate.h"
 
 namespace glass {
 namespace {

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "emucuda/tests/runtime/gate.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "kernels/backend.h"
-#include "tests/cuda_runtime/gate.h"
 #include "tests/testing.h"
 
 namespace glass {

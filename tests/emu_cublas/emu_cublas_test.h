@@ -1,5 +1,6 @@
-// Helpers for the emu_cublas suite: random host data, the same data as a tensor on `cpu` and on
-// `emu` (device memory that is host memory), reading results back, and catching error messages.
+// Helpers for the emu_cublas suite (and the emulated cuBLAS's own, emucuda/tests/cublas): random
+// host data, the same data as a tensor on `cpu` and on `emu` (device memory that is host memory),
+// reading results back, and catching error messages.
 #pragma once
 
 #include <gtest/gtest.h>

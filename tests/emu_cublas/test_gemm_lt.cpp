@@ -4,7 +4,7 @@
 // only when asked; the heuristic cache; and the errors.
 #include <cmath>
 
-#include "engine/emu/cublas/cublasLt.h"
+#include "emucuda/cublas/cublasLt.h"
 #include "engine/launch.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"

@@ -2,12 +2,16 @@
 """The step explorer rendered in a real browser (headless Chromium), as a learner opens it.
 
 Trains a tiny model for 4 steps with train_gpt --report --trace --metrics --print-tape (step 2
-profiled), renders the report with `chromium --headless --dump-dom`, keeps a screenshot as a test
+profiled, a checkpoint written right after it), renders the report with `chromium --headless --dump-dom`, keeps a screenshot as a test
 artifact (<build>/tests/explorer/explorer.png) and checks:
   - no JavaScript error: none on Chromium's console log, none reported into the page (#errors);
   - body[data-ready="1"]: everything was drawn;
   - one data-launch per launch of the recorded step (counted in the Chrome trace, independently);
-  - one data-node per node of the tape that --print-tape printed for the same step, same ids;
+  - one data-node per node of the tape that --print-tape printed for the same step, same ids,
+    each with its gradient norm after backward (data-grad-norm, a positive number) drawn in it;
+  - the host's work as labelled bands, one per host span of the step in the trace's "host work"
+    track: the batch read (data), the status read (host wait) and the checkpoint, each on a lane
+    named after its phase;
   - every memory ledger category drawn (data-ledger);
   - a roofline point (data-kernel) for every kernel of the step that does FLOPs;
   - the summary's tokens/s is the median of the --metrics tokens_per_s of the unprofiled steps
@@ -48,27 +52,36 @@ def chromium_args(chromium):
 
 
 class Dom(HTMLParser):
-    """Every element's attributes, and the text of #errors."""
+    """Every element's attributes, the text of #errors, and every SVG text with its class."""
 
     def __init__(self):
         super().__init__()
         self.elements = []
         self.errors = ""
+        self.texts = []  # (class, text) of each <text>
         self._in_errors = 0
+        self._text_class = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         self.elements.append((tag, a))
         if a.get("id") == "errors":
             self._in_errors = 1
+        if tag == "text":
+            self._text_class = a.get("class", "")
+            self.texts.append([self._text_class, ""])
 
     def handle_endtag(self, tag):
         if self._in_errors and tag == "div":
             self._in_errors = 0
+        if tag == "text":
+            self._text_class = None
 
     def handle_data(self, data):
         if self._in_errors:
             self.errors += data
+        if self._text_class is not None:
+            self.texts[-1][1] += data
 
 
 def fail(msg):
@@ -91,11 +104,14 @@ def main():
     for p in (report, trace, metrics):
         if os.path.exists(p):
             os.remove(p)
+    checkpoints = os.path.join(out, "checkpoints")
+    shutil.rmtree(checkpoints, ignore_errors=True)
     run = subprocess.run(
         [train_gpt, "--device", "cpu", "--data", data, "--n-layer", "1", "--n-head", "2",
          "--n-embd", "16", "--seq-len", "8", "--batch", "2", "--steps", "4", "--sample", "0",
          "--eval-every", "2", "--eval-batches", "1", "--threads", "1", "--quiet",
-         "--report", report, "--trace", trace, "--metrics", metrics, "--print-tape"],
+         "--report", report, "--trace", trace, "--metrics", metrics, "--print-tape",
+         "--checkpoint-dir", checkpoints, "--checkpoint-every", "2"],
         capture_output=True, text=True)
     if run.returncode != 0:
         fail("train_gpt failed:\n" + run.stdout + run.stderr)
@@ -118,6 +134,14 @@ def main():
     traced_nodes = set(e["args"]["node_id"] for e in launches if e["args"]["node_id"] >= 0)
     if not traced_nodes <= tape_ids:
         fail("trace node ids not in the printed tape: {}".format(sorted(traced_nodes - tape_ids)))
+
+    # The step's host work (no launches): the trace's "host work" track.
+    host_spans = [e for e in events if e.get("ph") == "X" and e.get("cat") == "host"
+                  and e["args"]["step"] == step]
+    host_phases = set(e["args"]["phase"] for e in host_spans)
+    if not {"data", "host wait", "checkpoint"} <= host_phases:
+        fail("the trace's host spans of step {} have phases {}: expected data, host wait and "
+             "checkpoint".format(step, sorted(host_phases)))
 
     steps = [json.loads(line) for line in open(metrics)]
     typical = [s["tokens_per_s"] for s in steps if s["step"] not in (1, step)]
@@ -161,6 +185,29 @@ def main():
         fail("data-node ids {} elements, {} distinct; the tape has {}: missing {}, extra {}".format(
             len(node_elems), len(node_ids), len(tape_ids), sorted(tape_ids - node_ids)[:10],
             sorted(node_ids - tape_ids)[:10]))
+    bad_norms = [a for a in node_elems if not re.fullmatch(r"[0-9.e+-]+", a.get("data-grad-norm", ""))
+                 or float(a["data-grad-norm"]) <= 0]
+    if bad_norms:
+        fail("{} tape nodes without a positive gradient norm, e.g. {}".format(
+            len(bad_norms), bad_norms[:3]))
+    norm_labels = [t for c, t in dom.texts if c == "gnorm"]
+    if len(norm_labels) < len(tape_ids) or any(not t.startswith("|∂out| ") for t in norm_labels):
+        fail("{} gradient-norm labels drawn for {} nodes: {}".format(
+            len(norm_labels), len(tape_ids), norm_labels[:5]))
+    bands = [a for t, a in dom.elements if "data-host-span" in a]
+    if sorted(int(a["data-host-span"]) for a in bands) != list(range(len(host_spans))):
+        fail("{} host-span bands for the step's {} host spans".format(len(bands), len(host_spans)))
+    band_phases = set(a["data-phase"] for a in bands)
+    lane_names = set(t for c, t in dom.texts)
+    band_labels = [t for c, t in dom.texts if c.startswith("band-label")]
+    if band_phases != host_phases or not host_phases <= lane_names:
+        fail("bands of phases {} on lanes {}; the trace's host spans have {}".format(
+            sorted(band_phases), sorted(lane_names & host_phases), sorted(host_phases)))
+    # Each band's label starts with its span's name (a band beyond the view adds where it is).
+    names = sorted(e["name"] for e in host_spans)
+    if len(band_labels) != len(names) or not all(
+            any(label.startswith(n) for label in band_labels) for n in names):
+        fail("band labels {} but the host spans are {}".format(band_labels, names))
     ledger = set(a["data-ledger"] for t, a in dom.elements if "data-ledger" in a)
     if ledger != set(CATEGORIES):
         fail("ledger series {} instead of {}".format(sorted(ledger), CATEGORIES))
@@ -176,9 +223,11 @@ def main():
         fail("summary tokens/s {} != the metrics' median {} (steps {})".format(
             tps[0]["data-value"] if tps else None, expected_tps, typical))
 
-    print("explorer OK: {} launches, {} tape nodes, {} roofline kernels, {} KiB, rendered in "
+    print("explorer OK: {} launches, {} tape nodes with gradient norms, {} host-span bands ({}), "
+          "{} roofline kernels, {} KiB, rendered in "
           "{:.2f} s (chromium start included); screenshot {}".format(
-              len(launches), len(tape_ids), len(points), os.path.getsize(report) // 1024,
+              len(launches), len(tape_ids), len(bands), ", ".join(sorted(host_phases)),
+              len(points), os.path.getsize(report) // 1024,
               render_s, os.path.join(out, "explorer.png")))
 
 

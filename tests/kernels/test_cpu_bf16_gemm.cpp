@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -401,6 +402,81 @@ TEST(CpuBf16Gemm, SameBitsRunToRunAndWhateverTheThreadCount) {
       EXPECT_EQ(two, again) << (fallback ? "conversion" : "fast") << " path, m=" << p.m;
     }
   }
+  set_bf16_gemm_fallback(false);
+}
+
+// sgemm_bf16's Bf16Store against the f32 C of the same product (the same sums) finished by hand:
+// with a destination, exactly bf16::from_float(C + bias[j]); without one, C + bias[j] in f32. The
+// store's rounding (integer AVX-512 on the fast path), its masks on partial tiles and its offsets
+// for threads' shares are what is checked, on tiles' tails, odd and even row strides (the pair
+// packing of odd strides and the 32-bit word packing of even ones), k across slabs, integer
+// values whose sums round at ties, and Inf and NaN.
+TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-40, 40);
+  struct Shape {
+    int64_t m, n, k, pad;
+  };
+  const Shape shapes[] = {{1, 1, 1, 0},  {3, 5, 7, 1},     {9, 33, 17, 0},   {17, 65, 64, 1},
+                          {8, 32, 2, 0}, {40, 70, 129, 0}, {31, 47, 200, 3}, {130, 96, 66, 2}};
+  for (const bool fallback : {true, false}) {
+    set_bf16_gemm_fallback(fallback);
+    set_sgemm_slab_depth(64);
+    for (const Shape& s : shapes)
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          const int64_t lda = (ta ? s.m : s.k) + s.pad, ldb = (tb ? s.k : s.n) + s.pad,
+                        ldc = s.n + s.pad;
+          std::vector<bf16> a((ta ? s.k : s.m) * lda), b((tb ? s.n : s.k) * ldb);
+          for (bf16& x : a) x = bf16::from_float(static_cast<float>(small(rng)) * 3.0f);
+          for (bf16& x : b) x = bf16::from_float(static_cast<float>(small(rng)) * 5.0f);
+          if (s.m > 2 && s.k > 1) {  // row 1 of C NaN, row 2 infinite
+            a[ta ? lda + 1 : lda] = bf16::from_float(std::numeric_limits<float>::quiet_NaN());
+            for (int64_t p = 0; p < s.k; ++p)
+              a[ta ? p * lda + 2 : 2 * lda + p] = bf16::from_float(0);
+            a[ta ? 2 : 2 * lda] = bf16::from_float(std::numeric_limits<float>::infinity());
+            for (int64_t j = 0; j < s.n; ++j) b[tb ? j * ldb : j] = bf16::from_float(1);
+          }
+          std::vector<float> bias(s.n);
+          for (float& x : bias) x = static_cast<float>(small(rng)) * 0.5f;
+          const auto product = [&](const kernels::cpu::Bf16Store& store) {
+            std::vector<float> c(s.m * ldc, 0.0f);
+            testing::with_threads(2, [&] {
+              sgemm_bf16(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                         ldc, {}, store);
+              return 0;
+            });
+            return c;
+          };
+          const std::vector<float> plain = product({});
+          std::vector<bf16> rounded(s.m * ldc, bf16::from_float(-7.0f));
+          product({.rounded = rounded.data(), .ld = ldc, .bias = bias.data()});
+          const std::vector<float> with_bias = product({.bias = bias.data()});
+          const std::string what = std::string(fallback ? "conversion" : "fast") +
+                                   " path, ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                                   " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                                   " k=" + std::to_string(s.k) + " pad=" + std::to_string(s.pad);
+          int bad = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const float want = plain[i * ldc + j] + bias[j < s.n ? j : 0];
+              const uint16_t got = rounded[i * ldc + j].bits;
+              if (j >= s.n) {  // the padding is not written
+                if (got != bf16::from_float(-7.0f).bits && bad++ < 3)
+                  ADD_FAILURE() << what << ": padding (" << i << ", " << j << ") written";
+                continue;
+              }
+              if (got != bf16::from_float(want).bits && bad++ < 3)
+                ADD_FAILURE() << what << ": rounded (" << i << ", " << j << ") bits " << got
+                              << ", want " << bf16::from_float(want).bits << " = bf16(" << want
+                              << ")";
+              if (std::memcmp(&with_bias[i * ldc + j], &want, 4) != 0 && bad++ < 3)
+                ADD_FAILURE() << what << ": f32 with bias (" << i << ", " << j << ") "
+                              << with_bias[i * ldc + j] << ", want " << want;
+            }
+        }
+  }
+  set_sgemm_slab_depth(0);
   set_bf16_gemm_fallback(false);
 }
 

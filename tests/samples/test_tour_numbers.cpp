@@ -35,7 +35,10 @@ std::vector<std::pair<std::string, std::string>> traced_launches(const std::stri
   const nlohmann::json trace = nlohmann::json::parse(in);
   std::vector<std::pair<double, std::pair<std::string, std::string>>> timed;
   for (const auto& e : trace.at("traceEvents")) {
-    if (e.value("ph", "") != "X" || !e.contains("args") || !e["args"].contains("phase")) continue;
+    // launches only: not the host work's slices (cat "host"), which have a phase but no kernel
+    if (e.value("ph", "") != "X" || e.value("cat", "") == "host" || !e.contains("args") ||
+        !e["args"].contains("phase"))
+      continue;
     const double seq =
         e["args"].contains("seq") ? e["args"]["seq"].get<double>() : e["ts"].get<double>();
     timed.push_back(

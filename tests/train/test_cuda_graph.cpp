@@ -1,7 +1,7 @@
 // --cuda-graph (train/graph_step.h, engine/cuda/graph.h): the training step captured once and
 // replayed. Runs where the cuda device exists: a GPU, or the emulated CUDA runtime of a build with
 // -DGLASS_CUDA_RUNTIME=emu (`make test CUDA_RUNTIME=emu`), which emulates stream capture and graph
-// launch (engine/emu/runtime/capture.h). The reference for the replayed run is the eager run of
+// launch (emucuda/runtime/capture.h). The reference for the replayed run is the eager run of
 // the same program: the graph path shares the step's code by design, and what the test catches is
 // what capture changes (a learning rate, bias correction, batch or flag baked into the graph at
 // capture, a buffer the replay reads at the wrong address, a launch the trace loses). The eager

@@ -15,7 +15,7 @@
 #include <vector>
 
 #if defined(GLASS_CUDA_RUNTIME_EMU)
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 #endif
 
 #include "engine/launch.h"

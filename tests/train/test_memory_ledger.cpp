@@ -2,6 +2,7 @@
 // configuration alone, no planner) against the allocator's peak of a step that runs
 // (train/step_plan.h's record_training_step on that device), within 3%. And the pre-flight's
 // remedy table (train/preflight.h) changes the planned step as its flags say.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "nn/causal_lm.h"
 #include "tests/testing.h"
 #include "train/data.h"
 #include "train/gpt_cost.h"
@@ -95,6 +97,69 @@ TEST(MemoryLedger, Gpt2On124MPlannedOnMetaWithin3Percent) {
   EXPECT_STREQ(m.peak_at, "the LM head's backward");
 }
 
+// A llama's ledger (GQA, RMSNorm, RoPE, SwiGLU) against the allocator, under every --recompute
+// mode, each of its peak points held by one case: f32 on cpu (cross-entropy beside the logits);
+// bf16 planned on meta (the fused classifier, the GEMM workspace added as above), tied and untied.
+struct LlamaLedgerCase {
+  const char* preset;
+  int64_t vocab, batch, seq_len;
+  bool tied;
+  Recompute recompute;
+  const char* peak_at;
+};
+
+void expect_llama_ledger(Device device, const LlamaLedgerCase& k) {
+  GPTConfig c = GPTConfig::preset(k.preset);
+  c.vocab_size = k.vocab;
+  c.tie_embeddings = k.tied;
+  const bool cpu = device == kCPU;
+  StepPlanOptions step = step_of(c, k.batch, k.seq_len, cpu ? DType::f32 : DType::bf16);
+  step.recompute = recompute_name(k.recompute);
+  if (!cpu)
+    matmul(Tensor::empty({8, 8}, DType::f32, device), Tensor::empty({8, 8}, DType::f32, device));
+  const RecordedStep measured = record_training_step(device, step);
+  const GptMemoryBudget m =
+      cpu ? gpt_memory_budget(c, k.batch, k.seq_len, DType::f32,
+                              {.flash_attention = true,
+                               .fused_classifier = false,
+                               .gemm_workspace = false,
+                               .recompute = k.recompute})
+          : gpt_memory_budget(c, k.batch, k.seq_len, DType::bf16, {.recompute = k.recompute});
+  SCOPED_TRACE(fmt::format("{} V={} B={} T={} {} --recompute {} on {}", k.preset, k.vocab, k.batch,
+                           k.seq_len, k.tied ? "tied" : "untied", recompute_name(k.recompute),
+                           device.str()));
+  expect_within_3_percent(
+      m, measured.peak_allocated_bytes + (cpu ? 0 : kernels::cuda::kGemmWorkspaceBytes));
+  EXPECT_STREQ(m.peak_at, k.peak_at);
+}
+
+TEST(MemoryLedger, LlamaF32OnCpuWithin3PercentUnderEachRecomputeMode) {
+  for (const LlamaLedgerCase& k : {LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::none,
+                                                   "the last block's MLP backward"},
+                                   LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::gelu,
+                                                   "the last block but one's MLP backward"},
+                                   LlamaLedgerCase{"llama-tiny", 65, 4, 64, true, Recompute::mlp,
+                                                   "the first block's MLP backward"},
+                                   LlamaLedgerCase{"stories15m", 65, 4, 128, true, Recompute::block,
+                                                   "the first block's re-run MLP backward"}})
+    expect_llama_ledger(kCPU, k);
+}
+
+TEST(MemoryLedger, LlamaBf16PlannedOnMetaWithin3PercentAtEachPeakPoint) {
+  for (const LlamaLedgerCase& k :
+       {LlamaLedgerCase{"llama-tiny", 65, 8, 128, true, Recompute::none,
+                        "the last block's MLP backward"},
+        LlamaLedgerCase{"llama-tiny", 65, 8, 128, true, Recompute::block,
+                        "the first block's re-run MLP backward"},
+        LlamaLedgerCase{"stories15m", 32000, 2, 64, true, Recompute::gelu,
+                        "the tied embedding's gradient (the end of backward)"},
+        LlamaLedgerCase{"stories15m", 32000, 4, 256, false, Recompute::none,
+                        "the LM head's backward"},
+        LlamaLedgerCase{"stories15m", 32000, 4, 256, false, Recompute::block,
+                        "the embedding's gradient (the end of backward)"}})
+    expect_llama_ledger(kMeta, k);
+}
+
 // Each remedy of the pre-flight's table: its flags, and the step it plans.
 TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
   const std::vector<Remedy>& table = preflight_remedies();
@@ -134,18 +199,32 @@ TEST(PreflightRemedies, ChangeThePlanAsTheirFlagsSay) {
 }
 
 // What the ranks' sharing adds to a rank's plan, by hand: the gradient buckets hold every f32
-// gradient once (4 N), and ZeRO-1 keeps ceil(N / world) of AdamW's two f32 moments instead of N.
+// gradient once (4 N), and ZeRO-1 keeps ceil(N / world) of AdamW's two f32 moments (and under
+// bf16 of the f32 masters) instead of N, as the allocator holds them: one tensor per parameter
+// unsharded, one flat buffer per kind sharded, each rounded to its size class.
 TEST(PreflightRemedies, DataParallelAddsTheBucketsAndZeroOneTakesTheMomentsShare) {
   const GPTConfig c{.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 64};
   PreflightRun run;
   run.plan = step_of(c, 4, 64, DType::f32);
   run.device = kCPU;
   EXPECT_EQ(data_parallel_bytes(run), 0);  // one rank: the plan is the whole run
-  const auto N = static_cast<double>(gpt_memory_budget(c, 4, 64, DType::f32).parameters);
+  auto held = [](double elements) {
+    return static_cast<double>(Allocator::size_class(static_cast<size_t>(4 * elements)));
+  };
+  double N = 0, per_parameter = 0;  // per parameter: one f32 tensor of its size, as held
+  for (const auto& [name, p] : make_model(c)->named_parameters()) {
+    N += static_cast<double>(p.numel());
+    per_parameter += held(static_cast<double>(p.numel()));
+  }
+  EXPECT_EQ(N, static_cast<double>(gpt_memory_budget(c, 4, 64, DType::f32).parameters));
+  const double shard = held(std::ceil(N / 4));
   run.world = 4;
   EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N);
   run.zero = 1;
-  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - (8 * N - 8 * std::ceil(N / 4)));
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - 2 * (per_parameter - shard));
+  // bf16: ZeRO-1 also keeps ceil(N / world) of the f32 masters instead of N.
+  run.plan.dtype = DType::bf16;
+  EXPECT_DOUBLE_EQ(data_parallel_bytes(run), 4 * N - 3 * (per_parameter - shard));
 }
 
 // Gradient accumulation plans k micro-steps: the same global batch in smaller micro-steps peaks

@@ -3,11 +3,13 @@
 // bad --profile-steps are named, and the GPT cost model matches hand-computed values.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "kernels/peaks.h"
 #include "tests/testing.h"
@@ -200,6 +202,148 @@ TEST(TrainProfiler, TraceFlowsPairForwardWithBackwardAndLedgerIsCounted) {
     EXPECT_EQ(node_at(f, "backward"), node) << f;
   }
   EXPECT_EQ(ledger_counters, launches);
+}
+
+// The tape graph's gradient norms are the step's true |d loss / d node output|: the loss node's is
+// 1, and the logits' is the norm of (softmax(logits) - onehot(targets)) / N, worked out here on the
+// host from the logits of the same batch and weights (another trainer, one step in). The pass that
+// measures them leaves the training bit for bit as it was.
+TEST(TrainProfiler, TapeGraphCarriesTheRecordedStepsGradientNorms) {
+  const std::string dir = testing::temp_dir("prof_gnorm");
+  TrainOptions o = testing::tiny_options();
+  o.dropout = 0;  // the host's logits below are forward's without a mask
+  o.steps = 2;
+  o.report = dir + "/report.html";
+  Trainer trainer(o);
+  trainer.run();
+  const nlohmann::json d = report_json(testing::file_bytes(o.report));
+  ASSERT_EQ(d["step"], 2);
+  const nlohmann::json& tape = d["tape"];
+  ASSERT_FALSE(tape.empty());
+  for (const auto& n : tape) {
+    ASSERT_TRUE(n["grad_norm"].is_number()) << n;  // every node of a GPT's tape gets a gradient
+    EXPECT_TRUE(std::isfinite(n["grad_norm"].get<double>())) << n;
+  }
+  const nlohmann::json& loss_node = tape.back();  // the root: made last
+  EXPECT_NEAR(loss_node["grad_norm"].get<double>(), 1.0, 1e-12) << loss_node;
+  const int64_t logits_id = loss_node["inputs"][0];
+  nlohmann::json logits_node;
+  for (const auto& n : tape)
+    if (n["id"] == logits_id) logits_node = n;
+  ASSERT_FALSE(logits_node.is_null());
+
+  // The same run one step in: the weights step 2 starts from, and step 2's batch.
+  Trainer again(o);
+  again.train_step();
+  const BatchLoader loader(&again.data().train, o.batch, o.seq_len, o.shuffle, o.seed);
+  const Batch b = loader.rows(1, 0, o.batch, kCPU);
+  std::vector<float> logits;
+  {
+    NoGradGuard no_grad;
+    logits = to_vector<float>(again.model().forward(b.x));
+  }
+  const std::vector<int32_t> targets = to_vector<int32_t>(b.y);
+  const size_t rows = targets.size(), vocab = logits.size() / rows;
+  // The logits as the loss reads them: [B, T, V], or viewed as [B*T, V].
+  EXPECT_TRUE(logits_node["shape"] == fmt::format("[{}, {}, {}]", o.batch, o.seq_len, vocab) ||
+              logits_node["shape"] == fmt::format("[{}, {}]", rows, vocab))
+      << logits_node;
+  double sum_sq = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* z = &logits[r * vocab];
+    double mx = z[0], denom = 0;
+    for (size_t v = 0; v < vocab; ++v) mx = std::max(mx, double(z[v]));
+    for (size_t v = 0; v < vocab; ++v) denom += std::exp(z[v] - mx);
+    for (size_t v = 0; v < vocab; ++v) {
+      const double g =
+          (std::exp(z[v] - mx) / denom - (static_cast<int32_t>(v) == targets[r] ? 1 : 0)) /
+          static_cast<double>(rows);
+      sum_sq += g * g;
+    }
+  }
+  EXPECT_NEAR(logits_node["grad_norm"].get<double>(), std::sqrt(sum_sq), 1e-4 * std::sqrt(sum_sq));
+}
+
+// The gradient-norm pass runs outside the recorded step: with --report the recorded step has the
+// same launches and host syncs as without it, and the run trains the same bits (dropout on: the
+// pass puts the generator back; --grad-accum 2: it runs only the first micro-step).
+TEST(TrainProfiler, GradientNormPassLeavesTheRecordedStepAndTheTrainingAsTheyWere) {
+  for (const char* device : {"cpu", "emu"}) {
+    SCOPED_TRACE(device);
+    const std::string dir = testing::temp_dir(std::string("prof_gnorm_bits_") + device);
+    TrainOptions o = testing::tiny_options();
+    o.device = device;
+    o.steps = 3;
+    o.grad_accum = 2;
+    Trainer plain(o);
+    std::vector<StepResult> expected;
+    size_t step2_launches = 0;
+    for (int s = 1; s <= 3; ++s) {
+      testing::LaunchLog log;
+      expected.push_back(plain.train_step());
+      if (s == 2) step2_launches = log.records.size();
+    }
+    o.report = dir + "/report.html";
+    o.metrics = dir + "/metrics.jsonl";
+    Trainer measured(o);
+    measured.run();
+    const nlohmann::json d = report_json(testing::file_bytes(o.report));
+    EXPECT_EQ(d["launches"].size(), step2_launches);
+    ASSERT_TRUE(d["tape"].back()["grad_norm"].is_number());
+    EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(), 0.5, 1e-12);  // d(loss/2)/d loss
+    std::ifstream metrics(o.metrics);
+    std::string line;
+    for (const StepResult& r : expected) {
+      ASSERT_TRUE(std::getline(metrics, line));
+      const nlohmann::json m = nlohmann::json::parse(line);
+      EXPECT_EQ(m["step"], r.step);
+      EXPECT_EQ(m["loss"].get<double>(), r.loss) << "step " << r.step;
+      EXPECT_EQ(m["grad_norm"].get<double>(), r.grad_norm) << "step " << r.step;
+      EXPECT_EQ(m["host_syncs"].get<int64_t>(), r.host_syncs) << "step " << r.step;
+    }
+  }
+}
+
+// The timeline's host work: a run with a checkpoint after the recorded step has the step's batch
+// read ("data", before its first launch), its status read ("host wait") and the checkpoint
+// ("checkpoint", after its last launch) as host spans, in the report and on the trace's host track.
+TEST(TrainProfiler, HostSpansOfDataAndCheckpointAreInTheReportAndTrace) {
+  const std::string dir = testing::temp_dir("prof_spans");
+  TrainOptions o = testing::tiny_options();
+  o.steps = 3;
+  o.checkpoint_dir = dir + "/ck";
+  o.checkpoint_every = 2;
+  o.report = dir + "/report.html";
+  o.trace = dir + "/trace.json";
+  Trainer trainer(o);
+  trainer.run();
+  const nlohmann::json d = report_json(testing::file_bytes(o.report));
+  ASSERT_EQ(d["step"], 2);
+  double first_launch = 1e300, last_end = 0;
+  for (const auto& l : d["launches"]) {
+    first_launch = std::min(first_launch, l["start"].get<double>());
+    last_end = std::max(last_end, l["start"].get<double>() + l["dur"].get<double>());
+  }
+  std::map<std::string, nlohmann::json> by_phase;
+  for (const auto& h : d["host_spans"]) {
+    EXPECT_GE(h["start"].get<double>(), 0) << h;
+    EXPECT_GE(h["dur"].get<double>(), 0) << h;
+    by_phase[h["phase"]] = h;
+  }
+  ASSERT_TRUE(by_phase.count("data") && by_phase.count("checkpoint") && by_phase.count("host wait"))
+      << d["host_spans"];
+  EXPECT_EQ(by_phase["data"]["start"], 0.0);  // the timeline starts with the batch read
+  EXPECT_LE(by_phase["data"]["start"].get<double>(), first_launch);
+  EXPECT_GE(by_phase["checkpoint"]["start"].get<double>(), last_end);
+  EXPECT_GT(by_phase["checkpoint"]["dur"].get<double>(), 0);
+
+  std::set<std::pair<std::string, int64_t>> traced;  // (phase, step)
+  const nlohmann::json trace = read_json(o.trace);
+  for (const auto& e : trace.at("traceEvents"))
+    if (e["ph"] == "X" && e.value("cat", "") == "host")
+      traced.insert({e["args"]["phase"].get<std::string>(), e["args"]["step"].get<int64_t>()});
+  for (const char* phase : {"data", "host wait", "checkpoint"})
+    EXPECT_TRUE(traced.count({phase, 2})) << phase;
 }
 
 // What the ledger attributes (state, gradients, saved activations) is never more than the
@@ -425,7 +569,17 @@ TEST(GptCost, DataParallelAndZeroOneBudgetsByHand) {
   const GptMemoryBudget zero =
       gpt_memory_budget(small_config(), 6, 4, DType::f32, {.world = 3, .zero = 1});
   EXPECT_DOUBLE_EQ(zero.adam_bytes, 8 * 656);  // 1968 / 3
+  EXPECT_DOUBLE_EQ(zero.master_bytes, 0);      // f32: the parameters are the masters
   EXPECT_DOUBLE_EQ(zero.activations_bytes, one_rank.activations_bytes);
+  // bf16: the f32 masters are sharded too (4 N / 3); the bf16 weights stay whole (2 N).
+  const GptMemoryBudget zero_bf16 =
+      gpt_memory_budget(small_config(), 6, 4, DType::bf16, {.world = 3, .zero = 1});
+  EXPECT_DOUBLE_EQ(zero_bf16.master_bytes, 4 * 656);
+  EXPECT_DOUBLE_EQ(zero_bf16.adam_bytes, 8 * 656);
+  EXPECT_DOUBLE_EQ(zero_bf16.parameters_bytes, 2 * 1968);
+  EXPECT_DOUBLE_EQ(
+      gpt_memory_budget(small_config(), 6, 4, DType::bf16, {.world = 3, .zero = 0}).master_bytes,
+      4 * 1968);
   // One rank: nothing to shard, no buckets.
   const GptMemoryBudget alone =
       gpt_memory_budget(small_config(), 2, 4, DType::f32, {.world = 1, .zero = 1});

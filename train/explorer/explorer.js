@@ -1,10 +1,14 @@
 // glass step explorer: draws one recorded training step from the JSON the report embeds
 // (train/report.cpp writes it into <script id="glass-data">), in the course's order:
 //   summary   the run's numbers, each card explaining itself on hover (formula, peak, source)
-//   timeline  every launch of the step as a box on its phase's lane; host gaps hatched; wheel to
-//             zoom, drag to pan; hover for details, click to select a node's launches
+//   timeline  every launch of the step as a box on its phase's lane; the host's own work that
+//             launches nothing (data: reading the batch; host wait; checkpoint) as labelled bands
+//             in lanes of their own; host gaps hatched; wheel to zoom, drag to pan; hover for
+//             details, click to select a node's launches
 //   tape      the step's autograd graph in layers (longest path from the inputs), forward nodes
-//             above their backward nodes, collapsible by module; linked to the timeline
+//             above their backward nodes, each with its output's gradient norm after backward
+//             ("—" where none was measured or none arrived), collapsible by module; linked to
+//             the timeline
 //   memory    the ledger's categories stacked over the step, phase markers, the cost model's
 //             predicted peak beside the measured one, the largest tensors alive at the peak
 //   roofline  a point per kernel and phase under the roof of its unit, kernels without FLOPs
@@ -19,7 +23,12 @@
   const PHASE_COLOR = {
     forward: "#4878d0", backward: "#ee854a", recompute: "#8c613c", optimizer: "#6acc64",
     comm: "#d65f5f", other: "#797979",
+    // the host's own work (HostSpan phases: train/step.cpp, train/trainer.cpp)
+    data: "#8172b3", "host wait": "#937860", checkpoint: "#da8bc3",
   };
+  // Lanes top to bottom: the step's course, the host's work where it falls in it.
+  const LANE_ORDER = ["data", "forward", "recompute", "backward", "comm", "optimizer", "other",
+                      "host wait", "checkpoint"];
   const LEDGER_COLOR = {
     parameters: "#4878d0", master_weights: "#82c6e2", optimizer_moments: "#6acc64",
     gradients: "#ee854a", saved_activations: "#d65f5f", temporaries: "#956cb4",
@@ -52,6 +61,11 @@
     let i = 0;
     while (Math.abs(v) >= 1000 && i < p.length - 1) { v /= 1000; i++; }
     return (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3)) + " " + p[i] + unit;
+  }
+  // A gradient norm, "—" where there is none (not measured, or no gradient reached the node).
+  function gradNorm(v) {
+    if (v === null || v === undefined) return "—";
+    return v !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e4) ? v.toExponential(2) : v.toPrecision(3);
   }
   function mib(b) { return (b / 1048576).toFixed(b < 10485760 ? 2 : 1) + " MiB"; }
   function us(t) { return t >= 1000 ? (t / 1000).toFixed(2) + " ms" : t.toFixed(1) + " µs"; }
@@ -90,7 +104,13 @@
 
   const D = JSON.parse(document.getElementById("glass-data").textContent);
   const launches = D.launches;
-  const stepEnd = launches.reduce((m, l) => Math.max(m, l.start + l.dur), 0) || 1;
+  const hostSpans = D.host_spans || [];
+  // The step: its launches and the host work inside it (reading its batch, waiting for it); host
+  // work after it (writing a checkpoint) extends the timeline to fullEnd.
+  const AFTER_STEP = ["checkpoint"];
+  const endOf = (xs) => xs.reduce((m, l) => Math.max(m, l.start + l.dur), 0);
+  const stepEnd = endOf(launches.concat(hostSpans.filter((h) => !AFTER_STEP.includes(h.phase)))) || 1;
+  const fullEnd = Math.max(stepEnd, endOf(hostSpans));
   const launchesOfNode = new Map();
   launches.forEach((l, i) => {
     if (l.node < 0) return;
@@ -155,14 +175,18 @@
       "Look at the holes first (hatched: the host ran no kernel), then the longest boxes. " +
       "Wheel: zoom, drag: pan, click a box: its node's launches (and the node in the tape).");
     const phases = [];
-    for (const l of launches) if (!phases.includes(l.phase)) phases.push(l.phase);
-    const order = ["forward", "recompute", "backward", "comm", "optimizer", "other"];
-    phases.sort((a, b) => order.indexOf(a) - order.indexOf(b));
+    for (const l of launches.concat(hostSpans)) if (!phases.includes(l.phase)) phases.push(l.phase);
+    const rank = (p) => (LANE_ORDER.indexOf(p) + LANE_ORDER.length + 1) % (LANE_ORDER.length + 1);
+    phases.sort((a, b) => rank(a) - rank(b));
     const lanes = phases.concat(["host gaps"]);
     const W = 1180, left = 90, laneH = 26, top = 8;
     const H = top + lanes.length * laneH + 24;
     const ctl = el("div", { class: "controls" }, s);
-    const reset = el("button", {}, ctl, "reset zoom");
+    const reset = el("button", {}, ctl, "reset zoom (the step)");
+    const after = hostSpans.filter((h) => AFTER_STEP.includes(h.phase)).map((h) => h.name);
+    const whole = fullEnd > stepEnd
+      ? el("button", {}, ctl, "zoom out to the host work after the step (" + [...new Set(after)].join(", ") + ")")
+      : null;
     const legend = el("span", { class: "legend" }, ctl);
     for (const p of phases) {
       const sp = el("span", {}, legend);
@@ -192,12 +216,28 @@
       if (a - end > stepEnd * 0.005) gaps.push([end, a]);
       end = Math.max(end, b);
     }
+    if (fullEnd - end > stepEnd * 0.005) gaps.push([end, fullEnd]);
     const gapRects = gaps.map(([a, b]) => {
       const r = sv("rect", { class: "gap", y: top + phases.length * laneH + 3, height: laneH - 6 }, plot);
+      const during = hostSpans.filter((h) => h.start < b && h.start + h.dur > a).map((h) => h.name);
       hover(r, "host gap: " + us(b - a) + " without a kernel (" +
-        (100 * (b - a) / stepEnd).toFixed(1) + "% of the step): the host preparing, waiting or " +
-        "launching");
+        (a >= stepEnd - 1e-9 ? "after the step" : (100 * (b - a) / stepEnd).toFixed(1) + "% of the step") + "): " +
+        (during.length ? "the host was busy with " + [...new Set(during)].join(", ") +
+                         " (see its bands)" : "the host preparing, waiting or launching"));
       return [r, a, b];
+    });
+    // The host's own work: a labelled band per span, on its phase's lane.
+    const spanBands = hostSpans.map((h, i) => {
+      const k = phases.indexOf(h.phase);
+      const g = sv("g", { class: "hostspan", "data-host-span": i, "data-phase": h.phase }, plot);
+      const r = sv("rect", { y: top + k * laneH + 3, height: laneH - 6,
+                             fill: PHASE_COLOR[h.phase] || "#999" }, g);
+      const t = sv("text", { class: "band-label", y: top + k * laneH + laneH / 2 + 4 }, g, h.name);
+      hover(g, h.name + "  (" + h.phase + ", host work: no kernel launched by it)\nstart " +
+        us(h.start) + ", duration " + us(h.dur) + (AFTER_STEP.includes(h.phase)
+          ? ", after the step (" + us(stepEnd) + " long)"
+          : " = " + (100 * h.dur / stepEnd).toFixed(1) + "% of the step"));
+      return [r, t, h];
     });
     launches.forEach((l, i) => {
       const k = phases.indexOf(l.phase);
@@ -216,6 +256,22 @@
       for (const [r, a, b] of gapRects) {
         r.setAttribute("x", Math.max(left, x(a)));
         r.setAttribute("width", Math.max(0, Math.min(W, x(b)) - Math.max(left, x(a))));
+      }
+      for (const [r, t, h] of spanBands) {
+        // A band outside the view stays as a sliver at the edge it lies beyond, its label saying
+        // where it is; inside, the label goes in the band where it fits, else just right of it.
+        const a = x(h.start), b = x(h.start + h.dur), beyond = a > W ? 1 : b < left ? -1 : 0;
+        const x0 = beyond > 0 ? W - 4 : Math.max(left, a);
+        const x1 = beyond < 0 ? left + 4 : Math.min(W, b);
+        r.setAttribute("x", x0);
+        r.setAttribute("width", Math.max(2, x1 - x0));
+        const label = beyond > 0 ? h.name + " (" + us(h.dur) + ", later) →"
+                    : beyond < 0 ? h.name + " (earlier) ←"
+                    : b > W + 1 ? h.name + " (" + us(h.dur) + ") →" : h.name;
+        t.textContent = label;
+        const w = 6.2 * label.length, fits = !beyond && x1 - x0 >= w + 6;
+        t.setAttribute("x", fits ? x0 + 3 : beyond > 0 ? W - 8 - w : Math.min(W - w, x1 + 3));
+        t.setAttribute("class", "band-label" + (fits ? " inside" : ""));
       }
       axis.textContent = "";
       const span = view[1] - view[0], step = tickStep(span, 8, false), label = timeTicks(step);
@@ -243,6 +299,7 @@
     });
     svg.addEventListener("click", () => select(null));
     reset.addEventListener("click", () => { view = [0, stepEnd]; draw(); });
+    if (whole) whole.addEventListener("click", () => { view = [0, fullEnd]; draw(); });
     draw();
   }
 
@@ -298,7 +355,7 @@
         const l = layer.get(u.key);
         (rows[l] = rows[l] || []).push(u);
       }
-      const bw = 132, bh = 34, gx = 26, gy = 10;
+      const bw = 132, bh = 46, gx = 26, gy = 10;
       const tallest = rows.reduce((m, r) => Math.max(m, r ? r.length : 0), 0);
       const bandH = tallest * (bh + gy) + 10;
       const W = rows.length * (bw + gx) + 20, H = 2 * bandH + 40;
@@ -339,6 +396,10 @@
           sv("text", { x: 4, y: 13 }, g, title.length > 22 ? title.slice(0, 21) + "…" : title);
           const sub = u.group === null ? n.shape : "click to expand";
           sv("text", { x: 4, y: 27, fill: "#555" }, g, sub.length > 24 ? sub.slice(0, 23) + "…" : sub);
+          if (u.group === null) {
+            g.setAttribute("data-grad-norm", n.grad_norm === null ? "" : n.grad_norm);
+            sv("text", { x: 4, y: 40, class: "gnorm" }, g, "|∂out| " + gradNorm(n.grad_norm));
+          }
           for (const m of u.nodes) {
             if (!nodeBoxes.has(m.id)) nodeBoxes.set(m.id, []);
             nodeBoxes.get(m.id).push(g);
@@ -354,6 +415,8 @@
               "\nmodule " + (n.module || "-") + "\ncreated at " + (n.site || "-") +
               "\ninputs " + n.inputs.map((i) => typeof i === "number" ? "#" + i + " " + (byId.get(i) || {}).op : i).join(", ") +
               "\nsaved for backward " + mib(n.saved_bytes) +
+              "\ngradient norm |∂loss/∂out|₂ after backward: " + gradNorm(n.grad_norm) +
+              (n.grad_norm === null ? " (none measured, or no gradient reached it)" : "") +
               "\n" + ls.length + " launch(es) in " + phase + ", " + us(t) +
               (ls.length ? ": " + ls.map((i) => launches[i].kernel).join(", ") : "");
           });
@@ -423,7 +486,7 @@
       sp.appendChild(document.createTextNode(LEDGER_LABEL[c]));
     }
     const P0 = frame(s, 1180, 320, [0, stepEnd / 1000], [0, top / 1048576 * 1.08], false, false,
-                     "ms since the step's first launch", "MiB");
+                     "ms since the step began (the timeline's zero)", "MiB");
     const P = Object.assign({}, P0, { X: (t) => P0.X(t / 1000) });  // launch times are in µs
     const t = (i) => launches[i].start + launches[i].dur;
     const base = new Array(n).fill(0);

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/emu/cublas/cublas_v2.h"
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/cublas/cublas_v2.h"
+#include "emucuda/runtime/runtime.h"
 
 namespace glass::emu::cublas {
 

@@ -1,4 +1,4 @@
-// The emulated cuBLASLt (engine/emu/cublas/cublasLt.h) against a naive column-major reference
+// The emulated cuBLASLt (emucuda/cublas/cublasLt.h) against a naive column-major reference
 // written here in double: every epilogue the engine uses, f32 and bf16 data, TF32 rounding,
 // transposes, padded leading dimensions, strided batches, and the argument checks that must fail
 // as they fail on a GPU (and leave D untouched).
@@ -9,8 +9,8 @@
 #include <limits>
 #include <utility>
 
+#include "emucuda/cublas/cublasLt.h"
 #include "engine/dtype.h"
-#include "engine/emu/cublas/cublasLt.h"
 #include "tests/emu_cublas/emu_cublas_test.h"
 #include "tests/testing.h"
 

@@ -1,12 +1,12 @@
-#include "engine/emu/runtime/streams.h"
+#include "emucuda/runtime/streams.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <map>
 
-#include "engine/emu/runtime/capture.h"
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/capture.h"
+#include "emucuda/runtime/runtime.h"
 
 // cudaStream_t is a pointer to this (an incomplete type in the CUDA headers).
 struct CUstream_st {

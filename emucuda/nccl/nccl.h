@@ -3,7 +3,7 @@
 //
 // A source compiled for emu includes it in place of the real header:
 //   #if defined(GLASS_EMU)
-//   #include "engine/emu/nccl/nccl.h"
+//   #include "emucuda/nccl/nccl.h"
 //   #else
 //   #include <nccl.h>
 //   #endif
@@ -15,8 +15,9 @@
 //   by the id), and the ranks given must be 0..nranks-1;
 // - arguments are checked as NCCL checks them, before anything moves: a null or destroyed
 //   communicator, a null buffer with count > 0, an unknown datatype or op, a root outside
-//   [0, nranks) is ncclInvalidArgument; a datatype this emulation does not carry (16-bit and
-//   8-bit floats) is ncclInvalidArgument too, which real NCCL would accept;
+//   [0, nranks) is ncclInvalidArgument; a datatype this emulation does not carry is
+//   ncclInvalidArgument too, which real NCCL would accept: 8-bit floats, and 16-bit floats in the
+//   reductions (ncclBroadcast and ncclAllGather move them bit for bit);
 // - ncclAvg is the sum divided by nranks; in-place operation when sendbuff == recvbuff;
 // - ncclReduceScatter (recvcount elements per rank, sendbuff holds nranks * recvcount) and
 //   ncclAllGather (sendcount per rank, recvbuff holds nranks * sendcount) are in place when the

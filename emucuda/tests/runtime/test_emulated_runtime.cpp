@@ -1,9 +1,9 @@
-// The emulated CUDA runtime (engine/emu/runtime) against CUDA's documented semantics: work on a
+// The emulated CUDA runtime (emucuda/runtime) against CUDA's documented semantics: work on a
 // stream is deferred and runs in stream order; events order streams; the legacy default stream
 // waits for blocking streams but not for non-blocking ones; launches over a limit fail as on the
 // GPU; several emulated GPUs; the stream checks report a host read racing a queued write and a
 // free of a block a queued operation still uses. The suite runs with GLASS_EMU_GPUS=2 and
-// GLASS_EMU_STREAM_CHECK=1 (tests/CMakeLists.txt).
+// GLASS_EMU_STREAM_CHECK=1 (environment.cpp).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 #include <cstring>
 #include <thread>
 
+#include "emucuda/runtime/kernel_trampoline.h"
+#include "emucuda/runtime/runtime.h"
+#include "emucuda/tests/runtime/gate.h"
 #include "engine/emu/device_limits.h"
-#include "engine/emu/runtime/kernel_trampoline.h"
-#include "engine/emu/runtime/runtime.h"
-#include "tests/cuda_runtime/gate.h"
 
 namespace glass {
 namespace {

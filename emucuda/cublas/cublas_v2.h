@@ -3,7 +3,7 @@
 //
 // A .cu file includes it in place of the real header when compiled for emu:
 //   #if defined(GLASS_EMU)
-//   #include "engine/emu/cublas/cublas_v2.h"
+//   #include "emucuda/cublas/cublas_v2.h"
 //   #else
 //   #include <cublas_v2.h>
 //   #endif

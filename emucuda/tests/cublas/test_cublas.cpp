@@ -1,10 +1,10 @@
-// The emulated cuBLAS (engine/emu/cublas) against a naive column-major GEMM written here: every op
+// The emulated cuBLAS (emucuda/cublas) against a naive column-major GEMM written here: every op
 // combination, odd sizes, padded leading dimensions, strided batches (stride 0 included), the
 // alpha/beta special cases, and the argument checks that must fail as they fail on a GPU.
 #include <cmath>
 #include <limits>
 
-#include "engine/emu/cublas/cublas_v2.h"
+#include "emucuda/cublas/cublas_v2.h"
 #include "tests/emu_cublas/emu_cublas_test.h"
 #include "tests/testing.h"
 

@@ -48,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/emu/cublas/cublas_v2.h"
+#include "emucuda/cublas/cublas_v2.h"
 
 // Macros for the emulator's own symbols, so the real libcublasLt stays free (cublas_v2.h says why).
 #define cublasLtContext glass_emu_cublasLtContext

@@ -34,7 +34,7 @@
 
 #include <vector>
 
-#include "engine/emu/runtime/streams.h"
+#include "emucuda/runtime/streams.h"
 
 namespace glass::emu::runtime {
 

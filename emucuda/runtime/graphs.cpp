@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/emu/runtime/capture.h"
+#include "emucuda/runtime/capture.h"
 
 // cudaGraph_t and cudaGraphExec_t point to these (incomplete types in the CUDA headers): the
 // captured operations in the order the host issued them, each with its branch and the nodes it

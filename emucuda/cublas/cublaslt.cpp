@@ -13,9 +13,9 @@
 #include <new>
 #include <vector>
 
+#include "emucuda/cublas/cublasLt.h"
+#include "emucuda/cublas/stream_order.h"
 #include "engine/dtype.h"  // bf16: the storage type and its round-to-nearest-even conversion
-#include "engine/emu/cublas/cublasLt.h"
-#include "engine/emu/cublas/stream_order.h"
 
 struct cublasLtContext {
   bool stream_ordered = false;  // products queued on the stream of the emulated CUDA runtime

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 
 namespace glass::testing {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "emucuda/runtime/runtime.h"
 #include "engine/emu/launch.h"
-#include "engine/emu/runtime/runtime.h"
 
 namespace glass::emu::runtime {
 

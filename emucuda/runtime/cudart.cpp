@@ -10,11 +10,11 @@
 #include <set>
 #include <string>
 
+#include "emucuda/runtime/capture.h"
+#include "emucuda/runtime/runtime.h"
+#include "emucuda/runtime/streams.h"
 #include "engine/emu/device_limits.h"
 #include "engine/emu/memory.h"
-#include "engine/emu/runtime/capture.h"
-#include "engine/emu/runtime/runtime.h"
-#include "engine/emu/runtime/streams.h"
 #include "engine/emu/shared_memory_limits.h"
 #include "engine/emu/static_shared.h"
 

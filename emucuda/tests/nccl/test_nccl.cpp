@@ -1,7 +1,7 @@
 // The emulated NCCL called directly, as comm/nccl_communicator.cpp calls it: bootstrap with an id
 // broadcast over MPI, NCCL's answers to wrong arguments, groups, and ncclAvg; ncclReduceScatter and
 // ncclAllGather: their argument checks, in-place and out-of-place results, and (on the emulated
-// CUDA runtime) their order on a stream.
+// CUDA runtime) their order on a stream. Runs as both ranks of `mpirun -np 2` (main.cpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 #include "engine/mpi_runtime.h"
 
 namespace {
@@ -100,7 +100,9 @@ TEST(EmuNccl, ReduceScatterAndAllGatherCheckTheirArgumentsAsNcclDoes) {
             ncclInvalidArgument);
   EXPECT_EQ(ncclReduceScatter(x.data(), y.data(), 3, ncclFloat32, ncclNumOps, comm, nullptr),
             ncclInvalidArgument);
-  EXPECT_EQ(ncclAllGather(y.data(), x.data(), 3, ncclBfloat16, comm, nullptr), ncclInvalidArgument);
+  // 16-bit floats are moved (ZeRO-1 gathers bf16 weights) but not reduced by this emulation.
+  EXPECT_EQ(ncclReduceScatter(x.data(), y.data(), 3, ncclBfloat16, ncclSum, comm, nullptr),
+            ncclInvalidArgument);
   EXPECT_EQ(ncclAllGather(nullptr, x.data(), 3, ncclFloat32, comm, nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclAllGather(y.data(), x.data(), 3, ncclFloat32, nullptr, nullptr),
             ncclInvalidArgument);
@@ -114,6 +116,23 @@ TEST(EmuNccl, ReduceScatterAndAllGatherCheckTheirArgumentsAsNcclDoes) {
             ncclSuccess);
   EXPECT_EQ(ncclReduceScatter(x.data(), mine, 3, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
   EXPECT_EQ(ncclAllGather(mine, x.data(), 3, ncclFloat32, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// bf16 (and f16) travel as 16-bit words: every rank gets each rank's bits, NaN patterns included.
+TEST(EmuNccl, AllGatherAndBroadcastMove16BitFloatsBitForBit) {
+  ncclComm_t comm = make_comm();
+  const int n = glass::mpi::world_size(), rank = glass::mpi::world_rank();
+  auto word = [](int r, int i) { return static_cast<uint16_t>(0x7FC1 + 0x100 * r + i); };
+  std::vector<uint16_t> x(static_cast<size_t>(3 * n), 0);
+  for (int i = 0; i < 3; ++i) x[static_cast<size_t>(3 * rank + i)] = word(rank, i);
+  ASSERT_EQ(ncclAllGather(x.data() + 3 * rank, x.data(), 3, ncclBfloat16, comm, nullptr),
+            ncclSuccess);
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(x[static_cast<size_t>(3 * r + i)], word(r, i));
+  std::vector<uint16_t> b(2, rank == 0 ? 0xBEEF : 0);
+  ASSERT_EQ(ncclBroadcast(b.data(), b.data(), 2, ncclFloat16, 0, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(b, std::vector<uint16_t>(2, 0xBEEF));
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 

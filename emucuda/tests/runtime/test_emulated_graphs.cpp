@@ -1,4 +1,4 @@
-// Stream capture and CUDA graphs of the emulated CUDA runtime (engine/emu/runtime/capture.h)
+// Stream capture and CUDA graphs of the emulated CUDA runtime (emucuda/runtime/capture.h)
 // against CUDA's documented semantics: a capturing stream runs nothing, each cudaGraphLaunch runs
 // the captured work again in order with the arguments it was captured with, a stream that waits
 // for an event of a capture is forked into it and must be joined back before the capture ends,
@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "emucuda/runtime/kernel_trampoline.h"
+#include "emucuda/runtime/runtime.h"
 #include "engine/emu/builtins.h"
-#include "engine/emu/runtime/kernel_trampoline.h"
-#include "engine/emu/runtime/runtime.h"
 
 namespace glass {
 namespace {

@@ -3,7 +3,7 @@
 //
 // Nothing here knows about glass tensors: like the real library it sees raw pointers, counts,
 // datatypes and a communicator.
-#include "engine/emu/nccl/nccl.h"
+#include "emucuda/nccl/nccl.h"
 
 #include <atomic>
 #include <climits>
@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 #include "engine/mpi_runtime.h"
 
 struct ncclComm {
@@ -59,6 +59,13 @@ MPI_Datatype mpi_type(ncclDataType_t t) {
     default:
       return MPI_DATATYPE_NULL;
   }
+}
+
+// What carries a datatype in a collective that only moves it (broadcast, all-gather): the 16-bit
+// floats travel as 16-bit words, which MPI copies bit for bit. A reduction of them is refused
+// (mpi_type has none): this emulation adds only what MPI adds natively.
+MPI_Datatype mpi_carrier(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclBfloat16 ? MPI_UINT16_T : mpi_type(t);
 }
 
 MPI_Op mpi_op(ncclRedOp_t op) {
@@ -108,17 +115,19 @@ void divide_by(void* data, size_t count, ncclDataType_t t, int n) {
 
 size_t type_size(ncclDataType_t t) {
   int bytes = 0;
-  MPI_Type_size(mpi_type(t), &bytes);
+  MPI_Type_size(mpi_carrier(t), &bytes);
   return static_cast<size_t>(bytes);
 }
 
 bool usable(const ncclComm* comm) { return comm != nullptr && comm->mpi != MPI_COMM_NULL; }
 
-// What every collective checks before anything moves.
+// What every collective checks before anything moves. `moves_only`: broadcast and all-gather,
+// which also carry the 16-bit floats (mpi_carrier).
 ncclResult_t check_buffers(const void* sendbuff, const void* recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclComm_t comm) {
+                           ncclDataType_t datatype, ncclComm_t comm, bool moves_only = false) {
   if (!usable(comm)) return ncclInvalidArgument;
-  if (mpi_type(datatype) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  if ((moves_only ? mpi_carrier(datatype) : mpi_type(datatype)) == MPI_DATATYPE_NULL)
+    return ncclInvalidArgument;
   if (count > static_cast<size_t>(INT_MAX)) return ncclInvalidArgument;  // MPI counts are int
   if (count > 0 && (sendbuff == nullptr || recvbuff == nullptr)) return ncclInvalidArgument;
   return ncclSuccess;
@@ -328,15 +337,16 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream) {
   // Only the root reads sendbuff; the others may pass null.
   const void* send = usable(comm) && comm->rank == root ? sendbuff : recvbuff;
-  if (const ncclResult_t r = check_buffers(send, recvbuff, count, datatype, comm); r) return r;
+  if (const ncclResult_t r = check_buffers(send, recvbuff, count, datatype, comm, true); r)
+    return r;
   if (root < 0 || root >= comm->nranks) return ncclInvalidArgument;
   return run_or_defer([=] {
     return run_on_stream(comm, stream, "ncclBroadcast", {{send, false}, {recvbuff, true}}, [=] {
       return run_collective(comm, [&] {
         if (send != recvbuff && count > 0) std::memcpy(recvbuff, send, count * type_size(datatype));
         MPI_Request request;
-        const int started = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root,
-                                       comm->mpi, &request);
+        const int started = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_carrier(datatype),
+                                       root, comm->mpi, &request);
         return finish(comm, request, started, "ncclBroadcast");
       });
     });
@@ -379,7 +389,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  if (const ncclResult_t r = check_buffers(sendbuff, recvbuff, sendcount, datatype, comm); r)
+  if (const ncclResult_t r = check_buffers(sendbuff, recvbuff, sendcount, datatype, comm, true); r)
     return r;
   if (sendcount * static_cast<size_t>(comm->nranks) > static_cast<size_t>(INT_MAX))
     return ncclInvalidArgument;
@@ -392,8 +402,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
         MPI_Request request;
         const void* send = where == Placement::in_place ? MPI_IN_PLACE : sendbuff;
         const int started =
-            MPI_Iallgather(send, static_cast<int>(sendcount), mpi_type(datatype), recvbuff,
-                           static_cast<int>(sendcount), mpi_type(datatype), comm->mpi, &request);
+            MPI_Iallgather(send, static_cast<int>(sendcount), mpi_carrier(datatype), recvbuff,
+                           static_cast<int>(sendcount), mpi_carrier(datatype), comm->mpi, &request);
         return finish(comm, request, started, "ncclAllGather");
       });
     });

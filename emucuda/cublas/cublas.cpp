@@ -5,7 +5,7 @@
 // dimensions and raw pointers, and emu device memory is host memory that OpenBLAS reads directly.
 // The Ex calls with bf16 operands convert them exactly to f32 (compact column-major copies), run
 // the same f32 GEMM, and round a bf16 C once (glass::bf16, round to nearest even).
-#include "engine/emu/cublas/cublas_v2.h"
+#include "emucuda/cublas/cublas_v2.h"
 
 #include <cblas.h>
 
@@ -17,7 +17,7 @@
 
 #include "engine/dtype.h"
 
-#include "engine/emu/cublas/stream_order.h"
+#include "emucuda/cublas/stream_order.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the default stream until cublasSetStream

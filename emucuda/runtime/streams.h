@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/emu/runtime/runtime.h"
+#include "emucuda/runtime/runtime.h"
 
 namespace glass::emu::runtime {
 
