@@ -13,6 +13,7 @@
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "engine/device_runtime.h"
 #include "kernels/backend.h"
 
 namespace glass {
@@ -79,7 +80,7 @@ AttentionKernel resolve_attention_kernel(AttentionKernel kernel, Device device, 
                                          int64_t head_dim) {
   if (kernel != AttentionKernel::automatic && kernel != AttentionKernel::flash) return kernel;
   // cpu's flash kernel takes any head dim and dtype
-  if (!runs_cuda_kernels(device)) return AttentionKernel::flash;
+  if (!capabilities(device).cuda_kernels) return AttentionKernel::flash;
   if (dtype == DType::bf16 && kernels::flash_mma_head_dim_ok(head_dim))
     return AttentionKernel::flash_mma;
   // an explicit flash stays the CUDA-core kernel (which names the head dim it refuses)
@@ -92,14 +93,14 @@ void check_attention_kernel(AttentionKernel kernel, Device device, DType dtype, 
   const char* name = attention_kernel_name(kernel);
   switch (kernel) {
     case AttentionKernel::cudnn:
-      GLASS_CHECK(device.kind == DeviceKind::cuda, "cudnn attention runs on cuda only (not on {})",
-                  device.str());
+      GLASS_CHECK(capabilities(device).cudnn_attention,
+                  "cudnn attention runs on cuda only (not on {})", device.str());
       GLASS_CHECK(kernels::backend(device).cudnn_attention_forward != nullptr,
                   "cudnn attention is not built");
       return;
     case AttentionKernel::flash_simt:
     case AttentionKernel::flash_mma:
-      GLASS_CHECK(runs_cuda_kernels(device),
+      GLASS_CHECK(capabilities(device).cuda_kernels,
                   "{} attention runs on emu and cuda only (cpu: --attention flash or naive)", name);
       break;
     default:

@@ -13,6 +13,7 @@
 #include "autograd/creation_site.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "engine/device_runtime.h"
 #include "kernels/backend.h"
 
 namespace glass {
@@ -199,7 +200,7 @@ Tensor rebuild_gelu_output(const Tensor& x2, const Tensor& w_fc_t, const Tensor&
   const int64_t rows = pre.size(0), hidden = w_fc_t.size(1), aux_ld = pre.size(1);
   const LaunchContext& ctx = current_launch_context();
   LaunchScope scope(ctx.op, ctx.node_id, Phase::recompute, ctx.created_at);
-  if (pre.device().kind == DeviceKind::cpu) {
+  if (!capabilities(pre.device()).cuda_kernels) {
     const kernels::Backend& be = kernels::backend(pre);
     // pre's rows are padded to aux_ld only when 4C is not a multiple of 8: then a contiguous copy.
     Tensor in = pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset());

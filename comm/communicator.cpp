@@ -3,18 +3,17 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "autograd/ops.h"
 #include "comm/backends.h"
+#include "engine/device_runtime.h"
 #include "engine/launch.h"
 
 #if GLASS_HAS_MPI
 #include "engine/mpi_runtime.h"
-#endif
-#if GLASS_HAS_CUDA
-#include "engine/cuda/runtime.h"
-#include "engine/cuda/stream.h"
 #endif
 
 namespace glass::comm {
@@ -210,15 +209,18 @@ void Communicator::fail_after_time_out(
 void Communicator::join_calling_thread() { stream_->join_calling_thread(); }
 
 void Communicator::wait_for_current_stream(const std::string& what) {
-#if GLASS_HAS_CUDA
-  if (device_.kind != DeviceKind::cuda) return;
-  cuda::Event done;
-  done.record(cuda::current_stream());
+  // Only where the device has streams of its own: elsewhere the calling thread's work has
+  // finished when its launches returned.
+  const DeviceRuntime& runtime = runtime_for(device_);
+  if (!runtime.capabilities().native_streams) return;
+  const std::unique_ptr<void, std::function<void(void*)>> done(
+      runtime.record_event(runtime.current_stream()),
+      [&runtime](void* event) { runtime.release_event(event); });
   // Polls the event, sleeping between looks (at most 1 ms), until it completes or time runs out.
   auto finished = [&](std::chrono::duration<double> timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto nap = std::chrono::microseconds(20);
-    while (!done.done()) {
+    while (!runtime.event_done(done.get())) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(1000));
@@ -227,9 +229,6 @@ void Communicator::wait_for_current_stream(const std::string& what) {
   };
   if (finished(std::chrono::duration<double>(options_.timeout_s))) return;
   fail_after_time_out(what, finished);
-#else
-  (void)what;
-#endif
 }
 
 void Communicator::synchronize() {
@@ -268,9 +267,11 @@ std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions
 #if GLASS_HAS_MPI
   if (want == "auto" && mpi::world_size() == 1)
     return std::make_unique<LocalCommunicator>(device, options);
-  // mpi moves host memory: cpu's, and emu's (host memory behind device pointers).
-  if (want == "mpi" || (want == "auto" && device.kind == DeviceKind::cpu)) {
-    GLASS_CHECK(device.kind == DeviceKind::cpu || device.kind == DeviceKind::emu,
+  // mpi moves host memory: cpu's, and emu's (host memory behind device pointers). auto picks it
+  // for devices that do not run the CUDA kernels (cpu), and NCCL for those that do.
+  const Capabilities& can = capabilities(device);
+  if (want == "mpi" || (want == "auto" && !can.cuda_kernels)) {
+    GLASS_CHECK(can.host_memory,
                 "communicator: the mpi backend moves host memory; device {} has none",
                 device.str());
     return make_mpi_communicator(device, options);
@@ -293,11 +294,13 @@ std::unique_ptr<Communicator> make_communicator(Device device, const CommOptions
 }
 
 Device device_for_this_rank(Device device, bool index_given) {
-#if GLASS_HAS_MPI && GLASS_HAS_CUDA
-  if (device.kind == DeviceKind::cuda && !index_given && launched_by_mpirun() &&
+#if GLASS_HAS_MPI
+  // One device of several per rank: the rank's place on its host modulo the devices there.
+  const DeviceRuntime& runtime = runtime_for(device);
+  if (runtime.capabilities().several_devices && !index_given && launched_by_mpirun() &&
       mpi::world_size() > 1) {
-    const int gpus = cuda::device_count();
-    if (gpus > 0) return {DeviceKind::cuda, mpi::local_rank() % gpus};
+    const int devices = runtime.device_count();
+    if (devices > 0) return {device.kind, mpi::local_rank() % devices};
   }
 #else
   (void)index_given;

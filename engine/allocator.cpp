@@ -8,19 +8,11 @@
 #include <memory>
 
 #include "engine/device_memory.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "engine/out_of_memory.h"
-#if defined(GLASS_HAS_EMU)
-#include "engine/emu/memory.h"
-#include "engine/emu/settings.h"
-#endif
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/memory.h"
-#include "engine/cuda/runtime.h"
-#include "engine/cuda/stream.h"
-#endif
 
 namespace glass {
 
@@ -37,72 +29,47 @@ namespace {
                        .free = device_memory(device)});
 }
 
-// meta's addresses: from 2^62 up, in the order requested. Non-canonical on x86-64 (bits 47..63
-// differ), so that a host access faults at once; aligned to 256 bytes like cudaMalloc's (cuBLASLt's
-// heuristic sees the alignment of the pointers it is given, gemm_lt.cu).
-std::atomic<uint64_t> next_meta_address{uint64_t{1} << 62};
-void* meta_malloc(size_t bytes) {
-  const uint64_t size = (static_cast<uint64_t>(bytes) + 255) / 256 * 256;
-  return reinterpret_cast<void*>(next_meta_address.fetch_add(std::max<uint64_t>(size, 256)));
-}
+// The allocators of devices 0..kIndexedAllocators-1 of each kind, read without a lock; higher
+// indices are in a map under a mutex.
+constexpr int kIndexedAllocators = 16;
+std::atomic<Allocator*> indexed_allocators[kDeviceKinds][kIndexedAllocators];
 }  // namespace
 
-#if defined(GLASS_HAS_CUDA)
-// An engine/cuda Event on the heap, behind the opaque pointer.
-DeviceEvents::Event DeviceEvents::record(Stream stream) {
-  auto event = std::make_unique<cuda::Event>();
-  event->record(static_cast<cudaStream_t>(stream));
-  return event.release();
-}
+DeviceEvents::Event DeviceEvents::record(Stream stream) { return runtime->record_event(stream); }
+bool DeviceEvents::done(Event event) { return runtime->event_done(event); }
+void DeviceEvents::release(Event event) { runtime->release_event(event); }
 
-bool DeviceEvents::done(Event event) { return static_cast<cuda::Event*>(event)->done(); }
+Allocator::Allocator(Device d)
+    : device_(d),
+      runtime_(&runtime_for(d)),
+      small_blocks_(runtime_->capabilities().small_host_blocks),
+      free_(DeviceEvents{runtime_}) {}
 
-void DeviceEvents::release(Event event) { delete static_cast<cuda::Event*>(event); }
-#else
-namespace {
-[[noreturn]] void no_cuda() { fail("Allocator: this build of glass has no CUDA runtime"); }
-}  // namespace
-DeviceEvents::Event DeviceEvents::record(Stream) { no_cuda(); }
-bool DeviceEvents::done(Event) { no_cuda(); }
-void DeviceEvents::release(Event) { no_cuda(); }
-#endif
-
+// One per device, never destroyed: at exit a device's own runtime (the emulator's registry of
+// allocations, the CUDA context) may already be gone, and tensors kept in statics (cuBLAS
+// workspaces) outlive any static allocator.
 Allocator& Allocator::for_device(Device d) {
-  switch (d.kind) {
-    case DeviceKind::cpu: {
-      static Allocator cpu(kCPU);
-      return cpu;
+  const DeviceRuntime& runtime = runtime_for(d);  // names the device when it is not built in
+  runtime.require(d);  // cuda: the one clear error line when there is no such GPU; makes it current
+  const bool indexed = d.index >= 0 && d.index < kIndexedAllocators;
+  std::atomic<Allocator*>* slot =
+      indexed ? &indexed_allocators[static_cast<size_t>(d.kind)][d.index] : nullptr;
+  if (slot != nullptr)
+    if (Allocator* a = slot->load(std::memory_order_acquire)) return *a;
+  static std::mutex mu;
+  static auto* others = new std::map<std::pair<int, int>, Allocator*>;
+  const std::lock_guard lock(mu);
+  if (slot != nullptr) {
+    Allocator* a = slot->load(std::memory_order_relaxed);
+    if (a == nullptr) {
+      a = new Allocator(d);
+      slot->store(a, std::memory_order_release);
     }
-    case DeviceKind::emu: {
-#if defined(GLASS_HAS_EMU)
-      // Never destroyed: at exit the emulator's own registry of allocations may already be gone.
-      static Allocator* emu = new Allocator(kEmu);
-      return *emu;
-#else
-      break;
-#endif
-    }
-    case DeviceKind::cuda: {
-#if defined(GLASS_HAS_CUDA)
-      cuda::require_device(d.index);  // the one clear error line when there is no such GPU
-      // One per GPU, never destroyed: at exit the CUDA context may already be gone.
-      static std::mutex mu;
-      static auto* gpus = new std::map<int, Allocator*>;
-      const std::lock_guard lock(mu);
-      Allocator*& a = (*gpus)[d.index];
-      if (a == nullptr) a = new Allocator(d);
-      return *a;
-#else
-      break;
-#endif
-    }
-    case DeviceKind::meta: {
-      // Never destroyed, as emu's: tensors kept in statics (cuBLAS workspaces) outlive it.
-      static Allocator* meta = new Allocator(kMeta);
-      return *meta;
-    }
+    return *a;
   }
-  fail("Allocator: no allocator for device {}", d.str());
+  Allocator*& a = (*others)[{static_cast<int>(d.kind), d.index}];
+  if (a == nullptr) a = new Allocator(d);
+  return *a;
 }
 
 size_t Allocator::size_class(size_t bytes) {
@@ -116,70 +83,14 @@ size_t Allocator::class_of(size_t bytes) const {
   return small_block(bytes) ? SmallBlocks::size_class(bytes) : size_class(bytes);
 }
 
-void* Allocator::device_malloc(size_t bytes) {
-  switch (device_.kind) {
-    case DeviceKind::cpu:
-      // 64-byte alignment: a cache line, and what AVX-512 loads like.
-      return std::aligned_alloc(64, bytes);
-    case DeviceKind::emu:
-#if defined(GLASS_HAS_EMU)
-      // Host memory behind a device pointer: 256-byte aligned like cudaMalloc, fresh bytes 0xFF,
-      // red zones with GLASS_EMU_CHECK=1; at most GLASS_EMU_GPU_MEMORY bytes (emu/gpu_memory.h).
-      // It throws when full; report it like the cpu case.
-      try {
-        return glass::emu::device_malloc(bytes);
-      } catch (const glass::emu::OutOfDeviceMemory&) {
-        return nullptr;
-      }
-#else
-      break;
-#endif
-    case DeviceKind::cuda:
-#if defined(GLASS_HAS_CUDA)
-      return cuda::device_malloc(bytes);
-#else
-      break;
-#endif
-    case DeviceKind::meta:  // counted, never backed: there is no out of memory
-      return meta_malloc(bytes);
-  }
-  return nullptr;
-}
+// The device's own memory (engine/device_runtime.h): nullptr when it is out of memory.
+void* Allocator::device_malloc(size_t bytes) { return runtime_->device_malloc(device_, bytes); }
 
-void Allocator::device_free(void* p) {
-  switch (device_.kind) {
-    case DeviceKind::cpu:
-      std::free(p);
-      return;
-    case DeviceKind::emu:
-#if defined(GLASS_HAS_EMU)
-      glass::emu::device_free(p);
-#endif
-      return;
-    case DeviceKind::cuda:
-#if defined(GLASS_HAS_CUDA)
-      cuda::device_free(p);
-#endif
-      return;
-    case DeviceKind::meta:  // nothing was backed
-      return;
-  }
-}
+void Allocator::device_free(void* p) { runtime_->device_free(device_, p); }
 
-DeviceEvents::Stream Allocator::current_stream() const {
-#if defined(GLASS_HAS_CUDA)
-  if (device_.kind == DeviceKind::cuda) return cuda::current_stream();
-#endif
-  return nullptr;
-}
+DeviceEvents::Stream Allocator::current_stream() const { return runtime_->current_stream(); }
 
-bool Allocator::exact_sizes() const {
-#if defined(GLASS_HAS_EMU)
-  return device_.kind == DeviceKind::emu && glass::emu::settings().check_memory;
-#else
-  return false;
-#endif
-}
+bool Allocator::exact_sizes() const { return runtime_->exact_sizes(); }
 
 namespace {
 // PoolScope: the allocator and pool this thread's requests go to (one scope per thread at a time).
@@ -208,7 +119,7 @@ uint64_t Allocator::scoped_pool() const { return scope_allocator == this ? scope
 uint64_t Allocator::create_pool() {
   std::lock_guard lock(mu_);
   const uint64_t id = next_pool_++;
-  pools_[id];
+  pools_.try_emplace(id, runtime_);
   return id;
 }
 
@@ -348,9 +259,7 @@ void Allocator::release(void* ptr, size_t bytes) {
   }
   const size_t cls = size_class(bytes);
   stats_.allocated_bytes -= static_cast<int64_t>(cls);
-#if defined(GLASS_HAS_CUDA)
-  if (device_.kind == DeviceKind::cuda) cuda::check_block_release(ptr, cls, current_stream());
-#endif
+  runtime_->check_block_release(ptr, cls, current_stream());
   // A block freed inside a pool's scope becomes that pool's, wherever it came from; a pool's
   // block freed outside returns to its pool.
   uint64_t pool_id = scoped_pool();

@@ -63,11 +63,15 @@ struct AllocatorStats {
   int64_t pool_reserved_bytes = 0;  // of reserved_bytes, held by private pools (graphs)
 };
 
-// The events FreeBlocks asks for: CUDA events on `cuda`. On cpu and emu every block is freed and
-// taken on the null stream, so FreeBlocks never asks.
+class DeviceRuntime;
+
+// The events FreeBlocks asks for: the device runtime's (engine/device_runtime.h), CUDA events on
+// `cuda`. On devices without native streams every block is freed and taken on the null stream, so
+// FreeBlocks never asks.
 struct DeviceEvents {
   using Stream = void*;  // cudaStream_t on cuda, nullptr elsewhere
   using Event = void*;   // cudaEvent_t
+  const DeviceRuntime* runtime = nullptr;
   Event record(Stream stream);
   bool done(Event event);
   void release(Event event);
@@ -117,7 +121,7 @@ class Allocator {
   // the waste under 12.5% while letting repeated training steps hit the same classes.
   static size_t size_class(size_t bytes);
 
-  explicit Allocator(Device d) : device_(d) {}
+  explicit Allocator(Device d);  // throws naming `d` when its device is not built in
   ~Allocator();
 
  private:
@@ -129,18 +133,21 @@ class Allocator {
   void* adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size);  // nullptr: none
   uint64_t scoped_pool() const;           // this thread's PoolScope pool on this allocator, or 0
   bool exact_sizes() const;               // emu with red zones: no size classes, no cache
-  bool small_block(size_t bytes) const {  // served by small_ (cpu only)
-    return device_.kind == DeviceKind::cpu && SmallBlocks::serves(bytes);
+  bool small_block(size_t bytes) const {  // served by small_ (cpu only: small_host_blocks)
+    return small_blocks_ && SmallBlocks::serves(bytes);
   }
   void* allocate_small(size_t bytes);
 
   Device device_;
+  const DeviceRuntime* runtime_;  // device_'s (engine/device_runtime.h)
+  bool small_blocks_;             // its capabilities' small_host_blocks
   mutable std::mutex mu_;
   FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
   SmallBlocks small_;              // cpu's blocks of up to 1 KiB
   AllocatorStats stats_;
   std::unordered_set<void*> uncached_;  // live exact-size blocks (exact_sizes() when allocated)
   struct Pool {
+    explicit Pool(const DeviceRuntime* runtime) : free(DeviceEvents{runtime}) {}
     FreeBlocks<DeviceEvents> free;
     int64_t reserved_bytes = 0;
   };

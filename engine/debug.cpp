@@ -6,11 +6,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "engine/device_runtime.h"
 #include "engine/error.h"
-
-#if GLASS_HAS_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace {
 uint64_t g_break_hits = 0;  // atomic through the builtins below
@@ -87,16 +84,7 @@ bool breaks_on(const DebugSettings& s, const LaunchInfo& info) {
 
 // Waits for the device to finish the launch and turns a pending device error into an exception.
 // `cpu` and `emu` kernels have finished when launch_kernel returns and throw their own errors.
-void synchronize(const LaunchInfo& info) {
-#if GLASS_HAS_CUDA
-  if (info.device.kind == DeviceKind::cpu || info.device.kind == DeviceKind::emu) return;
-  cudaError_t err = cudaDeviceSynchronize();
-  if (err == cudaSuccess) err = cudaGetLastError();
-  GLASS_CHECK(err == cudaSuccess, "{}", cudaGetErrorString(err));
-#else
-  (void)info;
-#endif
-}
+void synchronize(const LaunchInfo& info) { runtime_for(info.device).synchronize_after_launch(); }
 
 // "kernel 'layernorm_backward' on cpu (op layernorm, node #12, backward, created at ...)"
 std::string launch_context(const LaunchInfo& info) {

@@ -4,11 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "engine/device_runtime.h"
 #include "engine/launch.h"
-
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/memory.h"
-#endif
 
 namespace glass {
 
@@ -22,21 +19,13 @@ auto& pending = *new std::map<std::string, std::vector<PendingFlag>>;
 }  // namespace
 
 Tensor new_device_flag(Device device) {
-  GLASS_CHECK(device.kind != DeviceKind::cpu, "new_device_flag: cpu kernels throw directly");
+  const DeviceRuntime& runtime = runtime_for(device);
+  GLASS_CHECK(runtime.capabilities().device_flags, "new_device_flag: {} kernels throw directly",
+              device.str());
   Tensor flag = Tensor::empty({1}, DType::i32, device);
-  switch (device.kind) {
-    case DeviceKind::cpu:
-    case DeviceKind::emu:  // emu device memory is host memory
-      std::memset(flag.raw_data(), 0, sizeof(int32_t));
-      break;
-    case DeviceKind::cuda:  // queued on the current stream: the host does not wait
-#if defined(GLASS_HAS_CUDA)
-      cuda::zero_async(flag.raw_data(), sizeof(int32_t));
-#endif
-      break;
-    case DeviceKind::meta:  // allocated (and counted) as on a GPU; nothing to zero
-      break;
-  }
+  // Queued after the work issued so far: the host does not wait (nothing to zero on meta, where
+  // the flag is only allocated and counted, as on a GPU).
+  runtime.zero(flag.raw_data(), sizeof(int32_t));
   return flag;
 }
 
@@ -63,8 +52,11 @@ std::vector<PendingFlag> pending_flags(Device device) {
 void check_device_flags(Device device) { read_to_host(device, {}, "check_device_flags"); }
 
 void read_to_host(Device device, std::span<const HostRead> reads, const char* what) {
-  if (device.kind == DeviceKind::cpu) {
-    for (const HostRead& r : reads) std::memcpy(r.dst, r.src, r.bytes);
+  const DeviceRuntime& runtime = runtime_for(device);
+  // Without device flags (cpu: its kernels throw directly) there is nothing pending to check and
+  // nothing to wait for.
+  if (!runtime.capabilities().device_flags) {
+    runtime.read_to_host(reads);
     return;
   }
   GLASS_CHECK(has_data(device) || reads.empty(),
@@ -84,21 +76,10 @@ void read_to_host(Device device, std::span<const HostRead> reads, const char* wh
   for (size_t i = 0; i < flags.size(); ++i)
     all.push_back({&values[i], flags[i].flag.raw_data(), sizeof(int32_t)});
   // 2. one synchronisation for all of them, counted before the host blocks (as the staging ring
-  //    counts its wait), so that whoever watches the count sees the wait begin
+  //    counts its wait), so that whoever watches the count sees the wait begin; on devices whose
+  //    memory is host memory the kernels have finished and the reads are memcpy
   note_host_sync(device, what);
-  switch (device.kind) {
-    case DeviceKind::cpu:
-    case DeviceKind::emu:  // emu device memory is host memory; its kernels have finished
-      for (const HostRead& r : all) std::memcpy(r.dst, r.src, r.bytes);
-      break;
-    case DeviceKind::meta:  // returned above: nothing to read
-      break;
-    case DeviceKind::cuda:
-#if defined(GLASS_HAS_CUDA)
-      cuda::copy_device_to_host(all);
-#endif
-      break;
-  }
+  runtime.read_to_host(all);
   // 3. the first raised flag, in the order the ops registered them
   for (size_t i = 0; i < flags.size(); ++i)
     if (values[i] != 0) fail("{}", flags[i].message(static_cast<int64_t>(kFlagBase - values[i])));

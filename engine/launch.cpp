@@ -6,11 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/device_runtime.h"
 #include "engine/error.h"
-
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/launch_timer.h"
-#endif
 
 namespace glass {
 
@@ -63,19 +60,15 @@ double now_us() {
       .count();
 }
 
-// Runs the kernel and stamps rec with when it ran: on the GPU's clock for a watched cuda launch.
+// Runs the kernel and stamps rec with when it ran: on the device's clock for a watched launch
+// where the device has one (cuda), else on the host's.
 void run_timed(const LaunchInfo& info, const std::function<void()>& kernel, bool watched,
                LaunchRecord& rec) {
-#if defined(GLASS_HAS_CUDA)
-  if (watched && info.device.kind == DeviceKind::cuda) {
-    const cuda::GpuSpan span = cuda::time_on_gpu(
-        static_cast<cudaStream_t>(info.native_stream), [&] { detail::run_debugged(info, kernel); },
-        now_us);
-    rec.start_us = span.start_us;
-    rec.end_us = span.end_us;
+  if (watched && runtime_for(info.device)
+                     .time_on_device(
+                         info.native_stream, [&] { detail::run_debugged(info, kernel); }, now_us,
+                         rec.start_us, rec.end_us))
     return;
-  }
-#endif
   rec.start_us = now_us();
   detail::run_debugged(info, kernel);
   rec.end_us = now_us();

@@ -3,14 +3,9 @@
 #include <atomic>
 #include <optional>
 
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/launch.h"
-
-#if GLASS_HAS_CUDA
-#include "engine/cuda/check.h"
-#include "engine/cuda/runtime.h"
-#include "engine/cuda/stream.h"
-#endif
 
 namespace glass {
 
@@ -47,16 +42,10 @@ namespace {
 std::atomic<int> next_stream_id{1};
 }  // namespace
 
-Stream::Stream(Device device) : device_(device), id_(next_stream_id++) {
-  if (device_.kind == DeviceKind::cuda) {
-#if GLASS_HAS_CUDA
-    // The CUDA stream belongs to the GPU current when it is made: this stream's own.
-    cuda::DeviceGuard on_gpu(device_.index);
-    cuda_ = std::make_shared<cuda::Stream>(id_);
-#else
-    fail("Stream on {}: this build of glass has no CUDA runtime", device_.str());
-#endif
-  }
+Stream::Stream(Device device)
+    : device_(device),
+      id_(next_stream_id++),
+      native_(runtime_for(device).make_stream(device, id_)) {
   queue_ = std::make_shared<Queue>();
   worker_ = std::thread([this] { run_worker(); });
 }
@@ -70,36 +59,20 @@ Stream::~Stream() {
   worker_.join();
 }
 
-void* Stream::native() const {
-#if GLASS_HAS_CUDA
-  if (cuda_) return cuda_->handle();
-#endif
-  return nullptr;
-}
-
-// The task's GPU work on cuda: it has finished when the CUDA stream is idle (throws the fault of
-// a kernel that failed). Nothing to wait for on host devices.
-static void wait_for_device_work(cuda::Stream* stream) {
-#if GLASS_HAS_CUDA
-  if (stream) stream->synchronize();
-#else
-  (void)stream;
-#endif
-}
+void* Stream::native() const { return native_ ? native_->handle() : nullptr; }
 
 void Stream::run_worker() {
-#if GLASS_HAS_CUDA
-  // The worker issues onto this stream's GPU and CUDA stream: NCCL set-up, collectives, kernels.
-  std::optional<cuda::StreamGuard> current;
-  if (cuda_) {
+  // The worker issues onto this stream's device and native stream: NCCL set-up, collectives,
+  // kernels.
+  std::shared_ptr<void> current;
+  if (native_) {
     try {
-      cuda::require_device(device_.index);
+      current = native_->make_current();
     } catch (...) {
-      // the constructor made a stream on this GPU, so it exists; a failure shows in the tasks
+      // the constructor made the native stream on this device, so it exists; a failure shows in
+      // the tasks
     }
-    current.emplace(*cuda_);
   }
-#endif
   Queue& q = *queue_;
   std::unique_lock lock(q.mu);
   for (;;) {
@@ -114,7 +87,9 @@ void Stream::run_worker() {
     if (!skip) {
       try {
         task();
-        wait_for_device_work(cuda_.get());
+        // The task's work on the native stream has finished when the stream is idle (throws
+        // the fault of a kernel that failed). Nothing to wait for on host devices.
+        if (native_) native_->synchronize();
       } catch (...) {
         error = std::current_exception();
       }
@@ -154,21 +129,14 @@ void Stream::wait(const Event& event) {
 }
 
 void Stream::wait_for_calling_thread() {
-#if GLASS_HAS_CUDA
-  if (cuda_) {
-    // The work already queued on this thread's current stream (engine/cuda/stream.h), e.g. the
-    // backward kernels that wrote a gradient, must finish before what is queued here next. The
-    // wait is issued now, on the caller's GPU, and covers everything issued onto native() after.
-    cuda::Event done;
-    done.record(cuda::current_stream());
-    cuda_->wait(done.handle());
-  }
-#endif
+  // The work already queued on this thread's current stream (engine/cuda/stream.h), e.g. the
+  // backward kernels that wrote a gradient, must finish before what is queued here next. The
+  // wait is issued now, on the caller's GPU, and covers everything issued onto native() after.
+  if (native_) native_->wait_for_calling_thread();
 }
 
 void Stream::issue_in_capture(const std::function<void()>& work) {
-#if GLASS_HAS_CUDA
-  GLASS_CHECK(cuda_ && capturing_graph(),
+  GLASS_CHECK(native_ && capturing_graph(),
               "Stream::issue_in_capture: stream {} on {} is not in a CUDA graph capture of the "
               "calling thread",
               id_, device_.str());
@@ -180,26 +148,14 @@ void Stream::issue_in_capture(const std::function<void()>& work) {
     queue_->cv.wait(lock, [&] { return queue_->tasks.empty() && !queue_->running; });
   }
   wait_for_calling_thread();  // the fork
-  const cuda::DeviceGuard on_gpu(device_.index);
-  const cuda::StreamGuard current(*cuda_);
+  const std::shared_ptr<void> current = native_->make_current();
   work();
-#else
-  (void)work;
-  fail("Stream::issue_in_capture on {}: this build of glass has no CUDA runtime", device_.str());
-#endif
 }
 
 void Stream::join_calling_thread() {
-#if GLASS_HAS_CUDA
-  GLASS_CHECK(cuda_ != nullptr, "Stream::join_calling_thread: stream {} on {} has no CUDA stream",
+  GLASS_CHECK(native_ != nullptr, "Stream::join_calling_thread: stream {} on {} has no CUDA stream",
               id_, device_.str());
-  cuda::Event done;
-  done.record(cuda_->handle());
-  GLASS_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done.handle(), 0),
-                   "Stream::join_calling_thread");
-#else
-  fail("Stream::join_calling_thread on {}: this build of glass has no CUDA runtime", device_.str());
-#endif
+  native_->join_calling_thread();
 }
 
 Event::Event() : state_(std::make_shared<State>()) {}

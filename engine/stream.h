@@ -3,8 +3,9 @@
 //
 // One mechanism on every device: a side stream is a worker thread that runs its queue in order,
 // and a task counts as done when everything it did has finished. On `cpu` and `emu` that is when
-// the task returns (a launch has finished when it returns). On `cuda` the stream also owns a CUDA
-// stream (engine/cuda/stream.h), made on the stream's own GPU whatever GPU the calling thread has
+// the task returns (a launch has finished when it returns). Where the device's runtime has native
+// streams (engine/device_runtime.h: `cuda`) the stream also owns one (a CUDA stream,
+// engine/cuda/stream.h), made on the stream's own GPU whatever GPU the calling thread has
 // current; a task issues asynchronous GPU work onto native() from the worker (on that GPU), and
 // the worker then waits for the CUDA stream before the task counts as done and its captures (the
 // tensors a collective reads and writes) are released. Launches made there carry the stream's id
@@ -27,11 +28,8 @@
 
 namespace glass {
 
-namespace cuda {
-class Stream;
-}
-
 class Event;
+class NativeStream;
 
 class Stream {
  public:
@@ -77,7 +75,9 @@ class Stream {
 
   Device device_;
   int id_;
-  std::shared_ptr<cuda::Stream> cuda_;  // on cuda: the CUDA stream the tasks issue onto
+  // Where the device has streams of its own (engine/device_runtime.h; a CUDA stream on cuda):
+  // the one the tasks issue onto. Null elsewhere.
+  std::shared_ptr<NativeStream> native_;
   std::shared_ptr<Queue> queue_;
   std::thread worker_;
 };

@@ -4,10 +4,8 @@
 
 #include "engine/allocator.h"
 #include "engine/device_flags.h"
+#include "engine/device_runtime.h"
 #include "engine/out_of_memory.h"
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/memory.h"
-#endif
 
 namespace glass {
 
@@ -63,19 +61,9 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
 void Tensor::copy_from_host(const void* src) const {
   GLASS_CHECK(is_contiguous(), "copy_from_host: tensor {} is not contiguous", describe());
   if (nbytes() == 0) return;  // memcpy with a null source is undefined even for 0 bytes
-  switch (device().kind) {
-    case DeviceKind::cpu:
-    case DeviceKind::emu:  // emu device memory is host memory
-      std::memcpy(raw_data(), src, nbytes());
-      break;
-    case DeviceKind::cuda:  // through a pinned staging ring, on the current stream, no wait
-#if defined(GLASS_HAS_CUDA)
-      cuda::copy_host_to_device(raw_data(), src, nbytes());
-#endif
-      break;
-    case DeviceKind::meta:  // no data to write: the values are dropped (a planned upload)
-      break;
-  }
+  // memcpy where device memory is host memory; on cuda through a pinned staging ring, on the
+  // current stream, no wait; on meta the values are dropped (a planned upload).
+  runtime_for(device()).copy_from_host(raw_data(), src, nbytes());
 }
 
 void Tensor::copy_to_host(void* dst) const {

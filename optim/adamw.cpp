@@ -1,5 +1,6 @@
 #include "optim/adamw.h"
 
+#include "engine/device_runtime.h"
 #include "kernels/backend.h"
 #include "kernels/optim_math.h"
 
@@ -35,7 +36,7 @@ kernels::AdamWParam AdamW::param_entry(size_t i) const {
 
 void AdamW::stage_scalars(int64_t step, double lr) {
   const Device device = params()[0].second.device();
-  if (!runs_cuda_kernels(device)) return;  // cpu reads the hyper-parameters on the host
+  if (!capabilities(device).device_scalars) return;  // cpu reads the hyper-parameters on the host
   std::vector<kernels::AdamWParam> all;
   for (size_t i = 0; i < params().size(); ++i) all.push_back(param_entry(i));
   const std::vector<float> table = kernels::adamw_scalar_table(all, hyper_of(options_, lr, step));
@@ -79,7 +80,7 @@ void AdamW::update(const std::vector<size_t>& with_grad) {
   kernels::AdamWHyper hyper = hyper_of(options_, lr(), step_count());
   hyper.finite = finite_;
   // The staged table has an entry per parameter: it serves when every parameter has a gradient.
-  if (with_grad.size() == params().size() && runs_cuda_kernels(batch[0].param.device())) {
+  if (with_grad.size() == params().size() && capabilities(batch[0].param.device()).device_scalars) {
     if (staged_step_ != step_count() || staged_lr_ != lr()) stage_scalars(step_count(), lr());
     hyper.scalars = scalars_;
   }

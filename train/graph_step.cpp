@@ -1,6 +1,7 @@
 #include "train/graph_step.h"
 
 #include "autograd/ops.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "train/micro_batches.h"
 
@@ -53,7 +54,7 @@ struct DeviceOffsets {
 }  // namespace
 
 GraphStep::GraphStep(Device device, Generator* rng) {
-  GLASS_CHECK(device.kind == DeviceKind::cuda,
+  GLASS_CHECK(capabilities(device).graphs,
               "--cuda-graph needs --device cuda, not {} (CUDA graphs are the CUDA runtime's; "
               "without a GPU, a build with -DGLASS_CUDA_RUNTIME=emu emulates them)",
               device.str());

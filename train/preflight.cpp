@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "engine/device.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,7 +30,7 @@ void make_meta_gemm_workspace() {
   matmul(Tensor::empty({8, 8}, DType::f32, kMeta), Tensor::empty({8, 8}, DType::f32, kMeta));
 }
 int64_t gemm_workspace_bytes(Device device) {
-  return runs_cuda_kernels(device) ? kernels::cuda::kGemmWorkspaceBytes : 0;
+  return capabilities(device).gemm_workspace ? kernels::cuda::kGemmWorkspaceBytes : 0;
 }
 
 int64_t planned_peak(const PreflightRun& run) {

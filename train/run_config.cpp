@@ -5,6 +5,7 @@
 #include <span>
 
 #include "comm/communicator.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "train/generate.h"
 
@@ -23,7 +24,7 @@ Device pick_device(const std::string& name) {
 // --dtype: "" is the device's default (bf16 on cuda, f32 elsewhere); every device has bf16 mixed
 // precision (on cpu: kernels/cpu/element.h).
 DType pick_dtype(const std::string& name, Device device) {
-  if (name.empty()) return device.kind == DeviceKind::cuda ? DType::bf16 : DType::f32;
+  if (name.empty()) return capabilities(device).bf16_by_default ? DType::bf16 : DType::f32;
   GLASS_CHECK(name == "f32" || name == "bf16", "--dtype {}: expected f32 or bf16", name);
   return name == "f32" ? DType::f32 : DType::bf16;
 }
@@ -278,7 +279,7 @@ RunConfig resolve(const TrainOptions& options) {
               "trained on it; plan a step with `roofline step` (samples/roofline) instead",
               run.device.str());
   // Refused on cpu, which has no TF32 GEMM: a flag that would change nothing there is a mistake.
-  GLASS_CHECK(!o.tf32 || runs_cuda_kernels(run.device),
+  GLASS_CHECK(!o.tf32 || capabilities(run.device).tf32,
               "--tf32 needs the TF32 GEMMs of the emu or cuda device; the cpu kernels are f32 (use "
               "--device emu, or drop --tf32)");
   run.dtype = pick_dtype(o.dtype, run.device);

@@ -9,6 +9,7 @@
 #include "comm/zero_adamw.h"
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
+#include "engine/device_runtime.h"
 #include "engine/launch.h"
 #include "engine/log.h"
 #include "kernels/backend.h"
@@ -54,7 +55,7 @@ Trainer::Trainer(const TrainOptions& options)
   const TrainOptions& o = run_.options;
   // The kernel ladders are emu's and cuda's: on cpu a (valid) selection would change nothing, and
   // a learner comparing rungs by step time should hear so rather than see equal times.
-  if (run_.device.kind == DeviceKind::cpu && std::getenv("GLASS_KERNEL_VARIANT") != nullptr)
+  if (!capabilities(run_.device).kernel_ladders && std::getenv("GLASS_KERNEL_VARIANT") != nullptr)
     log().warn(
         "GLASS_KERNEL_VARIANT selects rungs of the emu and cuda kernels; cpu runs its own "
         "kernels, so it changes nothing here");
@@ -185,7 +186,7 @@ void Trainer::preflight() {
   p.dtype = run_.dtype;
   // Meta plans the emu and cuda kernels: a cpu run and cuDNN's attention (which keeps what flash
   // attention keeps, the LSE) are planned with meta's own choice.
-  p.attention = runs_cuda_kernels(run_.device) && run_.attention != AttentionKernel::cudnn
+  p.attention = capabilities(run_.device).cuda_kernels && run_.attention != AttentionKernel::cudnn
                     ? attention_kernel_name(run_.attention)
                     : "auto";
   p.tf32 = o.tf32;
@@ -310,12 +311,12 @@ RunFacts Trainer::run_facts() const {
   f.peak_reserved_bytes = mem.peak_reserved_bytes;
   // The cost model's budget of this rank's step (train/gpt_cost.h), as this run runs it.
   const int64_t rows = o.batch / comm_->size();
-  const bool gpu_kernels = runs_cuda_kernels(run_.device);
+  const Capabilities& can = capabilities(run_.device);
   const GptMemoryBudget budget =
       gpt_memory_budget(config_, o.batch, o.seq_len, run_.dtype,
                         {.flash_attention = run_.attention != AttentionKernel::naive,
-                         .fused_classifier = gpu_kernels,
-                         .gemm_workspace = gpu_kernels,
+                         .fused_classifier = can.fused_classifier,
+                         .gemm_workspace = can.gemm_workspace,
                          .recompute = run_.recompute,
                          .world = comm_->size(),
                          .zero = o.zero});
@@ -412,10 +413,10 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(run_.device);
   mfu_ = with_recompute(
       gpt_mfu(config_, o.seq_len, peaks, peaks.bf16_flops > 0 ? run_.dtype : DType::f32), config_,
-      o.seq_len, run_.recompute, run_.device.kind != DeviceKind::cpu);
+      o.seq_len, run_.recompute, capabilities(run_.device).cuda_kernels);
   log().info("{}", mfu_->formula);
   // The host's peak counts every core; a run on fewer threads cannot reach it (docs/profiling.md).
-  if (run_.device.kind != DeviceKind::cuda)
+  if (capabilities(run_.device).kernels_on_host)
     log().info("MFU is against the peak of all {} cores; this run uses {} thread{}",
                kernels::cpu::hardware_peak().cores, threads_, threads_ == 1 ? "" : "s");
   if (step_ >= o.steps && !o.resume.empty())
