@@ -21,12 +21,14 @@ namespace {
 // the cache was given back; the rest comes from the launch context (engine/out_of_memory.h).
 [[noreturn]] void out_of_memory(Device device, size_t size, int64_t allocated,
                                 int64_t reserved_before, size_t largest_free) {
-  throw_out_of_memory({.device = device,
-                       .request_bytes = static_cast<int64_t>(size),
-                       .allocated_bytes = allocated,
-                       .reserved_bytes = reserved_before,
-                       .largest_free_block = static_cast<int64_t>(largest_free),
-                       .free = device_memory(device)});
+  OutOfMemoryFigures figures;
+  figures.device = device;
+  figures.request_bytes = static_cast<int64_t>(size);
+  figures.allocated_bytes = allocated;
+  figures.reserved_bytes = reserved_before;
+  figures.largest_free_block = static_cast<int64_t>(largest_free);
+  figures.free = device_memory(device);
+  throw_out_of_memory(figures);
 }
 
 // The allocators of devices 0..kIndexedAllocators-1 of each kind, read without a lock; higher

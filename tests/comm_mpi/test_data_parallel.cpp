@@ -379,9 +379,10 @@ void expect_consolidated_checkpoints(train::TrainOptions o, const std::string& n
     EXPECT_EQ(w, want) << "--zero " << zero;
   }
   c.barrier();
-  if (c.rank() == 0)
+  if (c.rank() == 0) {
     EXPECT_EQ(testing::file_bytes(dir + "_1.safetensors"),
               testing::file_bytes(dir + "_0.safetensors"));
+  }
   o.save.clear();
   // Checkpoints after step 2, sharded and not: the same weights and moments, bit for bit.
   o.steps = 2;
@@ -529,9 +530,10 @@ MeasuredRun measure_default_model(int zero, const LedgerCase& at = kF32OnCpu) {
       const double slack = static_cast<double>(t.data_parallel()->buckets().size());
       EXPECT_NEAR(8.0 * static_cast<double>(sharded->shard_numel()), m.budget.adam_bytes,
                   8.0 * slack);
-      if (at.dtype != DType::f32)
+      if (at.dtype != DType::f32) {
         EXPECT_NEAR(4.0 * static_cast<double>(sharded->shard_numel()), m.budget.master_bytes,
                     4.0 * slack);
+      }
     }
   }
   return m;

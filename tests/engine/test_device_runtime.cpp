@@ -94,7 +94,9 @@ TEST(DeviceRuntimes, CapabilitiesAgreeWithTheDeviceHeader) {
     EXPECT_EQ(c.holds_data, has_data(d)) << d.str();
     EXPECT_EQ(c.cuda_kernels, runs_cuda_kernels(d)) << d.str();
     // Memory the host reads directly has no native streams to order copies on.
-    if (c.host_memory) EXPECT_FALSE(c.native_streams) << d.str();
+    if (c.host_memory) {
+      EXPECT_FALSE(c.native_streams) << d.str();
+    }
   }
   EXPECT_FALSE(capabilities(kCPU).cuda_kernels);
   EXPECT_FALSE(capabilities(kCPU).device_flags);
