@@ -44,7 +44,10 @@ class CpuRuntime final : public HostMemoryRuntime {
   std::string hardware_name(Device) const override { return host_cpu_name(); }
 
   // 64-byte alignment: a cache line, and what AVX-512 loads like.
-  void* device_malloc(Device, size_t bytes) const override { return std::aligned_alloc(64, bytes); }
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  void* device_malloc(Device, size_t bytes) const override {
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
   void device_free(Device, void* ptr) const override { std::free(ptr); }
 
   // MemAvailable (what the kernel can give without swapping) of MemTotal.
@@ -63,7 +66,8 @@ class CpuRuntime final : public HostMemoryRuntime {
 }  // namespace
 
 const DeviceRuntime& cpu_runtime() {
-  static const CpuRuntime runtime;
+  // Never destroyed: tensors kept in statics are freed through it at exit.
+  static const CpuRuntime& runtime = *new CpuRuntime;
   return runtime;
 }
 

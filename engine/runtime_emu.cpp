@@ -53,7 +53,8 @@ class EmuRuntime final : public HostMemoryRuntime {
 }  // namespace
 
 const DeviceRuntime& emu_runtime() {
-  static const EmuRuntime runtime;
+  // Never destroyed: tensors kept in statics are freed through it at exit.
+  static const EmuRuntime& runtime = *new EmuRuntime;
   return runtime;
 }
 

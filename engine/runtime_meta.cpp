@@ -48,7 +48,8 @@ class MetaRuntime final : public DeviceRuntime {
 }  // namespace
 
 const DeviceRuntime& meta_runtime() {
-  static const MetaRuntime runtime;
+  // Never destroyed: tensors kept in statics are freed through it at exit.
+  static const MetaRuntime& runtime = *new MetaRuntime;
   return runtime;
 }
 

@@ -160,7 +160,8 @@ class CudaRuntime final : public DeviceRuntime {
 }  // namespace
 
 const DeviceRuntime& cuda_runtime() {
-  static const CudaRuntime runtime;
+  // Never destroyed: tensors kept in statics are freed through it at exit.
+  static const CudaRuntime& runtime = *new CudaRuntime;
   return runtime;
 }
 
