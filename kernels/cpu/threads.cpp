@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -143,7 +144,9 @@ class Pool {
     // Another application thread's loop owns the pool, or one thread: this loop runs alone.
     if (!lock.owns_lock() || threads_ <= 1) return run_serial(chunks, fn, ctx);
     const double start = now_s();
-    if (backoff_.serial_at(start)) {
+    if (backoff_.serial_at(start) ||
+        (backoff_.window_ended(start) && machine_oversubscribed_now())) {
+      if (!backoff_.serial_at(start)) backoff_.on_busy_wait(start);  // still busy: next window
       g_stats.serial_by_backoff.fetch_add(1, std::memory_order_relaxed);
       return run_serial(chunks, fn, ctx);
     }
@@ -337,26 +340,69 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s) 
   return descheduled_holder || absent_workers;
 }
 
-int runnable_threads_now() {
-  // /proc/loadavg: "0.52 0.58 0.59 3/412 12345": the fourth field is runnable/total scheduling
-  // entities, this thread included. One read() of a short file: a few microseconds.
-  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char text[128];
+// Reads a short /proc file into `text`; false where it is absent or unreadable.
+bool read_proc_file(const char* path, char (&text)[256]) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
   const ssize_t n = ::read(fd, text, sizeof text - 1);
   ::close(fd);
-  if (n <= 0) return -1;
+  if (n <= 0) return false;
   text[n] = '\0';
+  return true;
+}
+
+double cpu_stall_seconds_now() {
+  // "some avg10=0.37 avg60=7.60 avg300=19.60 total=29381802948": total in microseconds. The
+  // kernel adds the stall in progress when it is read, so two readings 1 ms apart are exact.
+  char text[256];
+  if (!read_proc_file("/proc/pressure/cpu", text)) return -1;
+  const char* total = std::strstr(text, "total=");
+  if (std::strncmp(text, "some", 4) != 0 || total == nullptr) return -1;
+  return static_cast<double>(std::strtoull(total + 6, nullptr, 10)) * 1e-6;
+}
+
+int runnable_threads_now() {
+  // "0.52 0.58 0.59 3/412 12345": the fourth field is runnable/total scheduling entities, this
+  // thread included. One read() of a short file: a few microseconds.
+  char text[256];
+  if (!read_proc_file("/proc/loadavg", text)) return -1;
   double l1, l5, l15;
   int runnable, total;
   return std::sscanf(text, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &runnable, &total) == 5 ? runnable
                                                                                         : -1;
 }
 
+double stall_share(double from_s, double stalled_from_s, double to_s, double stalled_to_s) {
+  const double interval = to_s - from_s;
+  if (interval < 1e-3 || interval > kStallWindowSeconds) return -1;
+  return std::clamp((stalled_to_s - stalled_from_s) / interval, 0.0, 1.0);
+}
+
 bool machine_oversubscribed_now() {
+  // The previous reading, shared by every caller (the pool's loops and tests).
+  static std::mutex mu;
+  static double last_time = -1e300, last_stalled = -1;
+  static bool verdict = false, last_over_cores = false;
   static const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const std::lock_guard lock(mu);
+  const double now = now_s();
+  if (const double stalled = cpu_stall_seconds_now(); stalled >= 0) {
+    // 1. the kernel's CPU pressure since the previous reading
+    const double share =
+        last_stalled >= 0 ? stall_share(last_time, last_stalled, now, stalled) : -1;
+    if (share < 0 && now - last_time < 1e-3) return verdict;  // too soon: the last word stands
+    verdict = share * static_cast<double>(cores) > kBusyWaitingCores;
+    last_time = now;
+    last_stalled = stalled;
+    return verdict;
+  }
+  // 2. no pressure file: runnable threads above the cores now and at the previous reading
   const int runnable = runnable_threads_now();
-  return runnable < 0 || runnable > cores;  // unknown: trust the loop's own evidence
+  const bool over_cores = runnable < 0 || runnable > cores;  // unknown: trust the loop's evidence
+  verdict = over_cores && last_over_cores && now - last_time <= kStallWindowSeconds;
+  last_over_cores = over_cores;
+  last_time = now;
+  return verdict;
 }
 
 void set_busy_backoff(bool enabled) { g_backoff_enabled.store(enabled); }

@@ -12,9 +12,10 @@
 // Waiting is short and adaptive: a worker spins for at most kSpinMicroseconds for the next loop
 // (loops of a training step follow each other within microseconds), then sleeps on a futex. When
 // a worker that holds a chunk was descheduled, or no worker shows up at all (the machine is busy:
-// loop_means_busy, confirmed by the machine's count of runnable threads), the next loops run on the
-// calling thread alone for a back-off window, doubling while the machine stays busy
-// (ContentionBackoff); no worker spins during it.
+// loop_means_busy, confirmed by the kernel's CPU pressure), the next loops run on the calling
+// thread alone for a back-off window, doubling while the machine stays busy (ContentionBackoff); no
+// worker spins during it. When a window ends, the pressure during it decides whether to split
+// again.
 //
 // Results never depend on the threads: a chunk is a fixed range of the loop, whichever thread runs
 // it, and every loop body writes its own outputs (sums over chunks are added in chunk order by the
@@ -85,32 +86,57 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 
 // A starved loop is only evidence: on a quiet virtual machine a sleeping worker's core can take
 // hundreds of microseconds to wake (the hypervisor halted it), which looks like a worker left
-// waiting for a core. So a starved loop counts as busy only when, right then, more threads are
-// runnable on the machine than it has cores (runnable_threads_now: Linux's /proc/loadavg, this
-// thread included). Without that check a quiet machine can back off into serial windows of up to
-// a second after a slow wake-up (bench/RESULTS.md, 2026-12-05: the quiet step's time swung 2x).
-int runnable_threads_now();  // -1 where the system does not say
+// waiting for a core. So a starved loop counts as busy only when the kernel confirms that threads
+// of this machine waited for a core (machine_oversubscribed_now):
+// - Linux's CPU pressure (/proc/pressure/cpu, "some": the time in which a core had a runnable
+//   thread waiting for it, averaged over the cores): busy when, since the previous reading (1 ms
+//   to kStallWindowSeconds ago; a first or stale reading only starts the next interval), its share
+//   of the time times the cores exceeds kBusyWaitingCores: on average over half a core had a queue.
+//   Our own two threads on two cores wait for nothing (0); add two spinning processes and both
+//   cores have a queue (2); a passing system thread is a few hundredths.
+// - without a pressure file, /proc/loadavg's count of runnable threads (this process's own
+//   included) above the cores in two readings in a row: one reading may catch our two threads and
+//   one passing system thread on a quiet two-core machine.
+// Without that check a quiet machine can back off into serial windows of up to a second after a
+// slow wake-up (bench/RESULTS.md, 2026-12-05: the quiet step's time swung 2x; the loadavg count
+// alone still did, 5 busy loops of ~6000).
+constexpr double kBusyWaitingCores = 0.5;
+constexpr double kStallWindowSeconds = 2.0;
+double cpu_stall_seconds_now();  // /proc/pressure/cpu's "some total", seconds; -1 where absent
+int runnable_threads_now();      // /proc/loadavg's runnable count; -1 where the system does not say
+// The share of [from, to] (steady-clock seconds) spent stalled, from two cpu_stall_seconds_now
+// readings; -1 when the interval is too short (under 1 ms) or too old to judge by.
+double stall_share(double from_s, double stalled_from_s, double to_s, double stalled_to_s);
 bool machine_oversubscribed_now();
 
 // The back-off after a busy loop: the next loops run on the calling thread alone until
 // `serial_until`. The first busy loop sets a window of kFirstWindow; each busy loop within
 // kMemory of the last doubles it, up to kLongestWindow; one after kMemory without any starts
-// again from kFirstWindow. Each window ends with a probe (a loop split over the pool again), which
-// on a busy machine may cost a wait for a descheduled worker: doubling keeps probes rare.
+// again from kFirstWindow. When a window ends (`window_ended`, once per window), the pool asks the
+// kernel whether threads still waited for a core during it: if so the next window starts at once
+// (no loop is split: a probe on a busy machine costs a wait for a descheduled worker); if not, or
+// where the kernel cannot say, the next loop is split over the pool again, a probe of the cores.
 // Times in seconds on any steady clock.
 struct ContentionBackoff {
   static constexpr double kFirstWindow = 0.05, kLongestWindow = 1.0, kMemory = 2.0;
   double serial_until = -1e300;
   double window = 0;
   double last_busy = -1e300;
+  bool window_open = false;
 
   bool serial_at(double now) const { return now < serial_until; }
+  bool window_ended(double now) {
+    if (!window_open || serial_at(now)) return false;
+    window_open = false;
+    return true;
+  }
   void on_busy_wait(double now) {
     window = now - last_busy <= kMemory
                  ? std::min(std::max(window, kFirstWindow) * 2, kLongestWindow)
                  : kFirstWindow;
     last_busy = now;
     serial_until = now + window;
+    window_open = true;
   }
 };
 

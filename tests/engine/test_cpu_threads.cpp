@@ -120,8 +120,10 @@ TEST(CpuThreads, LoopMeansBusy) {
   EXPECT_FALSE(cpu::loop_means_busy(2e-3, 1, 0));    // one did
 }
 
-// The confirmation a starved loop needs: the kernel's count of runnable threads. With more
-// spinning threads than cores, the machine is oversubscribed whatever else runs on it.
+// The confirmation a starved loop needs: the kernel's CPU pressure (or, without it, its count of
+// runnable threads). With more spinning threads than cores, the machine is oversubscribed whatever
+// else runs on it. (That a quiet machine reads as not busy cannot be tested here: ctest runs
+// other tests beside this one.)
 TEST(CpuThreads, OversubscribedWhileMoreThreadsSpinThanCores) {
   const int runnable = cpu::runnable_threads_now();
   if (runnable < 0) GTEST_SKIP() << "this system does not count runnable threads (/proc/loadavg)";
@@ -143,6 +145,29 @@ TEST(CpuThreads, OversubscribedWhileMoreThreadsSpinThanCores) {
   for (std::thread& t : spinners) t.join();
   EXPECT_TRUE(seen) << "cores + 1 spinning threads and the caller: " << cores + 2
                     << " runnable, more than " << cores << " cores";
+}
+
+// The share of an interval spent stalled, from two cumulative readings: judged only over 1 ms to
+// kStallWindowSeconds, and never outside [0, 1].
+TEST(CpuThreads, StallShareIsTheStallOverTheInterval) {
+  EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.05), 0.5);
+  EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.0), 0.0);
+  EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.3), 1.0);  // clamped (rounding in /proc)
+  EXPECT_LT(cpu::stall_share(10.0, 5.0, 10.0005, 5.0005), 0);     // under 1 ms: no verdict
+  EXPECT_LT(cpu::stall_share(10.0, 5.0, 10.0 + 1.5 * cpu::kStallWindowSeconds, 9.0), 0);  // stale
+  const double stalled = cpu::cpu_stall_seconds_now();
+  if (stalled < 0) GTEST_SKIP() << "this kernel has no CPU pressure file (/proc/pressure/cpu)";
+  EXPECT_GE(cpu::cpu_stall_seconds_now(), stalled);  // cumulative
+}
+
+// A window ends once: the pool asks the kernel about it then, and not again until the next.
+TEST(CpuThreads, ContentionBackoffWindowEndsOnce) {
+  cpu::ContentionBackoff b;
+  EXPECT_FALSE(b.window_ended(0.0));  // no window yet
+  b.on_busy_wait(1.0);
+  EXPECT_FALSE(b.window_ended(1.0 + 0.5 * b.window));  // still serial
+  EXPECT_TRUE(b.window_ended(1.0 + 1.01 * b.window));
+  EXPECT_FALSE(b.window_ended(1.0 + 1.02 * b.window));
 }
 
 TEST(CpuThreads, ContentionBackoffDoublesWhileBusyAndForgets) {

@@ -116,8 +116,9 @@ TEST(LlamaWeights, EachLayoutRoundTripsBitForBit) {
       const GPTWeights again = load_gpt_weights(dir + "/again.bin");
       EXPECT_EQ(again.config.str(), w.config.str());
       expect_same_state(w.state, again.state);
-      if (layout == WeightLayout::llama2c)
+      if (layout == WeightLayout::llama2c) {
         EXPECT_TRUE(file_bytes(path) == file_bytes(dir + "/again.bin")) << "saved again, differs";
+      }
     }
   }
 }
