@@ -55,4 +55,12 @@ std::vector<TapeNode> tape_with_grad_norms(const Tensor& root,
   return tape;
 }
 
+bool copy_grad_norms(const std::vector<TapeNode>& measured, std::vector<TapeNode>& tape) {
+  if (measured.size() != tape.size()) return false;
+  for (size_t i = 0; i < tape.size(); ++i)
+    if (measured[i].op != tape[i].op || measured[i].out_shape != tape[i].out_shape) return false;
+  for (size_t i = 0; i < tape.size(); ++i) tape[i].grad_norm = measured[i].grad_norm;
+  return true;
+}
+
 }  // namespace glass

@@ -12,8 +12,9 @@
 // has no norm.
 //
 // The hooks launch work, so this is for a pass of its own, never a step being profiled: the
-// trainer runs it on a copy of the recorded step outside the trace (train/step.h,
-// TrainStep::tape_with_grad_norms).
+// caller runs the recorded pass's forward and backward once more outside the trace, from the same
+// inputs, and copies the norms onto the recorded pass's tape (copy_grad_norms): train_gpt
+// (train/step.h, TrainStep::tape_with_grad_norms), profile_op (samples/op_timer.h) and debug_step.
 #pragma once
 
 #include <functional>
@@ -28,5 +29,10 @@ namespace glass {
 // `run_backward` runs backward through root's graph (e.g. backward(root), or backward(root / k)).
 std::vector<TapeNode> tape_with_grad_norms(const Tensor& root,
                                            const std::function<void()>& run_backward);
+
+// Copies the norms of `measured` (a separate pass over the same graph) onto `tape` by position,
+// when the two are the same graph: the same op and output shape at every position (the ids differ:
+// every pass makes new nodes). Returns false, and leaves `tape` as it was, otherwise.
+bool copy_grad_norms(const std::vector<TapeNode>& measured, std::vector<TapeNode>& tape);
 
 }  // namespace glass

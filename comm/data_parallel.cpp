@@ -102,6 +102,7 @@ void DataParallel::broadcast_parameters() {
 }
 
 void DataParallel::set_sync(bool on) { state_->sync = on; }
+bool DataParallel::syncing() const { return state_->sync; }
 
 void DataParallel::finish_gradient_sync() {
   State& s = *state_;

@@ -53,8 +53,10 @@ class DataParallel {
   // Copies rank 0's parameter values to every rank.
   void broadcast_parameters();
   // Whether the coming backward passes all-reduce: off for the micro-steps of gradient
-  // accumulation before the last one.
+  // accumulation before the last one, and for a rank's pass of its own (the step explorer's
+  // gradient norms, train/step.h): the grad-ready hooks then count nothing and start nothing.
   void set_sync(bool on);
+  bool syncing() const;
   // Waits for every bucket's all-reduce (in a capture: on the GPU) and writes the averaged
   // gradients into .grad (sharded: waits for the reduce-scatters and leaves each rank's averaged
   // chunk in the buckets). A bucket

@@ -7,10 +7,14 @@
 // sum, then backward. It prints the tape, the loss and the gradient norms. docs/debugging.md walks
 // through it in gdb: LayerNorm's backward kernel on `cpu`, one CUDA thread of the softmax kernel on
 // `emu`. With rows >= 4 the softmax grid has a block 3; cols = 40 gives it two warps. --report
-// writes the pass as the step explorer (train/report.h): its launches, tape and memory ledger.
+// writes the pass as the step explorer (train/report.h): its launches, tape and memory ledger, and
+// each node's gradient norm, measured on an identical pass run just before (without --report
+// there is only the one pass, whose launches the walkthrough's breakpoints stop in).
 #include <chrono>
 #include <cmath>
 
+#include "autograd/backward.h"
+#include "autograd/grad_norms.h"
 #include "autograd/ops.h"
 #include "autograd/tape_record.h"
 #include "engine/allocator.h"
@@ -56,18 +60,36 @@ void run(const Options& o) {
   model.to(device);
   Tensor x = randn({o.rows, o.cols}, gen, 0, 1, DType::f32, device).set_requires_grad(true);
   Tensor w = randn({o.rows, o.cols}, gen, 0, 1, DType::f32, device);
+  // loss = sum(softmax(LayerNorm(x)) * w)
+  const auto forward = [&] {
+    Tensor probs = softmax(model.net.ln.forward(x));
+    return sum(probs * w);
+  };
+  // --report: the gradient norm of every node, measured on a pass of its own before the shown one
+  // (autograd/grad_norms.h), so that the report's timeline has only the pass's own launches; then
+  // the pass's gradients are dropped and the peaks forgotten.
+  std::vector<TapeNode> norms;
+  if (!o.report.empty()) {
+    const Tensor l = forward();
+    norms = tape_with_grad_norms(l, [&] { backward(l); });
+    x.set_grad(Tensor());
+    for (Tensor& p : model.parameters()) p.set_grad(Tensor());
+    Allocator::for_device(device).reset_peaks();
+  }
   TraceRecorder recorder;  // --report: every launch of the pass
   if (!o.report.empty()) recorder.start();
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor probs = softmax(model.net.ln.forward(x));
-  Tensor loss = sum(probs * w);
-  const std::vector<TapeNode> tape = record_tape(loss);
+  Tensor loss = forward();
+  std::vector<TapeNode> tape = record_tape(loss);
   fmt::print("{}", tape_string(loss, true));
   backward(loss);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   recorder.stop();
   if (!o.report.empty()) {
+    GLASS_CHECK(copy_grad_norms(norms, tape),
+                "debug_step: the gradient-norm pass recorded {} nodes, the shown pass {}",
+                norms.size(), tape.size());
     train::LedgerState state;  // the LayerNorm's weight and bias; x and w are the pass's inputs
     for (const Tensor& p : model.parameters()) {
       state.parameters +=

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 
+#include "autograd/backward.h"
+#include "autograd/grad_norms.h"
 #include "autograd/ops.h"
 #include "engine/error.h"
 #include "kernels/peaks.h"
@@ -117,21 +119,37 @@ OpInstance instantiate(const OpCase& op) {
   return inst;
 }
 
-// Forward and backward once, from fresh gradients; returns the host time in ms. The device is
-// synchronised before the clock is read at both ends: on `cuda` the kernels run after their
-// launches return, and the time must be the GPU's work, not the host's launching.
-double run_once(OpInstance& inst) {
+// The leaves with their gradients dropped: the next backward writes fresh ones.
+std::vector<Tensor> fresh_leaves(OpInstance& inst) {
   std::vector<Tensor> xs;
   for (auto& [name, t] : inst.leaves) {
     t.set_grad(Tensor());
     xs.push_back(t);
   }
+  return xs;
+}
+
+// Forward and backward once, from fresh gradients; returns the host time in ms. The device is
+// synchronised before the clock is read at both ends: on `cuda` the kernels run after their
+// launches return, and the time must be the GPU's work, not the host's launching. With `tape`,
+// the run's tape is recorded into it between forward and backward (on the host: no launch).
+double run_once(OpInstance& inst, std::vector<TapeNode>* tape = nullptr) {
+  const std::vector<Tensor> xs = fresh_leaves(inst);
   const Device device = inst.upstream.device();
   synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
-  backward(inst.forward(xs), inst.upstream);
+  const Tensor out = inst.forward(xs);
+  if (tape) *tape = record_tape(out);
+  backward(out, inst.upstream);
   synchronize(device);
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The operation's tape with the gradient norm of every node, from a forward and backward of its
+// own (the loss sum(out * upstream): d loss / d out = upstream).
+std::vector<TapeNode> grad_norm_tape(OpInstance& inst) {
+  const Tensor out = inst.forward(fresh_leaves(inst));
+  return tape_with_grad_norms(out, [&] { backward(out, inst.upstream); });
 }
 
 bool gradients_finite(const OpInstance& inst) {
@@ -200,6 +218,8 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
           "profile_op: meta runs nothing, so there is nothing to time (plan a step with "
           "roofline step)");
   }
+  // The gradient norms' pass first: its reductions and read stay out of every timed run.
+  const std::vector<TapeNode> norms = plan.tape ? grad_norm_tape(inst) : std::vector<TapeNode>{};
   Allocator& alloc = Allocator::for_device(op.device);
   alloc.reset_peaks();
   for (int i = 0; i < plan.warmup; ++i) run_once(inst);
@@ -209,9 +229,12 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
   row.min_ms = *std::min_element(ms.begin(), ms.end());
   recorder.start();
   recorder.begin_step(0);
-  row.profiled_ms = run_once(inst);
+  row.profiled_ms = run_once(inst, plan.tape ? &row.tape : nullptr);
   recorder.end_step();
   recorder.stop();
+  GLASS_CHECK(!plan.tape || copy_grad_norms(norms, row.tape),
+              "{}: the gradient-norm pass recorded {} nodes, the profiled run {}", op.operation,
+              norms.size(), row.tape.size());
   row.gradients_finite = gradients_finite(inst);
   row.memory = alloc.stats();
   row.kernels =

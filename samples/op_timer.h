@@ -2,7 +2,9 @@
 //
 // time_op() runs `warmup` untimed repeats, then `repeats` timed ones without any observer (the
 // gateway's fast path), and reports their median; then it runs once more with a TraceRecorder
-// subscribed and reports that run's time and the per-kernel summary. A later kernel ladder
+// subscribed and reports that run's time and the per-kernel summary (and, for the step explorer,
+// its tape with every node's gradient norm, from one more pass run before the others: the profiled
+// run gets no extra launch or host read from it). A later kernel ladder
 // (--variant) plugs in by calling time_op once per configuration and printing one row each.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/tape_record.h"
 #include "engine/allocator.h"
 #include "engine/kernel_summary.h"
 #include "engine/tensor.h"
@@ -27,6 +30,9 @@ struct OpCase {
 
 struct TimingPlan {
   int warmup = 3, repeats = 10;
+  // Record the profiled run's tape (OpRow::tape), each node with its gradient norm, measured on a
+  // pass of its own before the timed runs (autograd/grad_norms.h): profile_op --report.
+  bool tape = false;
 };
 
 struct OpRow {
@@ -37,6 +43,10 @@ struct OpRow {
   double profiled_ms = 0;  // the run with the recorder subscribed
   AllocatorStats memory;   // peaks over all the runs
   KernelSummary kernels;   // of the profiled run
+  // TimingPlan::tape: the profiled run's tape, with |d loss / d out| per node, where the loss is
+  // sum(out * upstream) for the random `upstream` backward starts from (so d loss / d out =
+  // upstream); else empty.
+  std::vector<TapeNode> tape;
   bool gradients_finite = false;
 };
 

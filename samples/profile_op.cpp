@@ -77,7 +77,9 @@ void run(const Flags& f) {
   const glass::samples::OpCase op{glass::Device::parse(f.device), f.operation, parse_shape(f.shape),
                                   glass::samples::parse_dtype_flag(f.dtype), f.attention};
   glass::TraceRecorder recorder;
-  const glass::samples::OpRow row = glass::samples::time_op(op, f.plan, recorder);
+  glass::samples::TimingPlan plan = f.plan;
+  plan.tape = !f.report.empty();  // the tape graph, with each node's gradient norm
+  const glass::samples::OpRow row = glass::samples::time_op(op, plan, recorder);
   const nlohmann::json j = glass::samples::row_json(row, GLASS_VERSION);
   glass::write_file_atomic(f.output, j.dump(2) + "\n");
   if (!f.trace.empty()) recorder.write(f.trace);
@@ -88,8 +90,11 @@ void run(const Flags& f) {
                                   op.device.str()),
                       {fmt::format("The profiled run (forward + backward) of {}; median {:.3f} ms "
                                    "over {} unobserved runs ({}).",
-                                   op.operation, row.median_ms, f.plan.repeats, row.clock)},
-                      recorder.launches(), {}, {}, op.device, op.dtype, row.profiled_ms));
+                                   op.operation, row.median_ms, f.plan.repeats, row.clock),
+                       "Backward starts from a random gradient u of the output: the loss is "
+                       "sum(out * u), so the output's gradient norm is |u|; the norms come from a "
+                       "pass of their own before the timed runs."},
+                      recorder.launches(), row.tape, {}, op.device, op.dtype, row.profiled_ms));
     fmt::print("report written to {}\n", f.report);
   }
   fmt::print("{} {} on {}: median {:.3f} ms over {} runs ({}), profiled run {:.3f} ms\n{}",
@@ -125,7 +130,7 @@ int main(int argc, char** argv) {
   app.add_option("--trace", f.trace, "write the profiled run as a Chrome/Perfetto trace (JSON)");
   app.add_option("--report", f.report,
                  "write the profiled run as the step explorer (HTML: timeline, kernels, "
-                 "roofline, memory)");
+                 "roofline, memory, the op's tape with each node's gradient norm)");
   app.add_option("--warmup", f.plan.warmup, "untimed runs first");
   app.add_option("--repeats", f.plan.repeats, "timed runs (the median is reported)");
   app.add_option("--threads", f.threads, "cpu threads (0 = all cores)");

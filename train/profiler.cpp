@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "autograd/grad_norms.h"
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
 #include "engine/error.h"
@@ -41,16 +42,6 @@ void add_ledger_counters(TraceRecorder& recorder, const std::vector<TracedLaunch
     recorder.add_counter("memory ledger (MiB)", step[i].record.end_us, step[i].record.info.device,
                          values);
   }
-}
-
-// Copies the norms of `measured` (a separate pass over the same step) onto `tape`, when the two
-// are the same graph: the same op and output shape at every position. Returns false otherwise.
-bool copy_grad_norms(const std::vector<TapeNode>& measured, std::vector<TapeNode>& tape) {
-  if (measured.size() != tape.size()) return false;
-  for (size_t i = 0; i < tape.size(); ++i)
-    if (measured[i].op != tape[i].op || measured[i].out_shape != tape[i].out_shape) return false;
-  for (size_t i = 0; i < tape.size(); ++i) tape[i].grad_norm = measured[i].grad_norm;
-  return true;
 }
 
 }  // namespace

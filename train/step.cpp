@@ -141,10 +141,16 @@ std::vector<TapeNode> TrainStep::tape_with_grad_norms(int64_t done) {
   const Batch b = p_.loader->rows(done * o.grad_accum, rows.begin, rows.end, run_.device);
   const Tensor loss = batch_loss(*p_.model, b);
   const double k = static_cast<double>(o.grad_accum);
+  // Data parallelism: the pass's backward starts no all-reduce (ZeRO-1: no reduce-scatter), as
+  // for an accumulating micro-step, so it needs no other rank and the buckets are left as they
+  // were; its gradients (this rank's own) are dropped below. The step sets the sync again.
+  const bool syncing = p_.ddp != nullptr && p_.ddp->syncing();
+  if (p_.ddp) p_.ddp->set_sync(false);
   // The step runs backward(loss / k) (accumulate_gradients): the same here, so the norms are of
   // d(step loss)/d(node output).
   std::vector<TapeNode> tape =
       glass::tape_with_grad_norms(loss, [&] { backward(o.grad_accum == 1 ? loss : loss / k); });
+  if (p_.ddp) p_.ddp->set_sync(syncing);
   gen.set_state(seed, offset);
   p_.optimizer->zero_grad();
   return tape;

@@ -113,6 +113,8 @@ class TrainStep {
   // gradients are then dropped and the dropout generator put back, so the step that follows is
   // the same bits as without this pass. For the step explorer, outside any profiled window: the
   // norms need a reduction per node and a read, which the recorded step must not contain.
+  // Under data parallelism each rank runs it alone (its backward all-reduces nothing: the
+  // gradient sync is paused for it) on its own rows: the norms are of this rank's loss.
   std::vector<TapeNode> tape_with_grad_norms(int64_t done);
 
  private:

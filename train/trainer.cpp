@@ -221,9 +221,9 @@ void Trainer::on_forward(const Tensor& loss, int64_t micro) {
 
 StepResult Trainer::train_step() {
   // The report's gradient norms of the recorded step's tape: from a pass of its own, before the
-  // step and outside the trace (TrainStep::tape_with_grad_norms). Not under data parallelism,
-  // whose backward all-reduces: one rank's extra pass would wait for the others forever.
-  if (profiler_->wants_grad_norms(step_ + 1) && !ddp_)
+  // step and outside the trace (TrainStep::tape_with_grad_norms). Under data parallelism every
+  // rank runs it on its own rows without any all-reduce; rank 0's are the ones the report shows.
+  if (profiler_->wants_grad_norms(step_ + 1))
     profiler_->run_unobserved(
         [&] { profiler_->set_grad_norm_tape(stepper_->tape_with_grad_norms(step_)); });
   const auto t0 = std::chrono::steady_clock::now();
@@ -471,8 +471,14 @@ void Trainer::run() {
   if (!o.checkpoint_dir.empty()) log().info("checkpoint {}", timed_checkpoint());
   if (profiler_->enabled()) {
     profiler_->set_ledger_state(ledger_state());
-    profiler_->finish(fmt::format("glass train_gpt on {}", run_.device.str()), {config_.str()},
-                      run_facts());
+    std::vector<std::string> notes{config_.str()};
+    if (comm_->size() > 1)
+      notes.push_back(fmt::format(
+          "Data parallel over {} ranks: the timeline, tape and memory ledger are rank 0's, and so "
+          "are the gradient norms: of rank 0's loss on its own {} rows of the batch, before any "
+          "all-reduce (each rank's differ with its rows).",
+          comm_->size(), run_.options.batch / comm_->size()));
+    profiler_->finish(fmt::format("glass train_gpt on {}", run_.device.str()), notes, run_facts());
   }
   if (!o.save.empty()) {
     // The tokenizer goes with the weights, so that samples/generate can decode their tokens.

@@ -1,6 +1,7 @@
 // The gradient norm of every tape node (autograd/grad_norms.h) against gradients worked out by
 // hand: |dL/d out(n)| for each node of a small graph, summed over the node's consumers, scaled
-// with the loss, and absent where no gradient reached the node.
+// with the loss, and absent where no gradient reached the node; copy_grad_norms puts them onto
+// another pass's tape of the same graph only.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +79,32 @@ TEST(GradNorms, ANodeNoGradientReachesHasNone) {
   EXPECT_NEAR(*node_of(tape, "block_gradient").grad_norm, std::sqrt(2.0), 1e-6);
   EXPECT_NEAR(*tape[2].grad_norm, std::sqrt(2.0), 1e-6);  // add
   EXPECT_NEAR(*tape[3].grad_norm, 1.0, 1e-7);             // sum
+}
+
+// The norms go onto another pass's tape of the same graph by position (its ids are new); a tape of
+// another graph (a node more, or another op or shape at a position) gets none.
+TEST(GradNorms, CopiedOntoAnotherPassOfTheSameGraphOnly) {
+  const auto pass = [](const std::vector<double>& xv) {
+    Tensor x = leaf(xv, {3});
+    return sum(mul(x, x));
+  };
+  const Tensor measured_root = pass({1, 2, -2});
+  const std::vector<TapeNode> measured =
+      tape_with_grad_norms(measured_root, [&] { backward(measured_root); });
+  std::vector<TapeNode> shown = record_tape(pass({1, 2, -2}));
+  ASSERT_EQ(shown.size(), 2u);
+  EXPECT_NE(shown[0].id, measured[0].id);
+  EXPECT_FALSE(shown[0].grad_norm.has_value());
+  ASSERT_TRUE(copy_grad_norms(measured, shown));
+  EXPECT_NEAR(*shown[0].grad_norm, std::sqrt(3.0), 1e-6);  // d sum / d(x * x): ones [3]
+  EXPECT_NEAR(*shown[1].grad_norm, 1.0, 1e-7);
+
+  Tensor y = leaf({1, 2, -2}, {3});
+  std::vector<TapeNode> longer = record_tape(sum(mul(mul(y, y), 2.0)));
+  EXPECT_FALSE(copy_grad_norms(measured, longer));
+  std::vector<TapeNode> other_shape = record_tape(pass({1, 2, -2, 4}));
+  EXPECT_FALSE(copy_grad_norms(measured, other_shape));
+  for (const TapeNode& n : other_shape) EXPECT_FALSE(n.grad_norm.has_value());
 }
 
 }  // namespace

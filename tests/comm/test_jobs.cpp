@@ -1,6 +1,7 @@
 // train_gpt under `mpirun -np 2`, as a user runs it: ranks that disagree on the model or a batch
 // the world does not divide fail on every rank with one clear line; a rank that is killed, or
 // that stops answering, ends the whole job with an error within a bounded time, never a hang.
+// --report's gradient-norm pass neither hangs the job nor changes what it trains.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "tests/testing.h"
+#include "tests/train/report_testing.h"
 
 namespace glass {
 namespace {
@@ -137,6 +139,32 @@ TEST(DataParallelJob, ForcedBackendsInAWorldOfOneTrainLikeLocal) {
   EXPECT_NE(run_command(kTrain + "--n-embd 16 --device cpu --comm nccl", out), 0);
   EXPECT_TRUE(testing::contains_all(
       out, {"train_gpt: error: communicator: no nccl backend for device cpu"}));
+}
+
+// train_gpt --report under mpirun: every rank runs the gradient-norm pass before the recorded
+// step with its gradient sync paused (an all-reduce that one rank's extra backward started would
+// wait for the other until --comm-timeout), the saved weights are the same bytes as the job's
+// without --report, and rank 0's report has a positive norm on every tape node. --grad-accum 2:
+// the pass's gradients (the first micro-step's) differ from the step's.
+TEST(DataParallelJob, ReportWithGradientNormsTrainsTheSameWeights) {
+  std::string weights[2];
+  const std::string report = testing::scratch_path("job_report.html");
+  for (const bool with_report : {false, true}) {
+    const std::string saved = testing::scratch_path(with_report ? "job_r.safetensors" : "job.safetensors");
+    std::filesystem::remove(saved);
+    const Outcome r = run_job(kTrain + "--n-embd 16 --batch 4 --steps 3 --grad-accum 2 --comm-timeout 30 --save " +
+                              saved + (with_report ? " --report " + report : ""));
+    ASSERT_EQ(r.status, 0) << r.out;
+    weights[with_report] = testing::file_bytes(saved);
+  }
+  EXPECT_FALSE(weights[0].empty());
+  EXPECT_TRUE(weights[1] == weights[0]) << "--report changed the trained weights";
+  const nlohmann::json d = testing::report_json(testing::file_bytes(report));
+  ASSERT_FALSE(d["tape"].empty());
+  for (const auto& n : d["tape"]) {
+    ASSERT_TRUE(n["grad_norm"].is_number()) << n;
+    EXPECT_GT(n["grad_norm"].get<double>(), 0) << n;
+  }
 }
 
 #if defined(GLASS_CUDA_RUNTIME_EMU)

@@ -4,7 +4,8 @@
 // And the trace of a step: bucket all-reduces on the comm lane overlapping backward. ZeRO-1
 // (--zero 1, comm/zero_adamw.h) against the unsharded run of the same 2 ranks: bit-identical
 // weights with clipping on, on cpu (mpi), emu and cuda (emulated NCCL), f32 and bf16; its
-// consolidated checkpoints and saved weights.
+// consolidated checkpoints and saved weights. The step explorer's gradient norms under data
+// parallelism: the run trains the same bits with --report as without.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/testing.h"
 #include "tests/train/cuda_graph_testing.h"
+#include "tests/train/report_testing.h"
 #include "tests/train/train_testing.h"
 #include "train/gpt_cost.h"
 #include "train/preflight.h"
@@ -239,6 +241,67 @@ TEST(DataParallel, AReplayedStepTimesOutWhenARankStopsAnsweringOnCuda) {
 TEST(DataParallel, GradAccumReducesOnceAndMatchesOneProcess) {
   expect_replicas_match_one_process(options("cpu"), 2);
 }
+
+// The step explorer's gradient norms under data parallelism (TrainStep::tape_with_grad_norms):
+// each rank measures them on a pass of its own with the gradient sync paused (no bucket
+// all-reduce or ZeRO-1 reduce-scatter starts, so no rank waits for the others) and drops that
+// pass's gradients, so the job trains the same bits with --report as without, on every rank.
+// Rank 0's report has a positive norm on every tape node; its loss node's is 1 / grad_accum (the
+// step's backward of loss / k), and the report says whose norms they are. Dropout on: each rank's
+// pass puts its generator back. --grad-accum 2: the pass (the first micro-step, loss / 2) has other
+// gradients than the step, so a pass that left its reduced gradients in the buckets would show
+// (with one micro-step they are the step's own, bit for bit).
+void expect_report_leaves_the_job_as_it_was(train::TrainOptions o) {
+  o.steps = 3;
+  o.dropout = 0.1;
+  o.grad_accum = 2;
+  const std::vector<float> plain = train_weights(o);
+  o.report = (std::filesystem::temp_directory_path() /
+              ("glass_comm_report_" + std::to_string(getpid()) + ".html"))
+                 .string();
+  train::Trainer shown(o);
+  shown.run();
+  EXPECT_EQ(weights(shown), plain) << o.device << " --zero " << o.zero << " " << o.dtype;
+  EXPECT_EQ(testing::ranks_differing_from_root(shown.communicator(), weights(shown)), 0);
+  if (shown.communicator().rank() != 0) return;
+  const nlohmann::json d = testing::report_json(testing::file_bytes(o.report));
+  std::filesystem::remove(o.report);
+  ASSERT_FALSE(d["tape"].empty());
+  for (const auto& n : d["tape"]) {
+    ASSERT_TRUE(n["grad_norm"].is_number()) << n;
+    EXPECT_GT(n["grad_norm"].get<double>(), 0) << n;
+  }
+  EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(),
+              1.0 / static_cast<double>(o.grad_accum), 1e-12);
+  EXPECT_NE(d["notes"].dump().find("gradient norms: of rank 0's loss"), std::string::npos)
+      << d["notes"];
+}
+
+TEST(DataParallel, ReportGradientNormsLeaveTheTrainingBitIdenticalOnCpu) {
+  train::TrainOptions o = options("cpu");
+  expect_report_leaves_the_job_as_it_was(o);
+  o.zero = 1;
+  expect_report_leaves_the_job_as_it_was(o);
+}
+
+TEST(DataParallel, ReportGradientNormsLeaveTheTrainingBitIdenticalOnEmu) {
+  train::TrainOptions o = options("emu");
+  expect_report_leaves_the_job_as_it_was(o);
+  o.zero = 1;
+  expect_report_leaves_the_job_as_it_was(o);
+}
+
+#if defined(GLASS_CUDA_RUNTIME_EMU)
+// Two emulated GPUs: f32, and bf16 under ZeRO-1 (the sharded f32 masters, the bf16 all-gather).
+TEST(DataParallel, ReportGradientNormsLeaveTheTrainingBitIdenticalOnCuda) {
+  train::TrainOptions o = options("cuda");
+  o.dtype = "f32";
+  expect_report_leaves_the_job_as_it_was(o);
+  o.dtype = "bf16";
+  o.zero = 1;
+  expect_report_leaves_the_job_as_it_was(o);
+}
+#endif
 
 TEST(DataParallel, RankZeroCheckpointsAndEveryRankResumesBitExactly) {
   train::TrainOptions o = options("cpu");

@@ -16,8 +16,11 @@ artifact (<build>/tests/explorer/explorer.png) and checks:
   - a roofline point (data-kernel) for every kernel of the step that does FLOPs;
   - the summary's tokens/s is the median of the --metrics tokens_per_s of the unprofiled steps
     after the first (3 and 4), to the bit.
+Then the reports of debug_step and profile_op (one pass each, given their programs): no
+JavaScript error, data-ready, one data-launch per launch and one data-node per tape node of the
+page's data, each node with a positive gradient norm drawn in it.
 
-Usage: test_explorer_browser.py <train_gpt> <data> <artifact dir>. Without Chromium it skips
+Usage: test_explorer_browser.py <train_gpt> <data> <artifact dir> [<debug_step> <profile_op>]. Without Chromium it skips
 (exit 77) under a bare ctest, and fails when GLASS_REQUIRE_ORACLE=1 (make test, whose setup
 installs it: scripts/setup.sh --test).
 """
@@ -89,6 +92,75 @@ def fail(msg):
     sys.exit(1)
 
 
+def render(chromium, report):
+    """The report's DOM after its script ran; fails on a JavaScript error or an unfinished page."""
+    url = "file://" + os.path.abspath(report)
+    dump = subprocess.run(chromium_args(chromium) + ["--dump-dom", url], capture_output=True,
+                          text=True, timeout=120)
+    if dump.returncode != 0:
+        fail("chromium --dump-dom failed ({}):\n{}".format(dump.returncode, dump.stderr[-3000:]))
+    console = [l for l in dump.stderr.splitlines() if "CONSOLE" in l]
+    js_errors = [l for l in console if re.search(r"Uncaught|Error|error", l)]
+    if js_errors:
+        fail("JavaScript errors on the console of {}:\n".format(report) + "\n".join(js_errors))
+    dom = Dom()
+    dom.feed(dump.stdout)
+    if dom.errors.strip():
+        fail("the page {} reported errors:\n".format(report) + dom.errors)
+    body = [a for t, a in dom.elements if t == "body"]
+    if not body or body[0].get("data-ready") != "1":
+        fail("{}: body has no data-ready=\"1\": the page did not finish drawing".format(report))
+    if body[0].get("data-errors"):
+        fail("{}: the page counted {} errors".format(report, body[0]["data-errors"]))
+    return dom
+
+
+def check_grad_norms(dom, node_elems, nodes):
+    """Every tape node carries a positive gradient norm (data-grad-norm) and draws its label."""
+    bad_norms = [a for a in node_elems if not re.fullmatch(r"[0-9.e+-]+", a.get("data-grad-norm", ""))
+                 or float(a["data-grad-norm"]) <= 0]
+    if bad_norms:
+        fail("{} tape nodes without a positive gradient norm, e.g. {}".format(
+            len(bad_norms), bad_norms[:3]))
+    norm_labels = [t for c, t in dom.texts if c == "gnorm"]
+    if len(norm_labels) < nodes or any(not t.startswith("|∂out| ") for t in norm_labels):
+        fail("{} gradient-norm labels drawn for {} nodes: {}".format(
+            len(norm_labels), nodes, norm_labels[:5]))
+
+
+def page_data(report):
+    """The page's data (the JSON its script reads), straight from the file."""
+    html = open(report, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="glass-data">(.*?)</script>', html, re.S)
+    if not m:
+        fail("{} has no glass-data script".format(report))
+    return json.loads(m.group(1))
+
+
+def check_pass_report(chromium, command, report):
+    """A one-pass report (debug_step, profile_op): drawn, a launch element per launch and a node
+    element per tape node of its data, each node with its gradient norm."""
+    if os.path.exists(report):
+        os.remove(report)
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("{} failed:\n{}{}".format(command[0], run.stdout, run.stderr))
+    data = page_data(report)
+    dom = render(chromium, report)
+    launch_ids = sorted(int(a["data-launch"]) for t, a in dom.elements if "data-launch" in a)
+    if launch_ids != list(range(len(data["launches"]))):
+        fail("{}: {} data-launch elements for {} launches".format(
+            report, len(launch_ids), len(data["launches"])))
+    tape_ids = set(n["id"] for n in data["tape"])
+    node_elems = [a for t, a in dom.elements if "data-node" in a]
+    if not tape_ids or set(int(a["data-node"]) for a in node_elems) != tape_ids or \
+            len(node_elems) != len(tape_ids):
+        fail("{}: {} data-node elements for a tape of {}".format(
+            report, len(node_elems), len(tape_ids)))
+    check_grad_norms(dom, node_elems, len(tape_ids))
+    return len(tape_ids)
+
+
 def main():
     train_gpt, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
     chromium = find_chromium()
@@ -150,30 +222,13 @@ def main():
     # Render: the DOM after the page's script ran, Chromium's log on stderr.
     url = "file://" + os.path.abspath(report)
     t0 = time.monotonic()
-    dump = subprocess.run(chromium_args(chromium) + ["--dump-dom", url], capture_output=True,
-                          text=True, timeout=120)
+    dom = render(chromium, report)
     render_s = time.monotonic() - t0
-    if dump.returncode != 0:
-        fail("chromium --dump-dom failed ({}):\n{}".format(dump.returncode, dump.stderr[-3000:]))
     shot = subprocess.run(chromium_args(chromium) + [
         "--screenshot=" + os.path.join(out, "explorer.png"), "--window-size=1280,3000", url],
         capture_output=True, text=True, timeout=120)
     if shot.returncode != 0:
         fail("chromium --screenshot failed:\n" + shot.stderr[-3000:])
-
-    console = [l for l in dump.stderr.splitlines() if "CONSOLE" in l]
-    js_errors = [l for l in console if re.search(r"Uncaught|Error|error", l)]
-    if js_errors:
-        fail("JavaScript errors on the console:\n" + "\n".join(js_errors))
-    dom = Dom()
-    dom.feed(dump.stdout)
-    if dom.errors.strip():
-        fail("the page reported errors:\n" + dom.errors)
-    body = [a for t, a in dom.elements if t == "body"]
-    if not body or body[0].get("data-ready") != "1":
-        fail("body has no data-ready=\"1\": the page did not finish drawing")
-    if body[0].get("data-errors"):
-        fail("the page counted {} errors".format(body[0]["data-errors"]))
 
     launch_ids = [a["data-launch"] for t, a in dom.elements if "data-launch" in a]
     if sorted(map(int, launch_ids)) != list(range(len(launches))):
@@ -185,15 +240,7 @@ def main():
         fail("data-node ids {} elements, {} distinct; the tape has {}: missing {}, extra {}".format(
             len(node_elems), len(node_ids), len(tape_ids), sorted(tape_ids - node_ids)[:10],
             sorted(node_ids - tape_ids)[:10]))
-    bad_norms = [a for a in node_elems if not re.fullmatch(r"[0-9.e+-]+", a.get("data-grad-norm", ""))
-                 or float(a["data-grad-norm"]) <= 0]
-    if bad_norms:
-        fail("{} tape nodes without a positive gradient norm, e.g. {}".format(
-            len(bad_norms), bad_norms[:3]))
-    norm_labels = [t for c, t in dom.texts if c == "gnorm"]
-    if len(norm_labels) < len(tape_ids) or any(not t.startswith("|∂out| ") for t in norm_labels):
-        fail("{} gradient-norm labels drawn for {} nodes: {}".format(
-            len(norm_labels), len(tape_ids), norm_labels[:5]))
+    check_grad_norms(dom, node_elems, len(tape_ids))
     bands = [a for t, a in dom.elements if "data-host-span" in a]
     if sorted(int(a["data-host-span"]) for a in bands) != list(range(len(host_spans))):
         fail("{} host-span bands for the step's {} host spans".format(len(bands), len(host_spans)))
@@ -223,12 +270,24 @@ def main():
         fail("summary tokens/s {} != the metrics' median {} (steps {})".format(
             tps[0]["data-value"] if tps else None, expected_tps, typical))
 
+    passes = ""
+    if len(sys.argv) > 5:
+        debug_step, profile_op = sys.argv[4], sys.argv[5]
+        step_nodes = check_pass_report(chromium, [debug_step, "--device", "cpu", "--report",
+                                                  os.path.join(out, "debug_step.html")],
+                                       os.path.join(out, "debug_step.html"))
+        op_nodes = check_pass_report(chromium, [
+            profile_op, "--device", "cpu", "--operation", "mlp", "--shape", "8,16", "--warmup",
+            "0", "--repeats", "1", "--threads", "1", "--output", os.path.join(out, "op.json"),
+            "--report", os.path.join(out, "profile_op.html")], os.path.join(out, "profile_op.html"))
+        passes = "; debug_step {} and profile_op {} tape nodes with gradient norms".format(
+            step_nodes, op_nodes)
     print("explorer OK: {} launches, {} tape nodes with gradient norms, {} host-span bands ({}), "
           "{} roofline kernels, {} KiB, rendered in "
           "{:.2f} s (chromium start included); screenshot {}".format(
               len(launches), len(tape_ids), len(bands), ", ".join(sorted(host_phases)),
               len(points), os.path.getsize(report) // 1024,
-              render_s, os.path.join(out, "explorer.png")))
+              render_s, os.path.join(out, "explorer.png")) + passes)
 
 
 if __name__ == "__main__":

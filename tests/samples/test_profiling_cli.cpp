@@ -1,13 +1,19 @@
 // profile_op and roofline as a user runs them: profile_op writes JSON with every field on cpu and
 // emu (and a trace), roofline reproduces the course's numbers, and bad input is one error line.
+// profile_op's and debug_step's step explorer: each tape node's gradient norm against gradients
+// worked out here on the host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "autograd/ops.h"
 #include "cli_testing.h"
+#include "tests/train/report_testing.h"
 
 namespace {
 
@@ -350,6 +356,110 @@ TEST(ExplorerCli, ProfileOpAndDebugStepWriteTheExplorer) {
   expect_one_line_error("debug_step", "--report /nonexistent/dir/r.html",
                         "--report /nonexistent/dir/r.html: directory '/nonexistent/dir' does not "
                         "exist");
+}
+
+// The tape of a pass's report: every node with its gradient norm, and none of the norm pass's
+// launches (op grad_norm) in the shown pass's timeline. Returns norm by op (the last of each op).
+std::map<std::string, double> norms_of_report(const std::string& path) {
+  const nlohmann::json d = glass::testing::report_json(glass::testing::file_bytes(path));
+  std::map<std::string, double> norms;
+  EXPECT_FALSE(d["tape"].empty());
+  for (const auto& n : d["tape"]) {
+    EXPECT_TRUE(n["grad_norm"].is_number()) << n;
+    if (n["grad_norm"].is_number()) norms[n["op"]] = n["grad_norm"];
+  }
+  for (const auto& l : d["launches"]) EXPECT_NE(l["op"], "grad_norm") << l;
+  return norms;
+}
+
+double l2(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+std::vector<double> host_values(const glass::Tensor& t) {
+  const std::vector<float> f = glass::to_vector<float>(t);
+  return {f.begin(), f.end()};
+}
+
+// debug_step --report: loss = sum(p * w), p = softmax(LayerNorm(x)) row by row (weight 1, bias 0),
+// x and w [6, 40] ~ N(0, 1) from Generator(1) as debug_step draws them. By hand: d loss / d loss
+// = 1, d loss / d(p * w) = ones, d loss / d p = w, d loss / d LayerNorm(x) = p (w - sum_j p_j w_j)
+// in each row.
+TEST(ExplorerCli, DebugStepReportHasEveryNodesGradientNormByHand) {
+  const std::string report = scratch_path("step_norms.html");
+  std::filesystem::remove(report);
+  const Outcome r = run_sample("debug_step", "--device cpu --report " + report);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::map<std::string, double> norms = norms_of_report(report);
+  ASSERT_EQ(norms.size(), 4u);  // layernorm, softmax, mul, sum
+  glass::Generator gen(1);
+  const int64_t rows = 6, cols = 40;
+  const std::vector<double> x = host_values(glass::randn({rows, cols}, gen));
+  const std::vector<double> w = host_values(glass::randn({rows, cols}, gen));
+  std::vector<double> dy;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* xr = &x[i * cols];
+    const double* wr = &w[i * cols];
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j) mean += xr[j] / cols;
+    for (int64_t j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean) / cols;
+    std::vector<double> p(cols);
+    double denom = 0, pw = 0;
+    for (int64_t j = 0; j < cols; ++j) denom += p[j] = std::exp((xr[j] - mean) / std::sqrt(var + 1e-5));
+    for (int64_t j = 0; j < cols; ++j) pw += (p[j] /= denom) * wr[j];
+    for (int64_t j = 0; j < cols; ++j) dy.push_back(p[j] * (wr[j] - pw));
+  }
+  EXPECT_NEAR(norms.at("sum"), 1.0, 1e-12);
+  EXPECT_NEAR(norms.at("mul"), std::sqrt(double(rows * cols)), 1e-5);
+  EXPECT_NEAR(norms.at("softmax"), l2(w), 1e-5 * l2(w));
+  EXPECT_NEAR(norms.at("layernorm"), l2(dy), 1e-4 * l2(dy));
+}
+
+// profile_op --report: backward starts from a random u = d loss / d out (the loss sum(out * u)).
+// The GPT MLP out = c_proj(gelu(h)), h = c_fc(x), on x [8, 16] with the leaves and u drawn from
+// Generator(1234) in profile_op's order. By hand: |d/d out| = |u|, d/d gelu(h) = u c_proj.weight,
+// d/d h = (u c_proj.weight) gelu'(h) with GELU's tanh form.
+TEST(ExplorerCli, ProfileOpReportHasEveryNodesGradientNormByHand) {
+  const std::string report = scratch_path("op_norms.html");
+  std::filesystem::remove(report);
+  const int64_t T = 8, C = 16, H = 4 * C;
+  const Outcome r = run_sample("profile_op",
+                               "--device cpu --operation mlp --shape 8,16 --warmup 0 --repeats 1 "
+                               "--threads 1 --output " +
+                                   scratch_path("op_norms.json") + " --report " + report);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json d = glass::testing::report_json(glass::testing::file_bytes(report));
+  ASSERT_EQ(d["tape"].size(), 3u);  // linear, gelu, linear
+  norms_of_report(report);          // a norm on every node, no norm launch in the timeline
+  glass::Generator gen(1234);
+  const std::vector<double> x = host_values(glass::randn({T, C}, gen));
+  const std::vector<double> w_fc = host_values(glass::randn({H, C}, gen));
+  const std::vector<double> b_fc = host_values(glass::randn({H}, gen));
+  const std::vector<double> w_proj = host_values(glass::randn({C, H}, gen));
+  host_values(glass::randn({C}, gen));  // c_proj.bias: no part in any gradient here
+  const std::vector<double> u = host_values(glass::randn({T, C}, gen));
+  std::vector<double> d_gelu(T * H), d_h(T * H);
+  const double k = std::sqrt(2 / M_PI);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < H; ++j) {
+      double h = b_fc[j], g = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        h += x[t * C + c] * w_fc[j * C + c];
+        g += u[t * C + c] * w_proj[c * H + j];
+      }
+      const double th = std::tanh(k * (h + 0.044715 * h * h * h));
+      d_gelu[t * H + j] = g;
+      d_h[t * H + j] = g * (0.5 * (1 + th) + 0.5 * h * (1 - th * th) * k * (1 + 3 * 0.044715 * h * h));
+    }
+  const nlohmann::json& tape = d["tape"];
+  EXPECT_EQ(tape[0]["op"], "linear");
+  EXPECT_EQ(tape[1]["op"], "gelu");
+  EXPECT_EQ(tape[2]["op"], "linear");
+  EXPECT_NEAR(tape[2]["grad_norm"].get<double>(), l2(u), 1e-5 * l2(u));
+  EXPECT_NEAR(tape[1]["grad_norm"].get<double>(), l2(d_gelu), 1e-5 * l2(d_gelu));
+  EXPECT_NEAR(tape[0]["grad_norm"].get<double>(), l2(d_h), 1e-4 * l2(d_h));
 }
 
 }  // namespace

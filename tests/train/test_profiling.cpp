@@ -16,6 +16,7 @@
 #include "train/gpt_cost.h"
 #include "train/mfu.h"
 #include "train/report.h"
+#include "report_testing.h"
 #include "train_testing.h"
 
 namespace glass::train {
@@ -78,13 +79,7 @@ TEST(TrainProfiler, TraceHasEveryLaunchOfTheStepOnceWithItsPhase) {
   for (const char* phase : {"forward", "backward", "optimizer"}) EXPECT_GE(spans[phase], 1);
 }
 
-// The page's data as the explorer's JavaScript reads it, from the report's <script> element.
-nlohmann::json report_json(const std::string& html) {
-  const std::string open = "<script type=\"application/json\" id=\"glass-data\">";
-  const size_t a = html.find(open), b = html.find("</script>", a);
-  EXPECT_NE(a, std::string::npos);
-  return nlohmann::json::parse(html.substr(a + open.size(), b - a - open.size()));
-}
+using testing::report_json;
 
 TEST(TrainProfiler, RunWritesTraceAndSelfContainedReport) {
   const std::string dir = testing::temp_dir("prof_run");
