@@ -85,7 +85,7 @@ TEST(GradNorms, ANodeNoGradientReachesHasNone) {
 // another graph (a node more, or another op or shape at a position) gets none.
 TEST(GradNorms, CopiedOntoAnotherPassOfTheSameGraphOnly) {
   const auto pass = [](const std::vector<double>& xv) {
-    Tensor x = leaf(xv, {3});
+    Tensor x = leaf(xv, {static_cast<int64_t>(xv.size())});
     return sum(mul(x, x));
   };
   const Tensor measured_root = pass({1, 2, -2});
