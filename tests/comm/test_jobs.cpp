@@ -150,10 +150,12 @@ TEST(DataParallelJob, ReportWithGradientNormsTrainsTheSameWeights) {
   std::string weights[2];
   const std::string report = testing::scratch_path("job_report.html");
   for (const bool with_report : {false, true}) {
-    const std::string saved = testing::scratch_path(with_report ? "job_r.safetensors" : "job.safetensors");
+    const std::string saved =
+        testing::scratch_path(with_report ? "job_r.safetensors" : "job.safetensors");
     std::filesystem::remove(saved);
-    const Outcome r = run_job(kTrain + "--n-embd 16 --batch 4 --steps 3 --grad-accum 2 --comm-timeout 30 --save " +
-                              saved + (with_report ? " --report " + report : ""));
+    const Outcome r = run_job(
+        kTrain + "--n-embd 16 --batch 4 --steps 3 --grad-accum 2 --comm-timeout 30 --save " +
+        saved + (with_report ? " --report " + report : ""));
     ASSERT_EQ(r.status, 0) << r.out;
     weights[with_report] = testing::file_bytes(saved);
   }

@@ -271,8 +271,8 @@ void expect_report_leaves_the_job_as_it_was(train::TrainOptions o) {
     ASSERT_TRUE(n["grad_norm"].is_number()) << n;
     EXPECT_GT(n["grad_norm"].get<double>(), 0) << n;
   }
-  EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(),
-              1.0 / static_cast<double>(o.grad_accum), 1e-12);
+  EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(), 1.0 / static_cast<double>(o.grad_accum),
+              1e-12);
   EXPECT_NE(d["notes"].dump().find("gradient norms: of rank 0's loss"), std::string::npos)
       << d["notes"];
 }

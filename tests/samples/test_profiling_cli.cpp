@@ -407,7 +407,8 @@ TEST(ExplorerCli, DebugStepReportHasEveryNodesGradientNormByHand) {
     for (int64_t j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean) / cols;
     std::vector<double> p(cols);
     double denom = 0, pw = 0;
-    for (int64_t j = 0; j < cols; ++j) denom += p[j] = std::exp((xr[j] - mean) / std::sqrt(var + 1e-5));
+    for (int64_t j = 0; j < cols; ++j)
+      denom += p[j] = std::exp((xr[j] - mean) / std::sqrt(var + 1e-5));
     for (int64_t j = 0; j < cols; ++j) pw += (p[j] /= denom) * wr[j];
     for (int64_t j = 0; j < cols; ++j) dy.push_back(p[j] * (wr[j] - pw));
   }
@@ -451,7 +452,8 @@ TEST(ExplorerCli, ProfileOpReportHasEveryNodesGradientNormByHand) {
       }
       const double th = std::tanh(k * (h + 0.044715 * h * h * h));
       d_gelu[t * H + j] = g;
-      d_h[t * H + j] = g * (0.5 * (1 + th) + 0.5 * h * (1 - th * th) * k * (1 + 3 * 0.044715 * h * h));
+      d_h[t * H + j] =
+          g * (0.5 * (1 + th) + 0.5 * h * (1 - th * th) * k * (1 + 3 * 0.044715 * h * h));
     }
   const nlohmann::json& tape = d["tape"];
   EXPECT_EQ(tape[0]["op"], "linear");

@@ -12,11 +12,11 @@
 #include "autograd/ops.h"
 #include "engine/allocator.h"
 #include "kernels/peaks.h"
+#include "report_testing.h"
 #include "tests/testing.h"
 #include "train/gpt_cost.h"
 #include "train/mfu.h"
 #include "train/report.h"
-#include "report_testing.h"
 #include "train_testing.h"
 
 namespace glass::train {
