@@ -121,6 +121,9 @@ class Trainer {
   std::unique_ptr<comm::DataParallel> ddp_;   // with every backend but local
   // --cuda-graph (train/graph_step.h): the graph, its stream made current for the whole run.
   std::unique_ptr<GraphStep> graph_;
+  // The captured step's tape (--cuda-graph with profiling): every replay launches the capture's
+  // kernels with its node ids, so it is the tape of a recorded step that is a replay.
+  std::vector<TapeNode> captured_tape_;
   std::unique_ptr<TrainStep> stepper_;  // the step, over the parts above
   // The pre-flight's plan (train/preflight.h; nullopt under --no-preflight), and the allocator's
   // peak after this run's second step (or its only one): the two figures the metrics compare.

@@ -27,6 +27,7 @@
 #include "kernels/backend.h"
 #include "tests/testing.h"
 #include "train/graph_step.h"
+#include "report_testing.h"
 #include "train_testing.h"
 
 #if defined(GLASS_HAS_CUDA)
@@ -66,6 +67,38 @@ TEST(CudaGraph, ReplayedStepsEqualTheEagerRunBitForBit) {
       EXPECT_EQ(eager.host_syncs[s], 1) << "step " << s + 1;
     }
   }
+}
+
+// The step explorer of a replayed step (--profile-steps 3:3; step 2 was captured): a replay runs
+// no forward on the host, so the report's tape is the captured step's, whose kernels and node ids
+// the replay launches (every launch's node is on it), each node with its gradient norm from the
+// eager pass before step 3, between replays; the run trains the same bits as without --report.
+TEST(CudaGraph, AReplayedRecordedStepShowsTheCapturedTapeWithGradientNorms) {
+  if (!have_cuda()) GTEST_SKIP() << "no cuda device (a GPU, or -DGLASS_CUDA_RUNTIME=emu)";
+  const TrainedRun plain = train(true, 0.05);
+  TrainOptions o = graph_options(true, 0.05);
+  o.report = testing::temp_dir("graph_report") + "/report.html";
+  o.profile_steps = "3:3";
+  Trainer shown(o);
+  shown.run();
+  ASSERT_NE(shown.graph(), nullptr);
+  EXPECT_GE(shown.graph()->replays(), 3);
+  TrainedRun measured;
+  measured.weights = weights_of(shown);
+  expect_same_weights(plain, measured);
+  const nlohmann::json d = testing::report_json(testing::file_bytes(o.report));
+  ASSERT_EQ(d["step"], 3);
+  ASSERT_FALSE(d["tape"].empty());
+  std::set<int64_t> tape_ids;
+  for (const auto& n : d["tape"]) {
+    tape_ids.insert(n["id"].get<int64_t>());
+    ASSERT_TRUE(n["grad_norm"].is_number()) << n;
+    EXPECT_GT(n["grad_norm"].get<double>(), 0) << n;
+  }
+  EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(), 1.0, 1e-12);  // d loss / d loss
+  ASSERT_FALSE(d["launches"].empty());
+  for (const auto& l : d["launches"])
+    if (l["node"].get<int64_t>() >= 0) EXPECT_TRUE(tape_ids.count(l["node"].get<int64_t>())) << l;
 }
 
 // Step 3 of `replayed` (a graph replay) launched the kernels of step 3 of `eager`, in the same
