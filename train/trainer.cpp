@@ -212,9 +212,13 @@ void Trainer::build_step() {
 void Trainer::on_forward(const Tensor& loss, int64_t micro) {
   if (micro != 0) return;
   // The recorded (profiled) step's tape, with the node ids its trace and report show; without
-  // profiling, --print-tape prints the first step's.
+  // profiling, --print-tape prints the first step's. --cuda-graph: the captured step's tape is
+  // kept for a recorded step that replays it (train_step).
   if (profiler_->records_tape(step_ + 1)) profiler_->set_tape(record_tape(loss));
-  if (capturing_graph() && profiler_->enabled()) captured_tape_ = record_tape(loss);
+  if (capturing_graph() && profiler_->enabled()) {
+    captured_tape_ = record_tape(loss);
+    if (run_.options.print_tape) captured_tape_text_ = tape_string(loss, true);
+  }
   if (run_.options.print_tape &&
       (profiler_->enabled() ? profiler_->records_tape(step_ + 1) : step_ == first_step_))
     fmt::print("tape of step {}:\n{}", step_ + 1, tape_string(loss, true));
@@ -229,8 +233,10 @@ StepResult Trainer::train_step() {
         [&] { profiler_->set_grad_norm_tape(stepper_->tape_with_grad_norms(step_)); });
   // A replayed step runs no forward on the host (on_forward sees only the capture): its tape is
   // the captured one.
-  if (profiler_->records_tape(step_ + 1) && graph_ && graph_->captured())
+  if (profiler_->records_tape(step_ + 1) && graph_ && graph_->captured()) {
     profiler_->set_tape(captured_tape_);
+    if (run_.options.print_tape) fmt::print("tape of step {}:\n{}", step_ + 1, captured_tape_text_);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t syncs_before = host_sync_count();
   profiler_->begin_step(step_ + 1);

@@ -124,6 +124,7 @@ class Trainer {
   // The captured step's tape (--cuda-graph with profiling): every replay launches the capture's
   // kernels with its node ids, so it is the tape of a recorded step that is a replay.
   std::vector<TapeNode> captured_tape_;
+  std::string captured_tape_text_;      // and as --print-tape prints it
   std::unique_ptr<TrainStep> stepper_;  // the step, over the parts above
   // The pre-flight's plan (train/preflight.h; nullopt under --no-preflight), and the allocator's
   // peak after this run's second step (or its only one): the two figures the metrics compare.

@@ -25,9 +25,9 @@
 #include "engine/allocator.h"
 #include "engine/launch.h"
 #include "kernels/backend.h"
+#include "report_testing.h"
 #include "tests/testing.h"
 #include "train/graph_step.h"
-#include "report_testing.h"
 #include "train_testing.h"
 
 #if defined(GLASS_HAS_CUDA)
