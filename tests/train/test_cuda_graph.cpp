@@ -7,7 +7,7 @@
 // capture, a buffer the replay reads at the wrong address, a launch the trace loses). The eager
 // step itself is checked against PyTorch by the oracle tests. With data parallelism (2 ranks, so
 // under mpirun): tests/comm_mpi/test_data_parallel.cpp (DataParallel.CudaGraph*), on these
-// helpers (cuda_graph_testing.h).
+// helpers (cuda_graph_testing.h). And the step explorer of a replayed step: the captured tape.
 #include <gtest/gtest.h>
 
 #include <algorithm>
