@@ -117,6 +117,12 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
     gelu_forward(pre_matrix, pre_matrix);
     e32.activation = GemmActivation::none;
     e32.aux = Tensor();
+  } else if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n) {
+    // C = pre * gelu'(aux), reading the bf16 aux as it is (no f32 copy of it)
+    const Tensor pre_rows = pre.as_strided({g.m * g.n}, {1}, pre.offset());
+    gelu_backward_of_bf16(e.aux.as_strided({g.m * g.n}, {1}, e.aux.offset()), pre_rows, pre_rows);
+    e32.activation = GemmActivation::none;
+    e32.aux = Tensor();
   } else if (e.aux.defined()) {
     e32.aux = Tensor::empty({g.m * e.aux_ld}, DType::f32, g.c.device());
     if (e.activation == GemmActivation::gelu_backward) {

@@ -581,5 +581,54 @@ TEST(CpuBf16Gemm, RowSumsOfTransposedATakenWhilePackingAreExactDoubleSums) {
   set_sgemm_slab_depth(0);
 }
 
+// The bf16 dGELU epilogue with the bias gradient of C's columns: gelu' reads the bf16 aux as it is
+// (no f32 copy, where aux rows are unpadded); the same bits as the passes written out by hand: the
+// product's f32 C, aux widened to f32, the cpu's f32 gelu_backward, sum_dim of the f32 result,
+// each rounded once. Unpadded (n a multiple of 8) and padded aux rows; both paths.
+TEST(CpuBf16Gemm, DgeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{13, 40, 37}, Shape{70, 64, 130}, Shape{30, 21, 50}})
+    for (int flags = 0; flags < 4; ++flags)
+      on_both_paths([&](bool fallback) {
+        Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
+        Built o = build(cs, 1100 + flags);
+        GemmEpilogue e;
+        e.activation = GemmActivation::gelu_backward;
+        e.bias_grad_of = GemmBiasGrad::columns_of_c;
+        e.aux_ld = kernels::gemm_aux_ld(s.n);
+        e.aux = bf16_tensor(random_bf16(s.m * e.aux_ld, 1200 + flags));
+        e.bias_grad = bf16_tensor(std::vector<bf16>(s.n, bf16::from_float(0)));
+        cpu_backend().gemm_epilogue(o.g, e);
+        // the passes by hand
+        Tensor pre = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+               aux32 = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+               sums = Tensor::empty({s.n}, DType::f32, kCPU);
+        float* p = pre.data<float>();
+        sgemm_bf16(cs.ta, cs.tb, s.m, s.n, s.k, 1.0f, o.g.a.data<bf16>(), o.g.lda,
+                   o.g.b.data<bf16>(), o.g.ldb, 0.0f, p, s.n);
+        const bf16* aux = e.aux.data<bf16>();
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            aux32.data<float>()[i * s.n + j] = aux[i * e.aux_ld + j].to_float();
+        cpu_backend().gelu_backward(aux32, pre, pre);
+        cpu_backend().sum_dim(pre, sums, 0);
+        const bf16* c = o.g.c.data<bf16>();
+        const std::string what = describe(cs, fallback);
+        int bad = 0;
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) {
+            const uint16_t want = bf16::from_float(p[i * s.n + j]).bits;
+            if (c[i * s.n + j].bits != want && bad++ < 3)
+              ADD_FAILURE() << what << ": C[" << i << "][" << j << "] bits " << c[i * s.n + j].bits
+                            << ", want " << want;
+          }
+        for (int64_t j = 0; j < s.n; ++j)
+          EXPECT_EQ(e.bias_grad.data<bf16>()[j].bits, bf16::from_float(sums.data<float>()[j]).bits)
+              << what << ": bias_grad[" << j << "]";
+      });
+}
+
 }  // namespace
 }  // namespace glass::cpu_bf16_gemm_test
