@@ -13,8 +13,11 @@
 // training step), the GEMM's micro-kernel adds the bias and rounds C from its registers
 // (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
-// (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim as visible launches), on that
-// matrix; then one pass rounds pre, aux and the bias gradient into their bf16 tensors.
+// (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
+// the result and the bias gradient into their bf16 tensors. Two of those passes read or write bf16
+// directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
+// the product's tiles as they write pre (Bf16Store::keep_f32), and dGELU's gelu'(aux) reads the
+// bf16 aux as it is (gelu_backward_of_bf16) where its rows are unpadded.
 #include <vector>
 
 #include "kernels/costs/gemm.h"
