@@ -14,10 +14,11 @@
 // (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
 // (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
-// the result and the bias gradient into their bf16 tensors. Two of those passes read or write bf16
-// directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
-// the product's tiles as they write pre (Bf16Store::keep_f32), and dGELU's gelu'(aux) reads the
-// bf16 aux as it is (gelu_backward_of_bf16) where its rows are unpadded.
+// the result and the bias gradient into their bf16 tensors. Three of those steps read or write
+// bf16 directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
+// the product's tiles as they write pre (Bf16Store::keep_f32), GELU rounds its own output into C
+// (gelu_forward_to_bf16), and dGELU's gelu'(aux) reads the bf16 aux as it is
+// (gelu_backward_of_bf16) where its rows are unpadded.
 #include <vector>
 
 #include "kernels/costs/gemm.h"
@@ -115,6 +116,13 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   GemmArgs g32 = g;
   g32.c = pre;
   GemmEpilogue e32 = e;
+  // GELU without C's column sums: C = bf16(gelu(pre)) in one pass, nothing left to round
+  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
+  if (gelu_into_c) {
+    gelu_forward_to_bf16(pre.as_strided({g.m * g.n}, {1}, pre.offset()),
+                         g.c.as_strided({g.m * g.n}, {1}, g.c.offset()));
+    return;
+  }
   if (aux_from_tiles) {  // C = gelu(pre) in place; the passes below only sum C's columns
     const Tensor pre_matrix = pre.as_strided({g.m, g.n}, {g.n, 1}, pre.offset());
     gelu_forward(pre_matrix, pre_matrix);
