@@ -13,8 +13,12 @@
 // training step), the GEMM's micro-kernel adds the bias and rounds C from its registers
 // (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
-// (gemm_epilogue_passes: gelu_forward, gelu_backward, sum_dim as visible launches), on that
-// matrix; then one pass rounds pre, aux and the bias gradient into their bf16 tensors.
+// (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
+// the result and the bias gradient into their bf16 tensors. Three of those steps read or write
+// bf16 directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
+// the product's tiles as they write pre (Bf16Store::keep_f32), GELU rounds its own output into C
+// (gelu_forward_to_bf16), and dGELU's gelu'(aux) reads the bf16 aux as it is
+// (gelu_backward_of_bf16) where its rows are unpadded.
 #include <vector>
 
 #include "kernels/costs/gemm.h"
@@ -37,8 +41,10 @@ void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t
 // of op(A) into row_sums (f32, m) when it is not null. With round_into_c, C = bf16(pre) instead.
 // Where beta is 0 (every GEMM of a training step), sgemm_bf16 adds the bias and rounds as it
 // leaves each tile (Bf16Store: with round_into_c, pre is scratch, touched only between k slabs);
-// else one pass over pre adds beta C and the bias and rounds.
-void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c) {
+// else one pass over pre adds beta C and the bias and rounds. With aux (beta 0, batch 1: a GELU
+// GEMM), the tiles also round pre into aux (row stride aux_ld) and keep it in f32.
+void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c,
+                    bf16* aux = nullptr, int64_t aux_ld = 0) {
   const bf16* a = g.a.data<bf16>();
   const bf16* b = g.b.data<bf16>();
   const bf16* c = g.c.data<bf16>();
@@ -52,9 +58,12 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_i
       sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
                  b + i * g.stride_b, g.ldb, 0.0f, pre + i * g.m * g.n, g.n,
                  {.a_row_sums = row_sums},
-                 {.rounded = round_into_c ? c_out + i * g.stride_c : nullptr,
-                  .ld = g.ldc,
-                  .bias = bias ? wide_bias.data() : nullptr});
+                 {.rounded = aux            ? aux
+                             : round_into_c ? c_out + i * g.stride_c
+                                            : nullptr,
+                  .ld = aux ? aux_ld : g.ldc,
+                  .bias = bias ? wide_bias.data() : nullptr,
+                  .keep_f32 = aux != nullptr});
     return;
   }
   for (int64_t i = 0; i < g.batch; ++i)
@@ -88,6 +97,8 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   const Tensor sums = row_sums ? Tensor::empty({g.m}, DType::f32, g.c.device()) : Tensor();
   // 1. the product (one launch, named as the f32 GEMM's): pre in f32; C rounded here when no
   // epilogue pass reads pre
+  // GELU (beta 0): aux = bf16(pre) rounded by the product's tiles, pre kept in f32 for GELU
+  const bool aux_from_tiles = e.activation == GemmActivation::gelu && g.beta == 0.0;
   const char* kernel = row_sums ? "gemm_bgrad_a" : "gemm";
   const GemmElements el = gemm_elements(g);
   const double es = static_cast<double>(dtype_size(DType::bf16));
@@ -95,7 +106,8 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   launch(cpu_launch_info(kernel, g.batch, flops,
                          es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0))),
          [&] {
-           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes);
+           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes,
+                          aux_from_tiles ? e.aux.data<bf16>() : nullptr, e.aux_ld);
            if (row_sums) round_into(sums.data<float>(), e.bias_grad.data<bf16>(), 1, g.m, 0, 0);
          });
   if (!passes) return;
@@ -104,7 +116,25 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   GemmArgs g32 = g;
   g32.c = pre;
   GemmEpilogue e32 = e;
-  if (e.aux.defined()) {
+  // GELU without C's column sums: C = bf16(gelu(pre)) in one pass, nothing left to round
+  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
+  if (gelu_into_c) {
+    gelu_forward_to_bf16(pre.as_strided({g.m * g.n}, {1}, pre.offset()),
+                         g.c.as_strided({g.m * g.n}, {1}, g.c.offset()));
+    return;
+  }
+  if (aux_from_tiles) {  // C = gelu(pre) in place; the passes below only sum C's columns
+    const Tensor pre_matrix = pre.as_strided({g.m, g.n}, {g.n, 1}, pre.offset());
+    gelu_forward(pre_matrix, pre_matrix);
+    e32.activation = GemmActivation::none;
+    e32.aux = Tensor();
+  } else if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n) {
+    // C = pre * gelu'(aux), reading the bf16 aux as it is (no f32 copy of it)
+    const Tensor pre_rows = pre.as_strided({g.m * g.n}, {1}, pre.offset());
+    gelu_backward_of_bf16(e.aux.as_strided({g.m * g.n}, {1}, e.aux.offset()), pre_rows, pre_rows);
+    e32.activation = GemmActivation::none;
+    e32.aux = Tensor();
+  } else if (e.aux.defined()) {
     e32.aux = Tensor::empty({g.m * e.aux_ld}, DType::f32, g.c.device());
     if (e.activation == GemmActivation::gelu_backward) {
       const bf16* aux = e.aux.data<bf16>();
@@ -118,11 +148,11 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
     e32.bias_grad = Tensor::empty({g.n}, DType::f32, g.c.device());
   gemm_epilogue_passes(g32, e32);
   // 3. the one rounding of each result to bf16
-  const double rounded =
-      static_cast<double>(g.m * g.n) * (e.activation == GemmActivation::gelu ? 2 : 1);
+  const bool round_aux = e.activation == GemmActivation::gelu && !aux_from_tiles;
+  const double rounded = static_cast<double>(g.m * g.n) * (round_aux ? 2 : 1);
   launch(cpu_launch_info("gemm_epilogue_to_bf16", g.m, rounded, 6 * rounded), [&] {
     round_into(pre.data<float>(), g.c.data<bf16>(), g.m, g.n, g.n, g.ldc);
-    if (e.activation == GemmActivation::gelu)
+    if (round_aux)
       round_into(e32.aux.data<float>(), e.aux.data<bf16>(), g.m, g.n, e.aux_ld, e.aux_ld);
     if (e.bias_grad_of == GemmBiasGrad::columns_of_c)
       round_into(e32.bias_grad.data<float>(), e.bias_grad.data<bf16>(), 1, g.n, 0, 0);

@@ -411,24 +411,26 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
 
 // The same for bf16 operands: A packed in k pairs (a panel of MR * k_pairs(kc) words), every tile
 // by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal; the
-// row sums are a pass of their own. `store` (at C's corner): the last slab's bf16 destination.
+// row sums of a transposed A taken by its packing, as sgemm's. `store` (at C's corner): the last
+// slab's bf16 destination.
 void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
-               const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double*,
+               const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double* row_sums,
                const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
   if (packs_as_words(a, !a.trans, p0, kc))
     pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, a_packed, nullptr);
   else
-    pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words);
+    pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words,
+                      row_sums ? row_sums + i0 : nullptr);
   const int64_t pairs = k_pairs(kc);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       Bf16Store tile;
       if (store)
         tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
-                store->ld, store->bias ? store->bias + j0 + jr : nullptr};
+                store->ld, store->bias ? store->bias + j0 + jr : nullptr, store->keep_f32};
       micro_kernel_bf16(pairs, a_words + ir * pairs,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
@@ -495,7 +497,7 @@ void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
 }
 
 // The product on the calling thread: the blocked loops above. bf16 operands (T = bf16) are always
-// packed, in k pairs, and their row sums taken in a pass of their own.
+// packed, in k pairs; the row sums as for f32 (while packing a transposed A, else a pass).
 template <class T>
 void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
                   float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
@@ -508,10 +510,10 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
   float* b_packed = b_stored ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
-  if (options.a_row_sums && (!a.trans || !f32)) sum_rows_of_a(a, m, k, sums.data());
+  if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t cols = std::min<int64_t>(kNC, n - j0);
-    double* row_sums = options.a_row_sums && a.trans && f32 && j0 == 0 ? sums.data() : nullptr;
+    double* row_sums = options.a_row_sums && a.trans && j0 == 0 ? sums.data() : nullptr;
     for (int64_t p0 = 0; p0 < k; p0 += slab) {
       const int64_t kc = std::min<int64_t>(slab, k - p0);
       BPanels panels{b_packed, kc, kNR};
@@ -630,10 +632,8 @@ void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n && (store.rounded || store.bias); ++j) {
         const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
-        if (store.rounded)
-          store.rounded[i * store.ld + j] = bf16::from_float(v);
-        else
-          c[i * ldc + j] = v;
+        if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
+        if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
       }
     return;
   }

@@ -54,11 +54,13 @@ void set_sgemm_slab_depth(int64_t kc);
 // hold, alpha op(A) op(B) + beta C, plus bias[j] (f32, or none), rounded once to nearest even into
 // `rounded` (row stride ld) instead of C (C's f32 storage is then scratch). The fast path rounds
 // it in the micro-kernel, from the registers, as each tile's last k slab ends: a product whose k
-// fits one slab never touches its f32 C.
+// fits one slab never touches its f32 C. With keep_f32, C gets the unrounded value too (a GELU
+// GEMM's epilogue: aux = bf16(pre) from the registers, and GELU reads the f32 pre from C).
 struct Bf16Store {
   bf16* rounded = nullptr;
   int64_t ld = 0;
   const float* bias = nullptr;
+  bool keep_f32 = false;
 };
 
 // C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules

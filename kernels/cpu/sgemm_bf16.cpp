@@ -73,6 +73,19 @@ void sgemm_bf16_by_widening(bool trans_a, bool trans_b, int64_t m, int64_t n, in
     if (buffer->size() > kKeptFloats) std::vector<float>().swap(*buffer);
 }
 
+// Eight k pairs from two stored rows: dst[l] = pair(even[l], odd[l]), l < 8 (on x86-64, SSE2's
+// 16-bit interleave: the pair's low half is the even row's value).
+inline void pair_eight(const bf16* even, const bf16* odd, uint32_t* dst) {
+#if defined(__x86_64__)
+  const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even)),
+                o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(odd));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(e, o));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4), _mm_unpackhi_epi16(e, o));
+#else
+  for (int l = 0; l < 8; ++l) dst[l] = pair(even[l], odd[l]);
+#endif
+}
+
 // Pair-packs `width` lines of op(X), each a run along k of kc values from p0: line l, k pair q
 // goes to out[q * kWidth + l]; lines past `width` and the half past an odd kc are zero.
 // `along_k`: the line's values are contiguous in storage (line l starts at data + l * ld); else
@@ -104,22 +117,40 @@ void pack_pairs(const bf16* data, int64_t ld, bool along_k, int64_t width, int64
   }
 }
 
+// The rows are read kPrefetchPairs pairs ahead of their use: a block of A's columns is a short run
+// (192 bytes of a 96-row block) in each of the slab's rows, ld apart, and without the hint the
+// packing waited on every row's load (6% of a bf16 training step's CPU time).
+constexpr int64_t kPrefetchPairs = 4;
+
 // The same for all `width` lines at once where consecutive lines are contiguous and the k steps
 // are ld apart (A transposed, B not): each pair of stored rows is read once, in full, and dealt
 // out to the panels in turn (panel p: lines p kWidth ..., at out + p * k_pairs(kc) * kWidth).
 // Walking one panel down the whole slab instead read 16 or 64 bytes per row at a stride of ld,
 // every row falling into the same few L1 sets when ld is a multiple of 2 KB.
+// With sums, each line's kc values are added to sums[l] (double) as they are read, k ascending:
+// the row sums of a transposed A, in sum_rows_of_a's order (kernels/cpu/sgemm.cpp).
 template <int kWidth>
-void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, uint32_t* out) {
+void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, uint32_t* out,
+                       double* sums = nullptr) {
+  static_assert(kWidth % 8 == 0, "whole lines are paired eight at a time");
   const int64_t pairs = k_pairs(kc), panel_words = pairs * kWidth;
   for (int64_t q = 0; q < pairs; ++q) {
     const bf16* even = data + 2 * q * ld;
     const bf16* odd = 2 * q + 1 < kc ? even + ld : nullptr;
+    if (sums != nullptr)
+      for (const bf16* row : {even, odd})
+        if (row != nullptr)
+#pragma omp simd
+          for (int64_t l = 0; l < width; ++l) sums[l] += row[l].to_float();
+    if (2 * (q + kPrefetchPairs) + 1 < kc)
+      for (const bf16* ahead :
+           {even + 2 * kPrefetchPairs * ld, even + (2 * kPrefetchPairs + 1) * ld})
+        for (int64_t l = 0; l < width; l += 32) __builtin_prefetch(ahead + l);
     for (int64_t l0 = 0; l0 < width; l0 += kWidth) {
       uint32_t* dst = out + l0 / kWidth * panel_words + q * kWidth;
       const int64_t live = std::min<int64_t>(kWidth, width - l0);
       if (live == kWidth && odd) {
-        for (int l = 0; l < kWidth; ++l) dst[l] = pair(even[l0 + l], odd[l0 + l]);
+        for (int l = 0; l < kWidth; l += 8) pair_eight(even + l0 + l, odd + l0 + l, dst + l);
         continue;
       }
       for (int64_t l = 0; l < live; ++l) dst[l] = pair(even[l0 + l], odd ? odd[l0 + l] : bf16{});
@@ -131,9 +162,12 @@ void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, 
 }  // namespace
 
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
-                       int64_t p0, int64_t kc, uint32_t* out) {
+                       int64_t p0, int64_t kc, uint32_t* out, double* row_sums) {
   // row i of op(A) runs along k in storage unless A is transposed
-  if (trans) return pack_pairs_across<kBf16MR>(data + p0 * ld + i0, ld, rows, kc, out);
+  if (trans) return pack_pairs_across<kBf16MR>(data + p0 * ld + i0, ld, rows, kc, out, row_sums);
+  if (row_sums != nullptr)
+    throw std::logic_error(
+        "pack_a_bf16_pairs: row sums are taken while packing a transposed A only");
   const int64_t panel_words = k_pairs(kc) * kBf16MR;
   for (int64_t panel = 0; panel < rows; panel += kBf16MR, out += panel_words) {
     const int64_t i = i0 + panel, live = std::min<int64_t>(kBf16MR, rows - panel);
@@ -238,8 +272,7 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
         if (store->rounded != nullptr)
           _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
                                             round_to_bf16_bits(v));
-        else
-          _mm512_mask_storeu_ps(row, lanes, v);
+        if (store->rounded == nullptr || store->keep_f32) _mm512_mask_storeu_ps(row, lanes, v);
       }
     return;
   }
@@ -316,10 +349,8 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   for_each_row(m, m * n, [&](int64_t i) {
     for (int64_t j = 0; j < n; ++j) {
       const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
-      if (store.rounded)
-        store.rounded[i * store.ld + j] = bf16::from_float(v);
-      else
-        c[i * ldc + j] = v;
+      if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
+      if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
     }
   });
 }

@@ -20,9 +20,10 @@ constexpr int kBf16MR = 8, kBf16NR = 32;
 inline int64_t k_pairs(int64_t kc) { return (kc + 1) / 2; }
 
 // op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each [k pair][MR] words (a panel is
-// MR * k_pairs(kc) words), the rows past `rows` zero. data/ld/trans: A as stored.
+// MR * k_pairs(kc) words), the rows past `rows` zero. data/ld/trans: A as stored. With row_sums
+// (a transposed A only), row r's kc values are added to row_sums[r] in double, k ascending.
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
-                       int64_t p0, int64_t kc, uint32_t* out);
+                       int64_t p0, int64_t kc, uint32_t* out, double* row_sums = nullptr);
 // op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each [k pair][NR] words, the columns past
 // `cols` zero.
 void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,

@@ -452,6 +452,9 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
           std::vector<bf16> rounded(s.m * ldc, bf16::from_float(-7.0f));
           product({.rounded = rounded.data(), .ld = ldc, .bias = bias.data()});
           const std::vector<float> with_bias = product({.bias = bias.data()});
+          std::vector<bf16> kept_rounded(s.m * ldc, bf16::from_float(-7.0f));
+          const std::vector<float> kept = product(
+              {.rounded = kept_rounded.data(), .ld = ldc, .bias = bias.data(), .keep_f32 = true});
           const std::string what = std::string(fallback ? "conversion" : "fast") +
                                    " path, ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                                    " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
@@ -473,11 +476,158 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
               if (std::memcmp(&with_bias[i * ldc + j], &want, 4) != 0 && bad++ < 3)
                 ADD_FAILURE() << what << ": f32 with bias (" << i << ", " << j << ") "
                               << with_bias[i * ldc + j] << ", want " << want;
+              // keep_f32: the same rounding, and the f32 value left in C as well
+              if (kept_rounded[i * ldc + j].bits != bf16::from_float(want).bits && bad++ < 3)
+                ADD_FAILURE() << what << ": keep_f32 rounded (" << i << ", " << j << ") bits "
+                              << kept_rounded[i * ldc + j].bits << ", want "
+                              << bf16::from_float(want).bits;
+              if (std::memcmp(&kept[i * ldc + j], &want, 4) != 0 && bad++ < 3)
+                ADD_FAILURE() << what << ": keep_f32 f32 (" << i << ", " << j << ") "
+                              << kept[i * ldc + j] << ", want " << want;
             }
         }
   }
   set_sgemm_slab_depth(0);
   set_bf16_gemm_fallback(false);
+}
+
+// The bf16 GELU epilogue rounds aux = bf16(pre) in the product's tiles and runs GELU on the f32 pre
+// they keep: the same bits as the passes written out by hand here, the product's f32 C (sgemm_bf16,
+// no store), the bias added in f32, aux = bf16(pre), C = bf16(gelu_forward(pre)) with the cpu's f32
+// GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and 2 threads.
+TEST(CpuBf16Gemm, GeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{13, 21, 37}, Shape{70, 40, 130}, Shape{200, 100, 70}})
+    for (int flags = 0; flags < 4; ++flags)
+      for (const int threads : {1, 2})
+        on_both_paths([&](bool fallback) {
+          Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
+          cs.bias = true;
+          Built o = build(cs, 900 + flags);
+          GemmEpilogue e;
+          e.activation = GemmActivation::gelu;
+          e.aux_ld = kernels::gemm_aux_ld(s.n);
+          const bf16 untouched = bf16::from_float(-3.0f);
+          e.aux = bf16_tensor(std::vector<bf16>(s.m * e.aux_ld, untouched));
+          testing::with_threads(threads, [&] {
+            cpu_backend().gemm_epilogue(o.g, e);
+            return 0;
+          });
+          // the passes by hand
+          Tensor pre = Tensor::empty({s.m, s.n}, DType::f32, kCPU);
+          float* p = pre.data<float>();
+          sgemm_bf16(cs.ta, cs.tb, s.m, s.n, s.k, 1.0f, o.g.a.data<bf16>(), o.g.lda,
+                     o.g.b.data<bf16>(), o.g.ldb, 0.0f, p, s.n);
+          const bf16* bias = o.g.bias.data<bf16>();
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) p[i * s.n + j] += bias[j].to_float();
+          std::vector<float> pre_values(p, p + s.m * s.n);
+          cpu_backend().gelu_forward(pre, pre);
+          const bf16* c = o.g.c.data<bf16>();
+          const bf16* aux = e.aux.data<bf16>();
+          const std::string what = describe(cs, fallback) + " threads=" + std::to_string(threads);
+          int bad = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < e.aux_ld; ++j) {
+              if (j >= s.n) {
+                if (aux[i * e.aux_ld + j].bits != untouched.bits && bad++ < 3)
+                  ADD_FAILURE() << what << ": aux padding (" << i << ", " << j << ") written";
+                continue;
+              }
+              const uint16_t want_aux = bf16::from_float(pre_values[i * s.n + j]).bits,
+                             want_c = bf16::from_float(p[i * s.n + j]).bits;
+              if (aux[i * e.aux_ld + j].bits != want_aux && bad++ < 3)
+                ADD_FAILURE() << what << ": aux[" << i << "][" << j << "] bits "
+                              << aux[i * e.aux_ld + j].bits << ", want " << want_aux;
+              if (c[i * s.n + j].bits != want_c && bad++ < 3)
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "] bits "
+                              << c[i * s.n + j].bits << ", want " << want_c;
+            }
+        });
+}
+
+// The row sums of a transposed A, which the fast path takes while it packs A's pairs: each exactly
+// the double sum over k ascending, rounded to f32 (sum_rows_of_a's order, and the conversion
+// path's), across k slabs (depth 64, odd k), in threads' shares split by rows (m = 400) and by
+// columns (m = 24), and with 1 or 2 threads.
+TEST(CpuBf16Gemm, RowSumsOfTransposedATakenWhilePackingAreExactDoubleSums) {
+  set_sgemm_slab_depth(64);
+  const Product products[] = {
+      {true, false, 400, 96, 131}, {true, true, 24, 640, 200}, {true, false, 13, 40, 7}};
+  uint32_t seed = 1700;
+  for (const Product& p : products)
+    on_both_paths([&](bool fallback) {
+      const std::vector<bf16> a = random_bf16(p.m * p.k, seed++),
+                              b = random_bf16(p.k * p.n, seed++);
+      std::vector<float> want(p.m);
+      for (int64_t i = 0; i < p.m; ++i) {
+        double s = 0;
+        for (int64_t q = 0; q < p.k; ++q) s += a[q * p.m + i].to_float();
+        want[i] = static_cast<float>(s);
+      }
+      for (const int threads : {1, 2}) {
+        std::vector<float> sums;
+        testing::with_threads(threads, [&] {
+          return run_sgemm_bf16(p, a, b, std::vector<float>(p.m * p.n, 0.0f), &sums);
+        });
+        for (int64_t i = 0; i < p.m; ++i)
+          ASSERT_EQ(sums[i], want[i])
+              << (fallback ? "conversion" : "fast") << " path, m=" << p.m << " n=" << p.n
+              << " k=" << p.k << " threads=" << threads << " row " << i;
+      }
+    });
+  set_sgemm_slab_depth(0);
+}
+
+// The bf16 dGELU epilogue with the bias gradient of C's columns: gelu' reads the bf16 aux as it is
+// (no f32 copy, where aux rows are unpadded); the same bits as the passes written out by hand: the
+// product's f32 C, aux widened to f32, the cpu's f32 gelu_backward, sum_dim of the f32 result,
+// each rounded once. Unpadded (n a multiple of 8) and padded aux rows; both paths.
+TEST(CpuBf16Gemm, DgeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{13, 40, 37}, Shape{70, 64, 130}, Shape{30, 21, 50}})
+    for (int flags = 0; flags < 4; ++flags)
+      on_both_paths([&](bool fallback) {
+        Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
+        Built o = build(cs, 1100 + flags);
+        GemmEpilogue e;
+        e.activation = GemmActivation::gelu_backward;
+        e.bias_grad_of = GemmBiasGrad::columns_of_c;
+        e.aux_ld = kernels::gemm_aux_ld(s.n);
+        e.aux = bf16_tensor(random_bf16(s.m * e.aux_ld, 1200 + flags));
+        e.bias_grad = bf16_tensor(std::vector<bf16>(s.n, bf16::from_float(0)));
+        cpu_backend().gemm_epilogue(o.g, e);
+        // the passes by hand
+        Tensor pre = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+               aux32 = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+               sums = Tensor::empty({s.n}, DType::f32, kCPU);
+        float* p = pre.data<float>();
+        sgemm_bf16(cs.ta, cs.tb, s.m, s.n, s.k, 1.0f, o.g.a.data<bf16>(), o.g.lda,
+                   o.g.b.data<bf16>(), o.g.ldb, 0.0f, p, s.n);
+        const bf16* aux = e.aux.data<bf16>();
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            aux32.data<float>()[i * s.n + j] = aux[i * e.aux_ld + j].to_float();
+        cpu_backend().gelu_backward(aux32, pre, pre);
+        cpu_backend().sum_dim(pre, sums, 0);
+        const bf16* c = o.g.c.data<bf16>();
+        const std::string what = describe(cs, fallback);
+        int bad = 0;
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) {
+            const uint16_t want = bf16::from_float(p[i * s.n + j]).bits;
+            if (c[i * s.n + j].bits != want && bad++ < 3)
+              ADD_FAILURE() << what << ": C[" << i << "][" << j << "] bits " << c[i * s.n + j].bits
+                            << ", want " << want;
+          }
+        for (int64_t j = 0; j < s.n; ++j)
+          EXPECT_EQ(e.bias_grad.data<bf16>()[j].bits, bf16::from_float(sums.data<float>()[j]).bits)
+              << what << ": bias_grad[" << j << "]";
+      });
 }
 
 }  // namespace
