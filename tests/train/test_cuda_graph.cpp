@@ -97,8 +97,11 @@ TEST(CudaGraph, AReplayedRecordedStepShowsTheCapturedTapeWithGradientNorms) {
   }
   EXPECT_NEAR(d["tape"].back()["grad_norm"].get<double>(), 1.0, 1e-12);  // d loss / d loss
   ASSERT_FALSE(d["launches"].empty());
-  for (const auto& l : d["launches"])
-    if (l["node"].get<int64_t>() >= 0) EXPECT_TRUE(tape_ids.count(l["node"].get<int64_t>())) << l;
+  for (const auto& l : d["launches"]) {
+    if (l["node"].get<int64_t>() >= 0) {
+      EXPECT_TRUE(tape_ids.count(l["node"].get<int64_t>())) << l;
+    }
+  }
 }
 
 // Step 3 of `replayed` (a graph replay) launched the kernels of step 3 of `eager`, in the same
