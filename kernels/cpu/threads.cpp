@@ -351,15 +351,20 @@ bool read_proc_file(const char* path, char (&text)[256]) {
   return true;
 }
 
-double cpu_stall_seconds_now() {
-  // "some avg10=0.37 avg60=7.60 avg300=19.60 total=29381802948": total in microseconds. The
-  // kernel adds the stall in progress when it is read, so two readings 1 ms apart are exact.
+CpuPressure cpu_pressure_now() {
+  // "some avg10=0.37 avg60=7.60 avg300=19.60 total=29381802948": avg10 in percent, total in
+  // microseconds. The kernel adds the stall in progress when it is read, so two readings 1 ms
+  // apart are exact.
   char text[256];
-  if (!read_proc_file("/proc/pressure/cpu", text)) return -1;
+  if (!read_proc_file("/proc/pressure/cpu", text)) return {};
+  const char* avg10 = std::strstr(text, "avg10=");
   const char* total = std::strstr(text, "total=");
-  if (std::strncmp(text, "some", 4) != 0 || total == nullptr) return -1;
-  return static_cast<double>(std::strtoull(total + 6, nullptr, 10)) * 1e-6;
+  if (std::strncmp(text, "some", 4) != 0 || avg10 == nullptr || total == nullptr) return {};
+  return {static_cast<double>(std::strtoull(total + 6, nullptr, 10)) * 1e-6,
+          std::strtod(avg10 + 6, nullptr) / 100};
 }
+
+double cpu_stall_seconds_now() { return cpu_pressure_now().stalled_s; }
 
 int runnable_threads_now() {
   // "0.52 0.58 0.59 3/412 12345": the fourth field is runnable/total scheduling entities, this
@@ -386,11 +391,12 @@ bool machine_oversubscribed_now() {
   static const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   const std::lock_guard lock(mu);
   const double now = now_s();
-  if (const double stalled = cpu_stall_seconds_now(); stalled >= 0) {
-    // 1. the kernel's CPU pressure since the previous reading
-    const double share =
-        last_stalled >= 0 ? stall_share(last_time, last_stalled, now, stalled) : -1;
+  if (const CpuPressure pressure = cpu_pressure_now(); pressure.stalled_s >= 0) {
+    // 1. the kernel's CPU pressure since the previous reading (first or stale: over its last 10 s)
+    const double stalled = pressure.stalled_s;
+    double share = last_stalled >= 0 ? stall_share(last_time, last_stalled, now, stalled) : -1;
     if (share < 0 && now - last_time < 1e-3) return verdict;  // too soon: the last word stands
+    if (share < 0) share = pressure.recent_share;
     verdict = share * static_cast<double>(cores) > kBusyWaitingCores;
     last_time = now;
     last_stalled = stalled;

@@ -90,8 +90,9 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 // of this machine waited for a core (machine_oversubscribed_now):
 // - Linux's CPU pressure (/proc/pressure/cpu, "some": the time in which a core had a runnable
 //   thread waiting for it, averaged over the cores): busy when, since the previous reading (1 ms
-//   to kStallWindowSeconds ago; a first or stale reading only starts the next interval), its share
-//   of the time times the cores exceeds kBusyWaitingCores: on average over half a core had a queue.
+//   to kStallWindowSeconds ago; at a first or stale reading, over the kernel's own last 10 s,
+//   "avg10"), its share of the time times the cores exceeds kBusyWaitingCores: on average over
+//   half a core had a queue.
 //   Our own two threads on two cores wait for nothing (0); add two spinning processes and both
 //   cores have a queue (2); a passing system thread is a few hundredths.
 // - without a pressure file, /proc/loadavg's count of runnable threads (this process's own
@@ -102,7 +103,14 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 // alone still did, 5 busy loops of ~6000).
 constexpr double kBusyWaitingCores = 0.5;
 constexpr double kStallWindowSeconds = 2.0;
-double cpu_stall_seconds_now();  // /proc/pressure/cpu's "some total", seconds; -1 where absent
+// /proc/pressure/cpu's "some" line: its total (seconds stalled since boot) and its avg10 as a
+// share of the time; both -1 where the kernel has no pressure file.
+struct CpuPressure {
+  double stalled_s = -1;
+  double recent_share = -1;
+};
+CpuPressure cpu_pressure_now();
+double cpu_stall_seconds_now();  // cpu_pressure_now().stalled_s
 int runnable_threads_now();      // /proc/loadavg's runnable count; -1 where the system does not say
 // The share of [from, to] (steady-clock seconds) spent stalled, from two cpu_stall_seconds_now
 // readings; -1 when the interval is too short (under 1 ms) or too old to judge by.

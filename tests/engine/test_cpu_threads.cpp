@@ -158,6 +158,9 @@ TEST(CpuThreads, StallShareIsTheStallOverTheInterval) {
   const double stalled = cpu::cpu_stall_seconds_now();
   if (stalled < 0) GTEST_SKIP() << "this kernel has no CPU pressure file (/proc/pressure/cpu)";
   EXPECT_GE(cpu::cpu_stall_seconds_now(), stalled);  // cumulative
+  const double recent = cpu::cpu_pressure_now().recent_share;
+  EXPECT_GE(recent, 0.0);
+  EXPECT_LE(recent, 1.0);
 }
 
 // A window ends once: the pool asks the kernel about it then, and not again until the next.
