@@ -1,6 +1,7 @@
 #include "train/step_plan.h"
 
 #include <mutex>
+#include <optional>
 
 #include "autograd/backward.h"
 #include "autograd/ops.h"
@@ -103,21 +104,41 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   step.state_bytes = allocator.stats().allocated_bytes - before.allocated_bytes;
   allocator.reset_peaks();
   LaunchList list(device);
+  const int64_t pool_reserved_before = allocator.stats().pool_reserved_bytes;
+  uint64_t pool = 0;
   {
     const Subscription subscription(&list);
     // Batches of zero tokens, uploaded as the Trainer uploads its micro-steps' batches, and the
     // step's forward, backward and update (train/step.h).
     const Batch host{zeros({o.batch, o.seq_len}, DType::i32),
                      zeros({o.batch, o.seq_len}, DType::i32)};
-    const MicroBatches batches =
-        upload_micro_batches(std::vector<Batch>(static_cast<size_t>(o.grad_accum), host), device);
+    const std::vector<Batch> hosts(static_cast<size_t>(o.grad_accum), host);
+    if (o.cuda_graph) {  // the warm-up: the eager step, its blocks left in the cache
+      const MicroBatches warm = upload_micro_batches(hosts, device);
+      queue_step_update(model, optimizer, accumulate_gradients(model, warm.micro, {}), o.lr,
+                        o.grad_clip, 1);
+      list.take();
+    }
+    // Under --cuda-graph: the graph's inputs and its random base, made before the capture.
+    const MicroBatches batches = upload_micro_batches(hosts, device);
+    const Tensor rng_base = o.cuda_graph ? Tensor::empty({2}, DType::i32, device) : Tensor();
+    std::optional<Allocator::PoolScope> capture;
+    if (o.cuda_graph) {
+      pool = allocator.create_pool();
+      capture.emplace(allocator, pool);
+    }
     const Tensor loss_sum = accumulate_gradients(model, batches.micro, {});
-    queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, 1);
+    const Tensor status =
+        queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, o.cuda_graph ? 2 : 1);
+    capture.reset();
+    step.graph_pool_bytes = allocator.stats().pool_reserved_bytes - pool_reserved_before;
   }
   step.launches = list.take();
   const AllocatorStats after = allocator.stats();
   step.peak_allocated_bytes = after.peak_allocated_bytes - before.allocated_bytes;
   step.peak_reserved_bytes = after.peak_reserved_bytes - before.reserved_bytes;
+  step.peak_in_use_bytes = after.peak_in_use_bytes - before.in_use_bytes;
+  if (pool != 0) allocator.release_pool(pool);  // the graph is gone
   // Where the trained step reads its status: the ops' error flags are checked (on meta, dropped).
   check_device_flags(device);
   return step;
