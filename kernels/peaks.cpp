@@ -147,6 +147,7 @@ DevicePeaks host_peaks() {
   const double wall0 =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   const double cpu0 = thread_cpu_seconds();
+  const double stalled0 = cpu::cpu_stall_seconds_now();
   Allocator& allocator = Allocator::for_device(kCPU);
   const AllocatorStats before = allocator.stats();  // the probes leave no peak (as below)
   DevicePeaks p = measure_gemm_and_copy(kCPU, 512, size_t{32} << 20);
@@ -157,6 +158,9 @@ DevicePeaks host_peaks() {
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
       wall0;
   const double cpu_share = wall > 0 ? (thread_cpu_seconds() - cpu0) / wall : 1.0;
+  const double stalled1 = cpu::cpu_stall_seconds_now();
+  const double waiting_cores =
+      stalled0 >= 0 && stalled1 >= 0 && wall > 0 ? (stalled1 - stalled0) / wall * hw.cores : -1;
   p.bytes_per_s = std::max(large_copy, small_copy);
   p.attainable_f32_flops = p.f32_flops;
   p.attainable_source = "glass sgemm 512^3 (kernels/cpu/sgemm.cpp), " + p.source;
@@ -165,26 +169,33 @@ DevicePeaks host_peaks() {
       "hardware peak {}; bandwidth: the faster copy of 32 MiB ({:.1f} GB/s) and 256 KiB ({:.1f} "
       "GB/s, {} copies per timing); attainable (measured) {:.1f} GFLOP/s: {}; {}",
       hw.derivation(), large_copy / 1e9, small_copy / 1e9, kSmallReps, p.attainable_f32_flops / 1e9,
-      p.attainable_source, measurement_load_note(cpu_share, load_average_1min(), hw.cores));
+      p.attainable_source,
+      measurement_load_note(cpu_share, load_average_1min(), hw.cores, waiting_cores));
   return p;
 }
 
-bool measurement_was_busy(double cpu_share) { return cpu_share < kQuietCpuShare; }
+bool measurement_was_busy(double cpu_share, double waiting_cores) {
+  return waiting_cores >= 0 ? waiting_cores > cpu::kBusyWaitingCores : cpu_share < kQuietCpuShare;
+}
 
-std::string measurement_load_note(double cpu_share, double load_1min, int cores) {
+std::string measurement_load_note(double cpu_share, double load_1min, int cores,
+                                  double waiting_cores) {
   const std::string load =
       load_1min >= 0 ? fmt::format("; 1-min load average {:.1f} on {} cores", load_1min, cores)
                      : std::string();
-  if (!measurement_was_busy(cpu_share))
-    return fmt::format(
-        "machine quiet during the measurement (the measuring thread ran {:.0f}% "
-        "of the time{})",
-        100 * std::min(cpu_share, 1.0), load);
+  const std::string evidence =
+      waiting_cores >= 0 ? fmt::format(
+                               "{:.2f} cores on average had a thread waiting for them (Linux's CPU "
+                               "pressure); the measuring thread ran {:.0f}% of the time",
+                               waiting_cores, 100 * std::min(cpu_share, 1.0))
+                         : fmt::format("the measuring thread ran {:.0f}% of the time",
+                                       100 * std::min(cpu_share, 1.0));
+  if (!measurement_was_busy(cpu_share, waiting_cores))
+    return fmt::format("machine quiet during the measurement ({}{})", evidence, load);
   return fmt::format(
-      "MACHINE BUSY during the measurement: the measuring thread ran only {:.0f}% of the time "
-      "(other processes held the cores{}), so the measured bandwidth and GEMM rate read low; the "
-      "hardware peak is not measured and stands",
-      100 * cpu_share, load);
+      "MACHINE BUSY during the measurement: {} (other processes held the cores{}), so the "
+      "measured bandwidth and GEMM rate read low; the hardware peak is not measured and stands",
+      evidence, load);
 }
 
 DevicePeaks peaks_for(Device d) {

@@ -26,15 +26,19 @@ DevicePeaks peaks_for(Device d);
 // each. What peaks_for uses for a GPU that has no datasheet row.
 DevicePeaks measure_device_peaks(Device d, int n = 4096, size_t copy_bytes = size_t{256} << 20);
 
-// Whether the machine was busy while the host's figures were measured, from `cpu_share`: the CPU
-// time the measuring thread got over the wall-clock time of the measurements. That thread never
-// waits for anything but its own work (and, briefly, the pool's other thread), so on a quiet
-// machine it runs ~100% of the time; below kQuietCpuShare other processes held its core for a
-// tenth of the time or more, and the measured bandwidth and GEMM rate read low by about as much.
+// Whether the machine was busy while the host's figures were measured. Where Linux reports CPU
+// pressure (/proc/pressure/cpu), from `waiting_cores`: how many cores on average had a thread
+// waiting for them during the measurements (the stall time's share of the wall-clock time times
+// the cores); busy above cpu::kBusyWaitingCores (half a core), the thread pool's own test. Where
+// it does not (waiting_cores < 0), from `cpu_share`: the measuring thread's CPU time over the
+// wall-clock time, busy below kQuietCpuShare. The share alone misreads a quiet virtual machine:
+// the measuring thread also sleeps while the pool's other thread, its core halted by the
+// hypervisor, takes hundreds of microseconds to wake (79-89% on a quiet machine, 2026-12-05).
 constexpr double kQuietCpuShare = 0.9;
-bool measurement_was_busy(double cpu_share);
+bool measurement_was_busy(double cpu_share, double waiting_cores = -1);
 // What the start-up line says about it, with the 1-minute load average for context (a negative
-// load_1min: not known, left out).
-std::string measurement_load_note(double cpu_share, double load_1min, int cores);
+// load_1min or waiting_cores: not known, left out).
+std::string measurement_load_note(double cpu_share, double load_1min, int cores,
+                                  double waiting_cores = -1);
 
 }  // namespace glass::kernels

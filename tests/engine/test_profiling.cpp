@@ -102,7 +102,8 @@ TEST(DevicePeaks, HostPeakIsTheHardwaresAndAboveEveryGemmTheEngineMeasures) {
 }
 
 // The start-up line says whether the machine was busy while the host's figures were measured:
-// busy when the measuring thread got less than 90% of the wall-clock time.
+// where Linux reports CPU pressure, busy when over half a core on average had a thread waiting
+// for it; elsewhere when the measuring thread got less than 90% of the wall-clock time.
 TEST(DevicePeaks, BusyMachineDecisionAndWords) {
   EXPECT_FALSE(kernels::measurement_was_busy(1.0));
   EXPECT_FALSE(kernels::measurement_was_busy(0.95));
@@ -115,14 +116,22 @@ TEST(DevicePeaks, BusyMachineDecisionAndWords) {
   const std::string busy = kernels::measurement_load_note(0.41, 23.5, 2);
   EXPECT_TRUE(testing::contains_all(busy, {"BUSY", "41%", "23.5 on 2 cores", "read low"})) << busy;
   EXPECT_EQ(kernels::measurement_load_note(0.5, -1, 2).find("load average"), std::string::npos);
+  // The pressure decides where there is one: a quiet VM's slow wake-ups lower the share only.
+  EXPECT_FALSE(kernels::measurement_was_busy(0.8, 0.02));
+  EXPECT_TRUE(kernels::measurement_was_busy(1.0, 1.4));
+  const std::string woken = kernels::measurement_load_note(0.82, 1.2, 2, 0.0);
+  EXPECT_TRUE(testing::contains_all(woken, {"quiet", "0.00 cores", "CPU pressure", "82%"}))
+      << woken;
+  const std::string queued = kernels::measurement_load_note(0.6, 4.0, 2, 1.9);
+  EXPECT_TRUE(testing::contains_all(queued, {"BUSY", "1.90 cores", "60%", "read low"})) << queued;
 }
 
 // The host's line gives both copies, and the cache-resident one is a real copy speed: at least
 // a few GB/s on any machine this runs on (it read 0.0-0.1 GB/s when one copy was timed alone).
 TEST(DevicePeaks, HostLineGivesBothCopiesAndTheLoad) {
   const DevicePeaks p = kernels::peaks_for(kCPU);
-  EXPECT_TRUE(testing::contains_all(p.source, {"32 MiB", "256 KiB", "copies per timing",
-                                               "during the measurement"}))
+  EXPECT_TRUE(testing::contains_all(
+      p.source, {"32 MiB", "256 KiB", "copies per timing", "during the measurement"}))
       << p.source;
   EXPECT_GT(p.bytes_per_s, 1e9) << p.source;
 }
