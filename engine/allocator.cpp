@@ -189,7 +189,6 @@ void* Allocator::adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size) {
   pool_of_[p] = pool_id;
   pool.reserved_bytes += static_cast<int64_t>(size);
   stats_.pool_reserved_bytes += static_cast<int64_t>(size);
-  stats_.in_use_bytes += static_cast<int64_t>(size);  // a free block of the shared cache until now
   return p;
 }
 
@@ -240,7 +239,8 @@ void* Allocator::allocate(size_t bytes) {
   void* p = exact  ? nullptr
             : pool ? pool->free.take(size, current_stream(), /*same_stream_only=*/true)
                    : free_.take(size, current_stream());
-  // Only a block from the pool's own free list was in use already (the pool's).
+  // In use from now: every block but one from the pool's own free list (in use already, the
+  // pool's); a block the pool adopts from the shared cache below was free until now.
   if (p == nullptr || pool == nullptr) stats_.in_use_bytes += static_cast<int64_t>(size);
   if (p == nullptr && pool != nullptr) p = adopt_cached_block(pool_id, *pool, size);
   if (p != nullptr) {
