@@ -42,7 +42,8 @@
 // work may touch it again at every replay, in capture order, so only later captured requests may
 // reuse it. A pool's blocks never serve requests outside its scope while the pool lives; when it
 // is released (the graph is gone) its free blocks join the shared cache and its live blocks
-// return there when their tensors free them.
+// return there when their tensors free them. While the pool lives its free blocks count in use
+// (AllocatorStats::in_use_bytes): the graph's replays write them.
 #pragma once
 
 #include <cstddef>

@@ -155,7 +155,8 @@ TEST(Preflight, NoPreflightMeetsAnOutOfMemoryThatNamesTensorOpAndModule) {
 
 // --cuda-graph: the graph's private pool is planned (its free blocks are the graph's while it
 // lives). A GPU between the eager step's plan and the graph's: the graph run is refused, naming
-// the pool; the same run without the graph fits and trains.
+// the pool; the same run without the graph fits and trains. With room for the pool the graph run
+// trains, and its metrics hold the plan and the measured peak in use (the pool whole) within 3%.
 TEST(Preflight, PlansTheCudaGraphsPoolAndRefusesWhatDoesNotFitWithIt) {
   if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
   const std::string shape = "--n-layer 2 --n-head 2 --n-embd 64 --seq-len 32 --batch 4 ";
@@ -170,6 +171,20 @@ TEST(Preflight, PlansTheCudaGraphsPoolAndRefusesWhatDoesNotFitWithIt) {
       << refused.out;
   const Outcome fits = train_on_emulated_gpu(memory, shape + "--steps 2");
   EXPECT_EQ(fits.status, 0) << fits.out;
+  const std::string metrics = testing::scratch_path("preflight_graph.jsonl");
+  std::filesystem::remove(metrics);
+  const Outcome replayed = train_on_emulated_gpu(
+      std::to_string(graph * 2), shape + "--steps 2 --cuda-graph --metrics " + metrics);
+  ASSERT_EQ(replayed.status, 0) << replayed.out;
+  EXPECT_NE(replayed.out.find("with the CUDA graph's private pool of"), std::string::npos)
+      << replayed.out;
+  std::ifstream in(metrics);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["planned_peak_bytes"].get<int64_t>(), graph);
+  const auto in_use = static_cast<double>(j["peak_in_use_bytes"].get<int64_t>());
+  EXPECT_NEAR(in_use, static_cast<double>(graph), 0.03 * static_cast<double>(graph));
 }
 
 // A value of GLASS_EMU_GPU_MEMORY that is not a size: one error naming the variable.

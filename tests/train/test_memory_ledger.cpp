@@ -1,7 +1,8 @@
 // The two ledgers agree: the cost model's peak (train/gpt_cost.h: a sum of named terms from the
 // configuration alone, no planner) against the allocator's peak of a step that runs
-// (train/step_plan.h's record_training_step on that device), within 3%. And the pre-flight's
-// remedy table (train/preflight.h) changes the planned step as its flags say.
+// (train/step_plan.h's record_training_step on that device), within 3%. And the pre-flight
+// (train/preflight.h): its remedy table changes the planned step as its flags say, it rounds as
+// the run's device (cpu's small classes), and it plans a CUDA graph's private pool.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
