@@ -34,11 +34,12 @@ int64_t gemm_workspace_bytes(Device device) {
 }
 
 // The run's step on meta, its tensors rounded as the run's device rounds them (cpu's 64-byte
-// classes for small tensors, emu's exact sizes under red zones: engine/allocator.h).
+// classes for small tensors, emu's exact sizes under red zones: engine/allocator.h) and its loss
+// the run's device's (train/step_plan.h: planned_device).
 RecordedStep plan_step(const PreflightRun& run) {
-  const Allocator::PlannedClasses classes(Allocator::for_device(kMeta),
-                                          SizeClasses::of_device(run.device));
-  return record_training_step(kMeta, run.plan);
+  StepPlanOptions plan = run.plan;
+  plan.planned_device = run.device;
+  return record_training_step(kMeta, plan);
 }
 
 // The figure compared with the free memory: the peak in use (allocated, and under --cuda-graph

@@ -77,6 +77,10 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   check_options(device, o);
   const Tf32Scope tf32(o.tf32);
   Allocator& allocator = Allocator::for_device(device);
+  // A plan of another device's run rounds as its allocator does, for as long as its tensors live.
+  std::optional<Allocator::PlannedClasses> classes;
+  if (device.kind == DeviceKind::meta && o.planned_device)
+    classes.emplace(allocator, SizeClasses::of_device(*o.planned_device));
   allocator.empty_cache();
   const AllocatorStats before = allocator.stats();
 
@@ -93,6 +97,7 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
                          o.dtype, head_dim);
   model.set_attention(attention);
   model.set_recompute(parse_recompute(o.recompute));
+  if (device.kind == DeviceKind::meta && o.planned_device) model.set_loss_as_on(*o.planned_device);
   AdamW optimizer(model.named_parameters(),
                   AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
   if (o.dtype != DType::f32) model.set_compute_dtype(o.dtype);

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct StepPlanOptions {
   // train_gpt --cuda-graph: an eager warm-up step, then the step as the graph's capture records
   // it, its requests served from a private pool (train/graph_step.h, engine/allocator.h).
   bool cuda_graph = false;
+  // On meta: the device whose run this plans (train/preflight.h). Its allocator's rounding
+  // (engine/allocator.h: SizeClasses, cpu's 64-byte classes for small tensors) and its loss
+  // (cpu: cross-entropy, its gradient beside the logits) are planned; the other kernels are
+  // meta's (those of emu and cuda).
+  std::optional<Device> planned_device;
   // train_gpt's defaults; the values change no launch, only the scalars AdamW reads.
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;  // 0 = off (clip_scale launches are then skipped)
