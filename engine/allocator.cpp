@@ -81,8 +81,37 @@ size_t Allocator::size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+size_t SizeClasses::of(size_t bytes) const {
+  if (exact) return bytes;
+  return small_blocks && SmallBlocks::serves(bytes) ? SmallBlocks::size_class(bytes)
+                                                    : Allocator::size_class(bytes);
+}
+
+SizeClasses SizeClasses::of_device(Device d) {
+  const DeviceRuntime& runtime = runtime_for(d);
+  return {.exact = runtime.exact_sizes(), .small_blocks = runtime.capabilities().small_host_blocks};
+}
+
 size_t Allocator::class_of(size_t bytes) const {
-  return small_block(bytes) ? SmallBlocks::size_class(bytes) : size_class(bytes);
+  return small_block(bytes) ? SmallBlocks::size_class(bytes) : general_class(bytes);
+}
+
+size_t Allocator::general_class(size_t bytes) const {
+  return planned_.small_blocks && SmallBlocks::serves(bytes) ? SmallBlocks::size_class(bytes)
+                                                             : size_class(bytes);
+}
+
+Allocator::PlannedClasses::PlannedClasses(Allocator& meta, SizeClasses classes)
+    : meta_(meta), saved_(meta.planned_) {
+  GLASS_CHECK(meta.device_.kind == DeviceKind::meta,
+              "Allocator on {}: only meta plans another device's size classes", meta.device_.str());
+  const std::lock_guard lock(meta.mu_);
+  meta.planned_ = classes;
+}
+
+Allocator::PlannedClasses::~PlannedClasses() {
+  const std::lock_guard lock(meta_.mu_);
+  meta_.planned_ = saved_;
 }
 
 // The device's own memory (engine/device_runtime.h): nullptr when it is out of memory.
@@ -92,7 +121,7 @@ void Allocator::device_free(void* p) { runtime_->device_free(device_, p); }
 
 DeviceEvents::Stream Allocator::current_stream() const { return runtime_->current_stream(); }
 
-bool Allocator::exact_sizes() const { return runtime_->exact_sizes(); }
+bool Allocator::exact_sizes() const { return planned_.exact || runtime_->exact_sizes(); }
 
 namespace {
 // PoolScope: the allocator and pool this thread's requests go to (one scope per thread at a time).
@@ -131,7 +160,10 @@ void Allocator::release_pool(uint64_t pool) {
   if (it == pools_.end()) return;
   // Free blocks join the shared cache with their stream tags (the graph's stream: other streams
   // take them only once its queued replays are done); live ones are the shared cache's from now.
-  it->second.free.drain([&](void* p, size_t cls) { free_.put(cls, p, current_stream()); });
+  it->second.free.drain([&](void* p, size_t cls) {
+    free_.put(cls, p, current_stream());
+    stats_.in_use_bytes -= static_cast<int64_t>(cls);
+  });
   stats_.pool_reserved_bytes -= it->second.reserved_bytes;
   pools_.erase(it);
   std::erase_if(pool_of_, [&](const auto& entry) { return entry.second == pool; });
@@ -186,6 +218,8 @@ void* Allocator::allocate_small(size_t bytes) {
   }
   stats_.allocated_bytes += static_cast<int64_t>(size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.in_use_bytes += static_cast<int64_t>(size);
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   return p;
 }
 
@@ -193,10 +227,10 @@ void* Allocator::allocate(size_t bytes) {
   if (small_block(bytes)) return allocate_small(bytes);
   // With emu's red zones every tensor gets its own allocation of exactly its size, so that the
   // zone starts at its last byte: one element too far is caught, not lost in a size class.
-  const bool exact = exact_sizes();
-  const size_t size = exact ? bytes : size_class(bytes);
-  const uint64_t pool_id = exact ? 0 : scoped_pool();
   std::lock_guard lock(mu_);
+  const bool exact = exact_sizes();
+  const size_t size = exact ? bytes : general_class(bytes);
+  const uint64_t pool_id = exact ? 0 : scoped_pool();
   Pool* pool = pool_id != 0 ? &pools_.at(pool_id) : nullptr;
   stats_.alloc_count++;
   // A pool serves a capture: of its free blocks only those freed on this stream, because one
@@ -205,6 +239,9 @@ void* Allocator::allocate(size_t bytes) {
   void* p = exact  ? nullptr
             : pool ? pool->free.take(size, current_stream(), /*same_stream_only=*/true)
                    : free_.take(size, current_stream());
+  // In use from now: every block but one from the pool's own free list (in use already, the
+  // pool's); a block the pool adopts from the shared cache below was free until now.
+  if (p == nullptr || pool == nullptr) stats_.in_use_bytes += static_cast<int64_t>(size);
   if (p == nullptr && pool != nullptr) p = adopt_cached_block(pool_id, *pool, size);
   if (p != nullptr) {
     stats_.cache_hits++;
@@ -235,8 +272,10 @@ void* Allocator::allocate(size_t bytes) {
       stats_.pool_reserved_bytes += static_cast<int64_t>(size);
     }
   }
+  if (!exact && size != size_class(bytes)) planned_small_[p] = size;
   stats_.allocated_bytes += static_cast<int64_t>(size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   return p;
 }
 
@@ -245,11 +284,13 @@ void Allocator::release(void* ptr, size_t bytes) {
   if (small_block(bytes)) {
     small_.give(ptr, bytes);
     stats_.allocated_bytes -= static_cast<int64_t>(SmallBlocks::size_class(bytes));
+    stats_.in_use_bytes -= static_cast<int64_t>(SmallBlocks::size_class(bytes));
     return;
   }
   if (uncached_.erase(ptr) != 0) {  // an exact-size block goes straight back (its zones checked)
     stats_.allocated_bytes -= static_cast<int64_t>(bytes);
     stats_.reserved_bytes -= static_cast<int64_t>(bytes);
+    stats_.in_use_bytes -= static_cast<int64_t>(bytes);
     try {
       device_free(ptr);
     } catch (const std::exception& e) {
@@ -259,7 +300,12 @@ void Allocator::release(void* ptr, size_t bytes) {
     }
     return;
   }
-  const size_t cls = size_class(bytes);
+  size_t cls = size_class(bytes);
+  if (!planned_small_.empty())  // meta: a block planned in cpu's small classes keeps its class
+    if (auto it = planned_small_.find(ptr); it != planned_small_.end()) {
+      cls = it->second;
+      planned_small_.erase(it);
+    }
   stats_.allocated_bytes -= static_cast<int64_t>(cls);
   runtime_->check_block_release(ptr, cls, current_stream());
   // A block freed inside a pool's scope becomes that pool's, wherever it came from; a pool's
@@ -276,6 +322,8 @@ void Allocator::release(void* ptr, size_t bytes) {
   } else if (auto it = pool_of_.find(ptr); it != pool_of_.end()) {
     pool_id = it->second;
   }
+  // Into a pool's free list it stays in use (the graph's); into the shared cache it is free.
+  if (pool_id == 0) stats_.in_use_bytes -= static_cast<int64_t>(cls);
   (pool_id != 0 ? pools_.at(pool_id).free : free_).put(cls, ptr, current_stream());
 }
 
@@ -288,12 +336,14 @@ void Allocator::reset_peaks() {
   std::lock_guard lock(mu_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
+  stats_.peak_in_use_bytes = stats_.in_use_bytes;
 }
 
 void Allocator::restore_peaks(const AllocatorStats& before) {
   std::lock_guard lock(mu_);
   stats_.peak_allocated_bytes = std::max(before.peak_allocated_bytes, stats_.allocated_bytes);
   stats_.peak_reserved_bytes = std::max(before.peak_reserved_bytes, stats_.reserved_bytes);
+  stats_.peak_in_use_bytes = std::max(before.peak_in_use_bytes, stats_.in_use_bytes);
 }
 
 void Allocator::empty_cache() {

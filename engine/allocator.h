@@ -25,6 +25,13 @@
 // On `cuda` the free lists are stream-aware (engine/free_blocks.h): a block is tagged with the
 // stream that was current when it was freed.
 //
+// Planning another device's allocations (SizeClasses, PlannedClasses): meta rounds as cuda does
+// (and as emu without red zones). While a PlannedClasses scope is active on meta's allocator it
+// rounds as the planned device's instead: cpu's 64-byte classes for requests of up to 1 KiB (cut
+// from no slab: meta backs nothing; each such block counts at its class, as on cpu), or emu's
+// exact sizes under red zones. So a pre-flight on meta plans the allocated peak of the device it
+// plans for (the reserved figure stays meta's: cpu reserves whole 64 KiB slabs).
+//
 // Private pools (CUDA graphs, engine/cuda/graph.h): while a PoolScope is active on a thread, that
 // thread's requests to this allocator are served from the pool's own free lists (only blocks freed
 // on the requesting stream: telling whether another stream of the capture is done with a block
@@ -35,7 +42,8 @@
 // work may touch it again at every replay, in capture order, so only later captured requests may
 // reuse it. A pool's blocks never serve requests outside its scope while the pool lives; when it
 // is released (the graph is gone) its free blocks join the shared cache and its live blocks
-// return there when their tensors free them.
+// return there when their tensors free them. While the pool lives its free blocks count in use
+// (AllocatorStats::in_use_bytes): the graph's replays write them.
 #pragma once
 
 #include <cstddef>
@@ -61,9 +69,26 @@ struct AllocatorStats {
   int64_t cache_hits = 0;           // requests served from a free list or an already-reserved slab
   int64_t alloc_count = 0;          // all requests
   int64_t pool_reserved_bytes = 0;  // of reserved_bytes, held by private pools (graphs)
+  // allocated_bytes plus the free blocks of private pools: a graph's replays write those blocks,
+  // so no other request may have them and the cache cannot give them back; what the device must
+  // hold at once. Equal to allocated_bytes where no graph was captured.
+  int64_t in_use_bytes = 0;
+  int64_t peak_in_use_bytes = 0;
 };
 
 class DeviceRuntime;
+
+// How a device's allocator rounds a request, which is what allocated_bytes counts it at: the
+// general classes (size_class below), cpu's 64-byte small-block classes up to 1 KiB, or exact
+// sizes (emu with red zones: one allocation per tensor, uncached).
+struct SizeClasses {
+  bool exact = false;         // the device runtime's exact_sizes() (engine/device_runtime.h)
+  bool small_blocks = false;  // its capabilities' small_host_blocks (cpu)
+  // The bytes a request of `bytes` is counted at.
+  size_t of(size_t bytes) const;
+  // `d`'s allocator's rounding now (emu's red zones follow GLASS_EMU_CHECK).
+  static SizeClasses of_device(Device d);
+};
 
 // The events FreeBlocks asks for: the device runtime's (engine/device_runtime.h), CUDA events on
 // `cuda`. On devices without native streams every block is freed and taken on the null stream, so
@@ -111,6 +136,20 @@ class Allocator {
     uint64_t saved_pool_;
   };
 
+  // meta only: rounds as `classes` (another device's, SizeClasses::of_device) for the scope's life.
+  // Blocks keep the class they were allocated at, whenever they are freed.
+  class PlannedClasses {
+   public:
+    PlannedClasses(Allocator& meta, SizeClasses classes);
+    ~PlannedClasses();
+    PlannedClasses(const PlannedClasses&) = delete;
+    PlannedClasses& operator=(const PlannedClasses&) = delete;
+
+   private:
+    Allocator& meta_;
+    SizeClasses saved_;
+  };
+
   int64_t allocated_bytes() const { return stats().allocated_bytes; }
   int64_t reserved_bytes() const { return stats().reserved_bytes; }
 
@@ -131,8 +170,11 @@ class Allocator {
   void empty_cache_locked();
   struct Pool;
   void* adopt_cached_block(uint64_t pool_id, Pool& pool, size_t size);  // nullptr: none
-  uint64_t scoped_pool() const;           // this thread's PoolScope pool on this allocator, or 0
-  bool exact_sizes() const;               // emu with red zones: no size classes, no cache
+  uint64_t scoped_pool() const;  // this thread's PoolScope pool on this allocator, or 0
+  bool exact_sizes() const;      // emu with red zones (or planned so on meta): no classes, no cache
+  // The class of a request served by the general free lists: the planned small-block class on
+  // meta under PlannedClasses, else size_class.
+  size_t general_class(size_t bytes) const;
   bool small_block(size_t bytes) const {  // served by small_ (cpu only: small_host_blocks)
     return small_blocks_ && SmallBlocks::serves(bytes);
   }
@@ -146,6 +188,8 @@ class Allocator {
   SmallBlocks small_;              // cpu's blocks of up to 1 KiB
   AllocatorStats stats_;
   std::unordered_set<void*> uncached_;  // live exact-size blocks (exact_sizes() when allocated)
+  SizeClasses planned_;                 // meta under PlannedClasses: the planned device's rounding
+  std::unordered_map<void*, size_t> planned_small_;  // live meta blocks of a planned small class
   struct Pool {
     explicit Pool(const DeviceRuntime* runtime) : free(DeviceEvents{runtime}) {}
     FreeBlocks<DeviceEvents> free;

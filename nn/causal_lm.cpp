@@ -33,7 +33,7 @@ Tensor CausalLM::loss(const Tensor& logits, const Tensor& targets) const {
   const Tensor flat = view(logits, {rows, columns}), flat_targets = view(targets, {rows});
   // emu and cuda (and meta, which plans their launches): the fused classifier, in f32 or bf16
   // (the loss in f32 either way).
-  if (capabilities(logits.device()).fused_classifier)
+  if (capabilities(loss_device_.value_or(logits.device())).fused_classifier)
     return fused_classifier(flat, flat_targets, config.vocab_size);
   // The reference path: softmax over the class columns only.
   const Tensor classes = columns == config.vocab_size ? flat : slice(flat, 1, 0, config.vocab_size);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -58,6 +59,9 @@ class CausalLM : public Module {
   // classifier (autograd/classifier.cpp), which consumes the logits; on cpu the reference:
   // cross_entropy of the logits' class columns.
   Tensor loss(const Tensor& logits, const Tensor& targets) const;
+  // The loss as on `device` (its capabilities' fused_classifier), whatever device the logits are
+  // on: a plan on meta of a cpu run (train/step_plan.h) takes cpu's cross-entropy.
+  void set_loss_as_on(Device device) { loss_device_ = device; }
 
   Device device() const { return token_embedding().device(); }
 
@@ -66,6 +70,9 @@ class CausalLM : public Module {
  protected:
   // Checks ids i32 [B, T] with 1 <= T <= block_size; `who` names the model in the error.
   void check_ids(const Tensor& ids, const char* who) const;
+
+ private:
+  std::optional<Device> loss_device_;  // set_loss_as_on
 };
 
 // The model config.arch names, with dropout layers drawing from `dropout_gen`.

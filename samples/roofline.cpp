@@ -185,13 +185,16 @@ void model(const Flags& f) {
   if (experts) glass::train::expert_parameters(f.gpt, f.n_expert, f.top_k);
   const glass::Recompute recompute = glass::parse_recompute(f.recompute);
   // As train_gpt runs the step: flash attention on every device; the fused classifier on the
-  // GPUs (emu, cuda), cross-entropy beside the logits on cpu.
-  const glass::train::GptBudgetOptions options{.flash_attention = true,
-                                               .fused_classifier = f.device != "cpu",
-                                               .gemm_workspace = f.device != "cpu",
-                                               .recompute = recompute,
-                                               .world = f.world,
-                                               .zero = f.zero};
+  // GPUs (emu, cuda), cross-entropy beside the logits on cpu; cpu's allocator's size classes.
+  const glass::train::GptBudgetOptions options{
+      .flash_attention = true,
+      .fused_classifier = f.device != "cpu",
+      .gemm_workspace = f.device != "cpu",
+      .recompute = recompute,
+      .world = f.world,
+      .zero = f.zero,
+      .size_classes =
+          f.device == "cpu" ? glass::SizeClasses::of_device(glass::kCPU) : glass::SizeClasses{}};
   const auto m = glass::train::gpt_memory_budget(f.gpt, f.batch, f.seq_len, dtype, options);
   const auto fl = glass::train::gpt_step_flops(f.gpt, f.batch, f.seq_len);
   const bool llama = f.gpt.arch == glass::Arch::llama;

@@ -33,13 +33,30 @@ double layer_activation_width(const GPTConfig& c) {
 
 namespace {
 
+// The rounding of the budget being computed (GptBudgetOptions::size_classes), set for its
+// computation by gpt_memory_budget; Held::add rounds with it.
+thread_local SizeClasses budget_classes;
+
+class BudgetClassesScope {
+ public:
+  explicit BudgetClassesScope(SizeClasses classes) : saved_(budget_classes) {
+    budget_classes = classes;
+  }
+  ~BudgetClassesScope() { budget_classes = saved_; }
+  BudgetClassesScope(const BudgetClassesScope&) = delete;
+  BudgetClassesScope& operator=(const BudgetClassesScope&) = delete;
+
+ private:
+  SizeClasses saved_;
+};
+
 // Tensors counted into a term: the bytes the formula gives, and what the allocator holds for them
 // (each rounded to its size class).
 struct Held {
   double bytes = 0, rounded = 0;
   void add(double count, double each) {
     bytes += count * each;
-    rounded += count * static_cast<double>(Allocator::size_class(static_cast<size_t>(each)));
+    rounded += count * static_cast<double>(budget_classes.of(static_cast<size_t>(each)));
   }
   void add(const Held& h, double count = 1) {
     bytes += count * h.bytes;
@@ -115,6 +132,25 @@ GptMemoryBudget budget_at_highest(std::initializer_list<const PeakPoint*> points
   return m;
 }
 
+// Block k's MLP backward for the blocks where the peak can be, gpt2's and llama's alike: what
+// such a point holds is linear in k (the saved activations of blocks 0..k grow with k, the
+// gradients of the blocks after k shrink with it), so the highest is at one end, or next to it
+// where the last block differs from the others (the incoming gradient, the top's tensors): the
+// last block, the one before it and the first. `make(k, name)` builds the point of block k.
+struct BlockPoints {
+  PeakPoint last, before_last, first;
+};
+template <class Make>
+BlockPoints block_points(int64_t n_layer, Recompute mode, const Make& make) {
+  const bool rerun = mode == Recompute::block;
+  return {
+      make(n_layer - 1,
+           rerun ? "the last block's re-run MLP backward" : "the last block's MLP backward"),
+      make(std::max<int64_t>(n_layer - 2, 0), rerun ? "the last block but one's re-run MLP backward"
+                                                    : "the last block but one's MLP backward"),
+      make(0, rerun ? "the first block's re-run MLP backward" : "the first block's MLP backward")};
+}
+
 // The parameters' element counts, one per tensor, in nn/gpt.cpp's order less wte (the table).
 std::vector<double> gpt2_tensors_but_table(const GPTConfig& c) {
   const double C = static_cast<double>(c.n_embd);
@@ -177,9 +213,9 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
   saved.add(layer, L);
   saved.add(top);
 
-  PeakPoint head{"the LM head's backward"}, block{"the last block's MLP backward"},
+  PeakPoint head{"the LM head's backward"},
       end{"the tied embedding's gradient (the end of backward)"};
-  for (PeakPoint* p : {&head, &block, &end}) state.hold_in(*p);
+  for (PeakPoint* p : {&head, &end}) state.hold_in(*p);
   head.activations = saved;
   if (o.fused_classifier) {
     head.temporaries.add(1, b * BT * C);  // dx
@@ -188,28 +224,42 @@ GptMemoryBudget gpt2_budget(const GPTConfig& c, int64_t batch, int64_t seq_len, 
     head.temporaries.add(1, b * BT * V);  // the logits' gradient beside the logits
     head.temporaries.add(1, 4 * BT);      // cross-entropy's log-sum-exp per row
   }
-  // Freed by then: ln_f's output and statistics, the last residual sum, the logits.
+  // Block k's MLP backward. Freed by then: ln_f's output and statistics, the last residual sum,
+  // the logits, and every block after k (what it saved, or under block its checkpointed input);
+  // the gradients of those blocks and ln_f are made, in fp32, and block k's MLP weight gradients
+  // in b; its re-run part is alive. At the last block the gradients are ln_f's and the table's
+  // share; at the first nearly every gradient is there while only one block's activations are:
+  // at small batches the peak moves there.
   Held freed;
   freed.add(2, b * BT * C);
   freed.add(2, 4 * BT);
   freed.add(1, b * BT * V);
-  block.activations = saved;
-  block.activations.bytes -= freed.bytes;
-  block.activations.rounded -= freed.rounded;
-  block.gradients.add(1, 4 * V * C);  // the table's share, cast to fp32
-  block.gradients.add(2, 4 * C);      // ln_f
-  block.gradients.add(2, b * 4 * C * C);
-  block.gradients.add(1, b * 4 * C);
-  block.gradients.add(1, b * C);
-  block.recompute = rebuilt;  // the last layer's recomputed part, alive while backward runs it
-  block.temporaries.add(2, b * BT * C);  // the incoming gradient, dx
-  block.temporaries.add(1, b * BT * aux);
+  const std::vector<double> tensors_but_table = gpt2_tensors_but_table(c);
+  auto block_backward = [&](int64_t k, const char* name) {
+    PeakPoint p{name};
+    state.hold_in(p);
+    p.activations = saved;
+    p.activations.bytes -= freed.bytes;
+    p.activations.rounded -= freed.rounded;
+    p.activations.add(layer, -static_cast<double>(c.n_layer - 1 - k));
+    p.gradients.add(1, 4 * V * C);  // the table's share, cast to fp32
+    for (size_t i = static_cast<size_t>(1 + 12 * (k + 1)); i < tensors_but_table.size(); ++i)
+      p.gradients.add(1, 4 * tensors_but_table[i]);  // the blocks after k and ln_f
+    p.gradients.add(2, b * 4 * C * C);
+    p.gradients.add(1, b * 4 * C);
+    p.gradients.add(1, b * C);
+    p.recompute = rebuilt;             // block k's recomputed part, alive while backward runs it
+    p.temporaries.add(2, b * BT * C);  // the incoming gradient, dx
+    p.temporaries.add(1, b * BT * aux);
+    return p;
+  };
+  const BlockPoints blocks = block_points(c.n_layer, o.recompute, block_backward);
   end.activations.add(2, 4 * BT);  // the batch
-  for (double n : gpt2_tensors_but_table(c)) end.gradients.add(1, 4 * n);
+  for (double n : tensors_but_table) end.gradients.add(1, 4 * n);
   end.gradients.add(1, 4 * V * C);               // the table's .grad
   end.temporaries.add(2, 4 * V * C);             // the head's share and the embedding's, in fp32
   if (b < 4) end.temporaries.add(1, b * V * C);  // the embedding's, before its cast
-  return budget_at_highest({&head, &block, &end});
+  return budget_at_highest({&head, &blocks.last, &blocks.before_last, &blocks.first, &end});
 }
 
 // The parameters' element counts of a llama (nn/llama.cpp), less embed_tokens (the table).
@@ -339,16 +389,8 @@ GptMemoryBudget llama_budget(const GPTConfig& c, int64_t batch, int64_t seq_len,
     p.temporaries.add(1, b * BT * 2 * F);
     return p;
   };
-  const bool rerun = o.recompute == Recompute::block;
-  const PeakPoint last = block_backward(n_layer - 1, rerun ? "the last block's re-run MLP backward"
-                                                           : "the last block's MLP backward"),
-                  before_last =
-                      block_backward(std::max<int64_t>(n_layer - 2, 0),
-                                     rerun ? "the last block but one's re-run MLP backward"
-                                           : "the last block but one's MLP backward"),
-                  first = block_backward(0, rerun ? "the first block's re-run MLP backward"
-                                                  : "the first block's MLP backward");
-  return budget_at_highest({&head, &last, &before_last, &first, &end});
+  const BlockPoints blocks = block_points(n_layer, o.recompute, block_backward);
+  return budget_at_highest({&head, &blocks.last, &blocks.before_last, &blocks.first, &end});
 }
 
 }  // namespace
@@ -369,6 +411,7 @@ GptMemoryBudget gpt_memory_budget(const GPTConfig& c, int64_t batch, int64_t seq
               batch, options.world);
   const double b = static_cast<double>(dtype_size(dtype));
   const int64_t rows = batch / options.world;  // one rank's share of the batch
+  const BudgetClassesScope classes(options.size_classes);
   GptMemoryBudget m = c.arch == Arch::gpt2 ? gpt2_budget(c, rows, seq_len, b, options)
                                            : llama_budget(c, rows, seq_len, b, options);
   m.parameters = gpt_num_parameters(c, true);

@@ -14,7 +14,7 @@
 //     plus 4 + H in fp32 (two LayerNorms' mean and rstd; flash attention's log-sum-exp per head);
 //     at the top 2 C in b (the embeddings' sum, ln_f's output), 2 fp32 (the first ln_1's
 //     statistics), V in b (the logits) and the batch (tokens and targets, i32).
-//   The peak is at one of three points of backward, whichever holds most (peak_at):
+//   The peak is at one of these points of backward, whichever holds most (peak_at):
 //     the LM head's backward: every activation saved, plus its dx (B T C in b, temporaries) and
 //       the tied embedding's gradient V C in b (gradients); the fused classifier (emu, cuda) has
 //       written the logits' gradient over the logits; cpu's cross-entropy writes it beside them
@@ -23,13 +23,18 @@
 //       output and statistics, the last residual sum, the logits); gradients: the tied
 //       embedding's and ln_f's in fp32, the MLP's weights 8 C^2 + 5 C in b; temporaries: the
 //       incoming gradient, the GELU input's gradient and dx (B T (2 C + 4 C) in b).
+//     block k's MLP backward, for every k: the same, less what blocks k+1.. saved and plus their
+//       gradients in fp32. Linear in k, so the last block, the one before it and the first are
+//       compared (block_points, shared with llama); at small batches the gradients outweigh a
+//       block's activations and the first block's holds most.
 //     the tied embedding's gradient, the end of backward: no activation left; every other
 //       parameter's gradient in fp32 (4 (N - V C): the masters' under bf16), and the tied table's
 //       gradient three times over in fp32 (the head's share, the embedding's, their sum: 12 V C),
 //       under bf16 also the embedding's own before its cast (b V C).
 //   workspace: cuBLAS's GEMM workspace on emu and cuda, 32 MiB per device and stream, held from
 //   the first GEMM on (kernels/cuda/gemm.cu).
-//   size classes: what the allocator's rounding adds, sum of R(x) - x over the tensors above.
+//   size classes: what the allocator's rounding adds, sum of R(x) - x over the tensors above, R
+//   the rounding of the device (GptBudgetOptions::size_classes: cpu's small classes too).
 //   The ledger of what the model needs is the terms before rounding; what the allocator holds is
 //   their total with the rounding. Held to 3% of the measured peak by tests/train/
 //   test_memory_ledger.cpp, gpt2 and llama, under every recompute mode. Not modelled: naive
@@ -41,7 +46,7 @@
 //     residual sum and output, SwiGLU's input gate_up 2 F and output F, the next norm's residual
 //     sum and output) plus 2 + H in fp32 (two 1/rms; the log-sum-exp per head); at the top the
 //     embedding and the first norm's output 2 C in b and its 1/rms, the logits and the batch, less
-//     the last block's residual sum (read by nothing). The same three points, with a llama
+//     the last block's residual sum (read by nothing). The same points, with a llama
 //     block's tensors (the last block's MLP backward: down_proj's gradient F C, the final norm's
 //     and the table's in fp32; temporaries B T (C + F + 2 F) in b). Under --recompute block a
 //     block k's re-run backward holds the checkpointed inputs of blocks 1..k, the gradients of
@@ -66,6 +71,7 @@
 // terms).
 #pragma once
 
+#include "engine/allocator.h"
 #include "engine/dtype.h"
 #include "nn/gpt.h"
 #include "nn/recompute.h"
@@ -103,6 +109,10 @@ struct GptBudgetOptions {
   int64_t world = 1;  // data-parallel ranks; the budget is one rank's (--batch is the global batch)
   int zero =
       0;  // ZeRO stage: 0, or 1 (AdamW's moments, and bf16's masters, sharded over the ranks)
+  // How the device's allocator rounds each tensor (engine/allocator.h, SizeClasses::of_device):
+  // the default is cuda's (and meta's, and emu's without red zones); cpu counts tensors of up to
+  // 1 KiB in 64-byte classes.
+  SizeClasses size_classes{};
 };
 
 // Per layer and token, in elements: what a recompute mode stops keeping, and what its recomputed

@@ -33,12 +33,30 @@ int64_t gemm_workspace_bytes(Device device) {
   return capabilities(device).gemm_workspace ? kernels::cuda::kGemmWorkspaceBytes : 0;
 }
 
+// The run's step on meta, its tensors rounded as the run's device rounds them (cpu's 64-byte
+// classes for small tensors, emu's exact sizes under red zones: engine/allocator.h) and its loss
+// the run's device's (train/step_plan.h: planned_device).
+RecordedStep plan_step(const PreflightRun& run) {
+  StepPlanOptions plan = run.plan;
+  plan.planned_device = run.device;
+  return record_training_step(kMeta, plan);
+}
+
+// The figure compared with the free memory: the peak in use (allocated, and under --cuda-graph
+// the graph pool's free blocks, which only the graph may use: train/step_plan.h).
 int64_t planned_peak(const PreflightRun& run) {
-  return record_training_step(kMeta, run.plan).peak_allocated_bytes +
-         gemm_workspace_bytes(run.device) + static_cast<int64_t>(data_parallel_bytes(run));
+  return plan_step(run).peak_in_use_bytes + gemm_workspace_bytes(run.device) +
+         static_cast<int64_t>(data_parallel_bytes(run));
 }
 
 std::string bytes(int64_t b) { return format_bytes(static_cast<double>(b)); }
+
+// --cuda-graph: the peak includes the graph's private pool, whose free blocks stay the graph's.
+std::string graph_pool_note(const PreflightRun& run, const PreflightResult& r) {
+  return run.plan.cuda_graph
+             ? fmt::format(", with the CUDA graph's private pool of {}", bytes(r.graph_pool_bytes))
+             : "";
+}
 
 std::string percent(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:.0f}%",
@@ -68,8 +86,9 @@ double data_parallel_bytes(const PreflightRun& run) {
   if (run.world <= 1) return 0;
   const StepPlanOptions& p = run.plan;
   const auto budget = [&](int zero) {
-    return gpt_memory_budget(p.config, p.batch * run.world, p.seq_len, p.dtype,
-                             {.world = run.world, .zero = zero});
+    return gpt_memory_budget(
+        p.config, p.batch * run.world, p.seq_len, p.dtype,
+        {.world = run.world, .zero = zero, .size_classes = SizeClasses::of_device(run.device)});
   };
   // ZeRO-1's share: the two budgets differ only in the optimizer's terms (the moments, and the
   // masters under bf16), held all step; the difference of their totals is that change as the
@@ -131,13 +150,14 @@ PreflightResult plan_preflight(const PreflightRun& run) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
   make_meta_gemm_workspace();
-  const RecordedStep step = record_training_step(kMeta, run.plan);
+  const RecordedStep step = plan_step(run);
   r.plan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   r.plan_cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   const int64_t added =
       gemm_workspace_bytes(run.device) + static_cast<int64_t>(data_parallel_bytes(run));
-  r.planned_peak_bytes = step.peak_allocated_bytes + added;
+  r.planned_peak_bytes = step.peak_in_use_bytes + added;
+  r.graph_pool_bytes = step.graph_pool_bytes;
   r.planned_reserved_bytes = step.peak_reserved_bytes + added;
   r.memory = device_memory(run.device);
   if (!r.fits())
@@ -155,12 +175,12 @@ PreflightResult plan_preflight(const PreflightRun& run) {
 std::string preflight_refusal(const PreflightRun& run, const PreflightResult& r) {
   const StepPlanOptions& p = run.plan;
   std::string m = fmt::format(
-      "pre-flight: one training step needs {} at its peak (allocated, planned on the meta "
+      "pre-flight: one training step needs {} at its peak (allocated{}, planned on the meta "
       "device; {} with the allocator's cache), but {} has {} free of {} ({}). The step: {} | "
       "{} | {} rows x {} tokens per micro-step{}{}.",
-      bytes(r.planned_peak_bytes), bytes(r.planned_reserved_bytes), run.device.str(),
-      bytes(r.memory->free_bytes), bytes(r.memory->total_bytes), r.memory->source, p.config.str(),
-      dtype_name(p.dtype), p.batch, p.seq_len,
+      bytes(r.planned_peak_bytes), graph_pool_note(run, r), bytes(r.planned_reserved_bytes),
+      run.device.str(), bytes(r.memory->free_bytes), bytes(r.memory->total_bytes), r.memory->source,
+      p.config.str(), dtype_name(p.dtype), p.batch, p.seq_len,
       p.grad_accum > 1 ? fmt::format(", {} micro-steps", p.grad_accum) : "",
       run.world > 1 ? fmt::format(", on each of {} ranks{}", run.world, run.zero ? " (ZeRO-1)" : "")
                     : "");
@@ -186,11 +206,11 @@ PreflightResult run_preflight(const PreflightRun& run) {
   if (!r.memory) return r;
   if (!r.fits()) fail("{}", preflight_refusal(run, r));
   r.summary = fmt::format(
-      "pre-flight: the step's planned peak is {} allocated ({} reserved) of {} free on {} ({}), "
+      "pre-flight: the step's planned peak is {} allocated{} ({} reserved) of {} free on {} ({}), "
       "planned in {:.0f} ms ({:.0f} ms of CPU)",
-      bytes(r.planned_peak_bytes), bytes(r.planned_reserved_bytes), bytes(r.memory->free_bytes),
-      run.device.str(), percent(r.planned_peak_bytes, r.memory->free_bytes), r.plan_ms,
-      r.plan_cpu_ms);
+      bytes(r.planned_peak_bytes), graph_pool_note(run, r), bytes(r.planned_reserved_bytes),
+      bytes(r.memory->free_bytes), run.device.str(),
+      percent(r.planned_peak_bytes, r.memory->free_bytes), r.plan_ms, r.plan_cpu_ms);
   if (r.tight())
     r.summary += ": over 80% of the free memory; a smaller --batch or --grad-accum leaves room";
   return r;

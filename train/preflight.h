@@ -6,11 +6,15 @@
 // the figures and each remedy that would fit with its own planned peak (planned on meta too);
 // over 80% of it, a warning. train_gpt --no-preflight skips it.
 //
-// The figure compared is the planned peak *allocated* (size-class rounded, train/step_plan.h),
-// not the peak reserved: before failing, the allocator gives its cached free blocks back to the
-// device and tries again (engine/allocator.h), so what must fit at once is the live blocks; the
-// reserved peak (the cache on top) is printed beside it. Not in the plan: what the allocator does
-// not count (the CUDA context, cuBLAS's, cuDNN's and NCCL's own buffers), a CUDA graph's pool,
+// The figure compared is the planned peak *allocated* (rounded as the run's device rounds: its
+// size classes, cpu's 64-byte classes for small tensors, emu's exact sizes under red zones;
+// engine/allocator.h, SizeClasses), not the peak reserved: before failing, the allocator gives
+// its cached free blocks back to the device and tries again (engine/allocator.h), so what must
+// fit at once is the live blocks; the reserved peak (the cache on top) is printed beside it.
+// Under --cuda-graph the plan is the eager warm-up step and the captured one, and the figure
+// counts the graph's private pool whole (its free blocks are the graph's: no other request gets
+// them, and the cache cannot give them back), train/step_plan.h. Not in the plan: what the
+// allocator does not count (the CUDA context, cuBLAS's, cuDNN's and NCCL's own buffers),
 // evaluation and sampling (smaller than a training step: no saved activations). With data
 // parallelism each rank plans its own step (--batch is the global batch, a rank's micro-step has
 // --batch / ranks rows), and the cost model adds what the ranks' sharing changes
@@ -65,6 +69,7 @@ struct PlannedRemedy {
 struct PreflightResult {
   int64_t planned_peak_bytes = 0;       // peak allocated of the planned step (this rank's)
   int64_t planned_reserved_bytes = 0;   // peak reserved: with the allocator's cache
+  int64_t graph_pool_bytes = 0;         // --cuda-graph: the capture's private pool (reserved)
   std::optional<DeviceMemory> memory;   // the device's free memory; nullopt: nothing to compare
   double plan_ms = 0;                   // the time the plan of the run's step took
   double plan_cpu_ms = 0;               // ... and the CPU time of the process meanwhile

@@ -67,6 +67,7 @@ void RunLog::step(const StepResult& r, const StepFigures& f) {
                         {"hfu", hfu},
                         {"peak_allocated_bytes", f.memory.peak_allocated_bytes},
                         {"peak_reserved_bytes", f.memory.peak_reserved_bytes},
+                        {"peak_in_use_bytes", f.memory.peak_in_use_bytes},
                         {"planned_peak_bytes", f.planned_peak_bytes},
                         {"host_syncs", r.host_syncs},
                         {"skipped", r.skipped}};

@@ -5,8 +5,9 @@
 // the Trainer measures them and calls these on rank 0, which speaks for every rank.
 //
 // A --metrics line: {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu", "hfu",
-// "peak_allocated_bytes", "peak_reserved_bytes", "planned_peak_bytes" (the pre-flight's plan of
-// the peak allocated; -1: none), "host_syncs", "skipped", and "val_loss" when evaluated}.
+// "peak_allocated_bytes", "peak_reserved_bytes", "peak_in_use_bytes" (allocated, with a CUDA
+// graph's private pool whole: engine/allocator.h), "planned_peak_bytes" (the pre-flight's plan of
+// the peak in use; -1: none), "host_syncs", "skipped", and "val_loss" when evaluated}.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "train/step_plan.h"
 
 #include <mutex>
+#include <optional>
 
 #include "autograd/backward.h"
 #include "autograd/ops.h"
@@ -76,6 +77,10 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   check_options(device, o);
   const Tf32Scope tf32(o.tf32);
   Allocator& allocator = Allocator::for_device(device);
+  // A plan of another device's run rounds as its allocator does, for as long as its tensors live.
+  std::optional<Allocator::PlannedClasses> classes;
+  if (device.kind == DeviceKind::meta && o.planned_device)
+    classes.emplace(allocator, SizeClasses::of_device(*o.planned_device));
   allocator.empty_cache();
   const AllocatorStats before = allocator.stats();
 
@@ -92,6 +97,7 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
                          o.dtype, head_dim);
   model.set_attention(attention);
   model.set_recompute(parse_recompute(o.recompute));
+  if (device.kind == DeviceKind::meta && o.planned_device) model.set_loss_as_on(*o.planned_device);
   AdamW optimizer(model.named_parameters(),
                   AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
   if (o.dtype != DType::f32) model.set_compute_dtype(o.dtype);
@@ -103,21 +109,41 @@ RecordedStep record_training_step(Device device, const StepPlanOptions& o) {
   step.state_bytes = allocator.stats().allocated_bytes - before.allocated_bytes;
   allocator.reset_peaks();
   LaunchList list(device);
+  const int64_t pool_reserved_before = allocator.stats().pool_reserved_bytes;
+  uint64_t pool = 0;
   {
     const Subscription subscription(&list);
     // Batches of zero tokens, uploaded as the Trainer uploads its micro-steps' batches, and the
     // step's forward, backward and update (train/step.h).
     const Batch host{zeros({o.batch, o.seq_len}, DType::i32),
                      zeros({o.batch, o.seq_len}, DType::i32)};
-    const MicroBatches batches =
-        upload_micro_batches(std::vector<Batch>(static_cast<size_t>(o.grad_accum), host), device);
+    const std::vector<Batch> hosts(static_cast<size_t>(o.grad_accum), host);
+    if (o.cuda_graph) {  // the warm-up: the eager step, its blocks left in the cache
+      const MicroBatches warm = upload_micro_batches(hosts, device);
+      queue_step_update(model, optimizer, accumulate_gradients(model, warm.micro, {}), o.lr,
+                        o.grad_clip, 1);
+      list.take();
+    }
+    // Under --cuda-graph: the graph's inputs and its random base, made before the capture.
+    const MicroBatches batches = upload_micro_batches(hosts, device);
+    const Tensor rng_base = o.cuda_graph ? Tensor::empty({2}, DType::i32, device) : Tensor();
+    std::optional<Allocator::PoolScope> capture;
+    if (o.cuda_graph) {
+      pool = allocator.create_pool();
+      capture.emplace(allocator, pool);
+    }
     const Tensor loss_sum = accumulate_gradients(model, batches.micro, {});
-    queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, 1);
+    const Tensor status =
+        queue_step_update(model, optimizer, loss_sum, o.lr, o.grad_clip, o.cuda_graph ? 2 : 1);
+    capture.reset();
+    step.graph_pool_bytes = allocator.stats().pool_reserved_bytes - pool_reserved_before;
   }
   step.launches = list.take();
   const AllocatorStats after = allocator.stats();
   step.peak_allocated_bytes = after.peak_allocated_bytes - before.allocated_bytes;
   step.peak_reserved_bytes = after.peak_reserved_bytes - before.reserved_bytes;
+  step.peak_in_use_bytes = after.peak_in_use_bytes - before.in_use_bytes;
+  if (pool != 0) allocator.release_pool(pool);  // the graph is gone
   // Where the trained step reads its status: the ops' error flags are checked (on meta, dropped).
   check_device_flags(device);
   return step;

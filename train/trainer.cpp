@@ -191,6 +191,7 @@ void Trainer::preflight() {
                     : "auto";
   p.tf32 = o.tf32;
   p.grad_clip = o.grad_clip;
+  p.cuda_graph = o.cuda_graph;
   preflight_ = run_preflight(run);
 }
 
@@ -246,8 +247,9 @@ StepResult Trainer::train_step() {
   r.step = step_;
   // The measured peak beside the pre-flight's planned one: after the second step (the first of a
   // --cuda-graph run is its eager warm-up, and the second has run the step as the first left it).
+  // In use, as the pre-flight plans it: allocated, and a graph's private pool whole.
   if (step_ - first_step_ <= 2)
-    measured_peak_ = Allocator::for_device(run_.device).stats().peak_allocated_bytes;
+    measured_peak_ = Allocator::for_device(run_.device).stats().peak_in_use_bytes;
   r.host_syncs = static_cast<int64_t>(host_sync_count() - syncs_before);
   r.ms = ms_since(t0);
   const TrainOptions& o = run_.options;
@@ -330,7 +332,8 @@ RunFacts Trainer::run_facts() const {
                          .gemm_workspace = can.gemm_workspace,
                          .recompute = run_.recompute,
                          .world = comm_->size(),
-                         .zero = o.zero});
+                         .zero = o.zero,
+                         .size_classes = SizeClasses::of_device(run_.device)});
   f.predicted_peak_bytes = budget.total_bytes();
   constexpr double MiB = 1 << 20;
   f.predicted_source = fmt::format(

@@ -80,6 +80,10 @@ class Trainer {
   const comm::DataParallel* data_parallel() const { return ddp_.get(); }
   const GraphStep* graph() const { return graph_.get(); }  // --cuda-graph, else nullptr
   const Generator& dropout_generator() const { return dropout_gen_; }
+  // The pre-flight's plan (nullopt under --no-preflight), and the peak in use measured after the
+  // second step (-1 before it): the two figures the summary line compares.
+  const std::optional<PreflightResult>& preflight_result() const { return preflight_; }
+  int64_t measured_peak() const { return measured_peak_; }
   std::string save_checkpoint_now() const;
 
  private:

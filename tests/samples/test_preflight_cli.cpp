@@ -44,7 +44,7 @@ Outcome train_on_emulated_gpu(const std::string& memory, const std::string& args
 // meta beforehand, so that it is left out of the plan whatever this process planned before, and
 // added once).
 int64_t planned_peak(int64_t layers, int64_t heads, int64_t width, int64_t seq_len, int64_t batch,
-                     DType dtype, int64_t grad_accum = 1) {
+                     DType dtype, int64_t grad_accum = 1, bool cuda_graph = false) {
   train::StepPlanOptions o;
   o.config = GPTConfig{.vocab_size = train::load_dataset(kData, 0).vocab_size,
                        .block_size = seq_len,
@@ -55,8 +55,9 @@ int64_t planned_peak(int64_t layers, int64_t heads, int64_t width, int64_t seq_l
   o.seq_len = seq_len;
   o.grad_accum = grad_accum;
   o.dtype = dtype;
+  o.cuda_graph = cuda_graph;
   matmul(Tensor::empty({8, 8}, DType::f32, kMeta), Tensor::empty({8, 8}, DType::f32, kMeta));
-  return train::record_training_step(kMeta, o).peak_allocated_bytes +
+  return train::record_training_step(kMeta, o).peak_in_use_bytes +
          kernels::cuda::kGemmWorkspaceBytes;
 }
 
@@ -152,6 +153,40 @@ TEST(Preflight, NoPreflightMeetsAnOutOfMemoryThatNamesTensorOpAndModule) {
       << r.out;
 }
 
+// --cuda-graph: the graph's private pool is planned (its free blocks are the graph's while it
+// lives). A GPU between the eager step's plan and the graph's: the graph run is refused, naming
+// the pool; the same run without the graph fits and trains. With room for the pool the graph run
+// trains, and its metrics hold the plan and the measured peak in use (the pool whole) within 3%.
+TEST(Preflight, PlansTheCudaGraphsPoolAndRefusesWhatDoesNotFitWithIt) {
+  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  const std::string shape = "--n-layer 2 --n-head 2 --n-embd 64 --seq-len 32 --batch 4 ";
+  const int64_t eager = planned_peak(2, 2, 64, 32, 4, DType::bf16);
+  const int64_t graph = planned_peak(2, 2, 64, 32, 4, DType::bf16, 1, true);
+  ASSERT_GT(graph, eager);
+  const std::string memory = std::to_string((eager + graph) / 2);
+  const Outcome refused = train_on_emulated_gpu(memory, shape + "--steps 2 --cuda-graph");
+  EXPECT_NE(refused.status, 0) << refused.out;
+  EXPECT_TRUE(contains_all(refused.out, {"pre-flight: one training step needs",
+                                         "with the CUDA graph's private pool of"}))
+      << refused.out;
+  const Outcome fits = train_on_emulated_gpu(memory, shape + "--steps 2");
+  EXPECT_EQ(fits.status, 0) << fits.out;
+  const std::string metrics = testing::scratch_path("preflight_graph.jsonl");
+  std::filesystem::remove(metrics);
+  const Outcome replayed = train_on_emulated_gpu(
+      std::to_string(graph * 2), shape + "--steps 2 --cuda-graph --metrics " + metrics);
+  ASSERT_EQ(replayed.status, 0) << replayed.out;
+  EXPECT_NE(replayed.out.find("with the CUDA graph's private pool of"), std::string::npos)
+      << replayed.out;
+  std::ifstream in(metrics);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["planned_peak_bytes"].get<int64_t>(), graph);
+  const auto in_use = static_cast<double>(j["peak_in_use_bytes"].get<int64_t>());
+  EXPECT_NEAR(in_use, static_cast<double>(graph), 0.03 * static_cast<double>(graph));
+}
+
 // A value of GLASS_EMU_GPU_MEMORY that is not a size: one error naming the variable.
 TEST(Preflight, BadEmulatedGpuMemoryIsOneErrorNamingTheVariable) {
   if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
@@ -173,8 +208,9 @@ TEST(Preflight, CpuRunRecordsThePlannedPeakAndNoPreflightSkipsIt) {
   const std::string metrics = testing::scratch_path("preflight_cpu.jsonl");
   for (const bool skip : {false, true}) {
     std::filesystem::remove(metrics);
-    // n_embd 32: the pre-flight plans cpu's tensors of up to 1 KiB in meta's 512-byte classes
-    // rather than cpu's 64-byte ones (engine/allocator.h), which the 16-wide model's total feels.
+    // n_embd 32, H 2: a head dim of 16, whose attention meta plans with the flash kernel that
+    // cpu runs (below 16 meta plans the naive one). The plan rounds as cpu's allocator does (its
+    // 64-byte classes for small tensors: tests/train/test_memory_ledger.cpp).
     const Outcome r = testing::run_sample(
         "train_gpt", "--data " + kData +
                          " --n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 --batch 4 --sample 0 "

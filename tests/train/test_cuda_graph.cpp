@@ -232,6 +232,11 @@ TEST(CudaGraph, ACaptureWithAColdCacheAllocatesFromTheGraphsOwnPool) {
     EXPECT_GT(captured.pool_reserved_bytes, cold.pool_reserved_bytes);
     for (void* p : allocator.pool_blocks(graph.memory_pool())) pool.insert(p);
     EXPECT_TRUE(pool.count(temp_block) && pool.count(block_of(out)) && pool.count(before_block));
+    // The two blocks freed inside the capture are free in the pool but in use by every replay:
+    // the allocator counts them in use, beside the allocated ones (`out` among those).
+    const auto block = static_cast<int64_t>(Allocator::size_class(3 * sizeof(float)));
+    EXPECT_EQ(captured.in_use_bytes - captured.allocated_bytes, 2 * block);
+    EXPECT_EQ(captured.in_use_bytes - cold.in_use_bytes, 2 * block);  // `out` and the temporary
 
     // Eager work after the capture: blocks of the size the pool holds free, none of them the
     // pool's; the replays still compute into the graph's own memory.
@@ -244,8 +249,9 @@ TEST(CudaGraph, ACaptureWithAColdCacheAllocatesFromTheGraphsOwnPool) {
     EXPECT_EQ(to_vector<float>(out), (std::vector<float>{3, 5, 7}));
     EXPECT_EQ(to_vector<float>(eager.back()), (std::vector<float>{5, 10, 15}));
   }
-  // The pool lived as long as its graph: its blocks are the shared cache's again.
+  // The pool lived as long as its graph: its blocks are the shared cache's again, free.
   EXPECT_EQ(allocator.stats().pool_reserved_bytes, 0);
+  EXPECT_EQ(allocator.stats().in_use_bytes, allocator.stats().allocated_bytes);
 }
 
 // Inside a capture, a block that went back to the graph's pool on one stream of the capture (a
