@@ -330,8 +330,12 @@ TEST(Preflight, PlansACpuRunAsCpuRunsIt) {
     EXPECT_NEAR(planned, measured, 0.03 * measured) << "planned " << planned;
     const double meta_own =
         static_cast<double>(record_training_step(kMeta, run.plan).peak_allocated_bytes);
-    if (k.meta_own == MetaOwn::over) EXPECT_GT(meta_own, 1.1 * measured) << "meta's own plan";
-    if (k.meta_own == MetaOwn::under) EXPECT_LT(meta_own, 0.97 * measured) << "meta's own plan";
+    if (k.meta_own == MetaOwn::over) {
+      EXPECT_GT(meta_own, 1.1 * measured) << "meta's own plan";
+    }
+    if (k.meta_own == MetaOwn::under) {
+      EXPECT_LT(meta_own, 0.97 * measured) << "meta's own plan";
+    }
   }
 }
 
