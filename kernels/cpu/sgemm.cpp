@@ -579,7 +579,11 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
-  const int64_t shares = std::clamp<int64_t>(std::min(widest, chunk_count(units)), 1, units);
+  // Two shares per thread: each packs its own B (by rows) or A (by columns), so the packing grows
+  // with the shares; two still leave a late thread's second share to the others. Four per thread
+  // (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md, 2026-12-06).
+  const int64_t shares =
+      std::clamp<int64_t>(std::min({widest, units, 2 * int64_t{threads}}), 1, units);
   parallel_chunks(shares, [&](int64_t t) {
     const int64_t begin = units * t / shares * unit,
                   end = std::min(extent, units * (t + 1) / shares * unit);
