@@ -183,13 +183,12 @@ std::string measurement_load_note(double cpu_share, double load_1min, int cores,
   const std::string load =
       load_1min >= 0 ? fmt::format("; 1-min load average {:.1f} on {} cores", load_1min, cores)
                      : std::string();
-  const std::string evidence =
-      waiting_cores >= 0 ? fmt::format(
-                               "{:.2f} cores on average had a thread waiting for them (Linux's CPU "
-                               "pressure); the measuring thread ran {:.0f}% of the time",
-                               waiting_cores, 100 * std::min(cpu_share, 1.0))
-                         : fmt::format("the measuring thread ran {:.0f}% of the time",
-                                       100 * std::min(cpu_share, 1.0));
+  std::string evidence =
+      fmt::format("the measuring thread ran {:.0f}% of the time", 100 * std::min(cpu_share, 1.0));
+  if (waiting_cores >= 0)
+    evidence = fmt::format(
+        "{:.2f} cores on average had a thread waiting for them (Linux's CPU pressure); {}",
+        waiting_cores, evidence);
   if (!measurement_was_busy(cpu_share, waiting_cores))
     return fmt::format("machine quiet during the measurement ({}{})", evidence, load);
   return fmt::format(

@@ -144,9 +144,9 @@ class Pool {
     // Another application thread's loop owns the pool, or one thread: this loop runs alone.
     if (!lock.owns_lock() || threads_ <= 1) return run_serial(chunks, fn, ctx);
     const double start = now_s();
-    if (backoff_.serial_at(start) ||
-        (backoff_.window_ended(start) && machine_oversubscribed_now())) {
-      if (!backoff_.serial_at(start)) backoff_.on_busy_wait(start);  // still busy: next window
+    // a window that ends while the cores are still queued: the next one starts, without a probe
+    if (backoff_.window_ended(start) && machine_oversubscribed_now()) backoff_.on_busy_wait(start);
+    if (backoff_.serial_at(start)) {
       g_stats.serial_by_backoff.fetch_add(1, std::memory_order_relaxed);
       return run_serial(chunks, fn, ctx);
     }
@@ -353,8 +353,7 @@ bool read_proc_file(const char* path, char (&text)[256]) {
 
 CpuPressure cpu_pressure_now() {
   // "some avg10=0.37 avg60=7.60 avg300=19.60 total=29381802948": avg10 in percent, total in
-  // microseconds. The kernel adds the stall in progress when it is read, so two readings 1 ms
-  // apart are exact.
+  // microseconds.
   char text[256];
   if (!read_proc_file("/proc/pressure/cpu", text)) return {};
   const char* avg10 = std::strstr(text, "avg10=");
@@ -379,7 +378,7 @@ int runnable_threads_now() {
 
 double stall_share(double from_s, double stalled_from_s, double to_s, double stalled_to_s) {
   const double interval = to_s - from_s;
-  if (interval < 1e-3 || interval > kStallWindowSeconds) return -1;
+  if (interval < kStallMinIntervalSeconds || interval > kStallWindowSeconds) return -1;
   return std::clamp((stalled_to_s - stalled_from_s) / interval, 0.0, 1.0);
 }
 
@@ -395,7 +394,8 @@ bool machine_oversubscribed_now() {
     // 1. the kernel's CPU pressure since the previous reading (first or stale: over its last 10 s)
     const double stalled = pressure.stalled_s;
     double share = last_stalled >= 0 ? stall_share(last_time, last_stalled, now, stalled) : -1;
-    if (share < 0 && now - last_time < 1e-3) return verdict;  // too soon: the last word stands
+    if (share < 0 && now - last_time < kStallMinIntervalSeconds)
+      return verdict;  // too soon: the last word stands
     if (share < 0) share = pressure.recent_share;
     verdict = share * static_cast<double>(cores) > kBusyWaitingCores;
     last_time = now;

@@ -89,7 +89,7 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 // waiting for a core. So a starved loop counts as busy only when the kernel confirms that threads
 // of this machine waited for a core (machine_oversubscribed_now):
 // - Linux's CPU pressure (/proc/pressure/cpu, "some": the time in which a core had a runnable
-//   thread waiting for it, averaged over the cores): busy when, since the previous reading (1 ms
+//   thread waiting for it, averaged over the cores): busy when, since the previous reading (5 ms
 //   to kStallWindowSeconds ago; at a first or stale reading, over the kernel's own last 10 s,
 //   "avg10"), its share of the time times the cores exceeds kBusyWaitingCores: on average over
 //   half a core had a queue.
@@ -103,6 +103,9 @@ bool loop_means_busy(double own_work_s, int64_t worker_chunks, double waited_s);
 // alone still did, 5 busy loops of ~6000).
 constexpr double kBusyWaitingCores = 0.5;
 constexpr double kStallWindowSeconds = 2.0;
+// The shortest interval judged: readings 1 ms apart showed no stall at all with three spinning
+// threads on two cores, 5 ms apart the true 0.5 share (2026-12-06, measured here).
+constexpr double kStallMinIntervalSeconds = 5e-3;
 // /proc/pressure/cpu's "some" line: its total (seconds stalled since boot) and its avg10 as a
 // share of the time; both -1 where the kernel has no pressure file.
 struct CpuPressure {
@@ -113,7 +116,8 @@ CpuPressure cpu_pressure_now();
 double cpu_stall_seconds_now();  // cpu_pressure_now().stalled_s
 int runnable_threads_now();      // /proc/loadavg's runnable count; -1 where the system does not say
 // The share of [from, to] (steady-clock seconds) spent stalled, from two cpu_stall_seconds_now
-// readings; -1 when the interval is too short (under 1 ms) or too old to judge by.
+// readings; -1 when the interval is too short (under kStallMinIntervalSeconds) or too old to judge
+// by.
 double stall_share(double from_s, double stalled_from_s, double to_s, double stalled_to_s);
 bool machine_oversubscribed_now();
 

@@ -147,13 +147,13 @@ TEST(CpuThreads, OversubscribedWhileMoreThreadsSpinThanCores) {
                     << " runnable, more than " << cores << " cores";
 }
 
-// The share of an interval spent stalled, from two cumulative readings: judged only over 1 ms to
-// kStallWindowSeconds, and never outside [0, 1].
+// The share of an interval spent stalled, from two cumulative readings: judged only over
+// kStallMinIntervalSeconds to kStallWindowSeconds, and never outside [0, 1].
 TEST(CpuThreads, StallShareIsTheStallOverTheInterval) {
   EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.05), 0.5);
   EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.0), 0.0);
   EXPECT_DOUBLE_EQ(cpu::stall_share(10.0, 5.0, 10.1, 5.3), 1.0);  // clamped (rounding in /proc)
-  EXPECT_LT(cpu::stall_share(10.0, 5.0, 10.0005, 5.0005), 0);     // under 1 ms: no verdict
+  EXPECT_LT(cpu::stall_share(10.0, 5.0, 10.0005, 5.0005), 0);     // too short: no verdict
   EXPECT_LT(cpu::stall_share(10.0, 5.0, 10.0 + 1.5 * cpu::kStallWindowSeconds, 9.0), 0);  // stale
   const double stalled = cpu::cpu_stall_seconds_now();
   if (stalled < 0) GTEST_SKIP() << "this kernel has no CPU pressure file (/proc/pressure/cpu)";
