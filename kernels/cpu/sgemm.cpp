@@ -46,7 +46,10 @@
 // registers where the caller asks (Bf16Store, sgemm.h), else the caller rounds C once. Where a
 // line of op(A) or op(B) runs along k in storage, a k pair is one 32-bit word and the f32 packing
 // (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
-// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
+// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16. Split over threads, a
+// bf16 product packs the operand all its shares read (B when C is split by rows, A by columns)
+// once, on all threads, before the shares start, where f32 shares each pack their own copy: in the
+// default model's 2-thread step that copy was packed four times (prepack_bf16).
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
@@ -409,21 +412,36 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
     }
 }
 
+// op(A)[i0 : i0+rows, p0 : p0+kc] of a bf16 A into MR-tall k-pair panels at out (MR * k_pairs(kc)
+// words each); row_sums (at row 0, a transposed A only) as pack_a_bf16_pairs takes them.
+void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+                 uint32_t* out, double* row_sums) {
+  if (packs_as_words(a, !a.trans, p0, kc))
+    return pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, reinterpret_cast<float*>(out), nullptr);
+  pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, out,
+                    row_sums ? row_sums + i0 : nullptr);
+}
+
+// op(B)[p0 : p0+kc, j0 : j0+cols] of a bf16 B into NR-wide k-pair panels at out.
+void pack_b_bf16(const Bf16Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols,
+                 uint32_t* out) {
+  if (packs_as_words(b, b.trans, p0, kc))
+    return pack_b(as_words(b), p0 / 2, kc / 2, j0, cols, reinterpret_cast<float*>(out));
+  pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols, out);
+}
+
 // The same for bf16 operands: A packed in k pairs (a panel of MR * k_pairs(kc) words), every tile
 // by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal; the
-// row sums of a transposed A taken by its packing, as sgemm's. `store` (at C's corner): the last
-// slab's bf16 destination.
-void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
-               int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
+// row sums of a transposed A taken by its packing, as sgemm's. `a_prepacked`: a_packed already
+// holds the block's panels (a split product packed all of A before its shares started). `store`
+// (at C's corner): the last slab's bf16 destination.
+void row_block(const Bf16Operand& a, bool a_prepacked, int64_t i0, int64_t rows, int64_t p0,
+               int64_t kc, int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
                const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double* row_sums,
                const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
   auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
-  if (packs_as_words(a, !a.trans, p0, kc))
-    pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, a_packed, nullptr);
-  else
-    pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, a_words,
-                      row_sums ? row_sums + i0 : nullptr);
+  if (!a_prepacked) pack_a_bf16(a, i0, rows, p0, kc, a_words, row_sums);
   const int64_t pairs = k_pairs(kc);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
@@ -496,18 +514,34 @@ void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
   }
 }
 
+// A bf16 operand of a split product packed whole before the shares start (prepack_bf16, below),
+// so that the shares read one copy instead of each packing its own: every k slab's panels, slab
+// after slab (slab s at words + s * k_pairs(slab) * lines), in each slab the panels of
+// consecutive lines (line l's panel at + l * k_pairs(kc), l a multiple of the panel's width).
+// `lines`: B's columns rounded up to NR, or A's rows rounded up to MR. words null: not packed.
+struct Prepacked {
+  uint32_t* words = nullptr;
+  int64_t lines = 0;
+  uint32_t* at(int64_t p0, int64_t slab, int64_t kc, int64_t line) const {
+    return words + (p0 / slab) * k_pairs(slab) * lines + line * k_pairs(kc);
+  }
+};
+
 // The product on the calling thread: the blocked loops above. bf16 operands (T = bf16) are always
-// packed, in k pairs; the row sums as for f32 (while packing a transposed A, else a pass).
+// packed, in k pairs; the row sums as for f32 (while packing a transposed A, else a pass). A bf16
+// A or B in pre_a or pre_b is read from there instead of packed (the row sums are then the
+// packer's: options.a_row_sums must be null with pre_a).
 template <class T>
 void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
                   float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
-                  const Bf16Store& store) {
+                  const Bf16Store& store, const Prepacked& pre_a = {},
+                  const Prepacked& pre_b = {}) {
   constexpr bool f32 = std::is_same_v<T, float>;
   const int64_t slab = slab_depth();
   const bool a_stored = f32 && !a.trans && m * k <= kStoredFloats;
   const bool b_stored = f32 && !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
-  float* a_packed = a_stored ? nullptr : a_pack_buffer(slab);
-  float* b_packed = b_stored ? nullptr : b_pack_buffer(n, slab);
+  float* a_packed = a_stored || pre_a.words ? nullptr : a_pack_buffer(slab);
+  float* b_packed = b_stored || pre_b.words ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
   if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());
@@ -519,21 +553,25 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       BPanels panels{b_packed, kc, kNR};
       if constexpr (!f32) {
         panels.column_step = k_pairs(kc);
-        if (packs_as_words(b, b.trans, p0, kc))
-          pack_b(as_words(b), p0 / 2, kc / 2, j0, cols, b_packed);
+        if (pre_b.words)
+          panels.base = reinterpret_cast<const float*>(pre_b.at(p0, slab, kc, j0));
         else
-          pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols,
-                            reinterpret_cast<uint32_t*>(b_packed));
+          pack_b_bf16(b, p0, kc, j0, cols, reinterpret_cast<uint32_t*>(b_packed));
       } else if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
       } else {
         pack_b(b, p0, kc, j0, cols, b_packed);
       }
       const bool last_slab = p0 + kc >= k;
-      for (int64_t i0 = 0; i0 < m; i0 += kMC)
-        row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
-                  beta, options, c, ldc, a_packed, row_sums,
+      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
+        // f32: A read where stored; bf16: A's block already packed (pre_a)
+        const bool a_ready = f32 ? a_stored : pre_a.words != nullptr;
+        float* block_a =
+            pre_a.words ? reinterpret_cast<float*>(pre_a.at(p0, slab, kc, i0)) : a_packed;
+        row_block(a, a_ready, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
+                  beta, options, c, ldc, block_a, row_sums,
                   last_slab && (store.rounded || store.bias) ? &store : nullptr);
+      }
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
@@ -555,6 +593,53 @@ void scale_c(const OperandOf<T>& a, int64_t m, int64_t n, int64_t k, float beta,
   for (int64_t i = 0; i < m; ++i) options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
+// The largest bf16 operand a split product packs whole before its shares start: the default
+// model's weights and activations (at most 1 MB packed) stay in L2 and L3 while the shares read
+// them; a larger one (GPT-2's tied LM head, 77 MB packed) would come from memory in every share,
+// so its shares pack their own blocks as f32 products do.
+constexpr int64_t kPrepackBytes = int64_t{8} << 20;
+// The packing is cut into groups of this many lines (B's columns of one slab, or A's rows over
+// all slabs), claimed by the threads as the shares are: a short A (256 rows) still makes four.
+constexpr int64_t kPrepackLines = 2 * kNR;
+static_assert(kPrepackLines % kMR == 0 && kPrepackLines % kNR == 0, "whole panels per group");
+
+// The operand every share of a split bf16 product needs, packed once on the pool's threads: all of
+// B when C is split by rows (each share packs only its own rows of A), all of A when C is split by
+// columns (each share packs only its own columns of B), with A's row sums then (into row_sums, m
+// doubles, zeroed; each row's k values added in ascending order by one thread, sum_rows_of_a's
+// order). Packing a private copy per share instead cost a 2-thread step 4 copies of every weight
+// and activation the shares shared. Returns no words when the packed operand would exceed
+// kPrepackBytes.
+Prepacked prepack_bf16(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
+                       bool by_rows, double* row_sums) {
+  const int64_t slab = slab_depth(), slabs = (k + slab - 1) / slab;
+  const int64_t width = by_rows ? kNR : kMR, extent = by_rows ? n : m;
+  const int64_t lines = (extent + width - 1) / width * width;
+  const int64_t pairs = (slabs - 1) * k_pairs(slab) + k_pairs(k - (slabs - 1) * slab);
+  if (pairs * lines * int64_t{sizeof(uint32_t)} > kPrepackBytes) return {};
+  thread_local PackBuffer buffer;  // the calling thread's: its shares read it until blocked returns
+  const Prepacked pre{reinterpret_cast<uint32_t*>(buffer.get(static_cast<size_t>(pairs * lines))),
+                      lines};
+  const int64_t groups = (extent + kPrepackLines - 1) / kPrepackLines;
+  if (!by_rows) {
+    if (row_sums && !a.trans) sum_rows_of_a(a, m, k, row_sums);
+    parallel_chunks(groups, [&](int64_t g) {
+      const int64_t i0 = g * kPrepackLines, rows = std::min(kPrepackLines, m - i0);
+      for (int64_t p0 = 0; p0 < k; p0 += slab) {
+        const int64_t kc = std::min(slab, k - p0);
+        pack_a_bf16(a, i0, rows, p0, kc, pre.at(p0, slab, kc, i0), a.trans ? row_sums : nullptr);
+      }
+    });
+    return pre;
+  }
+  parallel_chunks(groups * slabs, [&](int64_t t) {
+    const int64_t p0 = t / groups * slab, kc = std::min(slab, k - p0);
+    const int64_t j0 = t % groups * kPrepackLines, cols = std::min(kPrepackLines, n - j0);
+    pack_b_bf16(b, p0, kc, j0, cols, pre.at(p0, slab, kc, j0));
+  });
+  return pre;
+}
+
 // The product, on the pool's threads when it is big enough (sgemm's and sgemm_bf16's).
 template <class T>
 void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int64_t n, int64_t k,
@@ -572,18 +657,35 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
   // else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied LM head,
   // 65 rows). Each share packs its B (by rows) or all of A (by columns) once: O(k n) or O(m k)
   // against O(m n k / shares) of arithmetic, so a share keeps at least two row blocks or
-  // kMinShareColumns columns. Sharing the panels instead meant a barrier per k slab and C's rows
-  // moving between the cores' caches from slab to slab, which cost 5-37% per shape on 2 cores
-  // (bench/RESULTS.md, 2026-12-04).
+  // kMinShareColumns columns. Sharing the panels slab by slab instead meant a barrier per k slab
+  // and C's rows moving between the cores' caches from slab to slab, which cost 5-37% per shape on
+  // 2 cores (bench/RESULTS.md, 2026-12-04). bf16 products do share the operand every share reads,
+  // packed whole (all slabs) before the shares start (prepack_bf16): one wait for the packing per
+  // product, and each share still keeps its own block of C through all the slabs.
   const bool by_rows = m >= int64_t(threads) * 2 * kMC;
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
-  // Two shares per thread: each packs its own B (by rows) or A (by columns), so the packing grows
-  // with the shares; two still leave a late thread's second share to the others. Four per thread
-  // (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md, 2026-12-06).
+  // bf16: the operand all shares read packed once first (prepack_bf16); the shares then pack only
+  // their own part, so they can be as small as one row block of kMC rows (by rows) and as many as
+  // four per thread (by columns, where each share reads all of the packed A again): a thread that
+  // finishes early takes the next one, the other is not left alone with a quarter of the product.
+  std::vector<double> prepacked_sums;
+  Prepacked pre;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (options.a_row_sums && !by_rows) prepacked_sums.assign(static_cast<size_t>(m), 0.0);
+    pre = prepack_bf16(op_a, op_b, m, n, k, by_rows,
+                       prepacked_sums.empty() ? nullptr : prepacked_sums.data());
+  }
+  // Without it, two shares per thread: each packs its own B (by rows) or A (by columns), so the
+  // packing grows with the shares; two still leave a late thread's second share to the others.
+  // Four per thread (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md,
+  // 2026-12-06).
+  const int64_t per_thread = pre.words ? (by_rows ? units : 4) : 2;
   const int64_t shares =
-      std::clamp<int64_t>(std::min({widest, units, 2 * int64_t{threads}}), 1, units);
+      std::clamp<int64_t>(std::min({pre.words && by_rows ? (m + kMC - 1) / kMC : widest, units,
+                                    per_thread * int64_t{threads}}),
+                          1, units);
   parallel_chunks(shares, [&](int64_t t) {
     const int64_t begin = units * t / shares * unit,
                   end = std::min(extent, units * (t + 1) / shares * unit);
@@ -600,15 +702,18 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     } else {
       if (options.causal.kind == Causal::kLowerC) share.causal.diagonal -= begin;
       if (options.bias) share.bias = options.bias + begin;
-      if (begin != 0) share.a_row_sums = nullptr;
+      if (begin != 0 || pre.words)
+        share.a_row_sums = nullptr;  // summed by one share, or the packing
     }
     if (begin < end && by_rows)
       sgemm_serial(OperandOf<T>{op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha,
-                   beta, share, c + begin * ldc, ldc, share_store);
+                   beta, share, c + begin * ldc, ldc, share_store, {}, pre);
     else if (begin < end)
       sgemm_serial(op_a, OperandOf<T>{op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha,
-                   beta, share, c + begin, ldc, share_store);
+                   beta, share, c + begin, ldc, share_store, pre, {});
   });
+  for (size_t i = 0; pre.words && i < prepacked_sums.size(); ++i)
+    options.a_row_sums[i] = static_cast<float>(prepacked_sums[i]);
 }
 
 }  // namespace

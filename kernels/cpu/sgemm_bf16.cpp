@@ -258,21 +258,33 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
   // buffer (f32)
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   if (store != nullptr) {  // the last k slab, with a bias or a bf16 destination
+    // the store's fields in locals: read through the pointer, they were reloaded after every
+    // store to C (which might alias them), in every row
+    bf16* const rounded = store->rounded;
+    const float* const bias = store->bias;
+    const int64_t rounded_ld = store->ld;
+    const bool write_f32 = rounded == nullptr || store->keep_f32;
+    // a half-row's lanes: all 16 in a whole tile, else the live columns' (none past the tile)
+    __mmask16 lanes[2];
+    for (int half = 0; half < 2; ++half) {
+      const int64_t live = std::clamp<int64_t>(cols - 16 * half, 0, 16);
+      lanes[half] = static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
+    }
+    const __m512 bias_half[2] = {
+        bias != nullptr ? _mm512_maskz_loadu_ps(lanes[0], bias) : _mm512_setzero_ps(),
+        bias != nullptr ? _mm512_maskz_loadu_ps(lanes[1], bias + 16) : _mm512_setzero_ps()};
     for (int64_t r = 0; r < rows; ++r)
       for (int half = 0; half < 2; ++half) {
-        const int64_t live = std::clamp<int64_t>(cols - 16 * half, 0, 16);
-        if (live == 0) break;
-        const auto lanes = static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
+        if (lanes[half] == 0) break;
         float* row = c + r * ldc + 16 * half;
         __m512 v = _mm512_mul_ps(va, acc[r][half]);
         if (beta != 0.0f)
-          v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes, row)));
-        if (store->bias != nullptr)
-          v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, store->bias + 16 * half));
-        if (store->rounded != nullptr)
-          _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
+          v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes[half], row)));
+        if (bias != nullptr) v = _mm512_add_ps(v, bias_half[half]);
+        if (rounded != nullptr)
+          _mm512_mask_cvtepi32_storeu_epi16(rounded + r * rounded_ld + 16 * half, lanes[half],
                                             round_to_bf16_bits(v));
-        if (store->rounded == nullptr || store->keep_f32) _mm512_mask_storeu_ps(row, lanes, v);
+        if (write_f32) _mm512_mask_storeu_ps(row, lanes[half], v);
       }
     return;
   }
