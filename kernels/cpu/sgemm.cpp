@@ -440,16 +440,26 @@ void row_block(const Bf16Operand& a, bool a_prepacked, int64_t i0, int64_t rows,
                const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double* row_sums,
                const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
-  auto* a_words = reinterpret_cast<uint32_t*>(a_packed);
-  if (!a_prepacked) pack_a_bf16(a, i0, rows, p0, kc, a_words, row_sums);
   const int64_t pairs = k_pairs(kc);
+  // A read where it is stored when its k pairs are 32-bit words there and the block fills whole
+  // tiles: packing it only copied it into MR-tall panels, which the micro-kernel reads from L2 as
+  // it would the stored rows
+  const bool in_place = !a_prepacked && rows % kMR == 0 && packs_as_words(a, !a.trans, p0, kc);
+  const uint32_t* a_words = reinterpret_cast<const uint32_t*>(a_packed);
+  int64_t row_step = 1, pair_step = kMR, tile_step = kMR * pairs;  // a packed panel's
+  if (in_place) {
+    a_words = reinterpret_cast<const uint32_t*>(a.at(i0, p0));
+    row_step = a.ld / 2, pair_step = 1, tile_step = kMR * row_step;
+  } else if (!a_prepacked) {
+    pack_a_bf16(a, i0, rows, p0, kc, reinterpret_cast<uint32_t*>(a_packed), row_sums);
+  }
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       Bf16Store tile;
       if (store)
         tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
                 store->ld, store->bias ? store->bias + j0 + jr : nullptr, store->keep_f32};
-      micro_kernel_bf16(pairs, a_words + ir * pairs,
+      micro_kernel_bf16(pairs, a_words + ir / kMR * tile_step, row_step, pair_step,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
                         std::min<int64_t>(kMR, rows - ir), std::min<int64_t>(kNR, cols - jr),

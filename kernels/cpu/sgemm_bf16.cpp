@@ -216,8 +216,9 @@ __attribute__((target("avx512f"))) inline __m512i round_to_bf16_bits(__m512 v) {
   "vdpbf16ps %[a" #r "], %[b1], %[" #acc1 "]\n\t"
 
 __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
-    int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta, float* c,
-    int64_t ldc, int64_t rows, int64_t cols, const Bf16Store* store) {
+    int64_t pairs, const uint32_t* a, int64_t a_row_step, int64_t a_pair_step, const uint32_t* b,
+    float alpha, float beta, float* c, int64_t ldc, int64_t rows, int64_t cols,
+    const Bf16Store* store) {
   // 1. the tile in registers, one rank-2 update per k pair: B's pair row (32 columns, two
   // vectors) against each row's pair of A broadcast to every lane
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
@@ -229,23 +230,24 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
       __builtin_prefetch(c + r * ldc + 16, 1);
     }
   static_assert(kBf16MR == 8 && kBf16NR == 32, "the assembly below holds an 8 x 32 tile");
-  for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
+  const int64_t s = a_row_step;
+  for (int64_t q = 0; q < pairs; ++q, a += a_pair_step, b += kBf16NR) {
     const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
     // two statements of four rows each: an asm statement takes at most 30 operands, and an
     // accumulator read and written counts twice
     const __m512i a0 = _mm512_set1_epi32(static_cast<int>(a[0])),
-                  a1 = _mm512_set1_epi32(static_cast<int>(a[1])),
-                  a2 = _mm512_set1_epi32(static_cast<int>(a[2])),
-                  a3 = _mm512_set1_epi32(static_cast<int>(a[3]));
+                  a1 = _mm512_set1_epi32(static_cast<int>(a[s])),
+                  a2 = _mm512_set1_epi32(static_cast<int>(a[2 * s])),
+                  a3 = _mm512_set1_epi32(static_cast<int>(a[3 * s]));
     asm(GLASS_DPBF16_ROW(0, c00, c01) GLASS_DPBF16_ROW(1, c10, c11) GLASS_DPBF16_ROW(2, c20, c21)
             GLASS_DPBF16_ROW(3, c30, c31)
         : [c00] "+v"(c00), [c01] "+v"(c01), [c10] "+v"(c10), [c11] "+v"(c11), [c20] "+v"(c20),
           [c21] "+v"(c21), [c30] "+v"(c30), [c31] "+v"(c31)
         : [a0] "v"(a0), [a1] "v"(a1), [a2] "v"(a2), [a3] "v"(a3), [b0] "v"(b0), [b1] "v"(b1));
-    const __m512i a4 = _mm512_set1_epi32(static_cast<int>(a[4])),
-                  a5 = _mm512_set1_epi32(static_cast<int>(a[5])),
-                  a6 = _mm512_set1_epi32(static_cast<int>(a[6])),
-                  a7 = _mm512_set1_epi32(static_cast<int>(a[7]));
+    const __m512i a4 = _mm512_set1_epi32(static_cast<int>(a[4 * s])),
+                  a5 = _mm512_set1_epi32(static_cast<int>(a[5 * s])),
+                  a6 = _mm512_set1_epi32(static_cast<int>(a[6 * s])),
+                  a7 = _mm512_set1_epi32(static_cast<int>(a[7 * s]));
     asm(GLASS_DPBF16_ROW(4, c40, c41) GLASS_DPBF16_ROW(5, c50, c51) GLASS_DPBF16_ROW(6, c60, c61)
             GLASS_DPBF16_ROW(7, c70, c71)
         : [c40] "+v"(c40), [c41] "+v"(c41), [c50] "+v"(c50), [c51] "+v"(c51), [c60] "+v"(c60),
@@ -312,8 +314,8 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
 }
 #undef GLASS_DPBF16_ROW
 #else
-void micro_kernel_bf16(int64_t, const uint32_t*, const uint32_t*, float, float, float*, int64_t,
-                       int64_t, int64_t, const Bf16Store*) {
+void micro_kernel_bf16(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, float, float,
+                       float*, int64_t, int64_t, int64_t, const Bf16Store*) {
   throw std::logic_error("micro_kernel_bf16: AVX512-BF16 exists only on x86-64");
 }
 #endif

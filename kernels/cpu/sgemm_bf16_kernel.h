@@ -31,11 +31,13 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
 
 // The MR x NR tile of C at c: c = alpha * sum over k pairs of a_pair b_pair + beta c (beta == 0
 // does not read c), for its first rows x cols; with `store` (its pointers at the tile's corner),
-// the result goes there instead (Bf16Store). a: one packed A panel, b: one packed B panel, from the
-// tile's first k pair. Needs AVX512-BF16 (the caller checks).
-void micro_kernel_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, float alpha, float beta,
-                       float* c, int64_t ldc, int64_t rows, int64_t cols,
-                       const Bf16Store* store = nullptr);
+// the result goes there instead (Bf16Store). b: one packed B panel from the tile's first k pair.
+// a: row r's k pair q is the word a[r * a_row_step + q * a_pair_step], all MR rows readable: a
+// packed A panel (steps 1 and MR, its missing rows zero), or a row-major A whose pairs are 32-bit
+// words where it is stored (steps ld / 2 and 1). Needs AVX512-BF16 (the caller checks).
+void micro_kernel_bf16(int64_t pairs, const uint32_t* a, int64_t a_row_step, int64_t a_pair_step,
+                       const uint32_t* b, float alpha, float beta, float* c, int64_t ldc,
+                       int64_t rows, int64_t cols, const Bf16Store* store = nullptr);
 
 // sgemm_bf16's fast path: sgemm's blocked loops and threads with the packing and micro-kernel
 // above. No causal band; a_row_sums as for sgemm. With store.rounded, the last k slab of every
