@@ -46,10 +46,12 @@
 // registers where the caller asks (Bf16Store, sgemm.h), else the caller rounds C once. Where a
 // line of op(A) or op(B) runs along k in storage, a k pair is one 32-bit word and the f32 packing
 // (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
-// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16. Split over threads, a
-// bf16 product packs the operand all its shares read (B when C is split by rows, A by columns)
-// once, on all threads, before the shares start, where f32 shares each pack their own copy: in the
-// default model's 2-thread step that copy was packed four times (prepack_bf16).
+// the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16. A row-major bf16 A
+// whose pairs are such words is not packed at all: the micro-kernel broadcasts each row's pair from
+// where it is stored (8 rows, ld apart), as it would from a panel. Split over threads, a
+// bf16 product whose C is split by rows packs B, which all its shares read, once, on all threads,
+// before the shares start, where f32 shares each pack their own copy: in the default model's
+// 2-thread step B was packed four times (prepack_b_bf16).
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
@@ -432,11 +434,10 @@ void pack_b_bf16(const Bf16Operand& b, int64_t p0, int64_t kc, int64_t j0, int64
 
 // The same for bf16 operands: A packed in k pairs (a panel of MR * k_pairs(kc) words), every tile
 // by the vdpbf16ps micro-kernel (sgemm_bf16_kernel.h). Never read where stored, never causal; the
-// row sums of a transposed A taken by its packing, as sgemm's. `a_prepacked`: a_packed already
-// holds the block's panels (a split product packed all of A before its shares started). `store`
-// (at C's corner): the last slab's bf16 destination.
-void row_block(const Bf16Operand& a, bool a_prepacked, int64_t i0, int64_t rows, int64_t p0,
-               int64_t kc, int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
+// row sums of a transposed A taken by its packing, as sgemm's. `store` (at C's corner): the last
+// slab's bf16 destination.
+void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+               int64_t j0, int64_t cols, const BPanels& b, float alpha, float beta,
                const SgemmOptions&, float* c, int64_t ldc, float* a_packed, double* row_sums,
                const Bf16Store* store) {
   const float slab_beta = p0 == 0 ? beta : 1.0f;
@@ -444,13 +445,13 @@ void row_block(const Bf16Operand& a, bool a_prepacked, int64_t i0, int64_t rows,
   // A read where it is stored when its k pairs are 32-bit words there and the block fills whole
   // tiles: packing it only copied it into MR-tall panels, which the micro-kernel reads from L2 as
   // it would the stored rows
-  const bool in_place = !a_prepacked && rows % kMR == 0 && packs_as_words(a, !a.trans, p0, kc);
+  const bool in_place = rows % kMR == 0 && packs_as_words(a, !a.trans, p0, kc);
   const uint32_t* a_words = reinterpret_cast<const uint32_t*>(a_packed);
   int64_t row_step = 1, pair_step = kMR, tile_step = kMR * pairs;  // a packed panel's
   if (in_place) {
     a_words = reinterpret_cast<const uint32_t*>(a.at(i0, p0));
     row_step = a.ld / 2, pair_step = 1, tile_step = kMR * row_step;
-  } else if (!a_prepacked) {
+  } else {
     pack_a_bf16(a, i0, rows, p0, kc, reinterpret_cast<uint32_t*>(a_packed), row_sums);
   }
   for (int64_t jr = 0; jr < cols; jr += kNR)
@@ -524,11 +525,11 @@ void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
   }
 }
 
-// A bf16 operand of a split product packed whole before the shares start (prepack_bf16, below),
-// so that the shares read one copy instead of each packing its own: every k slab's panels, slab
-// after slab (slab s at words + s * k_pairs(slab) * lines), in each slab the panels of
-// consecutive lines (line l's panel at + l * k_pairs(kc), l a multiple of the panel's width).
-// `lines`: B's columns rounded up to NR, or A's rows rounded up to MR. words null: not packed.
+// A bf16 B of a split product packed whole before the shares start (prepack_b_bf16, below), so
+// that the shares read one copy instead of each packing its own: every k slab's panels, slab after
+// slab (slab s at words + s * k_pairs(slab) * lines), in each slab the panels of consecutive
+// columns (column j's panel at + j * k_pairs(kc), j a multiple of NR). `lines`: B's columns
+// rounded up to NR. words null: not packed.
 struct Prepacked {
   uint32_t* words = nullptr;
   int64_t lines = 0;
@@ -538,19 +539,18 @@ struct Prepacked {
 };
 
 // The product on the calling thread: the blocked loops above. bf16 operands (T = bf16) are always
-// packed, in k pairs; the row sums as for f32 (while packing a transposed A, else a pass). A bf16
-// A or B in pre_a or pre_b is read from there instead of packed (the row sums are then the
-// packer's: options.a_row_sums must be null with pre_a).
+// packed, in k pairs, but for a row-major A whose pairs are words where stored (row_block); the
+// row sums as for f32 (while packing a transposed A, else a pass). A bf16 B in pre_b is read from
+// there instead of packed.
 template <class T>
 void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
                   float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
-                  const Bf16Store& store, const Prepacked& pre_a = {},
-                  const Prepacked& pre_b = {}) {
+                  const Bf16Store& store, const Prepacked& pre_b = {}) {
   constexpr bool f32 = std::is_same_v<T, float>;
   const int64_t slab = slab_depth();
   const bool a_stored = f32 && !a.trans && m * k <= kStoredFloats;
   const bool b_stored = f32 && !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
-  float* a_packed = a_stored || pre_a.words ? nullptr : a_pack_buffer(slab);
+  float* a_packed = a_stored ? nullptr : a_pack_buffer(slab);
   float* b_packed = b_stored || pre_b.words ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
@@ -574,12 +574,8 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       }
       const bool last_slab = p0 + kc >= k;
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
-        // f32: A read where stored; bf16: A's block already packed (pre_a)
-        const bool a_ready = f32 ? a_stored : pre_a.words != nullptr;
-        float* block_a =
-            pre_a.words ? reinterpret_cast<float*>(pre_a.at(p0, slab, kc, i0)) : a_packed;
-        row_block(a, a_ready, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
-                  beta, options, c, ldc, block_a, row_sums,
+        row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
+                  beta, options, c, ldc, a_packed, row_sums,
                   last_slab && (store.rounded || store.bias) ? &store : nullptr);
       }
     }
@@ -603,49 +599,42 @@ void scale_c(const OperandOf<T>& a, int64_t m, int64_t n, int64_t k, float beta,
   for (int64_t i = 0; i < m; ++i) options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
-// The largest bf16 operand a split product packs whole before its shares start: the default
-// model's weights and activations (at most 1 MB packed) stay in L2 and L3 while the shares read
-// them; a larger one (GPT-2's tied LM head, 77 MB packed) would come from memory in every share,
-// so its shares pack their own blocks as f32 products do.
+// The largest B a split bf16 product packs whole before its shares start: the default model's
+// weights and activations (at most 1 MB packed) stay in L2 and L3 while the shares read them; a
+// larger one (GPT-2's tied LM head, 77 MB packed) would come from memory in every share, so its
+// shares pack their own blocks as f32 products do.
 constexpr int64_t kPrepackBytes = int64_t{8} << 20;
-// The packing is cut into groups of this many lines (B's columns of one slab, or A's rows over
-// all slabs), claimed by the threads as the shares are: a short A (256 rows) still makes four.
-constexpr int64_t kPrepackLines = 2 * kNR;
-static_assert(kPrepackLines % kMR == 0 && kPrepackLines % kNR == 0, "whole panels per group");
+// The packing is cut into pieces the threads claim as they claim shares: columns of one slab where
+// B's columns run along k in storage (each panel reads its own lines), else k pairs of one slab
+// across all columns, so that every stored row is read whole (a narrow strip of each row, ld
+// apart, puts every row of the slab into the same few L1 sets at ld = 2 KB).
+constexpr int64_t kPrepackColumns = 2 * kNR, kPrepackPairs = 64;
 
-// The operand every share of a split bf16 product needs, packed once on the pool's threads: all of
-// B when C is split by rows (each share packs only its own rows of A), all of A when C is split by
-// columns (each share packs only its own columns of B), with A's row sums then (into row_sums, m
-// doubles, zeroed; each row's k values added in ascending order by one thread, sum_rows_of_a's
-// order). Packing a private copy per share instead cost a 2-thread step 4 copies of every weight
-// and activation the shares shared. Returns no words when the packed operand would exceed
-// kPrepackBytes.
-Prepacked prepack_bf16(const Bf16Operand& a, const Bf16Operand& b, int64_t m, int64_t n, int64_t k,
-                       bool by_rows, double* row_sums) {
+// All of B for a bf16 product whose C is split by rows, packed once on the pool's threads before
+// the shares start: each share then packs only its own rows of A. A private copy per share cost a
+// 2-thread step four copies of every B. No words when the packed B would exceed kPrepackBytes.
+Prepacked prepack_b_bf16(const Bf16Operand& b, int64_t n, int64_t k) {
   const int64_t slab = slab_depth(), slabs = (k + slab - 1) / slab;
-  const int64_t width = by_rows ? kNR : kMR, extent = by_rows ? n : m;
-  const int64_t lines = (extent + width - 1) / width * width;
+  const int64_t lines = (n + kNR - 1) / kNR * kNR;
   const int64_t pairs = (slabs - 1) * k_pairs(slab) + k_pairs(k - (slabs - 1) * slab);
   if (pairs * lines * int64_t{sizeof(uint32_t)} > kPrepackBytes) return {};
   thread_local PackBuffer buffer;  // the calling thread's: its shares read it until blocked returns
   const Prepacked pre{reinterpret_cast<uint32_t*>(buffer.get(static_cast<size_t>(pairs * lines))),
                       lines};
-  const int64_t groups = (extent + kPrepackLines - 1) / kPrepackLines;
-  if (!by_rows) {
-    if (row_sums && !a.trans) sum_rows_of_a(a, m, k, row_sums);
-    parallel_chunks(groups, [&](int64_t g) {
-      const int64_t i0 = g * kPrepackLines, rows = std::min(kPrepackLines, m - i0);
-      for (int64_t p0 = 0; p0 < k; p0 += slab) {
-        const int64_t kc = std::min(slab, k - p0);
-        pack_a_bf16(a, i0, rows, p0, kc, pre.at(p0, slab, kc, i0), a.trans ? row_sums : nullptr);
-      }
-    });
-    return pre;
-  }
-  parallel_chunks(groups * slabs, [&](int64_t t) {
-    const int64_t p0 = t / groups * slab, kc = std::min(slab, k - p0);
-    const int64_t j0 = t % groups * kPrepackLines, cols = std::min(kPrepackLines, n - j0);
-    pack_b_bf16(b, p0, kc, j0, cols, pre.at(p0, slab, kc, j0));
+  const int64_t pieces = b.trans ? (n + kPrepackColumns - 1) / kPrepackColumns
+                                 : (k_pairs(slab) + kPrepackPairs - 1) / kPrepackPairs;
+  parallel_chunks(slabs * pieces, [&](int64_t t) {
+    const int64_t p0 = t / pieces * slab, kc = std::min(slab, k - p0), piece = t % pieces;
+    if (b.trans) {
+      const int64_t j0 = piece * kPrepackColumns;
+      if (j0 < n)
+        pack_b_bf16(b, p0, kc, j0, std::min(kPrepackColumns, n - j0), pre.at(p0, slab, kc, j0));
+      return;
+    }
+    const int64_t q0 = piece * kPrepackPairs;  // the piece's first k pair, within the slab
+    if (q0 >= k_pairs(kc)) return;
+    pack_b_bf16_pairs(b.data, b.ld, false, p0 + 2 * q0, std::min(2 * kPrepackPairs, kc - 2 * q0), 0,
+                      n, pre.at(p0, slab, kc, 0) + q0 * kNR, k_pairs(kc));
   });
   return pre;
 }
@@ -669,33 +658,27 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
   // against O(m n k / shares) of arithmetic, so a share keeps at least two row blocks or
   // kMinShareColumns columns. Sharing the panels slab by slab instead meant a barrier per k slab
   // and C's rows moving between the cores' caches from slab to slab, which cost 5-37% per shape on
-  // 2 cores (bench/RESULTS.md, 2026-12-04). bf16 products do share the operand every share reads,
-  // packed whole (all slabs) before the shares start (prepack_bf16): one wait for the packing per
-  // product, and each share still keeps its own block of C through all the slabs.
+  // 2 cores (bench/RESULTS.md, 2026-12-04). bf16 products split by rows do share B, packed whole
+  // (all slabs) before the shares start (prepack_b_bf16): one wait for the packing per product,
+  // and each share still keeps its own block of C through all the slabs.
   const bool by_rows = m >= int64_t(threads) * 2 * kMC;
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
-  // bf16: the operand all shares read packed once first (prepack_bf16); the shares then pack only
-  // their own part, so they can be as small as one row block of kMC rows (by rows) and as many as
-  // four per thread (by columns, where each share reads all of the packed A again): a thread that
-  // finishes early takes the next one, the other is not left alone with a quarter of the product.
-  std::vector<double> prepacked_sums;
+  // bf16 by rows: B packed once first (prepack_b_bf16); the shares then pack only their own rows
+  // of A, so they can be as small as one row block of kMC rows: a thread that finishes early takes
+  // the next one, the other is not left alone with a quarter of the product. By columns each share
+  // still packs all of A: an A packed once and read by every share from L3 made the default
+  // model's dW products with 256 rows 13-45% slower on 2 cores than four private copies.
   Prepacked pre;
-  if constexpr (std::is_same_v<T, bf16>) {
-    if (options.a_row_sums && !by_rows) prepacked_sums.assign(static_cast<size_t>(m), 0.0);
-    pre = prepack_bf16(op_a, op_b, m, n, k, by_rows,
-                       prepacked_sums.empty() ? nullptr : prepacked_sums.data());
-  }
-  // Without it, two shares per thread: each packs its own B (by rows) or A (by columns), so the
+  if constexpr (std::is_same_v<T, bf16>)
+    if (by_rows) pre = prepack_b_bf16(op_b, n, k);
+  // Otherwise two shares per thread: each packs its own B (by rows) or A (by columns), so the
   // packing grows with the shares; two still leave a late thread's second share to the others.
   // Four per thread (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md,
   // 2026-12-06).
-  const int64_t per_thread = pre.words ? (by_rows ? units : 4) : 2;
-  const int64_t shares =
-      std::clamp<int64_t>(std::min({pre.words && by_rows ? (m + kMC - 1) / kMC : widest, units,
-                                    per_thread * int64_t{threads}}),
-                          1, units);
+  const int64_t shares = std::clamp<int64_t>(
+      pre.words ? (m + kMC - 1) / kMC : std::min({widest, units, 2 * int64_t{threads}}), 1, units);
   parallel_chunks(shares, [&](int64_t t) {
     const int64_t begin = units * t / shares * unit,
                   end = std::min(extent, units * (t + 1) / shares * unit);
@@ -712,18 +695,15 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     } else {
       if (options.causal.kind == Causal::kLowerC) share.causal.diagonal -= begin;
       if (options.bias) share.bias = options.bias + begin;
-      if (begin != 0 || pre.words)
-        share.a_row_sums = nullptr;  // summed by one share, or the packing
+      if (begin != 0) share.a_row_sums = nullptr;
     }
     if (begin < end && by_rows)
       sgemm_serial(OperandOf<T>{op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha,
-                   beta, share, c + begin * ldc, ldc, share_store, {}, pre);
+                   beta, share, c + begin * ldc, ldc, share_store, pre);
     else if (begin < end)
       sgemm_serial(op_a, OperandOf<T>{op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha,
-                   beta, share, c + begin, ldc, share_store, pre, {});
+                   beta, share, c + begin, ldc, share_store);
   });
-  for (size_t i = 0; pre.words && i < prepacked_sums.size(); ++i)
-    options.a_row_sums[i] = static_cast<float>(prepacked_sums[i]);
 }
 
 }  // namespace

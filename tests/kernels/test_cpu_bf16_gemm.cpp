@@ -405,12 +405,13 @@ TEST(CpuBf16Gemm, SameBitsRunToRunAndWhateverTheThreadCount) {
   set_bf16_gemm_fallback(false);
 }
 
-// A product split over threads packs the operand its shares all read once, before they start (all
-// of B when C is split by rows, all of A, with A's row sums, when split by columns), where one
-// thread packs block by block: the f32 C, the rounded bf16 C with its bias and the row sums must
-// be the bits of one thread, and the row sums the exact double sums (an independent reference).
-// Rows split at 2 threads (m >= 384) and columns at 3 (m < 576); slabs of 64 with an odd last one;
-// odd and even row strides (k pairs packed pair by pair, or as 32-bit words); tails of tiles.
+// A product whose C is split by rows packs B once, on all threads, before its shares start (in
+// pieces: columns, or k pairs of a slab across all columns), where one thread packs it block by
+// block; split by columns, each share packs A. The f32 C, the rounded bf16 C with its bias and the
+// row sums must be the bits of one thread, and the row sums the exact double sums (an independent
+// reference). Rows split at 2 threads (m >= 384) and columns at 3 (m < 576); slabs of 64 (one
+// piece of k pairs each) and 256 (two) with an odd last one; odd and even row strides (k pairs
+// packed pair by pair, or as 32-bit words, A then read where stored); tails of tiles.
 TEST(CpuBf16Gemm, SplitProductsPackSharedOperandsOnceWithTheBitsOfOneThread) {
   if (!cpu_has_avx512_bf16())
     GTEST_SKIP() << "this CPU lacks AVX512-BF16: the split fast path is not tested";
@@ -418,53 +419,56 @@ TEST(CpuBf16Gemm, SplitProductsPackSharedOperandsOnceWithTheBitsOfOneThread) {
     bool ta, tb;
     int64_t m, n, k, pad;
   };
-  const Shape shapes[] = {{false, true, 400, 70, 131, 0}, {false, true, 400, 70, 131, 1},
-                          {true, false, 400, 96, 131, 1}, {false, false, 392, 40, 200, 0},
-                          {true, true, 24, 640, 200, 0},  {true, false, 100, 300, 257, 2}};
-  set_sgemm_slab_depth(64);
+  const Shape shapes[] = {{false, true, 400, 70, 131, 0},  {false, true, 400, 70, 131, 1},
+                          {true, false, 400, 96, 131, 1},  {false, false, 392, 40, 200, 0},
+                          {true, true, 24, 640, 200, 0},   {true, false, 100, 300, 257, 2},
+                          {false, false, 392, 40, 301, 0}, {true, false, 400, 72, 301, 1}};
   uint32_t seed = 2100;
-  for (const Shape& s : shapes) {
-    const int64_t lda = (s.ta ? s.m : s.k) + s.pad, ldb = (s.tb ? s.k : s.n) + s.pad;
-    const std::vector<bf16> a = random_bf16((s.ta ? s.k : s.m) * lda, seed++),
-                            b = random_bf16((s.tb ? s.n : s.k) * ldb, seed++);
-    std::vector<float> bias(s.n);
-    for (size_t j = 0; j < bias.size(); ++j) bias[j] = random_bf16(1, seed + j)[0].to_float();
-    struct Result {
-      std::vector<float> c, sums;
-      std::vector<uint16_t> rounded;
-    };
-    const auto run = [&](int threads) {
-      return testing::with_threads(threads, [&] {
-        Result r{std::vector<float>(s.m * s.n), std::vector<float>(s.m), {}};
-        sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, r.c.data(),
-                   s.n, {.a_row_sums = r.sums.data()});
-        std::vector<bf16> rounded(s.m * s.n);
-        std::vector<float> scratch(s.m * s.n);
-        sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                   scratch.data(), s.n, {},
-                   {.rounded = rounded.data(), .ld = s.n, .bias = bias.data()});
-        for (const bf16& x : rounded) r.rounded.push_back(x.bits);
-        return r;
-      });
-    };
-    const std::string what = "ta=" + std::to_string(s.ta) + " tb=" + std::to_string(s.tb) +
-                             " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                             " k=" + std::to_string(s.k) + " pad=" + std::to_string(s.pad);
-    const Result one = run(1);
-    for (int64_t i = 0; i < s.m; ++i) {
-      double want = 0;
-      for (int64_t p = 0; p < s.k; ++p) want += a[s.ta ? p * lda + i : i * lda + p].to_float();
-      ASSERT_EQ(one.sums[i], static_cast<float>(want)) << what << ": row sum " << i;
+  for (const int64_t slab : {64, 256})
+    for (const Shape& s : shapes) {
+      set_sgemm_slab_depth(slab);
+      const int64_t lda = (s.ta ? s.m : s.k) + s.pad, ldb = (s.tb ? s.k : s.n) + s.pad;
+      const std::vector<bf16> a = random_bf16((s.ta ? s.k : s.m) * lda, seed++),
+                              b = random_bf16((s.tb ? s.n : s.k) * ldb, seed++);
+      std::vector<float> bias(s.n);
+      for (size_t j = 0; j < bias.size(); ++j) bias[j] = random_bf16(1, seed + j)[0].to_float();
+      struct Result {
+        std::vector<float> c, sums;
+        std::vector<uint16_t> rounded;
+      };
+      const auto run = [&](int threads) {
+        return testing::with_threads(threads, [&] {
+          Result r{std::vector<float>(s.m * s.n), std::vector<float>(s.m), {}};
+          sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                     r.c.data(), s.n, {.a_row_sums = r.sums.data()});
+          std::vector<bf16> rounded(s.m * s.n);
+          std::vector<float> scratch(s.m * s.n);
+          sgemm_bf16(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                     scratch.data(), s.n, {},
+                     {.rounded = rounded.data(), .ld = s.n, .bias = bias.data()});
+          for (const bf16& x : rounded) r.rounded.push_back(x.bits);
+          return r;
+        });
+      };
+      const std::string what = "ta=" + std::to_string(s.ta) + " tb=" + std::to_string(s.tb) +
+                               " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                               " k=" + std::to_string(s.k) + " pad=" + std::to_string(s.pad) +
+                               " slab=" + std::to_string(slab);
+      const Result one = run(1);
+      for (int64_t i = 0; i < s.m; ++i) {
+        double want = 0;
+        for (int64_t p = 0; p < s.k; ++p) want += a[s.ta ? p * lda + i : i * lda + p].to_float();
+        ASSERT_EQ(one.sums[i], static_cast<float>(want)) << what << ": row sum " << i;
+      }
+      for (const int threads : {2, 3}) {
+        const Result split = run(threads);
+        EXPECT_EQ(0, std::memcmp(split.c.data(), one.c.data(), one.c.size() * sizeof(float)))
+            << what << ", " << threads << " threads: f32 C";
+        EXPECT_EQ(split.rounded, one.rounded) << what << ", " << threads << " threads: bf16 C";
+        EXPECT_EQ(0, std::memcmp(split.sums.data(), one.sums.data(), one.sums.size() * 4))
+            << what << ", " << threads << " threads: row sums";
+      }
     }
-    for (const int threads : {2, 3}) {
-      const Result split = run(threads);
-      EXPECT_EQ(0, std::memcmp(split.c.data(), one.c.data(), one.c.size() * sizeof(float)))
-          << what << ", " << threads << " threads: f32 C";
-      EXPECT_EQ(split.rounded, one.rounded) << what << ", " << threads << " threads: bf16 C";
-      EXPECT_EQ(0, std::memcmp(split.sums.data(), one.sums.data(), one.sums.size() * 4))
-          << what << ", " << threads << " threads: row sums";
-    }
-  }
   set_sgemm_slab_depth(0);
 }
 
