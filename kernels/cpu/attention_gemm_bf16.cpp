@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/sgemm_bf16_kernel.h"
@@ -67,18 +68,27 @@ void micro_kernel_bf16_model(int64_t pairs, const uint32_t* a, const uint32_t* b
 
 }  // namespace
 
-void attention_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
-                         int64_t lda, const bf16* b, int64_t ldb, bool accumulate, float* c,
-                         int64_t ldc, Causal causal) {
+void PackedBf16B::pack(const bf16* b, int64_t ldb, bool trans_b, int64_t k_rows, int64_t n_cols) {
+  k = k_rows;
+  n = n_cols;
+  words.resize(static_cast<size_t>((n + kBf16NR - 1) / kBf16NR * kBf16NR * k_pairs(k)));
+  if (n > 0) pack_b_bf16_pairs(b, ldb, trans_b, 0, k, 0, n, words.data());
+}
+
+void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda,
+                         const PackedBf16B& b, bool accumulate, float* c, int64_t ldc,
+                         Causal causal) {
+  // (an odd k short of b.k would pair its last row of A's zero pad with a row of B, not B's pad)
+  if (n > b.n || k > b.k || (k % 2 != 0 && k != b.k))
+    throw std::logic_error(
+        "attention_gemm_bf16: a product wider or deeper than its packed B, or of an odd k short "
+        "of it");
   if (m <= 0 || n <= 0) return;
-  const int64_t pairs = k_pairs(k);
-  const int64_t a_panel = kBf16MR * pairs, b_panel = kBf16NR * pairs;
-  // the packed operands, kept per thread between calls (a slice calls this five times per block)
-  thread_local std::vector<uint32_t> a_words, b_words;
+  const int64_t a_panel = kBf16MR * k_pairs(k), b_panel = kBf16NR * k_pairs(b.k);
+  // op(A), packed per call into this thread's buffer
+  thread_local std::vector<uint32_t> a_words;
   a_words.resize(static_cast<size_t>((m + kBf16MR - 1) / kBf16MR * a_panel));
-  b_words.resize(static_cast<size_t>((n + kBf16NR - 1) / kBf16NR * b_panel));
   pack_a_bf16_pairs(a, lda, trans_a, 0, m, 0, k, a_words.data());
-  pack_b_bf16_pairs(b, ldb, trans_b, 0, k, 0, n, b_words.data());
   const bool fast = bf16_gemm_fast_path();
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int64_t j0 = 0; j0 < n; j0 += kBf16NR)
@@ -93,13 +103,21 @@ void attention_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
       if (causal.kind == Causal::kUpperA) begin = std::clamp(i0 + causal.diagonal, int64_t{0}, k);
       const int64_t q0 = begin / 2, tile_pairs = std::max<int64_t>(0, k_pairs(end) - q0);
       const uint32_t* a_tile = a_words.data() + i0 / kBf16MR * a_panel + q0 * kBf16MR;
-      const uint32_t* b_tile = b_words.data() + j0 / kBf16NR * b_panel + q0 * kBf16NR;
+      const uint32_t* b_tile = b.words.data() + j0 / kBf16NR * b_panel + q0 * kBf16NR;
       float* c_tile = c + i0 * ldc + j0;
       if (fast)
         micro_kernel_bf16(tile_pairs, a_tile, b_tile, 1.0f, beta, c_tile, ldc, rows, cols);
       else
         micro_kernel_bf16_model(tile_pairs, a_tile, b_tile, beta, c_tile, ldc, rows, cols);
     }
+}
+
+void attention_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
+                         int64_t lda, const bf16* b, int64_t ldb, bool accumulate, float* c,
+                         int64_t ldc, Causal causal) {
+  thread_local PackedBf16B packed;
+  packed.pack(b, ldb, trans_b, k, n);
+  attention_gemm_bf16(trans_a, m, n, k, a, lda, packed, accumulate, c, ldc, causal);
 }
 
 }  // namespace glass::kernels::cpu

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/dtype.h"
 #include "kernels/cpu/sgemm.h"  // Causal
@@ -21,5 +22,18 @@ namespace glass::kernels::cpu {
 void attention_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
                          int64_t lda, const bf16* b, int64_t ldb, bool accumulate, float* c,
                          int64_t ldc, Causal causal = {});
+
+// op(B) (k x n) packed once for several products that read its first k' <= k rows and n' <= n
+// columns (a slice's K and V, for every query block): sgemm_bf16's NR-wide k-pair panels.
+struct PackedBf16B {
+  std::vector<uint32_t> words;
+  int64_t k = 0, n = 0;
+  void pack(const bf16* b, int64_t ldb, bool trans_b, int64_t k_rows, int64_t n_cols);
+};
+// attention_gemm_bf16 with op(B) packed: n <= b.n, k <= b.k (k even where it is less). The same
+// bits as packing it there.
+void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda,
+                         const PackedBf16B& b, bool accumulate, float* c, int64_t ldc,
+                         Causal causal = {});
 
 }  // namespace glass::kernels::cpu

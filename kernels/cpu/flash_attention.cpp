@@ -116,10 +116,12 @@ struct SliceHeads {
 
 // One thread's scratch for bf16 slices: a query block's f32 scores S and dP (kQueryBlock x T),
 // its bf16 operands P and dS, its f32 O or dQ before rounding (kQueryBlock x D) with each row's
-// factor, and a key/value head's f32 dK and dV sums (T x D).
+// factor, a key/value head's f32 dK and dV sums (T x D), and its K and V packed once for all its
+// blocks (as K^T and V for the forward, K^T, V^T and K for the backward).
 struct Bf16Scratch {
   std::vector<float> scores, dscores, rows, row_factor, dk, dv;
   std::vector<bf16> probs, dprobs;
+  PackedBf16B k_t, v_t, k, v;  // op(B) = K^T, V^T, K, V
   Bf16Scratch(int64_t Tn, int64_t D, bool backward) {
     const auto block = static_cast<size_t>(std::min(kQueryBlock, Tn));
     const auto keys = static_cast<size_t>(Tn), dim = static_cast<size_t>(D);
@@ -147,44 +149,71 @@ void store_rows_bf16(const float* from, int64_t rows, int64_t D, const float* ro
   }
 }
 
+// f(j, live) for the entries j of a causal row of `seen` keys (of a block's `keys`; live: j <
+// seen): in whole blocks of 16 where the row has room (cpu.h's for_each_in_blocks: every block one
+// vector, no scalar remainder, which would cost an exp per entry), else entry by entry. Returns
+// where it stopped.
+template <class F>
+[[gnu::always_inline]] inline int64_t for_each_causal_entry(int64_t seen, int64_t keys, F f) {
+  if (whole_blocks(seen) > keys) {
+    for (int64_t j = 0; j < seen; ++j) f(j, int64_t{0}, true);
+    return seen;
+  }
+  for_each_in_blocks(seen, [&](int64_t j, int64_t lane, bool live) { f(j, lane, live); });
+  return whole_blocks(seen);
+}
+
+// Row r of a block's raw scores s (row of `keys`; the entries from `seen` on may be anything) into
+// p = bf16(exp(x - max)), x = scale s (kept in s), over the seen keys, 0 past them: the forward's
+// unnormalised probabilities, which P V takes as they are and O divides by their f32 sum (summed
+// lane by lane, then the lanes in order).
+struct RowSum {
+  float max, sum;
+};
+RowSum unnormalised_probs_row(float* s, int64_t seen, int64_t keys, float scale, bf16* p) {
+  float lane_max[kRowLanes], lane_sum[kRowLanes] = {};
+  std::fill(lane_max, lane_max + kRowLanes, -std::numeric_limits<float>::infinity());
+  for_each_causal_entry(seen, keys, [&](int64_t j, int64_t lane, bool live) {
+    s[j] *= scale;
+    lane_max[lane] = live && s[j] > lane_max[lane] ? s[j] : lane_max[lane];
+  });
+  const float mx = *std::max_element(lane_max, lane_max + kRowLanes);
+  const int64_t end = for_each_causal_entry(seen, keys, [&](int64_t j, int64_t lane, bool live) {
+    const float e = live ? exp_vectorisable(s[j] - mx) : 0.0f;
+    lane_sum[lane] += e;
+    p[j] = bf16::from_float(e);
+  });
+  std::fill(p + end, p + keys, bf16{});
+  float sum = 0;
+  for (const float part : lane_sum) sum += part;
+  return {mx, sum};
+}
+
 // bf16 slice s's forward with the Tensor Core flash kernel's rounding (kernels/cuda/
 // flash_attention_mma.cu): S = Q K^T summed in f32 from bf16 q, k; the softmax in f32 (x = scale
 // S, m = max x, p = exp(x - m), l = sum p, lse = m + log l); p rounded to bf16 for O = P V, summed
 // in f32; out = bf16(O / l). Every product by attention_gemm_bf16 with the causal band.
 void attention_slice_forward_bf16(int64_t Tn, int64_t D, float scale, const SliceHeads<bf16>& x,
                                   float* lse_row, Bf16Scratch& w) {
+  w.k_t.pack(x.k.row(0), x.k.pitch, true, D, Tn);
+  w.v.pack(x.v.row(0), x.v.pitch, false, Tn, D);
   for_each_query_block(Tn, [&](QueryBlock blk) {
     float* S = w.scores.data();  // rows x keys, row stride keys
     bf16* P = w.probs.data();
     // 1. S = Q_block K^T up to the diagonal
-    attention_gemm_bf16(false, true, blk.rows, blk.keys, D, x.q.row(blk.first), x.q.pitch,
-                        x.k.row(0), x.k.pitch, false, S, blk.keys, {Causal::kLowerC, blk.first});
+    attention_gemm_bf16(false, blk.rows, blk.keys, D, x.q.row(blk.first), x.q.pitch, w.k_t, false,
+                        S, blk.keys, {Causal::kLowerC, blk.first});
     // 2. each row: p = exp(scale S - max) over its causal keys in f32, rounded to bf16; 0 past
     // the diagonal
     for (int64_t r = 0; r < blk.rows; ++r) {
-      float* s = S + r * blk.keys;
-      bf16* p = P + r * blk.keys;
-      const int64_t seen = blk.first + r + 1;
-      float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < seen; ++j) {
-        s[j] *= scale;
-        mx = s[j] > mx ? s[j] : mx;
-      }
-      float l = 0;
-#pragma omp simd reduction(+ : l)
-      for (int64_t j = 0; j < seen; ++j) {
-        const float e = exp_vectorisable(s[j] - mx);
-        l += e;
-        p[j] = bf16::from_float(e);
-      }
-      std::fill(p + seen, p + blk.keys, bf16{});
-      lse_row[blk.first + r] = mx + std::log(l);
-      w.row_factor[static_cast<size_t>(r)] = 1.0f / l;
+      const RowSum row = unnormalised_probs_row(S + r * blk.keys, blk.first + r + 1, blk.keys,
+                                                scale, P + r * blk.keys);
+      lse_row[blk.first + r] = row.max + std::log(row.sum);
+      w.row_factor[static_cast<size_t>(r)] = 1.0f / row.sum;
     }
     // 3. O_block = P V, each query's sum stopping at its last key; out = bf16(O / l)
-    attention_gemm_bf16(false, false, blk.rows, D, blk.keys, P, blk.keys, x.v.row(0), x.v.pitch,
-                        false, w.rows.data(), D, {Causal::kLowerA, blk.first});
+    attention_gemm_bf16(false, blk.rows, D, blk.keys, P, blk.keys, w.v, false, w.rows.data(), D,
+                        {Causal::kLowerA, blk.first});
     store_rows_bf16(w.rows.data(), blk.rows, D, w.row_factor.data(), 1, x.o, blk.first);
   });
 }
@@ -199,9 +228,13 @@ void attention_kv_slice_backward_bf16(const FlashAttentionShape& g, int64_t kv, 
                                       const Tensor& out, const Tensor& lse, const Tensor& dout,
                                       const Tensor& dqkv, float scale, Bf16Scratch& w) {
   const int64_t Tn = g.T, D = g.D, s0 = kv * g.group();
+  const SliceHeads<bf16> x0(g, s0, qkv, out);
+  w.k_t.pack(x0.k.row(0), x0.k.pitch, true, D, Tn);
+  w.v_t.pack(x0.v.row(0), x0.v.pitch, true, D, Tn);
+  w.k.pack(x0.k.row(0), x0.k.pitch, false, Tn, D);
   for (int64_t s = s0; s < s0 + g.group(); ++s) {
     const SliceHeads<bf16> x(g, s, qkv, out), dx(g, s, dqkv, dout);
-    const Head<bf16>&q = x.q, &k = x.k, &v = x.v, &o = x.o, &dO = dx.o;
+    const Head<bf16>&q = x.q, &o = x.o, &dO = dx.o;
     const float* lse_row = lse.data<float>() + s * Tn;
     for_each_query_block_from_last(Tn, [&](QueryBlock blk) {
       // dK and dV: written by the first block done (the last) of the group's first query head,
@@ -211,26 +244,29 @@ void attention_kv_slice_backward_bf16(const FlashAttentionShape& g, int64_t kv, 
           queries_seeing{Causal::kUpperA, -blk.first};
       float *S = w.scores.data(), *dP = w.dscores.data();
       bf16 *P = w.probs.data(), *dS = w.dprobs.data();
+      // the block's rows of O, which only D_i reads (step 2), asked for now so that they arrive
+      // during the products of step 1 (waiting on them row by row cost a fifth of this loop)
+      for (int64_t r = 0; r < blk.rows; ++r)
+        for (int64_t d = 0; d < D; d += 32) __builtin_prefetch(o.row(blk.first + r) + d);
       // 1. S = Q_block K^T and dP = dO_block V^T up to the diagonal
-      attention_gemm_bf16(false, true, blk.rows, blk.keys, D, q.row(blk.first), q.pitch, k.row(0),
-                          k.pitch, false, S, blk.keys, scores_wanted);
-      attention_gemm_bf16(false, true, blk.rows, blk.keys, D, dO.row(blk.first), dO.pitch, v.row(0),
-                          v.pitch, false, dP, blk.keys, scores_wanted);
+      attention_gemm_bf16(false, blk.rows, blk.keys, D, q.row(blk.first), q.pitch, w.k_t, false, S,
+                          blk.keys, scores_wanted);
+      attention_gemm_bf16(false, blk.rows, blk.keys, D, dO.row(blk.first), dO.pitch, w.v_t, false,
+                          dP, blk.keys, scores_wanted);
       // 2. P and dS up to the diagonal, 0 past it
       for (int64_t r = 0; r < blk.rows; ++r) {
         const float delta = row_dot(dO.row(blk.first + r), o.row(blk.first + r), D);
         const float row_lse = lse_row[blk.first + r];
-        const int64_t seen = blk.first + r + 1;
         const float *s_r = S + r * blk.keys, *dp_r = dP + r * blk.keys;
         bf16 *p_r = P + r * blk.keys, *ds_r = dS + r * blk.keys;
-#pragma omp simd
-        for (int64_t j = 0; j < seen; ++j) {
-          const float p = exp_vectorisable(s_r[j] * scale - row_lse);
-          p_r[j] = bf16::from_float(p);
-          ds_r[j] = bf16::from_float(p * (dp_r[j] - delta));
-        }
-        std::fill(p_r + seen, p_r + blk.keys, bf16{});
-        std::fill(ds_r + seen, ds_r + blk.keys, bf16{});
+        const int64_t end =
+            for_each_causal_entry(blk.first + r + 1, blk.keys, [&](int64_t j, int64_t, bool live) {
+              const float p = live ? exp_vectorisable(s_r[j] * scale - row_lse) : 0.0f;
+              p_r[j] = bf16::from_float(p);
+              ds_r[j] = bf16::from_float(live ? p * (dp_r[j] - delta) : 0.0f);
+            });
+        std::fill(p_r + end, p_r + blk.keys, bf16{});
+        std::fill(ds_r + end, ds_r + blk.keys, bf16{});
       }
       // 3. dV[0, keys) += P^T dO_block;  dK[0, keys) += dS^T Q_block (scaled when stored)
       attention_gemm_bf16(true, false, blk.keys, D, blk.rows, P, blk.keys, dO.row(blk.first),
@@ -238,8 +274,8 @@ void attention_kv_slice_backward_bf16(const FlashAttentionShape& g, int64_t kv, 
       attention_gemm_bf16(true, false, blk.keys, D, blk.rows, dS, blk.keys, q.row(blk.first),
                           q.pitch, gather, w.dk.data(), D, queries_seeing);
       // 4. dQ_block = scale dS K, rounded once
-      attention_gemm_bf16(false, false, blk.rows, D, blk.keys, dS, blk.keys, k.row(0), k.pitch,
-                          false, w.rows.data(), D, keys_seen);
+      attention_gemm_bf16(false, blk.rows, D, blk.keys, dS, blk.keys, w.k, false, w.rows.data(), D,
+                          keys_seen);
       store_rows_bf16(w.rows.data(), blk.rows, D, nullptr, scale, dx.q, blk.first);
     });
   }
