@@ -149,7 +149,7 @@ void store_rows_bf16(const float* from, int64_t rows, int64_t D, const float* ro
   }
 }
 
-// f(j, live) for the entries j of a causal row of `seen` keys (of a block's `keys`; live: j <
+// f(j, lane, live) for the entries j of a causal row of `seen` keys (of a block's `keys`; live: j <
 // seen): in whole blocks of 16 where the row has room (cpu.h's for_each_in_blocks: every block one
 // vector, no scalar remainder, which would cost an exp per entry), else entry by entry. Returns
 // where it stopped.
@@ -192,7 +192,7 @@ RowSum unnormalised_probs_row(float* s, int64_t seen, int64_t keys, float scale,
 // bf16 slice s's forward with the Tensor Core flash kernel's rounding (kernels/cuda/
 // flash_attention_mma.cu): S = Q K^T summed in f32 from bf16 q, k; the softmax in f32 (x = scale
 // S, m = max x, p = exp(x - m), l = sum p, lse = m + log l); p rounded to bf16 for O = P V, summed
-// in f32; out = bf16(O / l). Every product by attention_gemm_bf16 with the causal band.
+// in f32; out = bf16(O * (1 / l)). Every product by attention_gemm_bf16 with the causal band.
 void attention_slice_forward_bf16(int64_t Tn, int64_t D, float scale, const SliceHeads<bf16>& x,
                                   float* lse_row, Bf16Scratch& w) {
   w.k_t.pack(x.k.row(0), x.k.pitch, true, D, Tn);
