@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -37,32 +38,42 @@ namespace glass::kernels::cpu {
 namespace {
 
 // x, or a zero of its sign where x is subnormal (the instruction's DAZ on its inputs and FTZ on
-// its results).
+// its results); written as a compare and a select, so that the loops below vectorise.
 inline float flushed(float x) {
-  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+  return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x;
 }
 // The bf16 in half `h` (0: low) of a packed word, as f32, read as the instruction reads it.
 inline float half_value(uint32_t word, int h) {
   return flushed(std::bit_cast<float>(h == 0 ? word << 16 : word & 0xffff0000u));
 }
 
-// micro_kernel_bf16's result with alpha 1 and beta 0 or 1, computed one element at a time: the
-// model of the fallback (header). Its stores follow the micro-kernel's: a whole tile with beta 0
-// stores acc itself, a partial one acc + 0 (so a -0 becomes +0 there, as it does in the
-// micro-kernel's bounce buffer).
+// micro_kernel_bf16's result with alpha 1 and beta 0 or 1: the model of the fallback (header),
+// the whole 8 x 32 tile at once, a k pair at a time, each pair's odd product then its even one,
+// across the 32 columns (one vector loop per row). Its stores follow the micro-kernel's: a whole
+// tile with beta 0 stores acc itself, a partial one acc + 0 (so a -0 becomes +0 there, as it does
+// in the micro-kernel's bounce buffer).
 void micro_kernel_bf16_model(int64_t pairs, const uint32_t* a, const uint32_t* b, float beta,
                              float* c, int64_t ldc, int64_t rows, int64_t cols) {
+  float acc[kBf16MR][kBf16NR] = {};
+  for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
+    float b_odd[kBf16NR], b_even[kBf16NR];
+    for (int j = 0; j < kBf16NR; ++j) {
+      b_odd[j] = half_value(b[j], 1);
+      b_even[j] = half_value(b[j], 0);
+    }
+    for (int r = 0; r < kBf16MR; ++r) {
+      const float a_odd = half_value(a[r], 1), a_even = half_value(a[r], 0);
+      for (int j = 0; j < kBf16NR; ++j) {
+        acc[r][j] = flushed(std::fma(a_odd, b_odd[j], acc[r][j]));
+        acc[r][j] = flushed(std::fma(a_even, b_even[j], acc[r][j]));
+      }
+    }
+  }
   const bool whole = rows == kBf16MR && cols == kBf16NR;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) {
-      float acc = 0.0f;
-      for (int64_t q = 0; q < pairs; ++q) {
-        const uint32_t x = a[q * kBf16MR + r], y = b[q * kBf16NR + j];
-        acc = flushed(std::fma(half_value(x, 1), half_value(y, 1), acc));
-        acc = flushed(std::fma(half_value(x, 0), half_value(y, 0), acc));
-      }
       float& out = c[r * ldc + j];
-      out = beta != 0.0f ? acc + out : whole ? acc : acc + 0.0f;
+      out = beta != 0.0f ? acc[r][j] + out : whole ? acc[r][j] : acc[r][j] + 0.0f;
     }
 }
 
