@@ -117,7 +117,8 @@ void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf
       const uint32_t* b_tile = b.words.data() + j0 / kBf16NR * b_panel + q0 * kBf16NR;
       float* c_tile = c + i0 * ldc + j0;
       if (fast)
-        micro_kernel_bf16(tile_pairs, a_tile, b_tile, 1.0f, beta, c_tile, ldc, rows, cols);
+        micro_kernel_bf16(tile_pairs, a_tile, 1, kBf16MR, b_tile, 1.0f, beta, c_tile, ldc, rows,
+                          cols);
       else
         micro_kernel_bf16_model(tile_pairs, a_tile, b_tile, beta, c_tile, ldc, rows, cols);
     }
