@@ -48,10 +48,7 @@
 // (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
 // the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16. A row-major bf16 A
 // whose pairs are such words is not packed at all: the micro-kernel broadcasts each row's pair from
-// where it is stored (8 rows, ld apart), as it would from a panel. Split over threads, a
-// bf16 product whose C is split by rows packs B, which all its shares read, once, on all threads,
-// before the shares start, where f32 shares each pack their own copy: in the default model's
-// 2-thread step B was packed four times (prepack_b_bf16).
+// where it is stored (8 rows, ld apart), as it would from a panel.
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
@@ -525,33 +522,19 @@ void sum_rows_of_a(const OperandOf<T>& a, int64_t m, int64_t k, double* sums) {
   }
 }
 
-// A bf16 B of a split product packed whole before the shares start (prepack_b_bf16, below), so
-// that the shares read one copy instead of each packing its own: every k slab's panels, slab after
-// slab (slab s at words + s * k_pairs(slab) * lines), in each slab the panels of consecutive
-// columns (column j's panel at + j * k_pairs(kc), j a multiple of NR). `lines`: B's columns
-// rounded up to NR. words null: not packed.
-struct Prepacked {
-  uint32_t* words = nullptr;
-  int64_t lines = 0;
-  uint32_t* at(int64_t p0, int64_t slab, int64_t kc, int64_t line) const {
-    return words + (p0 / slab) * k_pairs(slab) * lines + line * k_pairs(kc);
-  }
-};
-
 // The product on the calling thread: the blocked loops above. bf16 operands (T = bf16) are always
 // packed, in k pairs, but for a row-major A whose pairs are words where stored (row_block); the
-// row sums as for f32 (while packing a transposed A, else a pass). A bf16 B in pre_b is read from
-// there instead of packed.
+// row sums as for f32 (while packing a transposed A, else a pass).
 template <class T>
 void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64_t n, int64_t k,
                   float alpha, float beta, const SgemmOptions& options, float* c, int64_t ldc,
-                  const Bf16Store& store, const Prepacked& pre_b = {}) {
+                  const Bf16Store& store) {
   constexpr bool f32 = std::is_same_v<T, float>;
   const int64_t slab = slab_depth();
   const bool a_stored = f32 && !a.trans && m * k <= kStoredFloats;
   const bool b_stored = f32 && !b.trans && n % kNR == 0 && k * n <= kStoredFloats;
   float* a_packed = a_stored ? nullptr : a_pack_buffer(slab);
-  float* b_packed = b_stored || pre_b.words ? nullptr : b_pack_buffer(n, slab);
+  float* b_packed = b_stored ? nullptr : b_pack_buffer(n, slab);
   // the row sums: while the first column block packs a transposed A, else in a pass of their own
   std::vector<double> sums(options.a_row_sums ? static_cast<size_t>(m) : 0, 0.0);
   if (options.a_row_sums && !a.trans) sum_rows_of_a(a, m, k, sums.data());
@@ -563,21 +546,17 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       BPanels panels{b_packed, kc, kNR};
       if constexpr (!f32) {
         panels.column_step = k_pairs(kc);
-        if (pre_b.words)
-          panels.base = reinterpret_cast<const float*>(pre_b.at(p0, slab, kc, j0));
-        else
-          pack_b_bf16(b, p0, kc, j0, cols, reinterpret_cast<uint32_t*>(b_packed));
+        pack_b_bf16(b, p0, kc, j0, cols, reinterpret_cast<uint32_t*>(b_packed));
       } else if (b_stored) {
         panels = {b.at(p0, j0), 1, b.ld};
       } else {
         pack_b(b, p0, kc, j0, cols, b_packed);
       }
       const bool last_slab = p0 + kc >= k;
-      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
+      for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
                   beta, options, c, ldc, a_packed, row_sums,
                   last_slab && (store.rounded || store.bias) ? &store : nullptr);
-      }
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
@@ -599,46 +578,6 @@ void scale_c(const OperandOf<T>& a, int64_t m, int64_t n, int64_t k, float beta,
   for (int64_t i = 0; i < m; ++i) options.a_row_sums[i] = static_cast<float>(sums[i]);
 }
 
-// The largest B a split bf16 product packs whole before its shares start: the default model's
-// weights and activations (at most 1 MB packed) stay in L2 and L3 while the shares read them; a
-// larger one (GPT-2's tied LM head, 77 MB packed) would come from memory in every share, so its
-// shares pack their own blocks as f32 products do.
-constexpr int64_t kPrepackBytes = int64_t{8} << 20;
-// The packing is cut into pieces the threads claim as they claim shares: columns of one slab where
-// B's columns run along k in storage (each panel reads its own lines), else k pairs of one slab
-// across all columns, so that every stored row is read whole (a narrow strip of each row, ld
-// apart, puts every row of the slab into the same few L1 sets at ld = 2 KB).
-constexpr int64_t kPrepackColumns = 2 * kNR, kPrepackPairs = 64;
-
-// All of B for a bf16 product whose C is split by rows, packed once on the pool's threads before
-// the shares start: each share then packs only its own rows of A. A private copy per share cost a
-// 2-thread step four copies of every B. No words when the packed B would exceed kPrepackBytes.
-Prepacked prepack_b_bf16(const Bf16Operand& b, int64_t n, int64_t k) {
-  const int64_t slab = slab_depth(), slabs = (k + slab - 1) / slab;
-  const int64_t lines = (n + kNR - 1) / kNR * kNR;
-  const int64_t pairs = (slabs - 1) * k_pairs(slab) + k_pairs(k - (slabs - 1) * slab);
-  if (pairs * lines * int64_t{sizeof(uint32_t)} > kPrepackBytes) return {};
-  thread_local PackBuffer buffer;  // the calling thread's: its shares read it until blocked returns
-  const Prepacked pre{reinterpret_cast<uint32_t*>(buffer.get(static_cast<size_t>(pairs * lines))),
-                      lines};
-  const int64_t pieces = b.trans ? (n + kPrepackColumns - 1) / kPrepackColumns
-                                 : (k_pairs(slab) + kPrepackPairs - 1) / kPrepackPairs;
-  parallel_chunks(slabs * pieces, [&](int64_t t) {
-    const int64_t p0 = t / pieces * slab, kc = std::min(slab, k - p0), piece = t % pieces;
-    if (b.trans) {
-      const int64_t j0 = piece * kPrepackColumns;
-      if (j0 < n)
-        pack_b_bf16(b, p0, kc, j0, std::min(kPrepackColumns, n - j0), pre.at(p0, slab, kc, j0));
-      return;
-    }
-    const int64_t q0 = piece * kPrepackPairs;  // the piece's first k pair, within the slab
-    if (q0 >= k_pairs(kc)) return;
-    pack_b_bf16_pairs(b.data, b.ld, false, p0 + 2 * q0, std::min(2 * kPrepackPairs, kc - 2 * q0), 0,
-                      n, pre.at(p0, slab, kc, 0) + q0 * kNR, k_pairs(kc));
-  });
-  return pre;
-}
-
 // The product, on the pool's threads when it is big enough (sgemm's and sgemm_bf16's).
 template <class T>
 void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int64_t n, int64_t k,
@@ -656,29 +595,22 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
   // else by columns (a short C: the weight gradient of a 256-wide layer, or of the tied LM head,
   // 65 rows). Each share packs its B (by rows) or all of A (by columns) once: O(k n) or O(m k)
   // against O(m n k / shares) of arithmetic, so a share keeps at least two row blocks or
-  // kMinShareColumns columns. Sharing the panels slab by slab instead meant a barrier per k slab
-  // and C's rows moving between the cores' caches from slab to slab, which cost 5-37% per shape on
-  // 2 cores (bench/RESULTS.md, 2026-12-04). bf16 products split by rows do share B, packed whole
-  // (all slabs) before the shares start (prepack_b_bf16): one wait for the packing per product,
-  // and each share still keeps its own block of C through all the slabs.
+  // kMinShareColumns columns. Sharing the panels instead meant a barrier per k slab and C's rows
+  // moving between the cores' caches from slab to slab, which cost 5-37% per shape on 2 cores
+  // (bench/RESULTS.md, 2026-12-04).
   const bool by_rows = m >= int64_t(threads) * 2 * kMC;
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
-  // bf16 by rows: B packed once first (prepack_b_bf16); the shares then pack only their own rows
-  // of A, so they can be as small as one row block of kMC rows: a thread that finishes early takes
-  // the next one, the other is not left alone with a quarter of the product. By columns each share
-  // still packs all of A: an A packed once and read by every share from L3 made the default
-  // model's dW products with 256 rows 13-45% slower on 2 cores than four private copies.
-  Prepacked pre;
-  if constexpr (std::is_same_v<T, bf16>)
-    if (by_rows) pre = prepack_b_bf16(op_b, n, k);
-  // Otherwise two shares per thread: each packs its own B (by rows) or A (by columns), so the
-  // packing grows with the shares; two still leave a late thread's second share to the others.
-  // Four per thread (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md,
-  // 2026-12-06).
-  const int64_t shares = std::clamp<int64_t>(
-      pre.words ? (m + kMC - 1) / kMC : std::min({widest, units, 2 * int64_t{threads}}), 1, units);
+  // Two shares per thread: each packs its own B (by rows) or A (by columns), so the packing grows
+  // with the shares; two still leave a late thread's second share to the others. Four per thread
+  // (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md, 2026-12-06). A
+  // bf16 B packed once, on all threads, before the shares start (one copy for all, and shares of
+  // one row block) made the default model's 2-thread step GEMMs 7% slower in quiet runs, not
+  // faster (bench/RESULTS.md, 2026-12-06, 02:20 UTC): a private copy in the share's own L2 beats
+  // a shared one that the other core wrote.
+  const int64_t shares =
+      std::clamp<int64_t>(std::min({widest, units, 2 * int64_t{threads}}), 1, units);
   parallel_chunks(shares, [&](int64_t t) {
     const int64_t begin = units * t / shares * unit,
                   end = std::min(extent, units * (t + 1) / shares * unit);
@@ -699,7 +631,7 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     }
     if (begin < end && by_rows)
       sgemm_serial(OperandOf<T>{op_a.at(begin, 0), lda, trans_a}, op_b, end - begin, n, k, alpha,
-                   beta, share, c + begin * ldc, ldc, share_store, pre);
+                   beta, share, c + begin * ldc, ldc, share_store);
     else if (begin < end)
       sgemm_serial(op_a, OperandOf<T>{op_b.at(0, begin), ldb, trans_b}, m, end - begin, k, alpha,
                    beta, share, c + begin, ldc, share_store);

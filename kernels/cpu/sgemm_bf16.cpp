@@ -131,13 +131,11 @@ constexpr int64_t kPrefetchPairs = 4;
 // every row falling into the same few L1 sets when ld is a multiple of 2 KB.
 // With sums, each line's kc values are added to sums[l] (double) as they are read, k ascending:
 // the row sums of a transposed A, in sum_rows_of_a's order (kernels/cpu/sgemm.cpp).
-// panel_pairs: the panels' k pairs in `out` (at least k_pairs(kc)), where these kc values are a
-// part of a deeper slab's panels.
 template <int kWidth>
 void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, uint32_t* out,
-                       double* sums = nullptr, int64_t panel_pairs = 0) {
+                       double* sums = nullptr) {
   static_assert(kWidth % 8 == 0, "whole lines are paired eight at a time");
-  const int64_t pairs = k_pairs(kc), panel_words = std::max(panel_pairs, pairs) * kWidth;
+  const int64_t pairs = k_pairs(kc), panel_words = pairs * kWidth;
   for (int64_t q = 0; q < pairs; ++q) {
     const bf16* even = data + 2 * q * ld;
     const bf16* odd = 2 * q + 1 < kc ? even + ld : nullptr;
@@ -180,12 +178,9 @@ void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int
 }
 
 void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
-                       int64_t cols, uint32_t* out, int64_t panel_pairs) {
+                       int64_t cols, uint32_t* out) {
   // column j of op(B) runs along k in storage when B is transposed
-  if (!trans)
-    return pack_pairs_across<kBf16NR>(data + p0 * ld + j0, ld, cols, kc, out, nullptr, panel_pairs);
-  if (panel_pairs != 0 && panel_pairs != k_pairs(kc))
-    throw std::logic_error("pack_b_bf16_pairs: a part of a deeper panel is packed across only");
+  if (!trans) return pack_pairs_across<kBf16NR>(data + p0 * ld + j0, ld, cols, kc, out);
   const int64_t panel_words = k_pairs(kc) * kBf16NR;
   for (int64_t panel = 0; panel < cols; panel += kBf16NR, out += panel_words) {
     const int64_t j = j0 + panel, live = std::min<int64_t>(kBf16NR, cols - panel);

@@ -25,11 +25,9 @@ inline int64_t k_pairs(int64_t kc) { return (kc + 1) / 2; }
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
                        int64_t p0, int64_t kc, uint32_t* out, double* row_sums = nullptr);
 // op(B)[p0 : p0+kc, j0 : j0+cols] into NR-wide panels, each [k pair][NR] words, the columns past
-// `cols` zero. panel_pairs (B not transposed only; 0: k_pairs(kc)): the panels in `out` hold this
-// many pairs, of which these are the first kc values (out at the part's first pair), so that a
-// slab's panels can be packed in parts along k.
+// `cols` zero.
 void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int64_t kc, int64_t j0,
-                       int64_t cols, uint32_t* out, int64_t panel_pairs = 0);
+                       int64_t cols, uint32_t* out);
 
 // The MR x NR tile of C at c: c = alpha * sum over k pairs of a_pair b_pair + beta c (beta == 0
 // does not read c), for its first rows x cols; with `store` (its pointers at the tile's corner),

@@ -405,14 +405,13 @@ TEST(CpuBf16Gemm, SameBitsRunToRunAndWhateverTheThreadCount) {
   set_bf16_gemm_fallback(false);
 }
 
-// A product whose C is split by rows packs B once, on all threads, before its shares start (in
-// pieces: columns, or k pairs of a slab across all columns), where one thread packs it block by
-// block; split by columns, each share packs A. The f32 C, the rounded bf16 C with its bias and the
-// row sums must be the bits of one thread, and the row sums the exact double sums (an independent
-// reference). Rows split at 2 threads (m >= 384) and columns at 3 (m < 576); slabs of 64 (one
-// piece of k pairs each) and 256 (two) with an odd last one; odd and even row strides (k pairs
-// packed pair by pair, or as 32-bit words, A then read where stored); tails of tiles.
-TEST(CpuBf16Gemm, SplitProductsPackSharedOperandsOnceWithTheBitsOfOneThread) {
+// Products split over threads (by rows at 2 threads, m >= 384; by columns at 3, m < 576), each
+// share packing its own operands or reading a row-major A where it is stored (an even row stride:
+// its k pairs are 32-bit words there), against one thread: the f32 C, the rounded bf16 C with its
+// bias and the row sums must be the same bits, and the row sums the exact double sums (an
+// independent reference). Slabs of 64 and 256 with an odd last one; odd and even row strides;
+// tails of tiles.
+TEST(CpuBf16Gemm, SplitProductsGiveTheBitsOfOneThread) {
   if (!cpu_has_avx512_bf16())
     GTEST_SKIP() << "this CPU lacks AVX512-BF16: the split fast path is not tested";
   struct Shape {
