@@ -145,14 +145,14 @@ void check_gemm_args(const GemmArgs& g);
 // epilogue in f32, each result rounded to bf16 once, as cuBLASLt's bf16 GEMM does. Arguments
 // checked by the caller (check_gemm_args, and check_gemm_epilogue for an epilogue).
 void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e);
-// GELU and its derivative over n contiguous values, in f32, for the bf16 GEMM's epilogue
-// (Bf16Store, kernels/cpu/sgemm.h), which calls them on each finished register tile. The math is
-// gelu_forward's and gelu_backward's for f32 (kernels/cpu/elementwise.cpp), so the fused epilogue
-// has the bits of those passes followed by one rounding:
-//   gelu_forward_to_bf16   y[i] = bf16(gelu(x[i]))
-//   gelu_backward_of_bf16  dx[i] = dy[i] gelu'(x[i]), x read exactly from bf16 (dx may be dy)
-void gelu_forward_to_bf16(const float* x, bf16* y, int64_t n);
-void gelu_backward_of_bf16(const bf16* x, const float* dy, float* dx, int64_t n);
+// gelu_backward (kernels/cpu/elementwise.cpp) with a bf16 x and f32 dy and dx: x read exactly, the
+// same f32 math, so the bits of gelu_backward on x widened to f32; one launch, `gelu_backward`.
+// For gemm_bf16's dGELU epilogue, whose aux is bf16 and whose pre is f32.
+void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx);
+// gelu_forward with an f32 x and a bf16 y: the f32 GELU of each x rounded once into y, the bits of
+// gelu_forward into f32 and then a rounding pass; one launch, `gelu_forward`. For gemm_bf16's GELU
+// epilogue, whose pre is f32 and whose C is bf16.
+void gelu_forward_to_bf16(const Tensor& x, const Tensor& y);
 
 // e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
 // with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to

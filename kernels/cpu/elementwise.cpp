@@ -22,8 +22,9 @@ namespace glass::kernels::cpu {
 namespace {
 
 // out[i] = f(a[i], b[i]) for contiguous arrays, threaded when large (in ranges of whole vectors).
-template <class T, class F>
-void map2(const T* a, const T* b, T* out, int64_t n, F f) {
+// a may be stored in another type than b and out (bf16's GELU backward: bf16 x, f32 dy).
+template <class T, class F, class A = T>
+void map2(const A* a, const T* b, T* out, int64_t n, F f) {
   parallel_ranges(
       n, n >= kParallelGrain,
       [&](int64_t begin, int64_t end) {
@@ -33,13 +34,14 @@ void map2(const T* a, const T* b, T* out, int64_t n, F f) {
       kRowLanes);
 }
 
-// out[i] = f(x[i]) for contiguous arrays, threaded when large (as map2).
-template <class T, class F>
-void map1(const T* x, T* out, int64_t n, F f) {
+// out[i] = f(x[i]) for contiguous arrays, threaded when large (as map2). out may be stored in
+// another type than x (bf16's GELU: f32 pre, bf16 out, rounded once).
+template <class T, class F, class O = T>
+void map1(const T* x, O* out, int64_t n, F f) {
   parallel_ranges(
       n, n >= kParallelGrain,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = from_compute<T>(f(to_compute(x[i])));
+        for (int64_t i = begin; i < end; ++i) out[i] = from_compute<O>(f(to_compute(x[i])));
       },
       kRowLanes);
 }
@@ -203,8 +205,20 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   });
 }
 
-void gelu_forward_to_bf16(const float* x, bf16* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = from_compute<bf16>(gelu_forward_of(x[i]));
+void gelu_forward_to_bf16(const Tensor& x, const Tensor& y) {
+  GLASS_CHECK(x.dtype() == DType::f32 && y.dtype() == DType::bf16,
+              "gelu_forward_to_bf16: x must be f32 and y bf16 (got {}, {})", dtype_name(x.dtype()),
+              dtype_name(y.dtype()));
+  GLASS_CHECK(
+      x.numel() == y.numel() && x.is_contiguous() && y.is_contiguous() && x.device() == y.device(),
+      "gelu_forward_to_bf16: x and y must be contiguous with the same element count and "
+      "device (got {} and {})",
+      x.numel(), y.numel());
+  const int64_t n = x.numel();
+  const LaunchCost cost = map_cost(x, kGeluForwardFlops);
+  launch(cpu_launch_info("gelu_forward", n, cost.flops, cost.bytes), [&] {
+    map1(x.data<float>(), y.data<bf16>(), n, [](float v) { return gelu_forward_of(v); });
+  });
 }
 
 // dx = dy gelu'(x), computed in C (compute_t of the stored type).
@@ -233,8 +247,20 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   });
 }
 
-void gelu_backward_of_bf16(const bf16* x, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_backward_of(to_compute(x[i]), dy[i]);
+void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  GLASS_CHECK(x.dtype() == DType::bf16 && dy.dtype() == DType::f32 && dx.dtype() == DType::f32,
+              "gelu_backward_of_bf16: x must be bf16 and dy, dx f32 (got {}, {}, {})",
+              dtype_name(x.dtype()), dtype_name(dy.dtype()), dtype_name(dx.dtype()));
+  check_unary("gelu_backward_of_bf16", dy, dx);
+  GLASS_CHECK(x.numel() == dx.numel() && x.is_contiguous(),
+              "gelu_backward_of_bf16: x must be contiguous with dx's {} elements (got {})",
+              dx.numel(), x.numel());
+  const int64_t n = x.numel();
+  const LaunchCost cost = gelu_backward_cost(dx);
+  launch(cpu_launch_info("gelu_backward", n, cost.flops, cost.bytes), [&] {
+    map2(x.data<bf16>(), dy.data<float>(), dx.data<float>(), n,
+         [](float v, float g) { return gelu_backward_of(v, g); });
+  });
 }
 
 void dropout_forward(const Tensor& x, const Tensor& y, double p, const PhiloxArgs& rng) {

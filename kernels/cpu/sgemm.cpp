@@ -42,9 +42,8 @@
 // written as zero). So A and B are packed in k pairs (the 32-bit word (x[2q], x[2q+1]) of a row of
 // A or a column of B), the tile stays 8 x 32 f32 accumulators, and one instruction does two k
 // steps of what an f32 FMA does one: twice the FLOPs per cycle, half the bytes per operand. C
-// stays f32 across k slabs; the last slab of each tile adds the bias, applies a GEMM epilogue's
-// GELU or dGELU and rounds to bf16 from the registers where the caller asks (Bf16Store, sgemm.h),
-// else the caller rounds C once. Where a
+// stays f32 across k slabs; the last slab of each tile adds the bias and rounds to bf16 from the
+// registers where the caller asks (Bf16Store, sgemm.h), else the caller rounds C once. Where a
 // line of op(A) or op(B) runs along k in storage, a k pair is one 32-bit word and the f32 packing
 // (its register transposes) packs the pairs. kernels/cpu/sgemm_bf16.cpp has the other packings,
 // the micro-kernel and the f32 conversion path of CPUs without AVX512-BF16.
@@ -428,7 +427,10 @@ void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0,
   const int64_t pairs = k_pairs(kc);
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
-      const Bf16Store tile = store ? bf16_store_at(*store, i0 + ir, j0 + jr) : Bf16Store{};
+      Bf16Store tile;
+      if (store)
+        tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
+                store->ld, store->bias ? store->bias + j0 + jr : nullptr, store->keep_f32};
       micro_kernel_bf16(pairs, a_words + ir * pairs,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
@@ -589,8 +591,9 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     // Split by rows, each share sums its own rows of A; by columns, every share packs all of A and
     // the one with column 0 sums it.
     SgemmOptions share = options;
-    const Bf16Store share_store =
-        by_rows ? bf16_store_at(store, begin, 0) : bf16_store_at(store, 0, begin);
+    Bf16Store share_store = store;
+    if (store.rounded) share_store.rounded += by_rows ? begin * store.ld : begin;
+    if (store.bias && !by_rows) share_store.bias += begin;
     if (by_rows) {
       share.causal.diagonal += begin;
       if (options.a_row_sums) share.a_row_sums = options.a_row_sums + begin;
@@ -630,11 +633,12 @@ void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   const SgemmOptions options{.a_row_sums = a_row_sums};
   if (k == 0 || alpha == 0.0f) {
     scale_c(op_a, m, n, k, beta, options, c, ldc);
-    for (int64_t i = 0; i < m && (store.rounded || store.bias); ++i) {
-      float* row = c + i * ldc;
-      for (int64_t j = 0; j < n && store.bias; ++j) row[j] += store.bias[j];
-      store_bf16_rows(bf16_store_at(store, i, 0), row, ldc, 1, n, row, ldc);
-    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n && (store.rounded || store.bias); ++j) {
+        const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+        if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
+        if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
+      }
     return;
   }
   blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc, store);

@@ -4,8 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/dtype.h"     // bf16
-#include "kernels/backend.h"  // GemmActivation
+#include "engine/dtype.h"  // bf16
 
 namespace glass::kernels::cpu {
 
@@ -52,37 +51,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void set_sgemm_slab_depth(int64_t kc);
 
 // Where sgemm_bf16 leaves its result when the caller wants it in bf16: the value the f32 C would
-// hold, pre = alpha op(A) op(B) + beta C, plus bias[j] (f32, or none), finished by `activation` (a
-// GEMM epilogue's, kernels/backend.h) and rounded once to nearest even into `rounded` (row stride
-// ld) instead of C (C's f32 storage is then scratch):
-//   none           rounded = bf16(pre)
-//   gelu           rounded = bf16(gelu(pre)), aux = bf16(pre)       (aux written, row stride
-//   aux_ld) gelu_backward  rounded = bf16(pre * gelu'(aux))                 (aux read: the bf16
-//   input of
-//                                                                   forward's GELU)
-// GELU and its derivative are the cpu's f32 kernels' (gelu_forward_to_bf16 and
-// gelu_backward_of_bf16, kernels/cpu/elementwise.cpp): the bits of the unfused passes. The
-// fast path finishes each tile in the micro-kernel as its last k slab ends, from the registers: a
-// product whose k fits one slab never touches its f32 C. With keep_f32 (not with gelu), C gets the
-// f32 value that `rounded` rounds as well (dGELU's result, whose column sums are the bias
-// gradient).
+// hold, alpha op(A) op(B) + beta C, plus bias[j] (f32, or none), rounded once to nearest even into
+// `rounded` (row stride ld) instead of C (C's f32 storage is then scratch). The fast path rounds
+// it in the micro-kernel, from the registers, as each tile's last k slab ends: a product whose k
+// fits one slab never touches its f32 C. With keep_f32, C gets the unrounded value too (a GELU
+// GEMM's epilogue: aux = bf16(pre) from the registers, and GELU reads the f32 pre from C).
 struct Bf16Store {
   bf16* rounded = nullptr;
   int64_t ld = 0;
   const float* bias = nullptr;
   bool keep_f32 = false;
-  GemmActivation activation = GemmActivation::none;  // needs `rounded` and `aux`
-  bf16* aux = nullptr;
-  int64_t aux_ld = 0;
 };
-// The same store seen from element (i, j) of C: every pointer moved there (bias by j only).
-Bf16Store bf16_store_at(const Bf16Store& store, int64_t i, int64_t j);
-// The first rows x cols of a finished product (the store's pointers at its corner): pre (row
-// stride pre_ld) holds alpha op(A) op(B) + beta C + bias in f32; `rounded`, aux and (keep_f32, or
-// no `rounded`) C (row stride ldc) get what Bf16Store says. pre may be C itself. The conversion
-// path's rows end here; the fast path's tiles do the same from their registers.
-void store_bf16_rows(const Bf16Store& store, float* pre, int64_t pre_ld, int64_t rows, int64_t cols,
-                     float* c, int64_t ldc);
 
 // C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules
 // as sgemm): every product of two bf16 values is exact in f32, the products are summed in f32,

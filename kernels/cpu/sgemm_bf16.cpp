@@ -161,44 +161,6 @@ void pack_pairs_across(const bf16* data, int64_t ld, int64_t width, int64_t kc, 
 
 }  // namespace
 
-Bf16Store bf16_store_at(const Bf16Store& store, int64_t i, int64_t j) {
-  Bf16Store at = store;
-  if (at.rounded) at.rounded += i * at.ld + j;
-  if (at.aux) at.aux += i * at.aux_ld + j;
-  if (at.bias) at.bias += j;
-  return at;
-}
-
-void store_bf16_rows(const Bf16Store& store, float* pre, int64_t pre_ld, int64_t rows, int64_t cols,
-                     float* c, int64_t ldc) {
-  switch (store.activation) {
-    case GemmActivation::none:
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* v = pre + r * pre_ld;
-        for (int64_t j = 0; j < cols && store.rounded; ++j)
-          store.rounded[r * store.ld + j] = bf16::from_float(v[j]);
-        if ((!store.rounded || store.keep_f32) && c + r * ldc != v)
-          std::copy(v, v + cols, c + r * ldc);
-      }
-      return;
-    case GemmActivation::gelu:  // aux = bf16(pre), rounded = bf16(gelu(pre))
-      for (int64_t r = 0; r < rows; ++r) {
-        float* v = pre + r * pre_ld;
-        for (int64_t j = 0; j < cols; ++j) store.aux[r * store.aux_ld + j] = bf16::from_float(v[j]);
-        gelu_forward_to_bf16(v, store.rounded + r * store.ld, cols);
-      }
-      return;
-    case GemmActivation::gelu_backward:  // rounded = bf16(pre gelu'(aux)), C too with keep_f32
-      for (int64_t r = 0; r < rows; ++r) {
-        float* out = store.keep_f32 ? c + r * ldc : pre + r * pre_ld;
-        gelu_backward_of_bf16(store.aux + r * store.aux_ld, pre + r * pre_ld, out, cols);
-        for (int64_t j = 0; j < cols; ++j)
-          store.rounded[r * store.ld + j] = bf16::from_float(out[j]);
-      }
-      return;
-  }
-}
-
 void pack_a_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t i0, int64_t rows,
                        int64_t p0, int64_t kc, uint32_t* out, double* row_sums) {
   // row i of op(A) runs along k in storage unless A is transposed
@@ -242,69 +204,6 @@ __attribute__((target("avx512f"))) inline __m512i round_to_bf16_bits(__m512 v) {
   return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
 }
 
-// Half `half` of a tile row's final value: alpha acc + beta C + bias (cuBLASLt's order), the
-// lanes past C's edge not read.
-__attribute__((target("avx512f"))) inline __m512 tile_result(__m512 acc, float alpha, float beta,
-                                                             const float* row, const float* bias,
-                                                             int half, __mmask16 lanes) {
-  __m512 v = _mm512_mul_ps(_mm512_set1_ps(alpha), acc);
-  if (beta != 0.0f)
-    v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(lanes, row)));
-  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, bias + 16 * half));
-  return v;
-}
-
-// The last k slab of a tile with a GELU or dGELU epilogue (Bf16Store): the tile's rows go to
-// contiguous buffers (the f32 results, and dGELU's aux rows), the GELU kernel runs once over them
-// (rows x 32 values: one call per tile, a loop long enough for its vectors to overlap; a call per
-// row of 32 cost more than the separate pass it replaced), and the results are rounded and stored
-// row by row. GELU's aux = bf16(pre) is rounded from the registers.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void finish_tile_activation(
-    const __m512 (&acc)[kBf16MR][2], float alpha, float beta, float* c, int64_t ldc, int64_t rows,
-    int64_t cols, const Bf16Store& store) {
-  // the lanes of C in row r's half `half` (none past the tile's rows or columns)
-  const auto lanes_of = [&](int64_t r, int half) {
-    const int64_t live = r < rows ? std::clamp<int64_t>(cols - 16 * half, 0, 16) : 0;
-    return static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
-  };
-  alignas(64) float tile[kBf16MR][kBf16NR];
-  alignas(64) bf16 tile_bf16[kBf16MR][kBf16NR];  // dGELU's aux in, GELU's C out
-  const bool forward = store.activation == GemmActivation::gelu;
-  for (int r = 0; r < kBf16MR; ++r)
-    for (int half = 0; half < 2; ++half) {
-      const __mmask16 lanes = lanes_of(r, half);
-      const __m512 v =
-          tile_result(acc[r][half], alpha, beta, c + r * ldc + 16 * half, store.bias, half, lanes);
-      _mm512_store_ps(tile[r] + 16 * half, v);
-      if (forward)
-        _mm512_mask_cvtepi32_storeu_epi16(store.aux + r * store.aux_ld + 16 * half, lanes,
-                                          round_to_bf16_bits(v));
-      else  // the row's aux, zeros past C's edge
-        _mm256_store_si256(
-            reinterpret_cast<__m256i*>(tile_bf16[r] + 16 * half),
-            _mm256_maskz_loadu_epi16(lanes, store.aux + r * store.aux_ld + 16 * half));
-    }
-  const int64_t n = rows * kBf16NR;
-  if (forward)
-    gelu_forward_to_bf16(tile[0], tile_bf16[0], n);
-  else
-    gelu_backward_of_bf16(tile_bf16[0], tile[0], tile[0], n);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int half = 0; half < 2; ++half) {
-      const __mmask16 lanes = lanes_of(r, half);
-      if (forward) {
-        _mm256_mask_storeu_epi16(
-            store.rounded + r * store.ld + 16 * half, lanes,
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(tile_bf16[r] + 16 * half)));
-        continue;
-      }
-      const __m512 v = _mm512_load_ps(tile[r] + 16 * half);
-      _mm512_mask_cvtepi32_storeu_epi16(store.rounded + r * store.ld + 16 * half, lanes,
-                                        round_to_bf16_bits(v));
-      if (store.keep_f32) _mm512_mask_storeu_ps(c + r * ldc + 16 * half, lanes, v);
-    }
-}
-
 // One k pair of the tile: for each row r, acc[r][0] += a[r] . b0 and acc[r][1] += a[r] . b1, with
 // a[r] (row r's pair of A) broadcast to every lane from memory ({1to16}). Sixteen vdpbf16ps in one
 // statement of inline assembly on named accumulators: clang 16 crashes when it optimises the
@@ -328,19 +227,6 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     for (int r = 0; r < kBf16MR; ++r) {
       __builtin_prefetch(c + r * ldc, 1);
       __builtin_prefetch(c + r * ldc + 16, 1);
-    }
-  // A tile with an activation asks now for the lines its epilogue reads and writes (aux, C's bf16
-  // rows, the kept f32 rows): they arrive while the k loop runs. Without it, dGELU's first reads of
-  // aux stalled on memory (a tile's rows are a row stride apart, which the hardware prefetcher
-  // does not follow), and the fused epilogue was slower than the passes it replaced.
-  if (store != nullptr && store->activation != GemmActivation::none)
-    for (int64_t r = 0; r < rows; ++r) {
-      __builtin_prefetch(store->rounded + r * store->ld, 1);
-      __builtin_prefetch(store->aux + r * store->aux_ld, 1);
-      if (store->keep_f32) {
-        __builtin_prefetch(c + r * ldc, 1);
-        __builtin_prefetch(c + r * ldc + 16, 1);
-      }
     }
   static_assert(kBf16MR == 8 && kBf16NR == 32, "the assembly below holds an 8 x 32 tile");
   for (int64_t q = 0; q < pairs; ++q, a += kBf16MR, b += kBf16NR) {
@@ -372,15 +258,17 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
   // buffer (f32)
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   if (store != nullptr) {  // the last k slab, with a bias or a bf16 destination
-    if (store->activation != GemmActivation::none)
-      return finish_tile_activation(acc, alpha, beta, c, ldc, rows, cols, *store);
     for (int64_t r = 0; r < rows; ++r)
       for (int half = 0; half < 2; ++half) {
         const int64_t live = std::clamp<int64_t>(cols - 16 * half, 0, 16);
         if (live == 0) break;
         const auto lanes = static_cast<__mmask16>(live == 16 ? 0xffffu : (1u << live) - 1);
         float* row = c + r * ldc + 16 * half;
-        const __m512 v = tile_result(acc[r][half], alpha, beta, row, store->bias, half, lanes);
+        __m512 v = _mm512_mul_ps(va, acc[r][half]);
+        if (beta != 0.0f)
+          v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes, row)));
+        if (store->bias != nullptr)
+          v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, store->bias + 16 * half));
         if (store->rounded != nullptr)
           _mm512_mask_cvtepi32_storeu_epi16(store->rounded + r * store->ld + 16 * half, lanes,
                                             round_to_bf16_bits(v));
@@ -443,11 +331,6 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   if (options.bias != nullptr || options.causal.kind != Causal::kNone)
     throw std::invalid_argument(
         "sgemm_bf16: options.bias or a causal band is not taken (a bias goes in the Bf16Store)");
-  if (store.activation != GemmActivation::none &&
-      (store.rounded == nullptr || store.aux == nullptr ||
-       (store.activation == GemmActivation::gelu && store.keep_f32)))
-    throw std::invalid_argument(
-        "sgemm_bf16: a store's activation needs `rounded` and `aux` (and gelu keeps no f32 C)");
   if (m <= 0 || n <= 0) return;
   if (bf16_gemm_fast_path())
     return sgemm_bf16_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
@@ -462,13 +345,13 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   }
   sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
   if (store.rounded == nullptr && store.bias == nullptr) return;
-  // the same result as the fast path's store: ((alpha AB + beta C) + bias, then the activation),
-  // rounded once or not
+  // the same result as the fast path's store: (alpha AB + beta C) + bias, rounded once or not
   for_each_row(m, m * n, [&](int64_t i) {
-    float* row = c + i * ldc;
-    if (store.bias)
-      for (int64_t j = 0; j < n; ++j) row[j] += store.bias[j];
-    store_bf16_rows(bf16_store_at(store, i, 0), row, ldc, 1, n, row, ldc);
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+      if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
+      if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
+    }
   });
 }
 

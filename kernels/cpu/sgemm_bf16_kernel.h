@@ -39,8 +39,8 @@ void micro_kernel_bf16(int64_t pairs, const uint32_t* a, const uint32_t* b, floa
 
 // sgemm_bf16's fast path: sgemm's blocked loops and threads with the packing and micro-kernel
 // above. No causal band; a_row_sums as for sgemm. With store.rounded, the last k slab of every
-// tile writes bf16(alpha acc + beta C + bias), or its activation's result, there (Bf16Store,
-// pointers at C's corner), and C (f32) only carries the sums between slabs (unless keep_f32).
+// tile writes bf16(alpha acc + beta C + bias) there (Bf16Store, pointers at C's corner), and C
+// (f32) only carries the sums between slabs; without it, store.bias must be null.
 void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta,
                         float* c, int64_t ldc, float* a_row_sums, const Bf16Store& store = {});

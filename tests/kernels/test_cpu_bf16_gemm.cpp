@@ -203,8 +203,8 @@ TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
 // The epilogues the bf16 training step uses, through the gemm_epilogue entry: bias + GELU with the
 // pre-activation kept in aux, dGELU with the bias gradient of C's columns, and the bias gradient
 // of op(A)'s rows. GELU is applied to the f32 pre-activation (not to its bf16 rounding), and
-// dGELU multiplies the f32 product by gelu'(aux). beta 0 (the product's tiles finish C) and beta
-// 0.5 (the f32 passes after the product).
+// dGELU multiplies the f32 product by gelu'(aux). beta 0 (aux rounded in the product's tiles, the
+// bf16 aux read as it is) and beta 0.5 (the generic f32 passes after the product).
 TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
   struct Shape {
     int64_t m, n, k;
@@ -493,11 +493,11 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
   set_bf16_gemm_fallback(false);
 }
 
-// The bf16 GELU epilogue, which the product's tiles run from their registers (aux = bf16(pre),
-// C = bf16(gelu(pre))): the same bits as the passes written out by hand here, the product's f32 C
-// (sgemm_bf16, no store), the bias added in f32, aux = bf16(pre), C = bf16(gelu_forward(pre)) with
-// the cpu's f32 GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and
-// 2 threads (C split by columns at m = 200, by rows at m = 400), k across slabs (depth 64).
+// The bf16 GELU epilogue rounds aux = bf16(pre) in the product's tiles and runs GELU on the f32 pre
+// they keep: the same bits as the passes written out by hand here, the product's f32 C (sgemm_bf16,
+// no store), the bias added in f32, aux = bf16(pre), C = bf16(gelu_forward(pre)) with the cpu's f32
+// GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and 2 threads (C
+// split by columns at m = 200, by rows at m = 400), k across slabs (depth 64).
 TEST(CpuBf16Gemm, GeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
   struct Shape {
     int64_t m, n, k;
@@ -587,11 +587,10 @@ TEST(CpuBf16Gemm, RowSumsOfTransposedATakenWhilePackingAreExactDoubleSums) {
   set_sgemm_slab_depth(0);
 }
 
-// The bf16 dGELU epilogue, which the product's tiles run from their registers, reading the bf16
-// aux as it is (C = bf16(pre gelu'(aux)), and with the bias gradient of C's columns the f32 result
-// kept for sum_dim): the same bits as the passes written out by hand here, the product's f32 C,
-// aux widened to f32, the cpu's f32 gelu_backward, sum_dim of the f32 result, each rounded once.
-// Unpadded (n a multiple of 8) and padded aux rows, with and without the column sums; both paths,
+// The bf16 dGELU epilogue, with and without the bias gradient of C's columns: gelu' reads the bf16
+// aux as it is (no f32 copy, where aux rows are unpadded); the same bits as the passes written out
+// by hand here: the product's f32 C, aux widened to f32, the cpu's f32 gelu_backward, sum_dim of
+// the f32 result, each rounded once. Unpadded (n a multiple of 8) and padded aux rows; both paths,
 // 1 and 2 threads (C split by rows at m = 400), k across slabs (depth 64).
 TEST(CpuBf16Gemm, DgeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
   struct Shape {
