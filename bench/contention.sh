@@ -12,6 +12,9 @@
 #   generate  samples/generate with the KV cache, --sample 200 tokens, from a model this script
 #             trains for one step (the weights do not change the cost): ms per token
 # Idle (no spinners of ours): the step at 2 threads against 1. Goal: 2 threads >= 1.8x faster.
+# Under the idle table, for each round: the host's steal (% of the VM's CPU time the hypervisor
+# gave to others, /proc/stat) and the loops glass's pool ran alone after judging the machine busy
+# (GLASS_THREAD_STATS): a slow round with steal is the host's; with loops run alone, the pool's.
 #
 # The machine's own load is printed beside each phase (/proc/loadavg and the processes running
 # when the phase starts): on a shared machine "idle" only means no spinners of ours.
@@ -58,8 +61,21 @@ measure() {
   case "$what" in
     step)
       : >"$work/metrics"
-      "$build"/samples/train_gpt $train_common --steps $((steps + warmup)) --threads "$threads" \
-        --metrics "$work/metrics" >/dev/null 2>&1
+      local before
+      before=$(head -n 1 /proc/stat)
+      GLASS_THREAD_STATS=1 "$build"/samples/train_gpt $train_common --steps $((steps + warmup)) \
+        --threads "$threads" --metrics "$work/metrics" >/dev/null 2>"$work/stderr"
+      # Why a round ran slow, on the side: the host's steal (time this VM's vCPUs were ready but
+      # the hypervisor ran something else: invisible to Linux's CPU pressure inside the guest) and
+      # the loops glass's pool ran alone after judging the machine busy.
+      python3 - "$before" "$(head -n 1 /proc/stat)" "$threads" "$work/stderr" >>"$work/why" <<'PY'
+import re, sys
+a, b = ([int(x) for x in line.split()[1:]] for line in sys.argv[1:3])
+d = [y - x for x, y in zip(a, b)]
+steal = d[7] if len(d) > 7 else 0
+alone = re.search(r"(\d+) run alone by the back-off", open(sys.argv[4]).read())
+print(f"{sys.argv[3]}:{100 * steal / max(1, sum(d[:8])):.1f}:{alone.group(1) if alone else '?'}")
+PY
       python3 - "$work/metrics" "$warmup" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]):]
@@ -123,7 +139,17 @@ echo "rounds $rounds; step: $steps timed steps after $warmup warm-up; profile_op
 
 if ((skip_idle == 0)); then
   load_line "no spinners of ours (other users' processes may run)"
+  : >"$work/why"
   phase "IDLE (no spinners of ours): the step at 2 threads vs 1" 2 step
+  python3 - "$work/why" <<'PY'
+import sys
+rows = [line.strip().split(":") for line in open(sys.argv[1]) if line.strip()]
+for threads in ("2", "1"):
+    mine = [r for r in rows if r[0] == threads]
+    print(f"  {threads} thread{'s' if threads != '1' else ''}, every round: host steal "
+          + " ".join(r[1] + "%" for r in mine) + "; loops run alone by the pool's back-off "
+          + " ".join(r[2] for r in mine))
+PY
 fi
 
 for ((i = 0; i < busy; ++i)); do

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -61,6 +64,30 @@ double proc_cpuinfo_hz() {
   return 0;
 }
 
+// The CPU model the remembered clock belongs to: /proc/cpuinfo's model name, family, model and
+// stepping of the first CPU ("AMD EPYC family 26 model 2 stepping 1"); "unknown" when absent.
+std::string cpu_model_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string name, family, model, stepping;
+  const auto value = [](const std::string& line) {
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? std::string()
+                                      : line.substr(line.find_first_not_of(" \t", colon + 1));
+  };
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    if (line.rfind("model name", 0) == 0)
+      name = value(line);
+    else if (line.rfind("cpu family", 0) == 0)
+      family = value(line);
+    else if (line.rfind("model", 0) == 0 && line.find(':') != std::string::npos)
+      model = value(line);
+    else if (line.rfind("stepping", 0) == 0)
+      stepping = value(line);
+  }
+  if (name.empty()) return "unknown";
+  return fmt::format("{} family {} model {} stepping {}", name, family, model, stepping);
+}
+
 // cpufreq's maximum for cpu0 (kHz in the file), in Hz; 0 when absent.
 double sysfs_max_hz() {
   const std::string khz = read_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
@@ -112,7 +139,10 @@ HardwarePeak work_out() {
   HardwarePeak p;
   p.cores = physical_cores();
 
-  const double measured = measure_clock_hz(), sysfs = sysfs_max_hz(), leaf = cpuid_max_hz(),
+  const double now = measure_clock_hz();
+  const std::string memory = clock_memory_path();
+  const RememberedClock clock = remembered_clock_hz(memory, cpu_model_identity(), now);
+  const double measured = clock.hz, sysfs = sysfs_max_hz(), leaf = cpuid_max_hz(),
                proc = proc_cpuinfo_hz();
   const std::pair<const char*, double> sources[] = {{"cpufreq cpuinfo_max_freq", sysfs},
                                                     {"cpuid leaf 0x16 max", leaf},
@@ -129,6 +159,12 @@ HardwarePeak work_out() {
   }
   if (p.clock_hz <= 0) p.clock_hz = 1e9, p.clock_source = "none found: 1 GHz assumed";
   p.clock_source += " (the highest of: " + all + ")";
+  // Say where a remembered clock came from, and what this run's chain read.
+  if (clock.remembered > now)
+    p.clock_source += fmt::format(
+        "; the chain read {:.2f} GHz in this run (the host's load lowers the turbo clock), the "
+        "highest reading on this CPU model is remembered in {}",
+        now / 1e9, memory);
 
   p.gemm_core = openblas_get_corename();
   const Isa gemm = isa_of_gemm_core(p.gemm_core), ours = isa_of_this_build();
@@ -176,6 +212,57 @@ double measure_clock_hz(int runs) {
   (void)runs;
   return 0;
 #endif
+}
+
+std::string clock_memory_path() {
+  if (const char* file = std::getenv("GLASS_CLOCK_FILE")) return file;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/glass/cpu_clock";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/glass/cpu_clock";
+  return "";
+}
+
+RememberedClock remembered_clock_hz(const std::string& path, const std::string& cpu_model,
+                                    double measured_hz) {
+  constexpr double kNoX86ClockAbove = 6.5e9;
+  const auto plausible = [](double hz) { return hz > 0 && hz < kNoX86ClockAbove; };
+  // 1. Read every model's line; keep this model's reading.
+  std::vector<std::string> others;
+  RememberedClock out;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      double hz = 0;
+      std::string model;
+      if (!(fields >> hz) || !std::getline(fields >> std::ws, model)) continue;  // not ours
+      if (model == cpu_model) {
+        if (plausible(hz)) out.remembered = std::max(out.remembered, hz);
+      } else {
+        others.push_back(line);
+      }
+    }
+  }
+  out.hz = std::max(out.remembered, plausible(measured_hz) ? measured_hz : 0.0);
+  // 2. A higher reading than the file's: rewrite the file, whole, through a rename.
+  if (path.empty() || out.hz <= out.remembered) return out;
+  std::error_code ec;
+  const std::filesystem::path file(path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  const std::string temp = fmt::format("{}.{}.tmp", path, static_cast<long>(getpid()));
+  {
+    std::ofstream tmp(temp, std::ios::trunc);
+    for (const std::string& line : others) tmp << line << '\n';
+    tmp << fmt::format("{:.0f} {}\n", out.hz, cpu_model);
+    if (!tmp.flush()) {
+      std::filesystem::remove(temp, ec);
+      return out;
+    }
+  }
+  std::filesystem::rename(temp, file, ec);
+  if (ec) std::filesystem::remove(temp, ec);
+  return out;
 }
 
 std::string HardwarePeak::derivation() const {

@@ -16,6 +16,12 @@
 //                                                            so adds / second is the clock the
 //                                                            core runs at now, turbo included;
 //                                                            never above the true clock
+//   A core's clock moves with the load of the host (turbo: this 2-vCPU VM's chain reads 4.09 GHz
+//   quiet and 3.42 GHz while other processes compile), so the measured clock alone would make
+//   the peak move with load. The highest chain reading is remembered per CPU model in a small
+//   file (remembered_clock_hz: $GLASS_CLOCK_FILE, else $XDG_CACHE_HOME/glass/cpu_clock, else
+//   ~/.cache/glass/cpu_clock), and the peak uses the remembered maximum: after one quiet run the
+//   peak stays put.
 // - lanes: the widest f32 vector the engine's math uses: the ISA our own kernels (the f32 GEMM
 //   among them, kernels/cpu/sgemm.cpp) were compiled for, or that of the GEMM kernel OpenBLAS
 //   picked for f64 and the emulated cuBLAS (openblas_get_corename: SkylakeX, Cooperlake,
@@ -59,5 +65,21 @@ const HardwarePeak& hardware_peak();
 // The clock in Hz from the dependent-add chain, the best of `runs`; 0 where it cannot be measured
 // (not x86-64).
 double measure_clock_hz(int runs = 400);
+
+// The highest clock measured on this CPU model: `measured_hz` now, or the most a run on the same
+// `cpu_model` has measured before, remembered in the file at `path` (one line per model:
+// "<Hz> <model>"; a higher reading replaces the line, written to a new file then renamed, so a
+// concurrent reader sees the old or the new file, never half of one). A missing, unreadable or
+// unwritable file is not an error: the answer is then the larger of what it held and
+// `measured_hz`. Readings above 6.5 GHz (no x86 core runs there) are ignored.
+struct RememberedClock {
+  double hz = 0;          // max(measured, remembered)
+  double remembered = 0;  // what the file held for this model (0: nothing)
+};
+RememberedClock remembered_clock_hz(const std::string& path, const std::string& cpu_model,
+                                    double measured_hz);
+// The file above: $GLASS_CLOCK_FILE, else $XDG_CACHE_HOME/glass/cpu_clock, else
+// $HOME/.cache/glass/cpu_clock; "" when none of them is set.
+std::string clock_memory_path();
 
 }  // namespace glass::kernels::cpu

@@ -101,6 +101,43 @@ TEST(DevicePeaks, HostPeakIsTheHardwaresAndAboveEveryGemmTheEngineMeasures) {
   }
 }
 
+// The peak's clock is the highest reading on this CPU model, remembered across runs: a later run
+// on a busy host (whose turbo clock reads lower) keeps the quiet run's clock, so the peak behind
+// MFU does not move with the load.
+TEST(DevicePeaks, ClockIsTheHighestReadingRememberedPerCpuModel) {
+  using kernels::cpu::remembered_clock_hz;
+  const std::string file = testing::scratch_path("clock_memory/cpu_clock");  // directory made
+  const std::string zen = "AMD EPYC family 26 model 2 stepping 1", intel = "Intel Xeon family 6";
+  const auto read = [&] {
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // 1. Nothing remembered: the reading, written down.
+  auto c = remembered_clock_hz(file, zen, 4.09e9);
+  EXPECT_DOUBLE_EQ(c.hz, 4.09e9);
+  EXPECT_DOUBLE_EQ(c.remembered, 0);
+  EXPECT_EQ(read(), "4090000000 " + zen + "\n");
+  // 2. A busy run reads lower: the remembered clock stands, the file is unchanged.
+  c = remembered_clock_hz(file, zen, 3.42e9);
+  EXPECT_DOUBLE_EQ(c.hz, 4.09e9);
+  EXPECT_DOUBLE_EQ(c.remembered, 4.09e9);
+  EXPECT_EQ(read(), "4090000000 " + zen + "\n");
+  // 3. Another model has its own line; a higher reading replaces only its model's line.
+  EXPECT_DOUBLE_EQ(remembered_clock_hz(file, intel, 3.0e9).hz, 3.0e9);
+  EXPECT_DOUBLE_EQ(remembered_clock_hz(file, zen, 4.2e9).hz, 4.2e9);
+  EXPECT_EQ(read(), "3000000000 " + intel + "\n4200000000 " + zen + "\n");
+  // 4. No x86 core runs at 6.5 GHz: such a reading (or line) is ignored, not remembered.
+  EXPECT_DOUBLE_EQ(remembered_clock_hz(file, zen, 9e9).hz, 4.2e9);
+  { std::ofstream(file) << "garbage\n7000000000 " << zen << "\n"; }
+  c = remembered_clock_hz(file, zen, 3.5e9);
+  EXPECT_DOUBLE_EQ(c.hz, 3.5e9);
+  EXPECT_DOUBLE_EQ(c.remembered, 0);
+  // 5. No file possible (a directory where the file would be, or no path): the reading itself.
+  EXPECT_DOUBLE_EQ(remembered_clock_hz(testing::scratch_path("clock_memory"), zen, 3.3e9).hz,
+                   3.3e9);
+  EXPECT_DOUBLE_EQ(remembered_clock_hz("", zen, 3.3e9).hz, 3.3e9);
+}
+
 // The start-up line says whether the machine was busy while the host's figures were measured:
 // where Linux reports CPU pressure, busy when over half a core on average had a thread waiting
 // for it; elsewhere when the measuring thread got less than 90% of the wall-clock time.
