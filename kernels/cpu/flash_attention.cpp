@@ -25,16 +25,27 @@
 // parallel region); a slice writes only its own head's columns and sums every element in a fixed
 // order, so the result is deterministic. Backward runs the (batch, key/value head) slices in
 // parallel, each walking its query heads in order, so their dK and dV sums have a fixed order too.
-// Takes any D, f32, f64 (gradcheck) and bf16. bf16 reads q, k, v (and out, dout) in bf16 and
-// computes in f32, as emu's and cuda's flash entries do: each slice's heads are converted to f32
-// once (a T x D copy beside the T x T x D work), run through the f32 path, and the outputs are
-// rounded to bf16 once when stored (out; dq per query head; dk and dv after their group's sums).
+// Takes any D, f32, f64 (gradcheck) and bf16.
+//
+// bf16 follows the Tensor Core flash kernel's rounding (`flash-mma`, kernels/cuda/
+// flash_attention_mma.cu), reading q, k, v (and out, dout) where they are stored: every product
+// takes bf16 operands and sums in f32 (attention_gemm_bf16.cpp: the vdpbf16ps micro-kernel of the
+// bf16 GEMM, or its exact scalar model on a CPU without AVX512-BF16; the same bits either way,
+// with the causal band above); the softmax, lse and D_i stay f32; P (forward: exp(S - max), not
+// yet divided by the row's sum, which divides O in f32 as the GPU's O / l does; backward: exp(S -
+// lse)) and dS = P (dP - D_i), computed from the f32 P, are rounded to bf16 where they enter a
+// product; out, dq, and dk and dv after their group's f32 sums, are rounded to bf16 once. What
+// differs from flash-mma is the order of the f32 sums (an mma sums 16 products at once; vdpbf16ps
+// adds two at a time), exp and log against exp2 and log2, and the softmax: flash-mma's runs online
+// over 64-key tiles, here a block sees its whole row, so its max is the row's.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/costs/attention.h"
+#include "kernels/cpu/attention_gemm_bf16.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -103,21 +114,174 @@ struct SliceHeads {
   }
 };
 
-// A slice's T x D rows of head `h` converted to f32 in `to` (pitch D), or f32 rows `from` rounded
-// into h: bf16's staging (kernels/cpu/element.h).
-void head_to_f32(const Head<bf16>& h, int64_t Tn, int64_t D, float* to) {
-  for (int64_t t = 0; t < Tn; ++t) {
-    const bf16* row = h.row(t);
+// One thread's scratch for bf16 slices: a query block's f32 scores S and dP (kQueryBlock x T),
+// its bf16 operands P and dS, its f32 O or dQ before rounding (kQueryBlock x D) with each row's
+// factor, a key/value head's f32 dK and dV sums (T x D), and its K and V packed once for all its
+// blocks (as K^T and V for the forward, K^T, V^T and K for the backward).
+struct Bf16Scratch {
+  std::vector<float> scores, dscores, rows, row_factor, dk, dv;
+  std::vector<bf16> probs, dprobs;
+  PackedBf16B k_t, v_t, k, v;  // op(B) = K^T, V^T, K, V
+  Bf16Scratch(int64_t Tn, int64_t D, bool backward) {
+    const auto block = static_cast<size_t>(std::min(kQueryBlock, Tn));
+    const auto keys = static_cast<size_t>(Tn), dim = static_cast<size_t>(D);
+    scores.resize(block * keys);
+    probs.resize(block * keys);
+    rows.resize(block * dim);
+    row_factor.resize(block);
+    if (!backward) return;
+    dscores.resize(block * keys);
+    dprobs.resize(block * keys);
+    dk.resize(keys * dim);
+    dv.resize(keys * dim);
+  }
+};
+
+// Rows of f32 `from` (pitch D) times their factor (one per row, or `factor` for all) rounded to
+// bf16 into head rows: bf16's one rounding of an output.
+void store_rows_bf16(const float* from, int64_t rows, int64_t D, const float* row_factor,
+                     float factor, const Head<bf16>& to, int64_t first) {
+  for (int64_t r = 0; r < rows; ++r) {
+    bf16* row = to.row(first + r);
+    const float f = row_factor ? row_factor[r] : factor;
 #pragma omp simd
-    for (int64_t d = 0; d < D; ++d) to[t * D + d] = to_compute(row[d]);
+    for (int64_t d = 0; d < D; ++d) row[d] = bf16::from_float(from[r * D + d] * f);
   }
 }
-void f32_to_head(const float* from, int64_t Tn, int64_t D, const Head<bf16>& h) {
-  for (int64_t t = 0; t < Tn; ++t) {
-    bf16* row = h.row(t);
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) row[d] = from_compute<bf16>(from[t * D + d]);
+
+// f(j, lane, live) for the entries j of a causal row of `seen` keys (of a block's `keys`; live: j <
+// seen): in whole blocks of 16 where the row has room (cpu.h's for_each_in_blocks: every block one
+// vector, no scalar remainder, which would cost an exp per entry), else entry by entry. Returns
+// where it stopped.
+template <class F>
+[[gnu::always_inline]] inline int64_t for_each_causal_entry(int64_t seen, int64_t keys, F f) {
+  if (whole_blocks(seen) > keys) {
+    for (int64_t j = 0; j < seen; ++j) f(j, int64_t{0}, true);
+    return seen;
   }
+  for_each_in_blocks(seen, [&](int64_t j, int64_t lane, bool live) { f(j, lane, live); });
+  return whole_blocks(seen);
+}
+
+// Row r of a block's raw scores s (row of `keys`; the entries from `seen` on may be anything) into
+// p = bf16(exp(x - max)), x = scale s (kept in s), over the seen keys, 0 past them: the forward's
+// unnormalised probabilities, which P V takes as they are and O divides by their f32 sum (summed
+// lane by lane, then the lanes in order).
+struct RowSum {
+  float max, sum;
+};
+RowSum unnormalised_probs_row(float* s, int64_t seen, int64_t keys, float scale, bf16* p) {
+  float lane_max[kRowLanes], lane_sum[kRowLanes] = {};
+  std::fill(lane_max, lane_max + kRowLanes, -std::numeric_limits<float>::infinity());
+  for_each_causal_entry(seen, keys, [&](int64_t j, int64_t lane, bool live) {
+    s[j] *= scale;
+    lane_max[lane] = live && s[j] > lane_max[lane] ? s[j] : lane_max[lane];
+  });
+  const float mx = *std::max_element(lane_max, lane_max + kRowLanes);
+  const int64_t end = for_each_causal_entry(seen, keys, [&](int64_t j, int64_t lane, bool live) {
+    const float e = live ? exp_vectorisable(s[j] - mx) : 0.0f;
+    lane_sum[lane] += e;
+    p[j] = bf16::from_float(e);
+  });
+  std::fill(p + end, p + keys, bf16{});
+  float sum = 0;
+  for (const float part : lane_sum) sum += part;
+  return {mx, sum};
+}
+
+// bf16 slice s's forward with the Tensor Core flash kernel's rounding (kernels/cuda/
+// flash_attention_mma.cu): S = Q K^T summed in f32 from bf16 q, k; the softmax in f32 (x = scale
+// S, m = max x, p = exp(x - m), l = sum p, lse = m + log l); p rounded to bf16 for O = P V, summed
+// in f32; out = bf16(O * (1 / l)). Every product by attention_gemm_bf16 with the causal band.
+void attention_slice_forward_bf16(int64_t Tn, int64_t D, float scale, const SliceHeads<bf16>& x,
+                                  float* lse_row, Bf16Scratch& w) {
+  w.k_t.pack(x.k.row(0), x.k.pitch, true, D, Tn);
+  w.v.pack(x.v.row(0), x.v.pitch, false, Tn, D);
+  for_each_query_block(Tn, [&](QueryBlock blk) {
+    float* S = w.scores.data();  // rows x keys, row stride keys
+    bf16* P = w.probs.data();
+    // 1. S = Q_block K^T up to the diagonal
+    attention_gemm_bf16(false, blk.rows, blk.keys, D, x.q.row(blk.first), x.q.pitch, w.k_t, false,
+                        S, blk.keys, {Causal::kLowerC, blk.first});
+    // 2. each row: p = exp(scale S - max) over its causal keys in f32, rounded to bf16; 0 past
+    // the diagonal
+    for (int64_t r = 0; r < blk.rows; ++r) {
+      const RowSum row = unnormalised_probs_row(S + r * blk.keys, blk.first + r + 1, blk.keys,
+                                                scale, P + r * blk.keys);
+      lse_row[blk.first + r] = row.max + std::log(row.sum);
+      w.row_factor[static_cast<size_t>(r)] = 1.0f / row.sum;
+    }
+    // 3. O_block = P V, each query's sum stopping at its last key; out = bf16(O / l)
+    attention_gemm_bf16(false, blk.rows, D, blk.keys, P, blk.keys, w.v, false, w.rows.data(), D,
+                        {Causal::kLowerA, blk.first});
+    store_rows_bf16(w.rows.data(), blk.rows, D, w.row_factor.data(), 1, x.o, blk.first);
+  });
+}
+
+// bf16 backward of key/value slice kv (batch kv / Hkv, key/value head kv % Hkv): its query heads
+// in order, each block by block of queries, the last block first, with the Tensor Core flash
+// kernel's rounding: S and dP = dO V^T summed in f32; P = exp(scale S - lse) and dS = P (dP - D_i)
+// (D_i = dO_i . O_i of the stored bf16 values) in f32, each rounded to bf16 as an operand; dV =
+// sum P^T dO, dQ = scale dS K, dK = scale sum dS^T Q summed in f32 (dK and dV over every block of
+// every query head of the group) and rounded to bf16 once.
+void attention_kv_slice_backward_bf16(const FlashAttentionShape& g, int64_t kv, const Tensor& qkv,
+                                      const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                      const Tensor& dqkv, float scale, Bf16Scratch& w) {
+  const int64_t Tn = g.T, D = g.D, s0 = kv * g.group();
+  const SliceHeads<bf16> x0(g, s0, qkv, out);
+  w.k_t.pack(x0.k.row(0), x0.k.pitch, true, D, Tn);
+  w.v_t.pack(x0.v.row(0), x0.v.pitch, true, D, Tn);
+  w.k.pack(x0.k.row(0), x0.k.pitch, false, Tn, D);
+  for (int64_t s = s0; s < s0 + g.group(); ++s) {
+    const SliceHeads<bf16> x(g, s, qkv, out), dx(g, s, dqkv, dout);
+    const Head<bf16>&q = x.q, &o = x.o, &dO = dx.o;
+    const float* lse_row = lse.data<float>() + s * Tn;
+    for_each_query_block_from_last(Tn, [&](QueryBlock blk) {
+      // dK and dV: written by the first block done (the last) of the group's first query head,
+      // added to by every other
+      const bool gather = !(s == s0 && blk.keys == Tn);
+      const Causal scores_wanted{Causal::kLowerC, blk.first}, keys_seen{Causal::kLowerA, blk.first},
+          queries_seeing{Causal::kUpperA, -blk.first};
+      float *S = w.scores.data(), *dP = w.dscores.data();
+      bf16 *P = w.probs.data(), *dS = w.dprobs.data();
+      // the block's rows of O, which only D_i reads (step 2), asked for now so that they arrive
+      // during the products of step 1 (waiting on them row by row cost a fifth of this loop)
+      for (int64_t r = 0; r < blk.rows; ++r)
+        for (int64_t d = 0; d < D; d += 32) __builtin_prefetch(o.row(blk.first + r) + d);
+      // 1. S = Q_block K^T and dP = dO_block V^T up to the diagonal
+      attention_gemm_bf16(false, blk.rows, blk.keys, D, q.row(blk.first), q.pitch, w.k_t, false, S,
+                          blk.keys, scores_wanted);
+      attention_gemm_bf16(false, blk.rows, blk.keys, D, dO.row(blk.first), dO.pitch, w.v_t, false,
+                          dP, blk.keys, scores_wanted);
+      // 2. P and dS up to the diagonal, 0 past it
+      for (int64_t r = 0; r < blk.rows; ++r) {
+        const float delta = row_dot(dO.row(blk.first + r), o.row(blk.first + r), D);
+        const float row_lse = lse_row[blk.first + r];
+        const float *s_r = S + r * blk.keys, *dp_r = dP + r * blk.keys;
+        bf16 *p_r = P + r * blk.keys, *ds_r = dS + r * blk.keys;
+        const int64_t end =
+            for_each_causal_entry(blk.first + r + 1, blk.keys, [&](int64_t j, int64_t, bool live) {
+              const float p = live ? exp_vectorisable(s_r[j] * scale - row_lse) : 0.0f;
+              p_r[j] = bf16::from_float(p);
+              ds_r[j] = bf16::from_float(live ? p * (dp_r[j] - delta) : 0.0f);
+            });
+        std::fill(p_r + end, p_r + blk.keys, bf16{});
+        std::fill(ds_r + end, ds_r + blk.keys, bf16{});
+      }
+      // 3. dV[0, keys) += P^T dO_block;  dK[0, keys) += dS^T Q_block (scaled when stored)
+      attention_gemm_bf16(true, false, blk.keys, D, blk.rows, P, blk.keys, dO.row(blk.first),
+                          dO.pitch, gather, w.dv.data(), D, queries_seeing);
+      attention_gemm_bf16(true, false, blk.keys, D, blk.rows, dS, blk.keys, q.row(blk.first),
+                          q.pitch, gather, w.dk.data(), D, queries_seeing);
+      // 4. dQ_block = scale dS K, rounded once
+      attention_gemm_bf16(false, blk.rows, D, blk.keys, dS, blk.keys, w.k, false, w.rows.data(), D,
+                          keys_seen);
+      store_rows_bf16(w.rows.data(), blk.rows, D, nullptr, scale, dx.q, blk.first);
+    });
+  }
+  const SliceHeads<bf16> dx0(g, s0, dqkv, dout);
+  store_rows_bf16(w.dk.data(), Tn, D, nullptr, scale, dx0.k, 0);
+  store_rows_bf16(w.dv.data(), Tn, D, nullptr, 1, dx0.v, 0);
 }
 
 // Slice s's forward (batch s / H, query head s % H) on heads of one type (f32 or f64, or bf16's
@@ -208,27 +372,18 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
       const bool threaded = worth_threading(g.slices(), g.slices() * Tn * Tn * D);
       parallel_ranges(g.slices(), threaded, [&](int64_t first, int64_t last) {
-        using C = compute_t<T>;
-        std::vector<C> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
-        // bf16: the slice's q, k, v, o in f32
-        std::vector<float> staged(std::is_same_v<T, bf16> ? static_cast<size_t>(4 * Tn * D) : 0);
-        for (int64_t s = first; s < last; ++s) {
-          const SliceHeads<T> x(g, s, qkv, out);
-          float* lse_row = lse.data<float>() + s * Tn;
-          if constexpr (std::is_same_v<T, bf16>) {
-            SliceHeads<float> xf;
-            xf.q = {staged.data(), D};
-            xf.k = {staged.data() + Tn * D, D};
-            xf.v = {staged.data() + 2 * Tn * D, D};
-            xf.o = {staged.data() + 3 * Tn * D, D};
-            head_to_f32(x.q, Tn, D, xf.q.base);
-            head_to_f32(x.k, Tn, D, xf.k.base);
-            head_to_f32(x.v, Tn, D, xf.v.base);
-            attention_slice_forward(Tn, D, scale, xf, lse_row, scores.data());
-            f32_to_head(xf.o.base, Tn, D, x.o);
-          } else {
-            attention_slice_forward(Tn, D, scale, x, lse_row, scores.data());
-          }
+        if constexpr (std::is_same_v<T, bf16>) {
+          Bf16Scratch scratch(Tn, D, false);
+          for (int64_t s = first; s < last; ++s)
+            attention_slice_forward_bf16(Tn, D, static_cast<float>(scale),
+                                         SliceHeads<bf16>(g, s, qkv, out),
+                                         lse.data<float>() + s * Tn, scratch);
+        } else {
+          using C = compute_t<T>;
+          std::vector<C> scores(static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn));
+          for (int64_t s = first; s < last; ++s)
+            attention_slice_forward(Tn, D, scale, SliceHeads<T>(g, s, qkv, out),
+                                    lse.data<float>() + s * Tn, scores.data());
         }
       });
     });
@@ -248,46 +403,22 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
            [&] {
              const bool threaded = worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D);
              parallel_ranges(g.kv_slices(), threaded, [&](int64_t first, int64_t last) {
-               using C = compute_t<T>;
-               const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
-               std::vector<C> probs(scratch), dscores(scratch);
-               // bf16: f32 copies of k, v, dk, dv (once for the group) and q, o, dout, dq (per
-               // query head)
-               std::vector<float> staged(std::is_same_v<T, bf16> ? static_cast<size_t>(8 * Tn * D)
-                                                                 : 0);
-               // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
-               for (int64_t kv = first; kv < last; ++kv) {
-                 if constexpr (std::is_same_v<T, bf16>) {
-                   SliceHeads<float> xf, dxf;
-                   float* p = staged.data();
-                   for (Head<float>* h :
-                        {&xf.q, &xf.k, &xf.v, &xf.o, &dxf.q, &dxf.k, &dxf.v, &dxf.o}) {
-                     *h = {p, D};
-                     p += Tn * D;
-                   }
-                   const int64_t s0 = kv * g.group();
-                   const SliceHeads<T> x0(g, s0, qkv, out), dx0(g, s0, dqkv, dout);
-                   head_to_f32(x0.k, Tn, D, xf.k.base);
-                   head_to_f32(x0.v, Tn, D, xf.v.base);
-                   for (int64_t s = s0; s < s0 + g.group(); ++s) {
-                     const SliceHeads<T> x(g, s, qkv, out), dx(g, s, dqkv, dout);
-                     head_to_f32(x.q, Tn, D, xf.q.base);
-                     head_to_f32(x.o, Tn, D, xf.o.base);
-                     head_to_f32(dx.o, Tn, D, dxf.o.base);
-                     attention_slice_backward<float>(Tn, D, s == s0, scale, xf, dxf,
-                                                     lse.data<float>() + s * Tn, probs.data(),
-                                                     dscores.data());
-                     f32_to_head(dxf.q.base, Tn, D, dx.q);
-                   }
-                   f32_to_head(dxf.k.base, Tn, D, dx0.k);
-                   f32_to_head(dxf.v.base, Tn, D, dx0.v);
-                 } else {
+               if constexpr (std::is_same_v<T, bf16>) {
+                 Bf16Scratch scratch(Tn, D, true);
+                 for (int64_t kv = first; kv < last; ++kv)
+                   attention_kv_slice_backward_bf16(g, kv, qkv, out, lse, dout, dqkv,
+                                                    static_cast<float>(scale), scratch);
+               } else {
+                 using C = compute_t<T>;
+                 const size_t scratch = static_cast<size_t>(std::min(kQueryBlock, Tn) * Tn);
+                 std::vector<C> probs(scratch), dscores(scratch);
+                 // key/value slice kv's query slices are kv * group .. (kv + 1) * group - 1
+                 for (int64_t kv = first; kv < last; ++kv)
                    for (int64_t s = kv * g.group(); s < (kv + 1) * g.group(); ++s)
                      attention_slice_backward<T>(
                          Tn, D, s == kv * g.group(), scale, SliceHeads<T>(g, s, qkv, out),
                          SliceHeads<T>(g, s, dqkv, dout), lse.data<float>() + s * Tn, probs.data(),
                          dscores.data());
-                 }
                }
              });
            });
