@@ -190,17 +190,18 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite sit
 // The GELU's gradient needs the GEMM that produces dh, which belongs to the second linear: that
 // is why the fused op is the whole MLP and not a linear+GELU alone.
 // recompute_gelu (train_gpt --recompute gelu): the GELU's output h is not saved; backward rebuilds
-// it from what was saved with the kernel that made it in forward: on cpu gelu_forward on the saved
-// GELU input pre (cpu's epilogue is that pass), on emu and cuda the first GEMM again with its GELU
-// epilogue (cuBLASLt applies the GELU to the unrounded sum, which a separate GELU kernel on the
-// stored pre does not reproduce), writing a scratch pre: the same bits either way.
+// it from what was saved with the kernel that made it in forward: on cpu in f32 gelu_forward on the
+// saved GELU input pre (cpu's f32 epilogue is that pass), elsewhere the first GEMM again with its
+// GELU epilogue, writing a scratch pre: in bf16 (cpu's, like cuBLASLt's on emu and cuda) the GELU
+// reads the unrounded f32 sum, which a GELU kernel on the stored bf16 pre does not reproduce. The
+// same bits either way.
 namespace {
 Tensor rebuild_gelu_output(const Tensor& x2, const Tensor& w_fc_t, const Tensor& b_fc,
                            const Tensor& pre) {
   const int64_t rows = pre.size(0), hidden = w_fc_t.size(1), aux_ld = pre.size(1);
   const LaunchContext& ctx = current_launch_context();
   LaunchScope scope(ctx.op, ctx.node_id, Phase::recompute, ctx.created_at);
-  if (!capabilities(pre.device()).cuda_kernels) {
+  if (!capabilities(pre.device()).cuda_kernels && pre.dtype() != DType::bf16) {
     const kernels::Backend& be = kernels::backend(pre);
     // pre's rows are padded to aux_ld only when 4C is not a multiple of 8: then a contiguous copy.
     Tensor in = pre.as_strided({rows, hidden}, {aux_ld, 1}, pre.offset());

@@ -127,8 +127,9 @@ struct RecomputeWidths {
 RecomputeWidths recompute_widths(const GPTConfig& config, Recompute mode);
 
 // The forward FLOPs per token that backward recomputes (hardware FLOPs minus model FLOPs):
-//   gelu   gpt2: 2 C 4C per layer on emu and cuda (the c_fc GEMM again: its GELU is cuBLASLt's
-//          epilogue), 0 counted on cpu (an elementwise GELU); llama: 2 F C (down_proj again)
+//   gelu   gpt2: 2 C 4C per layer on emu and cuda, and on cpu in bf16 (the c_fc GEMM again: its
+//          GELU is the GEMM's epilogue, on the unrounded sum), 0 counted on cpu in f32 (an
+//          elementwise GELU); llama: 2 F C (down_proj again)
 //   mlp    the MLP's GEMMs, 2 (C 4C + 4C C) (gpt2) or 2 (C 2F + F C) (llama) per layer
 //   block  the layer's whole forward: a third of (6 N'_layer + 12 T C) per layer
 double recompute_flops_per_token(const GPTConfig& config, int64_t seq_len, Recompute mode,

@@ -27,8 +27,9 @@ struct Mfu {
 
 Mfu gpt_mfu(const GPTConfig& config, int64_t seq_len, const DevicePeaks& peaks, DType dtype);
 // The same with the recomputed forward of `mode` counted for HFU (and said in the formula);
-// gelu_in_gemm_epilogue: the device fuses GPT-2's GELU into the GEMM (emu, cuda), so --recompute
-// gelu runs that GEMM again.
+// gelu_in_gemm_epilogue: --recompute gelu runs the c_fc GEMM again to rebuild GPT-2's GELU output
+// (emu and cuda, whose GELU is the GEMM's epilogue, and cpu in bf16, whose GELU reads the GEMM's
+// unrounded sum; autograd/matmul.cpp).
 Mfu with_recompute(Mfu mfu, const GPTConfig& config, int64_t seq_len, Recompute mode,
                    bool gelu_in_gemm_epilogue);
 

@@ -427,7 +427,8 @@ void Trainer::run() {
   const DevicePeaks peaks = kernels::peaks_for(run_.device);
   mfu_ = with_recompute(
       gpt_mfu(config_, o.seq_len, peaks, peaks.bf16_flops > 0 ? run_.dtype : DType::f32), config_,
-      o.seq_len, run_.recompute, capabilities(run_.device).cuda_kernels);
+      o.seq_len, run_.recompute,
+      capabilities(run_.device).cuda_kernels || run_.dtype == DType::bf16);
   log().info("{}", mfu_->formula);
   // The host's peak counts every core; a run on fewer threads cannot reach it (docs/profiling.md).
   if (capabilities(run_.device).kernels_on_host)

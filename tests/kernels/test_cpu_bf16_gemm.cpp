@@ -203,18 +203,20 @@ TEST(CpuBf16Gemm, GemmEntryMatchesDoubleReferenceForEveryTransposeAndEdge) {
 // The epilogues the bf16 training step uses, through the gemm_epilogue entry: bias + GELU with the
 // pre-activation kept in aux, dGELU with the bias gradient of C's columns, and the bias gradient
 // of op(A)'s rows. GELU is applied to the f32 pre-activation (not to its bf16 rounding), and
-// dGELU multiplies the f32 product by gelu'(aux).
+// dGELU multiplies the f32 product by gelu'(aux). beta 0 (aux rounded in the product's tiles, the
+// bf16 aux read as it is) and beta 0.5 (the generic f32 passes after the product).
 TEST(CpuBf16Gemm, EpiloguesMatchDoubleReference) {
   struct Shape {
     int64_t m, n, k;
   };
   for (const Shape s : {Shape{13, 21, 37}, Shape{70, 40, 130}, Shape{9, 64, 8}})
-    for (int flags = 0; flags < 4; ++flags)
+    for (int flags = 0; flags < 8; ++flags)
       for (const GemmActivation act :
            {GemmActivation::gelu, GemmActivation::gelu_backward, GemmActivation::none})
         on_both_paths([&](bool fallback) {
           Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
           cs.bias = act == GemmActivation::gelu;
+          cs.beta = (flags & 4) ? 0.5 : 0;
           Built o = build(cs, 500 + flags);
           GemmEpilogue e;
           e.activation = act;
@@ -560,12 +562,15 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
 // The bf16 GELU epilogue rounds aux = bf16(pre) in the product's tiles and runs GELU on the f32 pre
 // they keep: the same bits as the passes written out by hand here, the product's f32 C (sgemm_bf16,
 // no store), the bias added in f32, aux = bf16(pre), C = bf16(gelu_forward(pre)) with the cpu's f32
-// GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and 2 threads.
+// GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and 2 threads (C
+// split by columns at m = 200, by rows at m = 400), k across slabs (depth 64).
 TEST(CpuBf16Gemm, GeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (const Shape s : {Shape{13, 21, 37}, Shape{70, 40, 130}, Shape{200, 100, 70}})
+  set_sgemm_slab_depth(64);
+  for (const Shape s :
+       {Shape{13, 21, 37}, Shape{70, 40, 130}, Shape{200, 100, 70}, Shape{400, 72, 40}})
     for (int flags = 0; flags < 4; ++flags)
       for (const int threads : {1, 2})
         on_both_paths([&](bool fallback) {
@@ -612,6 +617,7 @@ TEST(CpuBf16Gemm, GeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
                               << c[i * s.n + j].bits << ", want " << want_c;
             }
         });
+  set_sgemm_slab_depth(0);
 }
 
 // The row sums of a transposed A, which the fast path takes while it packs A's pairs: each exactly
@@ -647,53 +653,66 @@ TEST(CpuBf16Gemm, RowSumsOfTransposedATakenWhilePackingAreExactDoubleSums) {
   set_sgemm_slab_depth(0);
 }
 
-// The bf16 dGELU epilogue with the bias gradient of C's columns: gelu' reads the bf16 aux as it is
-// (no f32 copy, where aux rows are unpadded); the same bits as the passes written out by hand: the
-// product's f32 C, aux widened to f32, the cpu's f32 gelu_backward, sum_dim of the f32 result,
-// each rounded once. Unpadded (n a multiple of 8) and padded aux rows; both paths.
+// The bf16 dGELU epilogue, with and without the bias gradient of C's columns: gelu' reads the bf16
+// aux as it is (no f32 copy, where aux rows are unpadded); the same bits as the passes written out
+// by hand here: the product's f32 C, aux widened to f32, the cpu's f32 gelu_backward, sum_dim of
+// the f32 result, each rounded once. Unpadded (n a multiple of 8) and padded aux rows; both paths,
+// 1 and 2 threads (C split by rows at m = 400), k across slabs (depth 64).
 TEST(CpuBf16Gemm, DgeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (const Shape s : {Shape{13, 40, 37}, Shape{70, 64, 130}, Shape{30, 21, 50}})
-    for (int flags = 0; flags < 4; ++flags)
-      on_both_paths([&](bool fallback) {
-        Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
-        Built o = build(cs, 1100 + flags);
-        GemmEpilogue e;
-        e.activation = GemmActivation::gelu_backward;
-        e.bias_grad_of = GemmBiasGrad::columns_of_c;
-        e.aux_ld = kernels::gemm_aux_ld(s.n);
-        e.aux = bf16_tensor(random_bf16(s.m * e.aux_ld, 1200 + flags));
-        e.bias_grad = bf16_tensor(std::vector<bf16>(s.n, bf16::from_float(0)));
-        cpu_backend().gemm_epilogue(o.g, e);
-        // the passes by hand
-        Tensor pre = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
-               aux32 = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
-               sums = Tensor::empty({s.n}, DType::f32, kCPU);
-        float* p = pre.data<float>();
-        sgemm_bf16(cs.ta, cs.tb, s.m, s.n, s.k, 1.0f, o.g.a.data<bf16>(), o.g.lda,
-                   o.g.b.data<bf16>(), o.g.ldb, 0.0f, p, s.n);
-        const bf16* aux = e.aux.data<bf16>();
-        for (int64_t i = 0; i < s.m; ++i)
-          for (int64_t j = 0; j < s.n; ++j)
-            aux32.data<float>()[i * s.n + j] = aux[i * e.aux_ld + j].to_float();
-        cpu_backend().gelu_backward(aux32, pre, pre);
-        cpu_backend().sum_dim(pre, sums, 0);
-        const bf16* c = o.g.c.data<bf16>();
-        const std::string what = describe(cs, fallback);
-        int bad = 0;
-        for (int64_t i = 0; i < s.m; ++i)
-          for (int64_t j = 0; j < s.n; ++j) {
-            const uint16_t want = bf16::from_float(p[i * s.n + j]).bits;
-            if (c[i * s.n + j].bits != want && bad++ < 3)
-              ADD_FAILURE() << what << ": C[" << i << "][" << j << "] bits " << c[i * s.n + j].bits
-                            << ", want " << want;
+  set_sgemm_slab_depth(64);
+  for (const Shape s :
+       {Shape{13, 40, 37}, Shape{70, 64, 130}, Shape{30, 21, 50}, Shape{400, 72, 100}})
+    for (int flags = 0; flags < 8; ++flags)
+      for (const int threads : {1, 2})
+        on_both_paths([&](bool fallback) {
+          Case cs{bool(flags & 1), bool(flags & 2), s.m, s.n, s.k};
+          const bool column_sums = !(flags & 4);
+          Built o = build(cs, 1100 + flags);
+          GemmEpilogue e;
+          e.activation = GemmActivation::gelu_backward;
+          e.aux_ld = kernels::gemm_aux_ld(s.n);
+          e.aux = bf16_tensor(random_bf16(s.m * e.aux_ld, 1200 + flags));
+          if (column_sums) {
+            e.bias_grad_of = GemmBiasGrad::columns_of_c;
+            e.bias_grad = bf16_tensor(std::vector<bf16>(s.n, bf16::from_float(0)));
           }
-        for (int64_t j = 0; j < s.n; ++j)
-          EXPECT_EQ(e.bias_grad.data<bf16>()[j].bits, bf16::from_float(sums.data<float>()[j]).bits)
-              << what << ": bias_grad[" << j << "]";
-      });
+          testing::with_threads(threads, [&] {
+            cpu_backend().gemm_epilogue(o.g, e);
+            return 0;
+          });
+          // the passes by hand
+          Tensor pre = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+                 aux32 = Tensor::empty({s.m, s.n}, DType::f32, kCPU),
+                 sums = Tensor::empty({s.n}, DType::f32, kCPU);
+          float* p = pre.data<float>();
+          sgemm_bf16(cs.ta, cs.tb, s.m, s.n, s.k, 1.0f, o.g.a.data<bf16>(), o.g.lda,
+                     o.g.b.data<bf16>(), o.g.ldb, 0.0f, p, s.n);
+          const bf16* aux = e.aux.data<bf16>();
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j)
+              aux32.data<float>()[i * s.n + j] = aux[i * e.aux_ld + j].to_float();
+          cpu_backend().gelu_backward(aux32, pre, pre);
+          cpu_backend().sum_dim(pre, sums, 0);
+          const bf16* c = o.g.c.data<bf16>();
+          const std::string what = describe(cs, fallback) + " threads=" + std::to_string(threads) +
+                                   " column sums=" + std::to_string(column_sums);
+          int bad = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              const uint16_t want = bf16::from_float(p[i * s.n + j]).bits;
+              if (c[i * s.n + j].bits != want && bad++ < 3)
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "] bits "
+                              << c[i * s.n + j].bits << ", want " << want;
+            }
+          for (int64_t j = 0; j < s.n && column_sums; ++j)
+            EXPECT_EQ(e.bias_grad.data<bf16>()[j].bits,
+                      bf16::from_float(sums.data<float>()[j]).bits)
+                << what << ": bias_grad[" << j << "]";
+        });
+  set_sgemm_slab_depth(0);
 }
 
 }  // namespace
