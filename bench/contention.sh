@@ -15,6 +15,8 @@
 # Under the idle table, for each round: the host's steal (% of the VM's CPU time the hypervisor
 # gave to others, /proc/stat) and the loops glass's pool ran alone after judging the machine busy
 # (GLASS_THREAD_STATS): a slow round with steal is the host's; with loops run alone, the pool's.
+# Then the same speed-up measured in one process with the thread count alternated step by step
+# (bench_thread_scaling, when built), which the host's clock drift between processes cannot skew.
 #
 # The machine's own load is printed beside each phase (/proc/loadavg and the processes running
 # when the phase starts): on a shared machine "idle" only means no spinners of ours.
@@ -150,6 +152,14 @@ for threads in ("2", "1"):
           + " ".join(r[1] + "%" for r in mine) + "; loops run alone by the pool's back-off "
           + " ".join(r[2] for r in mine))
 PY
+  # The same comparison in one process, the thread count alternated step by step: the host's
+  # clock drift between two processes (minutes apart: 4.04 and 3.3 GHz, bench/RESULTS.md) falls
+  # on both counts alike here. Built with the benchmarks (GLASS_BUILD_BENCH, on by default).
+  if [[ -x $build/bench/bench_thread_scaling ]]; then
+    echo "  in one process, 1 and 2 threads alternated step by step ($((rounds * steps)) pairs):"
+    "$build"/bench/bench_thread_scaling $train_common --pairs $((rounds * steps)) \
+      --warm-steps "$warmup" 2>/dev/null | tail -n 1 | sed 's/^/  /'
+  fi
 fi
 
 for ((i = 0; i < busy; ++i)); do
