@@ -602,15 +602,17 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
   const int64_t unit = by_rows ? kMR : kNR, extent = by_rows ? m : n;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t widest = by_rows ? extent / (2 * kMC) : extent / kMinShareColumns;
-  // Two shares per thread: each packs its own B (by rows) or A (by columns), so the packing grows
-  // with the shares; two still leave a late thread's second share to the others. Four per thread
-  // (chunk_count's) cost the default model's 2-thread step 5% (bench/RESULTS.md, 2026-12-06). A
-  // bf16 B packed once, on all threads, before the shares start (one copy for all, and shares of
-  // one row block) made the default model's 2-thread step GEMMs 7% slower in quiet runs, not
-  // faster (bench/RESULTS.md, 2026-12-06, 02:20 UTC): a private copy in the share's own L2 beats
-  // a shared one that the other core wrote.
-  const int64_t shares =
-      std::clamp<int64_t>(std::min({widest, units, 2 * int64_t{threads}}), 1, units);
+  // One share per thread: each packs its own B (by rows) or A (by columns), so the packing grows
+  // with the shares (at 2 threads the f32 step's B copies took 25 ms of CPU per step against 13
+  // at 1). Two per thread left a late thread's second share to the others, but read 1.76x
+  // against one's 1.80x in the idle step's speed-up (bench_thread_scaling, eleven alternated
+  // runs each, bench/RESULTS.md 2026-12-06 04:25), and four (chunk_count's) cost the 2-thread step
+  // another 5%; a machine busy enough to leave a share late is the back-off's case
+  // (kernels/cpu/threads.h). A bf16 B packed once, on all threads, before the shares start (one
+  // copy for all, and shares of one row block) made the default model's 2-thread step GEMMs 7%
+  // slower in quiet runs, not faster (bench/RESULTS.md, 2026-12-06, 02:20 UTC): a private copy in
+  // the share's own L2 beats a shared one that the other core wrote.
+  const int64_t shares = std::clamp<int64_t>(std::min({widest, units, int64_t{threads}}), 1, units);
   parallel_chunks(shares, [&](int64_t t) {
     const int64_t begin = units * t / shares * unit,
                   end = std::min(extent, units * (t + 1) / shares * unit);
