@@ -107,12 +107,10 @@ void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf
       const int64_t rows = std::min<int64_t>(kBf16MR, m - i0),
                     cols = std::min<int64_t>(kBf16NR, n - j0);
       const int64_t last_row = i0 + rows - 1;
-      if (causal.kind == Causal::kLowerC && j0 > last_row + causal.diagonal) continue;
-      int64_t begin = 0, end = k;
-      if (causal.kind == Causal::kLowerA)
-        end = std::clamp(last_row + causal.diagonal + 1, int64_t{0}, k);
-      if (causal.kind == Causal::kUpperA) begin = std::clamp(i0 + causal.diagonal, int64_t{0}, k);
-      const int64_t q0 = begin / 2, tile_pairs = std::max<int64_t>(0, k_pairs(end) - q0);
+      if (causal.skips_tile(j0, last_row)) continue;
+      // the tile's k range, widened to whole k pairs (the extra entries are zeros of A)
+      const Causal::KRange range = causal.tile_k_range(i0, last_row, 0, k);
+      const int64_t q0 = range.begin / 2, tile_pairs = k_pairs(range.end) - q0;
       const uint32_t* a_tile = a_words.data() + i0 / kBf16MR * a_panel + q0 * kBf16MR;
       const uint32_t* b_tile = b.words.data() + j0 / kBf16NR * b_panel + q0 * kBf16NR;
       float* c_tile = c + i0 * ldc + j0;

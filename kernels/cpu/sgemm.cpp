@@ -350,21 +350,6 @@ void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, flo
           edge[r][j] + (bias ? bias[j] : 0.0f) + (beta != 0.0f ? beta * c[r * ldc + j] : 0.0f);
 }
 
-// The k range [begin, end) of slab [p0, p0 + kc), relative to the slab, that the register tile
-// of C's rows [first_row, last_row] must sum over: all of it, unless A has a causal band.
-struct SlabRange {
-  int64_t begin, end;
-};
-SlabRange tile_k_range(const Causal& causal, int64_t first_row, int64_t last_row, int64_t p0,
-                       int64_t kc) {
-  int64_t begin = 0, end = kc;
-  if (causal.kind == Causal::kLowerA)
-    end = std::clamp(last_row + causal.diagonal + 1 - p0, int64_t{0}, kc);
-  if (causal.kind == Causal::kUpperA)
-    begin = std::clamp(first_row + causal.diagonal - p0, int64_t{0}, kc);
-  return {begin, std::max(begin, end)};
-}
-
 // B's NR-wide panels for one k slab as the micro-kernel reads them: panel jr (C's columns from
 // j0 + jr) at base + jr * column_step, the next k b_step floats on. Packed: column_step kc, b_step
 // NR (bf16: the same in 32-bit words of k pairs, column_step k_pairs(kc)); a small f32 B read
@@ -390,8 +375,8 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
     for (int64_t ir = 0; ir < rows; ir += kMR) {
       const int64_t tile_rows = std::min<int64_t>(kMR, rows - ir);
       const int64_t first_row = i0 + ir, last_row = first_row + tile_rows - 1;
-      if (causal.kind == Causal::kLowerC && j0 + jr > last_row + causal.diagonal) continue;
-      const SlabRange k = tile_k_range(causal, first_row, last_row, p0, kc);
+      if (causal.skips_tile(j0 + jr, last_row)) continue;
+      const Causal::KRange k = causal.tile_k_range(first_row, last_row, p0, kc);
       if (k.end == k.begin && p0 > 0) continue;  // nothing to add to what earlier slabs wrote
       const float* b_panel = b.base + jr * b.column_step + k.begin * b.b_step;
       float* c_tile = c + (i0 + ir) * ldc + j0 + jr;

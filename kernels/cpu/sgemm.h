@@ -2,6 +2,7 @@
 // explains how both work).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/dtype.h"  // bf16
@@ -21,6 +22,23 @@ struct Causal {
   enum Kind { kNone, kLowerC, kLowerA, kUpperA };
   Kind kind = kNone;
   int64_t diagonal = 0;
+
+  // The register tile of C's rows [.., last_row] from column first_col: wholly above kLowerC's
+  // line, so not computed.
+  bool skips_tile(int64_t first_col, int64_t last_row) const {
+    return kind == kLowerC && first_col > last_row + diagonal;
+  }
+  // The k range [begin, end) of slab [p0, p0 + kc), relative to the slab, that the register tile
+  // of C's rows [first_row, last_row] must sum over: all of it, unless A has a band.
+  struct KRange {
+    int64_t begin, end;
+  };
+  KRange tile_k_range(int64_t first_row, int64_t last_row, int64_t p0, int64_t kc) const {
+    int64_t begin = 0, end = kc;
+    if (kind == kLowerA) end = std::clamp(last_row + diagonal + 1 - p0, int64_t{0}, kc);
+    if (kind == kUpperA) begin = std::clamp(first_row + diagonal - p0, int64_t{0}, kc);
+    return {begin, std::max(begin, end)};
+  }
 };
 
 // What a product may add to C = alpha op(A) op(B) + beta C.
