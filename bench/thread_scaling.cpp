@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "kernels/cpu/threads.h"
-#include "samples/command_line.h"
 #include "samples/train_gpt_flags.h"
 #include "train/trainer.h"
 

@@ -53,39 +53,44 @@ int physical_cores() {
   return std::max<int>(1, static_cast<int>(cores.empty() ? logical : cores.size()));
 }
 
+// The first CPU's fields in /proc/cpuinfo (its first block, up to the blank line): "key: value"
+// pairs, the key's padding and the value's leading blanks dropped.
+std::vector<std::pair<std::string, std::string>> first_cpu_info() {
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t key_end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
+    const size_t value = line.find_first_not_of(" \t", colon + 1);
+    fields.emplace_back(line.substr(0, key_end == std::string::npos ? 0 : key_end + 1),
+                        value == std::string::npos ? std::string() : line.substr(value));
+  }
+  return fields;
+}
+
+// One field of first_cpu_info; "" when absent.
+std::string cpu_info_field(const std::vector<std::pair<std::string, std::string>>& fields,
+                           std::string_view key) {
+  for (const auto& [name, value] : fields)
+    if (name == key) return value;
+  return "";
+}
+
 // /proc/cpuinfo's "cpu MHz" of the first CPU, in Hz; 0 when absent.
 double proc_cpuinfo_hz() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("cpu MHz", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return std::atof(line.c_str() + colon + 1) * 1e6;
-    }
-  return 0;
+  return std::atof(cpu_info_field(first_cpu_info(), "cpu MHz").c_str()) * 1e6;
 }
 
 // The CPU model the remembered clock belongs to: /proc/cpuinfo's model name, family, model and
 // stepping of the first CPU ("AMD EPYC family 26 model 2 stepping 1"); "unknown" when absent.
 std::string cpu_model_identity() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string name, family, model, stepping;
-  const auto value = [](const std::string& line) {
-    const size_t colon = line.find(':');
-    return colon == std::string::npos ? std::string()
-                                      : line.substr(line.find_first_not_of(" \t", colon + 1));
-  };
-  for (std::string line; std::getline(in, line) && !line.empty();) {
-    if (line.rfind("model name", 0) == 0)
-      name = value(line);
-    else if (line.rfind("cpu family", 0) == 0)
-      family = value(line);
-    else if (line.rfind("model", 0) == 0 && line.find(':') != std::string::npos)
-      model = value(line);
-    else if (line.rfind("stepping", 0) == 0)
-      stepping = value(line);
-  }
+  const auto fields = first_cpu_info();
+  const std::string name = cpu_info_field(fields, "model name");
   if (name.empty()) return "unknown";
-  return fmt::format("{} family {} model {} stepping {}", name, family, model, stepping);
+  return fmt::format("{} family {} model {} stepping {}", name,
+                     cpu_info_field(fields, "cpu family"), cpu_info_field(fields, "model"),
+                     cpu_info_field(fields, "stepping"));
 }
 
 // cpufreq's maximum for cpu0 (kHz in the file), in Hz; 0 when absent.
