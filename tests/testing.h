@@ -29,13 +29,20 @@
 
 namespace glass::testing {
 
-// The devices that run kernels/cuda here: emu, and cuda where this build has it and a GPU (or the
-// emulated CUDA runtime) is there.
+// Whether the cuda device exists here: this build has it (GLASS_CUDA) and a GPU, or the emulated
+// CUDA runtime, is there.
+inline bool have_cuda() {
+#if defined(GLASS_HAS_CUDA)
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+// The devices that run kernels/cuda here: emu, and cuda where have_cuda().
 inline std::vector<Device> cuda_kernel_devices() {
   std::vector<Device> devices{kEmu};
-#if defined(GLASS_HAS_CUDA)
-  if (cuda::device_count() > 0) devices.push_back(kCUDA);
-#endif
+  if (have_cuda()) devices.push_back(kCUDA);
   return devices;
 }
 

@@ -181,14 +181,17 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kGeluCubic = 0.044715;
 
 // sigmoid(2u) = 1 / (1 + e^(-2u)).
+// The three GELU helpers are always inlined: they are the body of map1/map2's loops, which GCC
+// vectorises only when the call is gone (left out of line, gelu_backward_of ran one element at a
+// time and took 14-21% of the default model's step).
 template <class T>
-T sigmoid_2u(T u) {
+[[gnu::always_inline]] inline T sigmoid_2u(T u) {
   return T(1) / (T(1) + exp_vectorisable(T(-2) * u));
 }
 
 // y = gelu(x), computed in C (compute_t of the stored type).
 template <class C>
-C gelu_forward_of(C v) {
+[[gnu::always_inline]] inline C gelu_forward_of(C v) {
   const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
   return v * sigmoid_2u(s * (v + c * v * v * v));
 }
@@ -223,7 +226,7 @@ void gelu_forward_to_bf16(const Tensor& x, const Tensor& y) {
 
 // dx = dy gelu'(x), computed in C (compute_t of the stored type).
 template <class C>
-C gelu_backward_of(C v, C g) {
+[[gnu::always_inline]] inline C gelu_backward_of(C v, C g) {
   const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
   // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so
   // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx = q + 2 x q (1 - q) du/dx,

@@ -21,8 +21,6 @@
 
 namespace glass::testing {
 
-inline bool have_cuda() { return cuda::device_count() > 0; }
-
 inline std::string join(const std::vector<double>& v) {
   std::string s;
   for (double x : v) s += fmt::format("{:.17g} ", x);

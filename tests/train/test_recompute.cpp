@@ -10,10 +10,10 @@
 #include <set>
 #include <string>
 
-#include "cuda_graph_testing.h"
 #include "engine/allocator.h"
 #include "engine/launch.h"
 #include "nn/recompute.h"
+#include "tests/testing.h"
 #include "train/gpt_cost.h"
 #include "train/step_plan.h"
 #include "train_testing.h"
