@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/runtime.h"
-#endif
+#include "tests/testing.h"
 
 namespace glass {
 namespace {
@@ -41,9 +39,7 @@ std::vector<Device> built_devices() {
   devices.push_back(kEmu);
   devices.push_back(kMeta);  // plans with the emu table
 #endif
-#if defined(GLASS_HAS_CUDA)
-  if (cuda::device_count() > 0) devices.push_back(kCUDA);  // the emulated runtime has one
-#endif
+  if (testing::have_cuda()) devices.push_back(kCUDA);  // the emulated runtime has one
   return devices;
 }
 

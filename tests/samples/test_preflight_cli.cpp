@@ -18,9 +18,6 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "train/data.h"
 #include "train/step_plan.h"
-#if defined(GLASS_HAS_CUDA)
-#include "engine/cuda/runtime.h"
-#endif
 
 namespace glass {
 namespace {
@@ -61,12 +58,10 @@ int64_t planned_peak(int64_t layers, int64_t heads, int64_t width, int64_t seq_l
          kernels::cuda::kGemmWorkspaceBytes;
 }
 
-bool have_emulated_gpu() { return cuda::device_count() > 0; }
-
 // A step of ~2 GiB on a 1 GiB GPU: one error line before anything is written, with the figures,
 // and remedies each with its planned peak; those said to fit do fit when planned here.
 TEST(Preflight, RefusesAStepThatDoesNotFitAndNamesRemediesThatFit) {
-  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  if (!testing::have_cuda()) GTEST_SKIP() << "no emulated GPU";
   const std::string dir = testing::scratch_path("preflight_refusal");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/checkpoints");
@@ -108,7 +103,7 @@ TEST(Preflight, RefusesAStepThatDoesNotFitAndNamesRemediesThatFit) {
 // A step planned at 90% of the GPU's memory: a warning, then it trains; the metrics hold the
 // planned peak beside the measured one, and the two agree (meta plans what cuda allocates).
 TEST(Preflight, WarnsOver80PercentAndRecordsPlannedAndMeasuredPeaks) {
-  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  if (!testing::have_cuda()) GTEST_SKIP() << "no emulated GPU";
   const int64_t peak = planned_peak(1, 2, 16, 8, 2, DType::bf16);
   const std::string metrics = testing::scratch_path("preflight_warning.jsonl");
   std::filesystem::remove(metrics);
@@ -134,7 +129,7 @@ TEST(Preflight, WarnsOver80PercentAndRecordsPlannedAndMeasuredPeaks) {
 // its error names the tensor's shape and dtype, the op and module that asked, the allocator's and
 // the device's figures, and the remedies.
 TEST(Preflight, NoPreflightMeetsAnOutOfMemoryThatNamesTensorOpAndModule) {
-  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  if (!testing::have_cuda()) GTEST_SKIP() << "no emulated GPU";
   const std::string shape = "--n-layer 2 --n-head 4 --n-embd 128 --seq-len 128 --batch 32 ";
   const int64_t peak = planned_peak(2, 4, 128, 128, 32, DType::bf16);
   const int64_t workspace = kernels::cuda::kGemmWorkspaceBytes;
@@ -158,7 +153,7 @@ TEST(Preflight, NoPreflightMeetsAnOutOfMemoryThatNamesTensorOpAndModule) {
 // the pool; the same run without the graph fits and trains. With room for the pool the graph run
 // trains, and its metrics hold the plan and the measured peak in use (the pool whole) within 3%.
 TEST(Preflight, PlansTheCudaGraphsPoolAndRefusesWhatDoesNotFitWithIt) {
-  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  if (!testing::have_cuda()) GTEST_SKIP() << "no emulated GPU";
   const std::string shape = "--n-layer 2 --n-head 2 --n-embd 64 --seq-len 32 --batch 4 ";
   const int64_t eager = planned_peak(2, 2, 64, 32, 4, DType::bf16);
   const int64_t graph = planned_peak(2, 2, 64, 32, 4, DType::bf16, 1, true);
@@ -189,7 +184,7 @@ TEST(Preflight, PlansTheCudaGraphsPoolAndRefusesWhatDoesNotFitWithIt) {
 
 // A value of GLASS_EMU_GPU_MEMORY that is not a size: one error naming the variable.
 TEST(Preflight, BadEmulatedGpuMemoryIsOneErrorNamingTheVariable) {
-  if (!have_emulated_gpu()) GTEST_SKIP() << "no emulated GPU";
+  if (!testing::have_cuda()) GTEST_SKIP() << "no emulated GPU";
   const Outcome r = train_on_emulated_gpu("12 potatoes", "--steps 1");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(r.out.rfind("train_gpt: error: GLASS_EMU_GPU_MEMORY='12 potatoes': expected a size", 0),
