@@ -19,6 +19,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/sgemm_bf16_kernel.h"
 #include "kernels/cpu/threads.h"
 #include "tests/testing.h"
 
@@ -713,6 +714,55 @@ TEST(CpuBf16Gemm, DgeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
                 << what << ": bias_grad[" << j << "]";
         });
   set_sgemm_slab_depth(0);
+}
+
+// The k-pair packing (sgemm_bf16_kernel.h) against its definition, word by word: panel p's word
+// for k pair q and line l (a row of op(A), a column of op(B)) is (x[2q], x[2q + 1]) of line
+// p W + l, low half first, with zeros past the lines and past an odd k. The widths and depths
+// cover the 8 x 16 shuffled transpose (eight lines and 16 pairs at a time, where the CPU has
+// AVX-512), its leftover lines and pairs, and the word-at-a-time path alone.
+TEST(CpuBf16Gemm, PackedPairsAreTheWordsOfTheirLines) {
+  using kernels::cpu::kBf16MR;
+  using kernels::cpu::kBf16NR;
+  uint32_t seed = 2600;
+  for (const bool pack_a : {true, false})
+    for (const bool trans : {false, true})
+      for (const int64_t lines : {1, 7, 8, 9, 17, 32, 33, 70})
+        for (const int64_t kc : {1, 2, 31, 32, 33, 64, 95}) {
+          // a line runs along the stored rows when op(A) is not transposed or op(B) is: line l's
+          // value at k is op(A)[i0 + l][p0 + k] or op(B)[p0 + k][i0 + l]
+          const bool along_rows = pack_a != trans;
+          const int64_t width = pack_a ? kBf16MR : kBf16NR, p0 = 2, i0 = 1,
+                        panels = (lines + width - 1) / width;
+          const int64_t ld = (along_rows ? p0 + kc : i0 + lines) + 3,
+                        stored_rows = along_rows ? i0 + lines : p0 + kc;
+          const std::vector<bf16> x = random_bf16(stored_rows * ld, seed++);
+          const auto value = [&](int64_t l, int64_t k) {
+            return along_rows ? x[(i0 + l) * ld + p0 + k] : x[(p0 + k) * ld + i0 + l];
+          };
+          const int64_t pairs = kernels::cpu::k_pairs(kc);
+          std::vector<uint32_t> got(static_cast<size_t>(panels * width * pairs), 0xdeadbeef);
+          if (pack_a)
+            kernels::cpu::pack_a_bf16_pairs(x.data(), ld, trans, i0, lines, p0, kc, got.data());
+          else
+            kernels::cpu::pack_b_bf16_pairs(x.data(), ld, trans, p0, kc, i0, lines, got.data());
+          int bad = 0;
+          for (int64_t panel = 0; panel < panels; ++panel)
+            for (int64_t q = 0; q < pairs; ++q)
+              for (int64_t l = 0; l < width; ++l) {
+                const int64_t line = panel * width + l;
+                const uint16_t low = line < lines ? value(line, 2 * q).bits : 0,
+                               high =
+                                   line < lines && 2 * q + 1 < kc ? value(line, 2 * q + 1).bits : 0;
+                const uint32_t want = low | uint32_t{high} << 16,
+                               word = got[static_cast<size_t>((panel * pairs + q) * width + l)];
+                if (word != want && bad++ < 3)
+                  ADD_FAILURE() << (pack_a ? "A" : "B") << (trans ? " transposed" : "")
+                                << ", lines " << lines << ", kc " << kc << ": panel " << panel
+                                << ", pair " << q << ", line " << l << ": 0x" << std::hex << word
+                                << ", want 0x" << want << std::dec;
+              }
+        }
 }
 
 }  // namespace
