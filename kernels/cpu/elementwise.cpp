@@ -16,6 +16,7 @@
 #include "kernels/costs/elementwise.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gelu.h"
 
 namespace glass::kernels::cpu {
 
@@ -175,27 +176,6 @@ void pow_scalar(const Tensor& x, const Tensor& out, double p) {
   });
 }
 
-// GELU (tanh approximation): y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-// Since 1 + tanh(u) = 2 sigmoid(2u), y = x sigmoid(2u): one exp, and no cancellation near 0.
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
-
-// sigmoid(2u) = 1 / (1 + e^(-2u)).
-// The three GELU helpers are always inlined: they are the body of map1/map2's loops, which GCC
-// vectorises only when the call is gone (left out of line, gelu_backward_of ran one element at a
-// time and took 14-21% of the default model's step).
-template <class T>
-[[gnu::always_inline]] inline T sigmoid_2u(T u) {
-  return T(1) / (T(1) + exp_vectorisable(T(-2) * u));
-}
-
-// y = gelu(x), computed in C (compute_t of the stored type).
-template <class C>
-[[gnu::always_inline]] inline C gelu_forward_of(C v) {
-  const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
-  return v * sigmoid_2u(s * (v + c * v * v * v));
-}
-
 void gelu_forward(const Tensor& x, const Tensor& y) {
   check_unary("gelu_forward", x, y);
   const int64_t n = x.numel();
@@ -222,18 +202,6 @@ void gelu_forward_to_bf16(const Tensor& x, const Tensor& y) {
   launch(cpu_launch_info("gelu_forward", n, cost.flops, cost.bytes), [&] {
     map1(x.data<float>(), y.data<bf16>(), n, [](float v) { return gelu_forward_of(v); });
   });
-}
-
-// dx = dy gelu'(x), computed in C (compute_t of the stored type).
-template <class C>
-[[gnu::always_inline]] inline C gelu_backward_of(C v, C g) {
-  const C s = static_cast<C>(kSqrt2OverPi), c = static_cast<C>(kGeluCubic);
-  // With t = tanh(u) and q = sigmoid(2u): 1 + t = 2q and 1 - t^2 = 4q(1 - q), so
-  // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx = q + 2 x q (1 - q) du/dx,
-  // du/dx = sqrt(2/pi) (1 + 3c x^2).
-  const C q = sigmoid_2u(s * (v + c * v * v * v));
-  const C du = s * (C(1) + C(3) * c * v * v);
-  return g * (q + C(2) * v * q * (C(1) - q) * du);
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {

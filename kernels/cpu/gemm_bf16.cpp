@@ -14,11 +14,13 @@
 // (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
 // (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
-// the result and the bias gradient into their bf16 tensors. Three of those steps read or write
+// the result and the bias gradient into their bf16 tensors. Four of those steps read or write
 // bf16 directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
 // the product's tiles as they write pre (Bf16Store::keep_f32), GELU rounds its own output into C
-// (gelu_forward_to_bf16), and dGELU's gelu'(aux) reads the bf16 aux as it is
-// (gelu_backward_of_bf16) where its rows are unpadded.
+// (gelu_forward_to_bf16), dGELU's gelu'(aux) reads the bf16 aux as it is
+// (gelu_backward_of_bf16) where its rows are unpadded, and dGELU with the bias gradient of C's
+// columns (the MLP's backward) is one pass that also sums the columns and rounds both results
+// (gelu_backward_column_sums_bf16): the f32 result is never written.
 #include <vector>
 
 #include "kernels/costs/gemm.h"
@@ -121,6 +123,14 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   if (gelu_into_c) {
     gelu_forward_to_bf16(pre.as_strided({g.m * g.n}, {1}, pre.offset()),
                          g.c.as_strided({g.m * g.n}, {1}, g.c.offset()));
+    return;
+  }
+  // dGELU with C's column sums (the MLP's backward): one pass for the passes below and the
+  // rounding, pre read once (the same bits)
+  if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n &&
+      e.bias_grad_of == GemmBiasGrad::columns_of_c) {
+    gelu_backward_column_sums_bf16(pre.data<float>(), e.aux.data<bf16>(), g.m, g.n,
+                                   g.c.data<bf16>(), g.ldc, e.bias_grad.data<bf16>());
     return;
   }
   if (aux_from_tiles) {  // C = gelu(pre) in place; the passes below only sum C's columns
