@@ -153,7 +153,7 @@ void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx);
 // reduce.cpp), for pre (f32, rows x cols, row stride cols) and aux (bf16, the same layout): out =
 // pre gelu'(aux) in f32, C = bf16(out) (row stride ldc), column_sums[i] = bf16 of the sum of
 // column i of out. The bits of gelu_backward_of_bf16, sum_dim (f32) and the rounding of both, run
-// one after the other, with a third of their memory traffic: pre is read once and never written.
+// one after the other, with two fifths of their memory traffic: pre is read once, never written.
 // One launch, `gelu_backward_column_sums`.
 void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t rows, int64_t cols,
                                     bf16* c, int64_t ldc, bf16* column_sums);
