@@ -94,11 +94,11 @@ bool cpu_has_avx512f() {
   return has;
 }
 
-// Eight lines' first 16 `blocks` k pairs into out[q * out_step + l] (l < 8), where line l's pair q
-// is the 32-bit word at data + l ld + 2q: an 8 x 16 transpose of 32-bit words per block of 16
-// pairs, in three rounds of shuffles, each round pairing what the last one paired. One word at a
-// time, this transpose took 4% of a bf16 training step (the forward GEMMs' W^T) and a quarter of
-// the bf16 flash attention's time outside its products (Q, P, dO and dS, K^T and V^T).
+// The first 16 x `blocks` k pairs of eight lines into out[q * out_step + l] (l < 8), where line l's
+// pair q is the 32-bit word at data + l ld + 2q: an 8 x 16 transpose of 32-bit words per block of
+// 16 pairs, in three rounds of shuffles, each round pairing what the last one paired. One word at a
+// time, this transpose took 4% of a bf16 training step (the forward GEMMs' W^T) and a fifth of the
+// bf16 flash attention's time outside its products (Q, P, dO and dS, K^T and V^T).
 __attribute__((target("avx512f"))) void transpose_eight_lines(const bf16* data, int64_t ld,
                                                               int64_t blocks, uint32_t* out,
                                                               int64_t out_step) {
