@@ -151,12 +151,12 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e);
 void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx);
 // The bf16 dGELU epilogue with the bias gradient of C's columns in one pass (kernels/cpu/
 // reduce.cpp), for pre (f32, rows x cols, row stride cols) and aux (bf16, the same layout): out =
-// pre gelu'(aux) in f32, C = bf16(out) (row stride ldc), column_sums[i] = bf16 of the sum of
-// column i of out. The bits of gelu_backward_of_bf16, sum_dim (f32) and the rounding of both, run
+// pre gelu'(aux) in f32, C = bf16(out) (row stride ldc), sums[i] = bf16 of the sum of column i
+// of out. The bits of gelu_backward_of_bf16, sum_dim (f32) and the rounding of both, run
 // one after the other, with two fifths of their memory traffic: pre is read once, never written.
 // One launch, `gelu_backward_column_sums`.
 void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t rows, int64_t cols,
-                                    bf16* c, int64_t ldc, bf16* column_sums);
+                                    bf16* c, int64_t ldc, bf16* sums);
 // gelu_forward with an f32 x and a bf16 y: the f32 GELU of each x rounded once into y, the bits of
 // gelu_forward into f32 and then a rounding pass; one launch, `gelu_forward`. For gemm_bf16's GELU
 // epilogue, whose pre is f32 and whose C is bf16.

@@ -37,28 +37,31 @@ double lane_sum(const T* x, int64_t n, F f) {
   return s;
 }
 
-// The work of a column sum over the rows of [outer, n, inner]: items (o, chunk of rows, block of
-// columns), each adding its rows to a double partial per column, rows ascending; then each
-// output's partials added in chunk order. The cuts depend on the shape alone.
-struct ColumnSumPlan {
-  int64_t cols_per_block, col_blocks, rows_per_chunk, chunks;
-  ColumnSumPlan(int64_t n, int64_t inner)
-      : cols_per_block(std::min(inner, kColBlock)),
-        col_blocks((inner + cols_per_block - 1) / cols_per_block),
-        rows_per_chunk(std::max(kMinChunkRows, kChunkElems / cols_per_block)),
-        chunks(std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk)) {}
-};
-
-// partial: outer x chunks x inner doubles, each chunk's sums; adds each output's partials in
-// chunk order and passes its total to store(o, i, total).
-template <class Store>
-void combine_chunk_partials(const ColumnSumPlan& plan, int64_t outer, int64_t inner,
-                            std::vector<double>& partial, Store store) {
-  for_each_row(outer * plan.col_blocks, outer * plan.chunks * inner, [&](int64_t w) {
-    const int64_t o = w / plan.col_blocks, b = w % plan.col_blocks;
-    const int64_t i0 = b * plan.cols_per_block, i1 = std::min(inner, i0 + plan.cols_per_block);
-    double* total = partial.data() + o * plan.chunks * inner;
-    for (int64_t c = 1; c < plan.chunks; ++c)
+// Column sums over the rows of [outer, n, inner] in a fixed order whatever the threads: work
+// items (o, chunk of rows, block of columns), the cuts a function of the shape alone;
+// add_rows(o, r0, r1, i0, i1, acc) adds rows [r0, r1) of columns [i0, i1) to the chunk's double
+// partials acc[i], rows ascending; then each output's partials are added in chunk order and its
+// total passed to store(o, i, total). sum_dim and the bf16 dGELU pass share it, so their sums
+// have one order.
+template <class AddRows, class Store>
+void column_sums(int64_t outer, int64_t n, int64_t inner, AddRows add_rows, Store store) {
+  const int64_t cols_per_block = std::min(inner, kColBlock);
+  const int64_t col_blocks = (inner + cols_per_block - 1) / cols_per_block;
+  const int64_t rows_per_chunk = std::max(kMinChunkRows, kChunkElems / cols_per_block);
+  const int64_t chunks = std::max<int64_t>(1, (n + rows_per_chunk - 1) / rows_per_chunk);
+  std::vector<double> partial(static_cast<size_t>(outer * chunks * inner), 0.0);
+  for_each_row(outer * chunks * col_blocks, outer * n * inner, [&](int64_t w) {
+    const int64_t o = w / (chunks * col_blocks), c = w / col_blocks % chunks, b = w % col_blocks;
+    const int64_t r0 = c * rows_per_chunk, r1 = std::min(n, r0 + rows_per_chunk);
+    const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
+    add_rows(o, r0, r1, i0, i1, partial.data() + (o * chunks + c) * inner);
+  });
+  // Each output's partials added in chunk order, accumulated into chunk 0's slot, then stored.
+  for_each_row(outer * col_blocks, outer * chunks * inner, [&](int64_t w) {
+    const int64_t o = w / col_blocks, b = w % col_blocks;
+    const int64_t i0 = b * cols_per_block, i1 = std::min(inner, i0 + cols_per_block);
+    double* total = partial.data() + o * chunks * inner;
+    for (int64_t c = 1; c < chunks; ++c)
       for (int64_t i = i0; i < i1; ++i) total[i] += total[c * inner + i];
     for (int64_t i = i0; i < i1; ++i) store(o, i, total[i]);
   });
@@ -68,26 +71,21 @@ void combine_chunk_partials(const ColumnSumPlan& plan, int64_t outer, int64_t in
 template <class T>
 void sum_dim_typed(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
   if (outer * inner == 0) return;
-  const ColumnSumPlan plan(n, inner);
-  std::vector<double> partial(static_cast<size_t>(outer * plan.chunks * inner), 0.0);
-  for_each_row(outer * plan.chunks * plan.col_blocks, outer * n * inner, [&](int64_t w) {
-    const int64_t o = w / (plan.chunks * plan.col_blocks), c = w / plan.col_blocks % plan.chunks,
-                  b = w % plan.col_blocks;
-    const int64_t r0 = c * plan.rows_per_chunk, r1 = std::min(n, r0 + plan.rows_per_chunk);
-    const int64_t i0 = b * plan.cols_per_block, i1 = std::min(inner, i0 + plan.cols_per_block);
-    double* acc = partial.data() + (o * plan.chunks + c) * inner;
-    const T* src = x + (o * n + r0) * inner;
-    // Row sums (inner == 1) run along memory; otherwise rows are added column-wise in order.
-    if (inner == 1) {
-      acc[0] = lane_sum(src, r1 - r0, [](double v) { return v; });
-      return;
-    }
-    for (int64_t r = r0; r < r1; ++r, src += inner)
-      for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(to_compute(src[i]));
-  });
-  combine_chunk_partials(plan, outer, inner, partial, [&](int64_t o, int64_t i, double total) {
-    out[o * inner + i] = from_compute<T>(static_cast<compute_t<T>>(total));
-  });
+  column_sums(
+      outer, n, inner,
+      [&](int64_t o, int64_t r0, int64_t r1, int64_t i0, int64_t i1, double* acc) {
+        const T* src = x + (o * n + r0) * inner;
+        // Row sums (inner == 1) run along memory; otherwise rows are added column-wise in order.
+        if (inner == 1) {
+          acc[0] = lane_sum(src, r1 - r0, [](double v) { return v; });
+          return;
+        }
+        for (int64_t r = r0; r < r1; ++r, src += inner)
+          for (int64_t i = i0; i < i1; ++i) acc[i] += static_cast<double>(to_compute(src[i]));
+      },
+      [&](int64_t o, int64_t i, double total) {
+        out[o * inner + i] = from_compute<T>(static_cast<compute_t<T>>(total));
+      });
 }
 
 }  // namespace
@@ -105,36 +103,31 @@ void sum_dim(const Tensor& x, const Tensor& out, int dim) {
 }
 
 void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t rows, int64_t cols,
-                                    bf16* c, int64_t ldc, bf16* column_sums) {
+                                    bf16* c, int64_t ldc, bf16* sums) {
   if (rows * cols == 0) return;
   const double elements = static_cast<double>(rows * cols);
   // read pre (f32) and aux, write C (bf16 each)
-  launch(
-      cpu_launch_info("gelu_backward_column_sums", rows, (kGeluBackwardFlops + 1) * elements,
-                      8 * elements),
-      [&] {
-        const ColumnSumPlan plan(rows, cols);
-        std::vector<double> partial(static_cast<size_t>(plan.chunks * cols), 0.0);
-        for_each_row(plan.chunks * plan.col_blocks, rows * cols, [&](int64_t w) {
-          const int64_t chunk = w / plan.col_blocks, b = w % plan.col_blocks;
-          const int64_t r0 = chunk * plan.rows_per_chunk,
-                        r1 = std::min(rows, r0 + plan.rows_per_chunk);
-          const int64_t i0 = b * plan.cols_per_block, i1 = std::min(cols, i0 + plan.cols_per_block);
-          double* acc = partial.data() + chunk * cols;
-          // out = pre gelu'(aux) in f32 (gelu_backward_of_bf16's value), added to its column's
-          // partial (sum_dim's order) and rounded into C (the rounding pass's value)
-          for (int64_t r = r0; r < r1; ++r)
-            for (int64_t i = i0; i < i1; ++i) {
-              const float out = gelu_backward_of(aux[r * cols + i].to_float(), pre[r * cols + i]);
-              acc[i] += static_cast<double>(out);
-              c[r * ldc + i] = bf16::from_float(out);
-            }
-        });
-        // the sums as sum_dim stores them in f32, then rounded once to bf16
-        combine_chunk_partials(plan, 1, cols, partial, [&](int64_t, int64_t i, double total) {
-          column_sums[i] = bf16::from_float(static_cast<float>(total));
-        });
-      });
+  launch(cpu_launch_info("gelu_backward_column_sums", rows, (kGeluBackwardFlops + 1) * elements,
+                         8 * elements),
+         [&] {
+           column_sums(
+               1, rows, cols,
+               // out = pre gelu'(aux) in f32 (gelu_backward_of_bf16's value), added to its column's
+               // partial (sum_dim's order) and rounded into C (the rounding pass's value)
+               [&](int64_t, int64_t r0, int64_t r1, int64_t i0, int64_t i1, double* acc) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   for (int64_t i = i0; i < i1; ++i) {
+                     const float out =
+                         gelu_backward_of(aux[r * cols + i].to_float(), pre[r * cols + i]);
+                     acc[i] += static_cast<double>(out);
+                     c[r * ldc + i] = bf16::from_float(out);
+                   }
+               },
+               // the sums as sum_dim stores them in f32, then rounded once to bf16
+               [&](int64_t, int64_t i, double total) {
+                 sums[i] = bf16::from_float(static_cast<float>(total));
+               });
+         });
 }
 
 void sum_squares(std::span<const Tensor> xs, const Tensor& out) {
