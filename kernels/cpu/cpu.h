@@ -185,6 +185,15 @@ inline double exp_vectorisable(double x) { return std::exp(x); }
 // --- row primitives: contiguous rows of n elements, sums in compute_t<T> (f32 for bf16),
 // vectorised ---
 
+// to[j] = bf16(from[j]) for j < n: each f32 rounded once to nearest even. GCC vectorises a loop
+// that stores bf16 32 entries at a time (a 512-bit vector of 16-bit values), so a loop of 16
+// entries with a bf16 store in it runs on 256-bit halves: rows computed in 16-entry blocks round
+// here, in a loop of their own.
+inline void round_row_to_bf16(const float* from, bf16* to, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) to[j] = bf16::from_float(from[j]);
+}
+
 template <class T>
 compute_t<T> row_max(const T* x, int64_t n) {
   using C = compute_t<T>;

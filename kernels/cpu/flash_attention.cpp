@@ -163,14 +163,6 @@ template <class F>
   return whole_blocks(seen);
 }
 
-// to[j] = bf16(from[j]) for j < n, in a loop of its own. GCC vectorises a loop that stores bf16
-// 32 entries at a time (a 512-bit vector of 16-bit values), which a 16-entry block of the loops
-// above is too short for: with the rounding inside them, they ran on 256-bit halves.
-void round_row_to_bf16(const float* from, bf16* to, int64_t n) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) to[j] = bf16::from_float(from[j]);
-}
-
 // Row r of a block's raw scores s (row of `keys`; the entries from `seen` on may be anything) into
 // p = bf16(exp(x - max)), x = scale s, over the seen keys, 0 past them: the forward's unnormalised
 // probabilities, which P V takes as they are and O divides by their f32 sum (summed lane by lane,
@@ -191,6 +183,8 @@ RowSum unnormalised_probs_row(float* s, int64_t seen, int64_t keys, float scale,
     lane_sum[lane] += e;
     s[j] = e;
   });
+  // rounded in a loop of its own: with the rounding inside the 16-entry blocks above, GCC ran
+  // them on 256-bit halves (round_row_to_bf16, cpu.h)
   round_row_to_bf16(s, p, end);
   std::fill(p + end, p + keys, bf16{});
   float sum = 0;

@@ -34,9 +34,8 @@ namespace {
 // dst[i] = bf16(src[i]) for n values, in parallel when worth it.
 void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t src_ld,
                 int64_t dst_ld) {
-  for_each_row(rows, rows * cols, [&](int64_t r) {
-    for (int64_t j = 0; j < cols; ++j) dst[r * dst_ld + j] = bf16::from_float(src[r * src_ld + j]);
-  });
+  for_each_row(rows, rows * cols,
+               [&](int64_t r) { round_row_to_bf16(src + r * src_ld, dst + r * dst_ld, cols); });
 }
 
 // pre (batch x m x n, row stride n) = alpha op(A) op(B) + beta C + bias, in f32, and the row sums

@@ -394,7 +394,7 @@ bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__)
   // GCC's cpuid probe (libgcc reads leaf 7 subleaf 1 for AVX512-BF16 and checks that XCR0
   // enables the ZMM state).
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  static const bool has = cpu_has_avx512f() && __builtin_cpu_supports("avx512bf16");
   return has;
 #else
   return false;
