@@ -162,14 +162,22 @@ void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t r
 // epilogue, whose pre is f32 and whose C is bf16.
 void gelu_forward_to_bf16(const Tensor& x, const Tensor& y);
 
+// The range exp_vectorisable clamps its argument to, [-87, 88], where 2^k stays a normal float.
+// Defined in kernels/cpu/exp_range.cpp, out of the compiler's sight on purpose: with the values
+// known where exp_vectorisable is inlined, GCC 12 computed exp(-87) and exp(88) ahead of time and
+// gave every vector three mask operations, a masked form of each step of the polynomial and two
+// blends of those constants, which made the exp 1.7x slower (a vector of 16 in 4.6 ns instead of
+// 2.8). Read as plain values, the clamp is one vmaxps and one vminps, with the same results.
+extern const float kExpArgumentMin, kExpArgumentMax;
+
 // e^x in a form the compiler vectorises (libm's expf is a call per element). f32: x = k ln2 + r
 // with |r| <= ln2/2 (ln2 split in two parts so k ln2 is exact), e^r by its Taylor polynomial to
 // r^7 (truncation below 1e-8 relative), and 2^k written into the exponent bits. x is clamped to
-// [-87, 88], where 2^k stays a normal float. f64 (gradcheck) uses std::exp. The last term is
+// [kExpArgumentMin, kExpArgumentMax] first. f64 (gradcheck) uses std::exp. The last term is
 // r * c7, not r / 5040: a division by a constant stays a (slow) vector division, and GELU's loop
 // ran 8% faster without it.
 inline float exp_vectorisable(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
+  x = std::min(std::max(x, kExpArgumentMin), kExpArgumentMax);
   // k = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in float arithmetic (no libm).
   const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
   const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;

@@ -1,7 +1,7 @@
 // The cpu kernels' row primitives (kernels/cpu/cpu.h) against plain loops in double: the masked
 // softmax row that softmax, naive attention and flash attention share, in whole 16-float blocks
 // (a row with room for them) and entry by entry (a row without), with NaN and huge scores in the
-// masked entries, which it must never use.
+// masked entries, which it must never use; and the exp behind every cpu softmax, GELU and SiLU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +13,36 @@
 
 namespace {
 
+using glass::kernels::cpu::exp_vectorisable;
 using glass::kernels::cpu::masked_softmax_row;
+
+// exp_vectorisable over x, in a loop the compiler vectorises, as the kernels call it (its clamp's
+// bounds are out of the compiler's sight on purpose: kernels/cpu/cpu.h).
+std::vector<float> exp_of(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+#pragma omp simd
+  for (size_t i = 0; i < x.size(); ++i) y[i] = exp_vectorisable(x[i]);
+  return y;
+}
+
+TEST(CpuRows, ExpMatchesDoubleInsideTheClampAndHoldsItsEndsOutside) {
+  // inside [-87, 88]: within 2 ulp-ish of the exact value (the polynomial truncates below 1e-8
+  // relative; the rest is f32 rounding)
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.0137f) x.push_back(v);
+  std::vector<float> y = exp_of(x);
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(y[i] / std::exp(double(x[i])), 1.0, 3e-7) << "x " << x[i];
+  // outside: the value at the nearer end, never 0, inf or NaN (a softmax's masked score, -inf,
+  // must give a finite weight that the row's sums can take)
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> ends = exp_of({-87.0f, 88.0f});
+  const std::vector<float> outside = exp_of({-87.5f, -1e4f, -inf, 88.5f, 1e4f, inf});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(outside[i], ends[0]) << "below the range, case " << i;
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(outside[i], ends[1]) << "above the range, case " << i;
+  EXPECT_GT(ends[0], 0.0f);
+  EXPECT_TRUE(std::isfinite(ends[1]));
+}
 
 TEST(CpuRows, MaskedSoftmaxRowMatchesDoubleAndIgnoresTheMaskedEntries) {
   std::mt19937 rng(5);
