@@ -51,14 +51,16 @@ double window_us(const std::vector<TracedLaunch>& ls) {
 
 }  // namespace
 
-KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const DevicePeaks& peaks,
-                                DType dtype) {
+KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
+                                const DevicePeaks& peaks) {
   KernelSummary s;
   s.peaks = peaks;
-  s.dtype = dtype;
+  if (!launches.empty()) s.device = launches.front().record.info.device.kind;
   s.window_us = window_us(launches);
   const std::vector<double> child = child_time(launches);
   std::map<std::string, KernelRow> by_name;
+  std::map<std::string, double> compute_s;  // per kernel: each call's FLOPs over its unit's roof
+  std::map<std::string, std::map<ComputeUnit, double>> flops_by_unit;
   for (size_t i = 0; i < launches.size(); ++i) {
     const LaunchInfo& info = launches[i].record.info;
     KernelRow& row = by_name[info.kernel];
@@ -68,14 +70,22 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const
     row.self_us += duration(launches[i]) - child[i];
     row.flops += info.flops;
     row.bytes += info.bytes;
+    compute_s[info.kernel] += info.flops / unit_roof_flops(peaks, info.unit);
+    flops_by_unit[info.kernel][info.unit] += info.flops;
   }
   for (auto& [name, row] : by_name) {
     row.share = s.window_us > 0 ? row.self_us / s.window_us : 0;
     // bytes/µs = MB/s and FLOP/µs = MFLOP/s: /1e3 gives G.
     row.gbps = row.self_us > 0 ? row.bytes / row.self_us / 1e3 : 0;
     row.gflops = row.self_us > 0 ? row.flops / row.self_us / 1e3 : 0;
-    row.roof = roofline(OpCost{row.flops, row.bytes}, peaks, dtype);
+    // the calls' combined roof: their FLOPs over the least time their units need for them
+    const double roof_flops = row.flops > 0 ? row.flops / compute_s[name] : peaks.f32_flops;
+    row.roof = roofline(OpCost{row.flops, row.bytes}, roof_flops, peaks.bytes_per_s);
     row.over_floor = row.roof.floor_s > 0 ? row.self_us * 1e-6 / row.roof.floor_s : 0;
+    const auto& units = flops_by_unit[name];
+    row.unit = std::max_element(units.begin(), units.end(), [](const auto& a, const auto& b) {
+                 return a.second < b.second;
+               })->first;
     s.rows.push_back(row);
   }
   std::sort(s.rows.begin(), s.rows.end(), [](const KernelRow& a, const KernelRow& b) {
@@ -86,11 +96,27 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const
 }
 
 std::string KernelSummary::table() const {
+  // the f32 roof, and the roof of each other unit that some kernel's FLOPs ran on
+  std::string roofs = fmt::format("{:.1f} GFLOP/s f32", peaks.f32_flops / 1e9);
+  std::string ridges = fmt::format("{:.1f}", peaks.ridge(DType::f32));
+  bool several = false;
+  for (const ComputeUnit u : {ComputeUnit::tensor_core_bf16, ComputeUnit::tensor_core_tf32}) {
+    const double roof = unit_peak_flops(peaks, u);
+    const bool used = std::any_of(rows.begin(), rows.end(),
+                                  [&](const KernelRow& r) { return r.unit == u && r.flops > 0; });
+    if (roof <= 0 || !used) continue;
+    if (!several)  // name the f32 one by its unit too
+      roofs = fmt::format("{:.1f} GFLOP/s {}", peaks.f32_flops / 1e9,
+                          compute_unit_label(ComputeUnit::cuda_core, device));
+    several = true;
+    roofs += fmt::format(", {:.1f} GFLOP/s {}", roof / 1e9, compute_unit_label(u, device));
+    ridges += fmt::format(" and {:.1f}", roof / peaks.bytes_per_s);
+  }
   std::string out = fmt::format(
-      "peaks ({}): {:.1f} GFLOP/s {}, {:.1f} GB/s, ridge {:.1f} FLOP/byte; source: {}\n",
-      peaks.name, peaks.flops(dtype) / 1e9, dtype_name(dtype), peaks.bytes_per_s / 1e9,
-      peaks.ridge(dtype), peaks.source);
-  if (peaks.attainable_f32_flops > 0 && dtype == DType::f32)
+      "peaks ({}): {}, {:.1f} GB/s, ridge{} {} FLOP/byte{}; source: {}\n", peaks.name, roofs,
+      peaks.bytes_per_s / 1e9, several ? "s" : "", ridges,
+      several ? " (each kernel against the roof of the unit its FLOPs ran on)" : "", peaks.source);
+  if (peaks.attainable_f32_flops > 0)
     out += fmt::format("attainable (measured, a second roof, not the peak): {:.1f} GFLOP/s f32\n",
                        peaks.attainable_f32_flops / 1e9);
   out += fmt::format("{:<28} {:>6} {:>10} {:>10} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8}\n", "kernel",

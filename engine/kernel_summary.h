@@ -23,15 +23,19 @@ struct KernelRow {
   double flops = 0, bytes = 0;  // summed over calls
   double share = 0;             // self_us / window
   double gbps = 0, gflops = 0;  // achieved over self time
-  RooflinePoint roof;           // against the peaks, for all calls together
-  double over_floor = 0;        // self time / roofline floor (1 = on the roof); 0 if no cost
+  // Against the peaks, for all calls together, each call's FLOPs against the roof of the unit it
+  // ran on (LaunchInfo::unit; a bf16 GEMM's on the bf16 path, cpu's too): floor_s = max(sum of
+  // flops / unit roof, bytes / bandwidth), ridge = the calls' combined roof / bandwidth.
+  RooflinePoint roof;
+  double over_floor = 0;  // self time / roofline floor (1 = on the roof); 0 if no cost
+  ComputeUnit unit = ComputeUnit::cuda_core;  // the unit that did most of its FLOPs
 };
 
 struct KernelSummary {
   std::vector<KernelRow> rows;  // by self time, largest first
   double window_us = 0;
   DevicePeaks peaks;
-  DType dtype = DType::f32;  // whose FLOP/s peak the bound is judged against
+  DeviceKind device = DeviceKind::cpu;  // the launches' (names the units in the header)
   // Each launch configuration on emu/cuda with its theoretical occupancy on an H200 (empty for
   // cpu launches); table() prints them after the kernels.
   std::vector<LaunchOccupancy> occupancy;
@@ -40,7 +44,7 @@ struct KernelSummary {
   std::string table() const;
 };
 
-KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches, const DevicePeaks& peaks,
-                                DType dtype);
+KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
+                                const DevicePeaks& peaks);
 
 }  // namespace glass

@@ -43,6 +43,21 @@ const char* compute_unit_name(ComputeUnit u) {
   return "?";
 }
 
+const char* compute_unit_label(ComputeUnit u, DeviceKind device) {
+  const bool cpu = device == DeviceKind::cpu;
+  switch (u) {
+    case ComputeUnit::cuda_core:
+      return cpu ? "FMA units (f32)" : "CUDA cores";
+    case ComputeUnit::tensor_core_bf16:
+      return cpu ? "vdpbf16ps (bf16)" : "Tensor Cores (bf16)";
+    case ComputeUnit::tensor_core_tf32:
+      return cpu ? "TF32 (none on cpu)" : "Tensor Cores (TF32)";
+    case ComputeUnit::memory:
+      return "memory";
+  }
+  return "?";
+}
+
 namespace {
 std::mutex observers_mu;
 std::vector<LaunchObserver*> observers;

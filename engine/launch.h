@@ -28,13 +28,19 @@ namespace glass {
 enum class Phase : uint8_t { forward, backward, optimizer, comm, recompute, other };
 const char* phase_name(Phase p);
 
-// The unit of the GPU that does a launch's FLOPs, whose peak is the launch's compute roof
-// (engine/roofline.h): the CUDA cores (scalar f32/f64 FMA: every hand-written kernel without mma),
-// the Tensor Cores on bf16 (or f16) inputs or on TF32 inputs (cuBLAS GEMMs, the mma kernels), or
-// no unit at all: a launch that only moves bytes (copy, memset, fill). On cpu every launch is
-// `cuda_core` (the vector FMA units): the field only distinguishes the GPU's units.
+// The unit that does a launch's FLOPs, whose peak is the launch's compute roof (engine/roofline.h).
+// On a GPU: the CUDA cores (scalar f32/f64 FMA: every hand-written kernel without mma), the Tensor
+// Cores on bf16 (or f16) inputs or on TF32 inputs (cuBLAS GEMMs, the mma kernels), or no unit at
+// all: a launch that only moves bytes (copy, memset, fill). On cpu the same ids name the core's
+// two paths: `cuda_core` its vector FMA units (f32 and f64), `tensor_core_bf16` AVX512-BF16's
+// bf16 dot products (vdpbf16ps: the bf16 GEMMs' and flash attention's products where the core has
+// it), whose peak is DevicePeaks::bf16_flops. The ids are the JSON's; compute_unit_label says
+// what each is on a given device, for people.
 enum class ComputeUnit : uint8_t { cuda_core, tensor_core_bf16, tensor_core_tf32, memory };
 const char* compute_unit_name(ComputeUnit u);  // "cuda_core", "tensor_core_bf16", ...
+// "CUDA cores", "Tensor Cores (bf16)", ... on a GPU (cuda, emu, meta); "FMA units (f32)",
+// "vdpbf16ps (bf16)", ... on cpu.
+const char* compute_unit_label(ComputeUnit u, DeviceKind device);
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;

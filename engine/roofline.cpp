@@ -67,6 +67,11 @@ double unit_peak_flops(const DevicePeaks& peaks, ComputeUnit unit) {
   return peaks.f32_flops;
 }
 
+double unit_roof_flops(const DevicePeaks& peaks, ComputeUnit unit) {
+  const double p = unit_peak_flops(peaks, unit);
+  return p > 0 ? p : peaks.f32_flops;
+}
+
 double launch_bound_s(const LaunchInfo& launch, const DevicePeaks& peaks) {
   GLASS_CHECK(peaks.bytes_per_s > 0, "device '{}' has no bandwidth ({})", peaks.name, peaks.source);
   double compute = 0;

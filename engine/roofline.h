@@ -64,9 +64,13 @@ inline RooflinePoint roofline(const OpCost& cost, const DevicePeaks& peaks, DTyp
 }
 
 // The FLOP/s roof of `unit` on `peaks`: f32 for cuda_core (and for the FLOPs of a `memory` launch,
-// which has none in practice), bf16 or tf32 for the Tensor Cores; 0 where the device has no such
-// peak (cpu has no Tensor Cores).
+// which has none in practice), bf16 or tf32 for the Tensor Cores (on cpu: bf16 for vdpbf16ps,
+// ComputeUnit); 0 where the device has no such peak (cpu has no TF32 path).
 double unit_peak_flops(const DevicePeaks& peaks, ComputeUnit unit);
+// The roof a launch on `unit` is judged against where it must have one: the unit's peak, or the
+// f32 peak where the device has none for the unit (emu runs its bf16 "tensor core" math in f32 on
+// the host; a GPU without a datasheet row has no bf16 peak).
+double unit_roof_flops(const DevicePeaks& peaks, ComputeUnit unit);
 // A launch's roofline lower bound in seconds: max(flops / unit_peak_flops, bytes / bandwidth).
 // Throws glass::Error naming the device, the unit and the kernel when a launch does FLOPs on a
 // unit the device has no peak for.

@@ -161,10 +161,11 @@ bool gradients_finite(const OpInstance& inst) {
   return true;
 }
 
-// The dtype whose FLOP/s peak the kernels are judged against. emu's bf16 kernels load and
-// store bf16 but do their math in f32 on the host, so the host's f32 peak is the one they can reach
-// (as train_gpt's MFU takes it); a GPU's bf16 math runs on its tensor cores, whose datasheet peak
-// it is judged against (a GPU without a datasheet row has no bf16 peak: the summary says so).
+// The dtype of the peak the op's products can reach (JSON `peak_dtype`; each kernel row is judged
+// against the roof of the unit its launches ran on, KernelRow). emu's bf16 kernels load and store
+// bf16 but do their math in f32 on the host, so the host's f32 peak is the one they can reach (as
+// train_gpt's MFU takes it); a GPU's bf16 math runs on its tensor cores, whose datasheet peak it
+// is (a GPU without a datasheet row has no bf16 peak: the summary says so).
 DType peak_dtype(const OpCase& op) {
   if (op.device.kind == DeviceKind::emu) return DType::f32;
   // cpu: its bf16 GEMMs multiply bf16 (vdpbf16ps) where the core has AVX512-BF16, else in f32
@@ -237,8 +238,7 @@ OpRow time_op(const OpCase& op, const TimingPlan& plan, TraceRecorder& recorder)
               norms.size(), row.tape.size());
   row.gradients_finite = gradients_finite(inst);
   row.memory = alloc.stats();
-  row.kernels =
-      summarize_kernels(recorder.launches(), kernels::peaks_for(op.device), peak_dtype(op));
+  row.kernels = summarize_kernels(recorder.launches(), kernels::peaks_for(op.device));
   return row;
 }
 
@@ -288,7 +288,7 @@ nlohmann::json row_json(const OpRow& row, const std::string& engine_version) {
           // the attention kernel asked for (the kernels that ran are the kernel rows)
           {"attention", row.op.operation == "attention" ? row.op.attention : ""},
           {"dtype", dtype_name(row.op.dtype)},
-          {"peak_dtype", dtype_name(row.kernels.dtype)},  // whose FLOP/s peak judges the kernels
+          {"peak_dtype", dtype_name(peak_dtype(row.op))},  // the peak of the op's products
           {"shapes", shapes},
           {"clock", row.clock},
           {"median_ms", row.median_ms},

@@ -320,4 +320,26 @@ inline OracleRun run_torch_oracle(const std::string& cmd) {
                      "; make test sets GLASS_REQUIRE_ORACLE=1, which makes this a failure"};
 }
 
+// The LaunchInfo of every launch the gateway reports while this is alive, in the order they end.
+class LaunchRecorder : public LaunchObserver {
+ public:
+  LaunchRecorder() { subscribe(this); }
+  ~LaunchRecorder() override { unsubscribe(this); }
+  void on_launch_end(const LaunchRecord& r) override {
+    const std::lock_guard lock(mu_);
+    launches.push_back(r.info);
+  }
+  // The last launch of `kernel`; a test failure (and an empty LaunchInfo) when there is none.
+  LaunchInfo last(std::string_view kernel) const {
+    for (auto it = launches.rbegin(); it != launches.rend(); ++it)
+      if (kernel == it->kernel) return *it;
+    ADD_FAILURE() << "no launch of " << kernel << " was recorded";
+    return {};
+  }
+  std::vector<LaunchInfo> launches;
+
+ private:
+  std::mutex mu_;
+};
+
 }  // namespace glass::testing

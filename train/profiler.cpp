@@ -146,7 +146,7 @@ void TrainProfiler::finish(const std::string& title, const std::vector<std::stri
     log().info("trace of steps {}..{} ({} launches) written to {}", from_, to_, launches.size(),
                opt_.trace);
   }
-  in.kernels = summarize_kernels(launches, kernels::peaks_for(device_), DType::f32);
+  in.kernels = summarize_kernels(launches, kernels::peaks_for(device_));
   fmt::print("\nkernels of steps {}..{}:\n{}", from_, to_, in.kernels.table());
   if (opt_.report.empty()) return;
   facts.steps = steps_;
@@ -174,7 +174,7 @@ std::string render_pass_report(const std::string& title, const std::vector<std::
   in.step_launches = launches;
   in.tape = tape;
   if (!tape.empty()) in.ledger = build_memory_ledger(launches, tape, state);
-  in.kernels = summarize_kernels(launches, kernels::peaks_for(device), dtype);
+  in.kernels = summarize_kernels(launches, kernels::peaks_for(device));
   in.facts.device = device.str();
   in.facts.dtype = std::string(dtype_name(dtype));
   in.facts.peak_dtype = kernels::peaks_for(device).bf16_flops > 0 ? dtype : DType::f32;

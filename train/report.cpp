@@ -29,13 +29,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The FLOP/s roof of a launch's unit; the f32 one where the device has no peak for the unit (emu
-// runs its bf16 "tensor core" math in f32 on the host).
-double roof_of(const DevicePeaks& peaks, ComputeUnit unit) {
-  const double p = unit_peak_flops(peaks, unit);
-  return p > 0 ? p : peaks.f32_flops;
-}
-
 // The union of the launches' intervals (nested launches count once): the time some kernel ran.
 double busy_us(const std::vector<TracedLaunch>& ls) {
   std::vector<std::pair<double, double>> iv;
@@ -171,8 +164,8 @@ nlohmann::json launches_json(const ReportInputs& in, double& step_flops) {
   for (const TracedLaunch& l : in.step_launches) {
     const LaunchInfo& info = l.record.info;
     step_flops += info.flops;
-    const RooflinePoint roof =
-        roofline(OpCost{info.flops, info.bytes}, roof_of(peaks, info.unit), peaks.bytes_per_s);
+    const RooflinePoint roof = roofline(OpCost{info.flops, info.bytes},
+                                        unit_roof_flops(peaks, info.unit), peaks.bytes_per_s);
     out.push_back({{"kernel", info.kernel},
                    {"op", info.op},
                    {"module", info.module},
@@ -242,17 +235,14 @@ nlohmann::json ledger_json(const ReportInputs& in) {
 nlohmann::json roofline_json(const ReportInputs& in) {
   const DevicePeaks& peaks = in.kernels.peaks;
   std::map<std::string, std::vector<TracedLaunch>> by_phase;
-  std::map<std::string, ComputeUnit> unit_of;
-  for (const TracedLaunch& l : in.step_launches) {
+  for (const TracedLaunch& l : in.step_launches)
     by_phase[phase_name(l.record.info.phase)].push_back(l);
-    unit_of.try_emplace(l.record.info.kernel, l.record.info.unit);
-  }
+  const DeviceKind device = in.kernels.device;
   nlohmann::json points = nlohmann::json::array(), movers = nlohmann::json::array();
   for (const auto& [phase, ls] : by_phase) {
-    const KernelSummary s = summarize_kernels(ls, peaks, in.kernels.dtype);
+    const KernelSummary s = summarize_kernels(ls, peaks);
     for (const KernelRow& r : s.rows) {
-      const auto u = unit_of.find(r.kernel);
-      const ComputeUnit unit = u != unit_of.end() ? u->second : ComputeUnit::cuda_core;
+      // the roof of the units its calls ran on (one unit: that unit's), as the table judges it
       nlohmann::json p = {{"kernel", r.kernel},
                           {"phase", phase},
                           {"calls", r.calls},
@@ -261,19 +251,23 @@ nlohmann::json roofline_json(const ReportInputs& in) {
                           {"bytes", r.bytes},
                           {"gbps", r.gbps},
                           {"gflops", r.gflops},
-                          {"unit", compute_unit_name(unit)},
-                          {"roof_gflops", roof_of(peaks, unit) / 1e9}};
+                          {"unit", compute_unit_name(r.unit)},
+                          {"unit_label", compute_unit_label(r.unit, device)},
+                          {"roof_gflops", r.roof.ridge * peaks.bytes_per_s / 1e9}};
       (r.flops > 0 && r.bytes > 0 ? points : movers).push_back(p);
     }
   }
-  nlohmann::json roofs = nlohmann::json::object();
+  nlohmann::json roofs = nlohmann::json::object(), labels = nlohmann::json::object();
   for (ComputeUnit u :
        {ComputeUnit::cuda_core, ComputeUnit::tensor_core_bf16, ComputeUnit::tensor_core_tf32})
-    if (unit_peak_flops(peaks, u) > 0)
+    if (unit_peak_flops(peaks, u) > 0) {
       roofs[compute_unit_name(u)] = unit_peak_flops(peaks, u) / 1e9;
+      labels[compute_unit_name(u)] = compute_unit_label(u, device);
+    }
   nlohmann::json j = {{"points", points},
                       {"memory_only", movers},
                       {"roofs_gflops", roofs},
+                      {"roof_labels", labels},
                       {"bandwidth_gbps", peaks.bytes_per_s / 1e9},
                       {"source", peaks.source}};
   if (peaks.attainable_f32_flops > 0) {

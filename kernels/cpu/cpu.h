@@ -27,7 +27,7 @@ namespace glass::kernels::cpu {
 
 // LaunchInfo for a cpu kernel: grid.x = independent work items, block.x = threads used.
 inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double flops,
-                                  double bytes) {
+                                  double bytes, ComputeUnit unit = ComputeUnit::cuda_core) {
   LaunchInfo info;
   info.kernel = kernel;
   info.device = kCPU;
@@ -35,7 +35,15 @@ inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double
   info.block = {static_cast<unsigned>(num_threads()), 1, 1};
   info.flops = flops;
   info.bytes = bytes;
+  info.unit = unit;
   return info;
+}
+
+// The unit a bf16 product's FLOPs run on, whose roof judges its launch (engine/launch.h): AVX512-
+// BF16's dot products where sgemm_bf16's vdpbf16ps path runs (the bf16 peak), else the FMA units
+// (its f32 conversion path, and the scalar model of flash attention's products).
+inline ComputeUnit bf16_product_unit() {
+  return bf16_gemm_fast_path() ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
 }
 
 // Below this many elements a parallel region costs more than it saves.

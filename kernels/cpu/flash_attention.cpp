@@ -377,7 +377,9 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const int64_t Tn = g.T, D = g.D;
   const double flops = flash_attention_forward_flops(g.slices(), Tn, D);
   visit_element(qkv, kernel, [&]<class T>() {
-    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse})), [&] {
+    // bf16: the products on vdpbf16ps where the core has it (attention_gemm_bf16.cpp)
+    const ComputeUnit unit = std::is_same_v<T, bf16> ? bf16_product_unit() : ComputeUnit::cuda_core;
+    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse}), unit), [&] {
       const bool threaded = worth_threading(g.slices(), g.slices() * Tn * Tn * D);
       parallel_ranges(g.slices(), threaded, [&](int64_t first, int64_t last) {
         if constexpr (std::is_same_v<T, bf16>) {
@@ -407,7 +409,9 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const int64_t Tn = g.T, D = g.D;
   const double flops = flash_attention_backward_flops(g.slices(), Tn, D);  // in one pass
   visit_element(qkv, kernel, [&]<class T>() {
-    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv})),
+    const ComputeUnit unit = std::is_same_v<T, bf16> ? bf16_product_unit() : ComputeUnit::cuda_core;
+    launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv}),
+                           unit),
            [&] {
              const bool threaded = worth_threading(g.kv_slices(), g.slices() * Tn * Tn * D);
              parallel_ranges(g.kv_slices(), threaded, [&](int64_t first, int64_t last) {

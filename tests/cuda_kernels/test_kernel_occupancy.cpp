@@ -25,8 +25,7 @@ TEST(KernelResources, KernelSummaryShowsEachLaunchConfigurationsOccupancy) {
   recorder.start();
   layer_norm(x, w, b);
   recorder.stop();
-  const KernelSummary s =
-      summarize_kernels(recorder.launches(), kernels::peaks_for(kEmu), DType::f32);
+  const KernelSummary s = summarize_kernels(recorder.launches(), kernels::peaks_for(kEmu));
   ASSERT_EQ(s.occupancy.size(), 1u);
   const LaunchOccupancy& o = s.occupancy[0];
   EXPECT_EQ(o.kernel, "layernorm_forward");

@@ -208,7 +208,7 @@ TEST(KernelSummary, NestedLaunchesSplitSelfAndTotal) {
   const std::vector<TracedLaunch> ls = {
       traced("outer", 1, 0, 10, 0, 1000), traced("inner", 1, 2, 5, 3000, 100),
       traced("inner", 1, 6, 7, 1000, 100), traced("inner", 2, 3, 9, 2000, 200)};
-  const KernelSummary s = summarize_kernels(ls, round_peaks(), DType::f32);
+  const KernelSummary s = summarize_kernels(ls, round_peaks());
   ASSERT_EQ(s.rows.size(), 2u);
   EXPECT_DOUBLE_EQ(s.window_us, 10);
   const KernelRow& inner = s.rows[0];  // self 3 + 1 + 6 = 10 us, the largest
@@ -237,11 +237,45 @@ TEST(KernelSummary, WindowSumsSteps) {
   const std::vector<TracedLaunch> ls = {traced("k", 1, 0, 4, 0, 0, 1),
                                         traced("k", 1, 100, 102, 0, 0, 2),
                                         traced("k", 1, 103, 105, 0, 0, 2)};
-  const KernelSummary s = summarize_kernels(ls, round_peaks(), DType::f32);
+  const KernelSummary s = summarize_kernels(ls, round_peaks());
   EXPECT_DOUBLE_EQ(s.window_us, 9);
   EXPECT_DOUBLE_EQ(s.rows[0].self_us, 8);
   EXPECT_DOUBLE_EQ(s.rows[0].share, 8.0 / 9.0);
   EXPECT_EQ(s.rows[0].over_floor, 0);  // nothing counted: no floor to compare against
+}
+
+TEST(KernelSummary, EachCallIsJudgedAgainstTheRoofOfItsUnit) {
+  // 1 TFLOP/s f32, 4 TFLOP/s bf16 (the cpu's vdpbf16ps path or a GPU's Tensor Cores), 100 GB/s.
+  DevicePeaks peaks = round_peaks();
+  peaks.bf16_flops = 4e12;
+  // "mixed": 4e6 FLOPs on the bf16 unit and 1e6 on the f32 one, 1000 bytes, in 10 us in all
+  std::vector<TracedLaunch> ls = {traced("mixed", 1, 0, 5, 4e6, 500),
+                                  traced("mixed", 1, 5, 10, 1e6, 500),
+                                  traced("fma", 1, 10, 20, 1e6, 1000)};
+  ls[0].record.info.unit = ComputeUnit::tensor_core_bf16;
+  const KernelSummary s = summarize_kernels(ls, peaks);
+  ASSERT_EQ(s.rows.size(), 2u);
+  const KernelRow& fma = s.rows[0].kernel == "fma" ? s.rows[0] : s.rows[1];
+  const KernelRow& mixed = s.rows[0].kernel == "mixed" ? s.rows[0] : s.rows[1];
+  // floor: 4e6 / 4e12 + 1e6 / 1e12 = 2 us of compute (more than 1000 B / 100 GB/s = 10 ns); the
+  // combined roof 5e6 FLOPs / 2 us = 2.5 TFLOP/s, whose ridge is 25 FLOP/byte
+  EXPECT_NEAR(mixed.roof.floor_s, 2e-6, 1e-18);
+  EXPECT_NEAR(mixed.over_floor, 5, 1e-9);
+  EXPECT_NEAR(mixed.roof.ridge, 25, 1e-9);
+  EXPECT_EQ(mixed.unit, ComputeUnit::tensor_core_bf16);  // the unit that did most of its FLOPs
+  EXPECT_NEAR(fma.roof.floor_s, 1e-6, 1e-18);            // f32: 1e6 / 1e12
+  EXPECT_EQ(fma.unit, ComputeUnit::cuda_core);
+  // the header names both roofs by the units of the launches' device (cpu here)
+  EXPECT_TRUE(testing::contains_all(
+      s.table(), {"1000.0 GFLOP/s FMA units (f32)", "4000.0 GFLOP/s vdpbf16ps (bf16)", "ridges"}))
+      << s.table();
+  // a device without a bf16 peak (emu: its bf16 math runs in f32 on the host) judges the bf16
+  // unit's FLOPs against the f32 roof: 5e6 / 1e12 = 5 us, and one roof in the header
+  const KernelSummary f32_only = summarize_kernels(ls, round_peaks());
+  const KernelRow& m32 = f32_only.rows[0].kernel == "mixed" ? f32_only.rows[0] : f32_only.rows[1];
+  EXPECT_NEAR(m32.roof.floor_s, 5e-6, 1e-18);
+  EXPECT_TRUE(testing::contains_all(f32_only.table(), {"1000.0 GFLOP/s f32, 100.0 GB/s, ridge 10"}))
+      << f32_only.table();
 }
 
 // Launches `n` empty kernels named `name` in `phase` on `stream`.

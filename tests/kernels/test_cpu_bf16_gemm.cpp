@@ -765,5 +765,34 @@ TEST(CpuBf16Gemm, PackedPairsAreTheWordsOfTheirLines) {
         }
 }
 
+// A launch is judged against the roof of the unit it says its FLOPs ran on (engine/launch.h): a
+// bf16 product on vdpbf16ps against the cpu's bf16 peak (2x the f32 one), the conversion path's
+// against the f32 peak. Said wrongly, the step explorer drew the bf16 GEMMs above their roof.
+TEST(CpuBf16Gemm, LaunchesNameTheUnitTheirProductsRanOn) {
+  const int64_t B = 1, T = 16, H = 2, D = 8, C = H * D;
+  on_both_paths([&](bool fallback) {
+    SCOPED_TRACE(fallback ? "conversion path" : "vdpbf16ps where the CPU has it");
+    const ComputeUnit products =
+        !fallback && cpu_has_avx512_bf16() ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
+    const Tensor qkv = Tensor::empty({B, T, 3 * C}, DType::bf16),
+                 out = Tensor::empty({B, T, C}, DType::bf16),
+                 lse = Tensor::empty({B, H, T}, DType::f32);
+    cpu_backend().fill(qkv, 0.25);
+    Built o = build(kShapes[4], 31);
+    testing::LaunchRecorder rec;
+    cpu_backend().gemm(o.g);
+    cpu_backend().flash_attention_forward(qkv, out, lse, H, H, 0.35);
+    EXPECT_EQ(rec.last("gemm").unit, products);
+    EXPECT_EQ(rec.last("flash_attention_forward").unit, products);
+  });
+  // f32 products run on the FMA units on either setting
+  const Tensor qkv = Tensor::empty({B, T, 3 * C}), out = Tensor::empty({B, T, C}),
+               lse = Tensor::empty({B, H, T});
+  cpu_backend().fill(qkv, 0.25);
+  testing::LaunchRecorder rec;
+  cpu_backend().flash_attention_forward(qkv, out, lse, H, H, 0.35);
+  EXPECT_EQ(rec.last("flash_attention_forward").unit, ComputeUnit::cuda_core);
+}
+
 }  // namespace
 }  // namespace glass::cpu_bf16_gemm_test

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,19 +24,6 @@
 
 namespace glass {
 namespace {
-
-// Every launch the gateway reports, while subscribed.
-class MetaLaunchRecorder : public LaunchObserver {
- public:
-  MetaLaunchRecorder() { subscribe(this); }
-  ~MetaLaunchRecorder() override { unsubscribe(this); }
-  void on_launch_end(const LaunchRecord& r) override {
-    const std::lock_guard lock(mu_);
-    launches.push_back(r.info);
-  }
-  std::mutex mu_;
-  std::vector<LaunchInfo> launches;
-};
 
 using testing::error_of;
 
@@ -122,7 +108,7 @@ TEST(MetaDevice, SamplingAndNanChecksAreOneClearError) {
 TEST(MetaDevice, LaunchesAreReportedNotRun) {
   const Tensor x = Tensor::empty({4096}, DType::bf16, kMeta);
   const Tensor y = Tensor::empty({4096}, DType::f32, kMeta);
-  MetaLaunchRecorder rec;
+  testing::LaunchRecorder rec;
   kernels::backend(kMeta).fill(x, 1.0);
   kernels::backend(kMeta).cast(x, y);
   kernels::backend(kMeta).gelu_forward(y, y);
@@ -146,7 +132,7 @@ TEST(MetaDevice, LlamaKernelsAreReportedNotRun) {
   const Tensor x = empty({64, 256}), w = empty({256}), rstd = empty({64}, DType::f32);
   const Tensor gate_up = empty({64, 512}), qkv = empty({2, 32, (4 + 2 * 2) * 32});
   const kernels::Backend& k = kernels::backend(kMeta);
-  MetaLaunchRecorder rec;
+  testing::LaunchRecorder rec;
   k.rmsnorm_forward(x, w, x, rstd, 1e-5);
   k.rmsnorm_backward(x, x, w, rstd, x, w);
   k.residual_rmsnorm_forward(x, x, w, x, x, rstd, 1e-5);
@@ -181,7 +167,7 @@ TEST(MetaDevice, GemmUnits) {
     kernels::set_tf32(c.tf32);
     const Tensor a = Tensor::empty({64, 32}, c.dtype, kMeta);
     const Tensor b = Tensor::empty({32, 16}, c.dtype, kMeta);
-    MetaLaunchRecorder rec;
+    testing::LaunchRecorder rec;
     const Tensor y = matmul(a, b);
     kernels::set_tf32(false);
     ASSERT_EQ(rec.launches.size(), 1u);
@@ -237,7 +223,7 @@ TrainedStep trainer_step_on_emu(train::TrainOptions o) {
   t.state_bytes = a.stats().allocated_bytes - base;
   a.reset_peaks();
   {
-    MetaLaunchRecorder rec;
+    testing::LaunchRecorder rec;
     trainer.train_step();
     t.launches = rec.launches;
   }

@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "engine/allocator.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/peaks.h"
 #include "report_testing.h"
 #include "tests/testing.h"
@@ -388,8 +389,11 @@ TEST(TrainProfiler, MemoryLedgerNeverAttributesMoreThanIsAllocated) {
 
 // Every kernel of a real training step on cpu runs below the hardware's FLOP/s peak, the roof the
 // summary and report draw (the old measured-GEMM peak had the GEMMs at or above it: x floor 1.0).
-TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
-  Trainer trainer(testing::tiny_options());
+// The launches of a tiny model's second step on cpu, in `dtype`.
+std::vector<TracedLaunch> recorded_step(const std::string& dtype) {
+  TrainOptions o = testing::tiny_options();
+  o.dtype = dtype;
+  Trainer trainer(o);
   trainer.train_step();  // the allocator's cache filled, as in a profiled step 2
   TraceRecorder recorder;
   recorder.start();
@@ -397,11 +401,35 @@ TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
   trainer.train_step();
   recorder.end_step();
   recorder.stop();
+  return recorder.launches();
+}
+
+TEST(TrainProfiler, NoKernelOfAStepIsAboveTheHardwarePeak) {
   const DevicePeaks peaks = kernels::peaks_for(kCPU);
-  const KernelSummary s = summarize_kernels(recorder.launches(), peaks, DType::f32);
+  const KernelSummary s = summarize_kernels(recorded_step("f32"), peaks);
   ASSERT_FALSE(s.rows.empty());
   for (const KernelRow& r : s.rows) EXPECT_LE(r.gflops * 1e9, peaks.f32_flops) << r.kernel;
   EXPECT_NE(s.table().find("attainable (measured"), std::string::npos) << s.table();
+}
+
+// In bf16 the products (the GEMMs, flash attention's) run on vdpbf16ps where the core has
+// AVX512-BF16 and are judged against the bf16 peak (2x the f32 one, which they may pass); the rest
+// against the f32 peak. Judged against f32 alone, the summary and the explorer's roofline put the
+// GEMMs above their roof.
+TEST(TrainProfiler, Bf16KernelsAreJudgedAgainstTheRoofOfTheirUnit) {
+  const DevicePeaks peaks = kernels::peaks_for(kCPU);
+  const KernelSummary s = summarize_kernels(recorded_step("bf16"), peaks);
+  ASSERT_FALSE(s.rows.empty());
+  const ComputeUnit products =
+      kernels::cpu::bf16_gemm_fast_path() ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
+  for (const KernelRow& r : s.rows) {
+    const bool product =
+        r.kernel == "gemm" || r.kernel == "gemm_bgrad_a" || r.kernel.starts_with("flash_attention");
+    EXPECT_EQ(r.unit, product ? products : ComputeUnit::cuda_core) << r.kernel;
+    if (r.flops > 0) EXPECT_LE(r.gflops, r.roof.ridge * peaks.bytes_per_s / 1e9) << r.kernel;
+  }
+  if (products == ComputeUnit::tensor_core_bf16)
+    EXPECT_NE(s.table().find("vdpbf16ps (bf16)"), std::string::npos) << s.table();
 }
 
 // The roofline's data: a point per kernel with FLOPs (with its unit's roof), the kernels without
@@ -425,7 +453,7 @@ TEST(TrainProfiler, RooflineListsZeroFlopKernelsApartAndNamesItsRoofs) {
   };
   in.step_launches = {launch("gemm", 2e6, 1e5, 0), launch("copy", 0, 4e5, 1),
                       launch("gemm", 2e6, 1e5, 2)};
-  in.kernels = summarize_kernels(in.step_launches, in.kernels.peaks, DType::f32);
+  in.kernels = summarize_kernels(in.step_launches, in.kernels.peaks);
   const nlohmann::json r = report_data(in)["roofline"];
   ASSERT_EQ(r["points"].size(), 1u);
   EXPECT_EQ(r["points"][0]["kernel"], "gemm");

@@ -582,7 +582,8 @@
       hover(p, label + "\nbandwidth " + si(bw * 1e9, "B/s") + ", ridge at " + knee.toPrecision(3) +
         " FLOP/byte\n" + source);
     };
-    for (const [unit, peak] of roofs) roofLine(peak, "#333", unit + " roof " + si(peak * 1e9, "FLOP/s"), "", R.source);
+    const label = (unit) => (R.roof_labels && R.roof_labels[unit]) || unit;
+    for (const [unit, peak] of roofs) roofLine(peak, "#333", label(unit) + " roof " + si(peak * 1e9, "FLOP/s"), "", R.source);
     if (R.attainable_gflops) roofLine(R.attainable_gflops, "#2a2", "attainable " + si(R.attainable_gflops * 1e9, "FLOP/s"), "5 3", R.attainable_source);
     for (const p of pts) {
       const i = p.flops / p.bytes;
@@ -592,7 +593,7 @@
                                "fill-opacity": 0.8, stroke: "#fff", "data-kernel": p.kernel,
                                "data-phase": p.phase }, P.svg);
       if (p.gflops > roof * 1.0001) c.classList.add("above");
-      hover(c, p.kernel + " (" + p.phase + ", " + p.calls + " calls, " + p.unit + ")\nintensity " +
+      hover(c, p.kernel + " (" + p.phase + ", " + p.calls + " calls, " + (p.unit_label || p.unit) + ")\nintensity " +
         i.toPrecision(3) + " FLOP/byte\nachieved " + si(p.gflops * 1e9, "FLOP/s") + " = " +
         (100 * p.gflops / roof).toFixed(1) + "% of its roof " + si(roof * 1e9, "FLOP/s") +
         "\n" + si(p.gbps * 1e9, "B/s") + " over self time " + us(p.self_us));
