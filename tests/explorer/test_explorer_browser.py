@@ -139,7 +139,8 @@ def page_data(report):
 
 def check_pass_report(chromium, command, report):
     """A one-pass report (debug_step, profile_op): drawn, a launch element per launch and a node
-    element per tape node of its data, each node with its gradient norm."""
+    element per tape node of its data, each node with its gradient norm, no roofline point above
+    its unit's roof."""
     if os.path.exists(report):
         os.remove(report)
     run = subprocess.run(command, capture_output=True, text=True)
@@ -158,6 +159,9 @@ def check_pass_report(chromium, command, report):
         fail("{}: {} data-node elements for a tape of {}".format(
             report, len(node_elems), len(tape_ids)))
     check_grad_norms(dom, node_elems, len(tape_ids))
+    above = [a for t, a in dom.elements if "above" in a.get("class", "").split()]
+    if above:
+        fail("{}: {} roofline points above their roof".format(report, len(above)))
     return len(tape_ids)
 
 
@@ -277,8 +281,9 @@ def main():
                                                   os.path.join(out, "debug_step.html")],
                                        os.path.join(out, "debug_step.html"))
         op_nodes = check_pass_report(chromium, [
-            profile_op, "--device", "cpu", "--operation", "mlp", "--shape", "8,16", "--warmup",
-            "0", "--repeats", "1", "--threads", "1", "--output", os.path.join(out, "op.json"),
+            profile_op, "--device", "cpu", "--operation", "mlp", "--shape", "8,16", "--dtype",
+            "bf16", "--warmup", "0", "--repeats", "1", "--threads", "1", "--output",
+            os.path.join(out, "op.json"),
             "--report", os.path.join(out, "profile_op.html")], os.path.join(out, "profile_op.html"))
         passes = "; debug_step {} and profile_op {} tape nodes with gradient norms".format(
             step_nodes, op_nodes)
