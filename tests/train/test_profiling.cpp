@@ -426,10 +426,13 @@ TEST(TrainProfiler, Bf16KernelsAreJudgedAgainstTheRoofOfTheirUnit) {
     const bool product =
         r.kernel == "gemm" || r.kernel == "gemm_bgrad_a" || r.kernel.starts_with("flash_attention");
     EXPECT_EQ(r.unit, product ? products : ComputeUnit::cuda_core) << r.kernel;
-    if (r.flops > 0) EXPECT_LE(r.gflops, r.roof.ridge * peaks.bytes_per_s / 1e9) << r.kernel;
+    if (r.flops > 0) {
+      EXPECT_LE(r.gflops, r.roof.ridge * peaks.bytes_per_s / 1e9) << r.kernel;
+    }
   }
-  if (products == ComputeUnit::tensor_core_bf16)
+  if (products == ComputeUnit::tensor_core_bf16) {
     EXPECT_NE(s.table().find("vdpbf16ps (bf16)"), std::string::npos) << s.table();
+  }
 }
 
 // The roofline's data: a point per kernel with FLOPs (with its unit's roof), the kernels without
