@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 namespace glass {
 
@@ -59,8 +60,7 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
   s.window_us = window_us(launches);
   const std::vector<double> child = child_time(launches);
   std::map<std::string, KernelRow> by_name;
-  std::map<std::string, double> compute_s;  // per kernel: each call's FLOPs over its unit's roof
-  std::map<std::string, std::map<ComputeUnit, double>> flops_by_unit;
+  std::map<std::string, std::map<ComputeUnit, double>> flops_by_unit;  // per kernel
   for (size_t i = 0; i < launches.size(); ++i) {
     const LaunchInfo& info = launches[i].record.info;
     KernelRow& row = by_name[info.kernel];
@@ -70,7 +70,6 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
     row.self_us += duration(launches[i]) - child[i];
     row.flops += info.flops;
     row.bytes += info.bytes;
-    compute_s[info.kernel] += info.flops / unit_roof_flops(peaks, info.unit);
     flops_by_unit[info.kernel][info.unit] += info.flops;
   }
   for (auto& [name, row] : by_name) {
@@ -79,10 +78,12 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
     row.gbps = row.self_us > 0 ? row.bytes / row.self_us / 1e3 : 0;
     row.gflops = row.self_us > 0 ? row.flops / row.self_us / 1e3 : 0;
     // the calls' combined roof: their FLOPs over the least time their units need for them
-    const double roof_flops = row.flops > 0 ? row.flops / compute_s[name] : peaks.f32_flops;
+    const auto& units = flops_by_unit[name];
+    double compute_s = 0;
+    for (const auto& [unit, flops] : units) compute_s += flops / unit_roof_flops(peaks, unit);
+    const double roof_flops = row.flops > 0 ? row.flops / compute_s : peaks.f32_flops;
     row.roof = roofline(OpCost{row.flops, row.bytes}, roof_flops, peaks.bytes_per_s);
     row.over_floor = row.roof.floor_s > 0 ? row.self_us * 1e-6 / row.roof.floor_s : 0;
-    const auto& units = flops_by_unit[name];
     row.unit = std::max_element(units.begin(), units.end(), [](const auto& a, const auto& b) {
                  return a.second < b.second;
                })->first;
@@ -96,21 +97,21 @@ KernelSummary summarize_kernels(const std::vector<TracedLaunch>& launches,
 }
 
 std::string KernelSummary::table() const {
-  // the f32 roof, and the roof of each other unit that some kernel's FLOPs ran on
-  std::string roofs = fmt::format("{:.1f} GFLOP/s f32", peaks.f32_flops / 1e9);
-  std::string ridges = fmt::format("{:.1f}", peaks.ridge(DType::f32));
-  bool several = false;
-  for (const ComputeUnit u : {ComputeUnit::tensor_core_bf16, ComputeUnit::tensor_core_tf32}) {
-    const double roof = unit_peak_flops(peaks, u);
-    const bool used = std::any_of(rows.begin(), rows.end(),
-                                  [&](const KernelRow& r) { return r.unit == u && r.flops > 0; });
-    if (roof <= 0 || !used) continue;
-    if (!several)  // name the f32 one by its unit too
-      roofs = fmt::format("{:.1f} GFLOP/s {}", peaks.f32_flops / 1e9,
-                          compute_unit_label(ComputeUnit::cuda_core, device));
-    several = true;
-    roofs += fmt::format(", {:.1f} GFLOP/s {}", roof / 1e9, compute_unit_label(u, device));
-    ridges += fmt::format(" and {:.1f}", roof / peaks.bytes_per_s);
+  // the f32 roof, and the roof of each other unit that some kernel's FLOPs ran on; with more
+  // than one, each named by its unit
+  std::vector<ComputeUnit> units = {ComputeUnit::cuda_core};
+  for (const ComputeUnit u : {ComputeUnit::tensor_core_bf16, ComputeUnit::tensor_core_tf32})
+    if (unit_peak_flops(peaks, u) > 0 &&
+        std::any_of(rows.begin(), rows.end(),
+                    [&](const KernelRow& r) { return r.unit == u && r.flops > 0; }))
+      units.push_back(u);
+  const bool several = units.size() > 1;
+  std::string roofs, ridges;
+  for (const ComputeUnit u : units) {
+    const double roof = unit_roof_flops(peaks, u);
+    roofs += fmt::format("{}{:.1f} GFLOP/s {}", roofs.empty() ? "" : ", ", roof / 1e9,
+                         several ? compute_unit_label(u, device) : "f32");
+    ridges += fmt::format("{}{:.1f}", ridges.empty() ? "" : " and ", roof / peaks.bytes_per_s);
   }
   std::string out = fmt::format(
       "peaks ({}): {}, {:.1f} GB/s, ridge{} {} FLOP/byte{}; source: {}\n", peaks.name, roofs,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <type_traits>
 
 #include "engine/launch.h"
 #include "engine/tensor.h"
@@ -39,11 +40,14 @@ inline LaunchInfo cpu_launch_info(const char* kernel, int64_t work_items, double
   return info;
 }
 
-// The unit a bf16 product's FLOPs run on, whose roof judges its launch (engine/launch.h): AVX512-
-// BF16's dot products where sgemm_bf16's vdpbf16ps path runs (the bf16 peak), else the FMA units
-// (its f32 conversion path, and the scalar model of flash attention's products).
-inline ComputeUnit bf16_product_unit() {
-  return bf16_gemm_fast_path() ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
+// The unit the FLOPs of a product of T values run on, whose roof judges its launch
+// (engine/launch.h): for bf16, AVX512-BF16's dot products where sgemm_bf16's vdpbf16ps path runs
+// (the bf16 peak); else, and on its f32 conversion path (and the scalar model of flash attention's
+// products), the FMA units.
+template <class T>
+ComputeUnit product_unit() {
+  return std::is_same_v<T, bf16> && bf16_gemm_fast_path() ? ComputeUnit::tensor_core_bf16
+                                                          : ComputeUnit::cuda_core;
 }
 
 // Below this many elements a parallel region costs more than it saves.

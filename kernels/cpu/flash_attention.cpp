@@ -378,7 +378,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   const double flops = flash_attention_forward_flops(g.slices(), Tn, D);
   visit_element(qkv, kernel, [&]<class T>() {
     // bf16: the products on vdpbf16ps where the core has it (attention_gemm_bf16.cpp)
-    const ComputeUnit unit = std::is_same_v<T, bf16> ? bf16_product_unit() : ComputeUnit::cuda_core;
+    const ComputeUnit unit = product_unit<T>();
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse}), unit), [&] {
       const bool threaded = worth_threading(g.slices(), g.slices() * Tn * Tn * D);
       parallel_ranges(g.slices(), threaded, [&](int64_t first, int64_t last) {
@@ -409,7 +409,7 @@ void flash_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const int64_t Tn = g.T, D = g.D;
   const double flops = flash_attention_backward_flops(g.slices(), Tn, D);  // in one pass
   visit_element(qkv, kernel, [&]<class T>() {
-    const ComputeUnit unit = std::is_same_v<T, bf16> ? bf16_product_unit() : ComputeUnit::cuda_core;
+    const ComputeUnit unit = product_unit<T>();
     launch(cpu_launch_info(kernel, g.slices(), flops, bytes_of({&qkv, &out, &lse, &dout, &dqkv}),
                            unit),
            [&] {

@@ -106,7 +106,7 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   const double flops = gemm_flops(g) + (row_sums ? static_cast<double>(g.m) * g.k : 0);
   launch(cpu_launch_info(kernel, g.batch, flops,
                          es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0)),
-                         bf16_product_unit()),
+                         product_unit<bf16>()),
          [&] {
            product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes,
                           aux_from_tiles ? e.aux.data<bf16>() : nullptr, e.aux_ld);
