@@ -31,6 +31,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 MARK = re.compile(r"^<!--\s*runnable(?::\s*needs\s+(?P<needs>[^>]*?))?\s*-->\s*$")
 FENCE = re.compile(r"^```")
@@ -170,6 +171,7 @@ def main():
             if args.list:
                 print(f"{rel}:{line}:\n  " + "\n  ".join(script))
                 continue
+            started = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="glass_doc_") as scratch:
                 prepare_scratch(scratch, args.source, needs)
                 r = subprocess.run(["bash", "-e", "-c", "\n".join(script)], cwd=scratch, env=env,
@@ -177,7 +179,7 @@ def main():
                                    timeout=600)
             if r.returncode == 0:
                 passed += 1
-                print(f"{rel}:{line}: ok ({len(script)} commands)")
+                print(f"{rel}:{line}: ok ({len(script)} commands, {time.monotonic() - started:.1f} s)")
             else:
                 failed += 1
                 print(f"{rel}:{line}: FAILED (exit {r.returncode}) running\n  " +
