@@ -290,6 +290,30 @@ template <class F>
   for (int64_t lane = 0; lane < kRowLanes; ++lane) f(whole + lane, lane, whole + lane < len);
 }
 
+// Sums over j < n of value(q, j) for each of kRows rows q at once, each in one fixed order that
+// depends on nothing but n: kRowLanes lane sums (lane l adds the entries j = l, l + 16, ... in
+// turn), then the lanes halved pairwise (lane l + lane l + 8, then l + 4, l + 2, l + 1). A short
+// row's sum is a chain of dependent adds; the rows of a group run theirs side by side, and the
+// lanes' tree is 4 adds deep where a sum of the lanes in turn (GCC's for `omp simd reduction`) is
+// 16 or 32. `value` must be pure: it may be called for the rows' entries in any order.
+template <int kRows, class A, class F>
+[[gnu::always_inline]] inline void row_group_sums(int64_t n, F value, A (&sums)[kRows]) {
+  A lane[kRows][kRowLanes] = {};
+  const int64_t whole = n / kRowLanes * kRowLanes;
+  for (int64_t block = 0; block < whole; block += kRowLanes)
+  // (unrolled: with q a variable, a row's pointer is not an affine base and nothing vectorises)
+#pragma GCC unroll 16
+    for (int q = 0; q < kRows; ++q)
+#pragma omp simd
+      for (int64_t l = 0; l < kRowLanes; ++l) lane[q][l] += value(q, block + l);
+  for (int q = 0; q < kRows; ++q) {
+    for (int64_t l = 0; whole + l < n; ++l) lane[q][l] += value(q, whole + l);
+    for (int64_t width = kRowLanes / 2; width >= 1; width /= 2)
+      for (int64_t l = 0; l < width; ++l) lane[q][l] += lane[q][l + width];
+    sums[q] = lane[q][0];
+  }
+}
+
 // A row of a softmax whose entries from `len` on are masked out (len == cols: no mask):
 // y[j] = exp(x[j] - max) / sum(exp(x - max)) over j < len, y[j] = 0 for len <= j < cols. The
 // masked entries of x are never used (they may be anything, even NaN). Subtracting the max keeps

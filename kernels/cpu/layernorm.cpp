@@ -32,6 +32,68 @@ namespace glass::kernels::cpu {
 namespace {
 
 constexpr int64_t kRowsPerChunk = 32;
+// The forward normalises rows four at a time (cpu.h's row_group_sums): one at a time, a 256-wide
+// row's mean and variance were two chains of dependent adds that took 30% of its time on their own
+// (bench/RESULTS.md).
+constexpr int kGroupRows = 4;
+
+// The forward's operands. delta and residual are null for the plain LayerNorm.
+template <class T, class A = compute_t<T>>
+struct LayerNormForward {
+  const T *x, *delta;
+  T* residual;
+  const T *weight, *bias;
+  T* y;
+  A *mean, *rstd;
+  int64_t C;
+  A eps;
+
+  // rows [first, first + kRows): residual = x + delta when delta is given (then the rows
+  // normalised are residual's), y = LayerNorm(rows), mean and rstd saved
+  template <int kRows>
+  void rows(int64_t first) const {
+    // the operands in locals: read through `this`, GCC reloaded them in every vectorised
+    // iteration (the stores to y might have changed them, as far as it knew)
+    const T *const w = weight, *const b = bias;
+    const T* row[kRows];
+    for (int q = 0; q < kRows; ++q) {
+      const int64_t r = first + q;
+      row[q] = x + r * C;
+      if (!delta) continue;
+      // 0. the residual add: the row to normalise is residual = x + delta
+      const T *xr = row[q], *dr = delta + r * C;
+      T* sr = residual + r * C;
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j)
+        sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
+      row[q] = sr;
+    }
+    // 1. mean, then the variance around it
+    A sum[kRows], m[kRows], square_sum[kRows];
+    row_group_sums<kRows>(
+        C, [&](int q, int64_t j) { return to_compute(row[q][j]); }, sum);
+    for (int q = 0; q < kRows; ++q) m[q] = sum[q] / static_cast<A>(C);
+    row_group_sums<kRows>(
+        C,
+        [&](int q, int64_t j) {
+          const A centred = to_compute(row[q][j]) - m[q];
+          return centred * centred;
+        },
+        square_sum);
+    // 2. normalise, scale and shift
+    for (int q = 0; q < kRows; ++q) {
+      const A rs = A(1) / std::sqrt(square_sum[q] / static_cast<A>(C) + eps);
+      const T* xr = row[q];
+      T* yr = y + (first + q) * C;
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j)
+        yr[j] =
+            from_compute<T>((to_compute(xr[j]) - m[q]) * rs * to_compute(w[j]) + to_compute(b[j]));
+      mean[first + q] = m[q];
+      rstd[first + q] = rs;
+    }
+  }
+};
 
 // residual = x + delta when delta is given (then the rows normalised are residual's), y =
 // LayerNorm(rows), mean and rstd saved.
@@ -43,41 +105,22 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
   const LaunchCost cost = layernorm_forward_cost(x, delta, residual, weight, bias, y, mean, rstd);
   visit_element(x, kernel, [&]<class T>() {
     using A = compute_t<T>;
-    const T* xp = x.data<T>();
-    const T* dp = delta ? delta->data<T>() : nullptr;
-    T* sp = delta ? residual->data<T>() : nullptr;
-    const T* w = weight.data<T>();
-    const T* b = bias.data<T>();
-    T* yp = y.data<T>();
-    A* mp = mean.data<A>();
-    A* rp = rstd.data<A>();
-    const int64_t C = g.C;
+    const LayerNormForward<T> rows{x.data<T>(),
+                                   delta ? delta->data<T>() : nullptr,
+                                   delta ? residual->data<T>() : nullptr,
+                                   weight.data<T>(),
+                                   bias.data<T>(),
+                                   y.data<T>(),
+                                   mean.data<A>(),
+                                   rstd.data<A>(),
+                                   g.C,
+                                   static_cast<A>(eps)};
+    const int64_t groups = (g.rows + kGroupRows - 1) / kGroupRows;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
-      for_each_row(g.rows, x.numel(), [&](int64_t r) {
-        const T* xr = xp + r * C;
-        T* yr = yp + r * C;
-        // 0. the residual add: the row to normalise is residual = x + delta
-        if (dp) {
-          const T* dr = dp + r * C;
-          T* sr = sp + r * C;
-#pragma omp simd
-          for (int64_t j = 0; j < C; ++j)
-            sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
-          xr = sr;
-        }
-        // 1. mean, then the variance around it
-        const A m = row_sum(xr, C) / static_cast<A>(C);
-        A var = 0;
-#pragma omp simd reduction(+ : var)
-        for (int64_t j = 0; j < C; ++j) var += (to_compute(xr[j]) - m) * (to_compute(xr[j]) - m);
-        const A rs = A(1) / std::sqrt(var / static_cast<A>(C) + static_cast<A>(eps));
-        // 2. normalise, scale and shift
-#pragma omp simd
-        for (int64_t j = 0; j < C; ++j)
-          yr[j] =
-              from_compute<T>((to_compute(xr[j]) - m) * rs * to_compute(w[j]) + to_compute(b[j]));
-        mp[r] = m;
-        rp[r] = rs;
+      for_each_row(groups, x.numel(), [&](int64_t group) {
+        const int64_t first = group * kGroupRows;
+        if (first + kGroupRows <= g.rows) return rows.template rows<kGroupRows>(first);
+        for (int64_t r = first; r < g.rows; ++r) rows.template rows<1>(r);
       });
     });
   });

@@ -1,12 +1,14 @@
 // The cpu kernels' row primitives (kernels/cpu/cpu.h) against plain loops in double: the masked
 // softmax row that softmax, naive attention and flash attention share, in whole 16-float blocks
 // (a row with room for them) and entry by entry (a row without), with NaN and huge scores in the
-// masked entries, which it must never use; and the exp behind every cpu softmax, GELU and SiLU.
+// masked entries, which it must never use; the exp behind every cpu softmax, GELU and SiLU; and
+// the row sums of a group of rows that LayerNorm takes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
@@ -71,3 +73,45 @@ TEST(CpuRows, MaskedSoftmaxRowMatchesDoubleAndIgnoresTheMaskedEntries) {
 }
 
 }  // namespace
+
+// row_group_sums: each row's sum in its documented order (16 lane sums, lane l adding entries l,
+// l + 16, ... in turn, then the lanes halved pairwise), written out here as scalar loops; the same
+// bits whether a row is summed alone or in a group of four (so a LayerNorm's results do not depend
+// on where a thread's share of rows starts); and within f32 rounding of the sum in double. Rows of
+// lengths around the 16-entry blocks, with values that make the order matter (large and small
+// values of both signs).
+float sum_in_lane_order(const std::vector<float>& x) {
+  float lane[16] = {};
+  for (size_t j = 0; j < x.size(); ++j) lane[j % 16] += x[j];
+  for (int width = 8; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
+TEST(CpuRows, RowGroupSumsFollowTheirOrderWhateverTheGroup) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  for (const int64_t n : {1, 7, 15, 16, 17, 31, 33, 64, 100, 256, 257}) {
+    std::vector<std::vector<float>> rows(4, std::vector<float>(static_cast<size_t>(n)));
+    for (auto& row : rows)
+      for (float& v : row) v = std::ldexp(mantissa(gen), exponent(gen));
+    const auto value = [&](int q, int64_t j) { return rows[static_cast<size_t>(q)][j]; };
+    float group[4];
+    glass::kernels::cpu::row_group_sums<4>(n, value, group);
+    for (int q = 0; q < 4; ++q) {
+      float alone[1];
+      glass::kernels::cpu::row_group_sums<1>(
+          n, [&](int, int64_t j) { return rows[static_cast<size_t>(q)][j]; }, alone);
+      double exact = 0, magnitude = 0;
+      for (const float v : rows[static_cast<size_t>(q)]) {
+        exact += v;
+        magnitude += std::fabs(v);
+      }
+      SCOPED_TRACE("n " + std::to_string(n) + " row " + std::to_string(q));
+      EXPECT_EQ(group[q], sum_in_lane_order(rows[static_cast<size_t>(q)]));
+      EXPECT_EQ(group[q], alone[0]);
+      EXPECT_NEAR(group[q], exact, 8 * std::numeric_limits<float>::epsilon() * magnitude);
+    }
+  }
+}
