@@ -10,8 +10,9 @@
 //             gradient that reached the residual itself: dx = dresidual + (the dx above), the
 //             gradient of both x and delta.
 //
-// Rows are independent and run in parallel. The variance is taken around the mean in a second
-// pass (no cancellation from sum(x^2) - mean^2). dweight and dbias are sums over rows: each fixed
+// Rows are independent and run in parallel, the forward's four at a time with their sums side by
+// side (norm_rows.h). The variance is taken around the mean in a second pass (no cancellation from
+// sum(x^2) - mean^2). dweight and dbias are sums over rows: each fixed
 // chunk of kRowsPerChunk rows writes its own partial sums, and the chunks are then added in chunk
 // order, so the result is bit-identical whatever the number of threads. The plain and the fused
 // entries are one code path: the fused one passes delta/residual (forward) and dresidual
@@ -26,74 +27,47 @@
 #include "kernels/costs/norms.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/norm_rows.h"
 
 namespace glass::kernels::cpu {
 
 namespace {
 
 constexpr int64_t kRowsPerChunk = 32;
-// The forward normalises rows four at a time (cpu.h's row_group_sums): one at a time, a 256-wide
-// row's mean and variance were two chains of dependent adds that took 30% of its time on their own
-// (bench/RESULTS.md).
-constexpr int kGroupRows = 4;
 
-// The forward's operands. delta and residual are null for the plain LayerNorm.
-template <class T, class A = compute_t<T>>
-struct LayerNormForward {
-  const T *x, *delta;
-  T* residual;
-  const T *weight, *bias;
-  T* y;
-  A *mean, *rstd;
-  int64_t C;
-  A eps;
-
-  // rows [first, first + kRows): residual = x + delta when delta is given (then the rows
-  // normalised are residual's), y = LayerNorm(rows), mean and rstd saved
-  template <int kRows>
-  void rows(int64_t first) const {
-    // the operands in locals: read through `this`, GCC reloaded them in every vectorised
-    // iteration (the stores to y might have changed them, as far as it knew)
-    const T *const w = weight, *const b = bias;
-    const T* row[kRows];
-    for (int q = 0; q < kRows; ++q) {
-      const int64_t r = first + q;
-      row[q] = x + r * C;
-      if (!delta) continue;
-      // 0. the residual add: the row to normalise is residual = x + delta
-      const T *xr = row[q], *dr = delta + r * C;
-      T* sr = residual + r * C;
+// Rows [first, first + kRows) of the forward (norm_rows.h: their sums side by side): residual = x
+// + delta when delta is given (then the rows normalised are residual's), y = LayerNorm(rows), mean
+// and rstd saved. A function of plain pointers (layernorm_backward_row says why).
+template <int kRows, class T, class A = compute_t<T>>
+void layernorm_forward_group(const T* x, const T* delta, T* residual, const T* w, const T* b, T* y,
+                             A* mean, A* rstd, int64_t C, A eps, int64_t first) {
+  const T* row[kRows];
+  rows_to_normalise(x, delta, residual, C, first, row);
+  // 1. mean, then the variance around it
+  A sum[kRows], m[kRows], square_sum[kRows];
+  row_group_sums<kRows>(
+      C, [&](int q, int64_t j) { return to_compute(row[q][j]); }, sum);
+  for (int q = 0; q < kRows; ++q) m[q] = sum[q] / static_cast<A>(C);
+  row_group_sums<kRows>(
+      C,
+      [&](int q, int64_t j) {
+        const A centred = to_compute(row[q][j]) - m[q];
+        return centred * centred;
+      },
+      square_sum);
+  // 2. normalise, scale and shift
+  for (int q = 0; q < kRows; ++q) {
+    const A rs = A(1) / std::sqrt(square_sum[q] / static_cast<A>(C) + eps);
+    const T* xr = row[q];
+    T* yr = y + (first + q) * C;
 #pragma omp simd
-      for (int64_t j = 0; j < C; ++j)
-        sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
-      row[q] = sr;
-    }
-    // 1. mean, then the variance around it
-    A sum[kRows], m[kRows], square_sum[kRows];
-    row_group_sums<kRows>(
-        C, [&](int q, int64_t j) { return to_compute(row[q][j]); }, sum);
-    for (int q = 0; q < kRows; ++q) m[q] = sum[q] / static_cast<A>(C);
-    row_group_sums<kRows>(
-        C,
-        [&](int q, int64_t j) {
-          const A centred = to_compute(row[q][j]) - m[q];
-          return centred * centred;
-        },
-        square_sum);
-    // 2. normalise, scale and shift
-    for (int q = 0; q < kRows; ++q) {
-      const A rs = A(1) / std::sqrt(square_sum[q] / static_cast<A>(C) + eps);
-      const T* xr = row[q];
-      T* yr = y + (first + q) * C;
-#pragma omp simd
-      for (int64_t j = 0; j < C; ++j)
-        yr[j] =
-            from_compute<T>((to_compute(xr[j]) - m[q]) * rs * to_compute(w[j]) + to_compute(b[j]));
-      mean[first + q] = m[q];
-      rstd[first + q] = rs;
-    }
+    for (int64_t j = 0; j < C; ++j)
+      yr[j] =
+          from_compute<T>((to_compute(xr[j]) - m[q]) * rs * to_compute(w[j]) + to_compute(b[j]));
+    mean[first + q] = m[q];
+    rstd[first + q] = rs;
   }
-};
+}
 
 // residual = x + delta when delta is given (then the rows normalised are residual's), y =
 // LayerNorm(rows), mean and rstd saved.
@@ -105,22 +79,18 @@ void layernorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* d
   const LaunchCost cost = layernorm_forward_cost(x, delta, residual, weight, bias, y, mean, rstd);
   visit_element(x, kernel, [&]<class T>() {
     using A = compute_t<T>;
-    const LayerNormForward<T> rows{x.data<T>(),
-                                   delta ? delta->data<T>() : nullptr,
-                                   delta ? residual->data<T>() : nullptr,
-                                   weight.data<T>(),
-                                   bias.data<T>(),
-                                   y.data<T>(),
-                                   mean.data<A>(),
-                                   rstd.data<A>(),
-                                   g.C,
-                                   static_cast<A>(eps)};
-    const int64_t groups = (g.rows + kGroupRows - 1) / kGroupRows;
+    const T* xp = x.data<T>();
+    const T* dp = delta ? delta->data<T>() : nullptr;
+    T* sp = delta ? residual->data<T>() : nullptr;
+    const T* w = weight.data<T>();
+    const T* b = bias.data<T>();
+    T* yp = y.data<T>();
+    A* mp = mean.data<A>();
+    A* rp = rstd.data<A>();
+    const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
-      for_each_row(groups, x.numel(), [&](int64_t group) {
-        const int64_t first = group * kGroupRows;
-        if (first + kGroupRows <= g.rows) return rows.template rows<kGroupRows>(first);
-        for (int64_t r = first; r < g.rows; ++r) rows.template rows<1>(r);
+      for_each_norm_group(g.rows, x.numel(), [&]<int kRows>(int64_t first) {
+        layernorm_forward_group<kRows>(xp, dp, sp, w, b, yp, mp, rp, C, static_cast<A>(eps), first);
       });
     });
   });

@@ -8,9 +8,9 @@
 //             the gradient that reached the residual itself: dx = dresidual + (the dx above).
 //
 // LayerNorm without the centring and the bias (kernels/cpu/layernorm.cpp, whose structure this
-// follows): rows run in parallel; dweight is a sum over rows, taken as fixed chunks of
-// kRmsRowsPerChunk rows that each write their own partial sums, added afterwards in chunk order, so
-// the result is bit-identical whatever the number of threads.
+// follows): rows run in parallel, the forward's four at a time (norm_rows.h); dweight is a sum over
+// rows, taken as fixed chunks of kRmsRowsPerChunk rows that each write their own partial sums,
+// added afterwards in chunk order, so the result is bit-identical whatever the number of threads.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -18,12 +18,42 @@
 #include "kernels/costs/norms.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/norm_rows.h"
 
 namespace glass::kernels::cpu {
 
 namespace {
 
 constexpr int64_t kRmsRowsPerChunk = 32;
+
+// Rows [first, first + kRows) of the forward (norm_rows.h: their sums side by side): residual = x
+// + delta when delta is given (then the rows normalised are residual's), y = RMSNorm(rows), rstd
+// saved. Plain pointers, as layernorm_forward_group.
+template <int kRows, class T, class A = compute_t<T>>
+void rmsnorm_forward_group(const T* x, const T* delta, T* residual, const T* w, T* y, A* rstd,
+                           int64_t C, A eps, int64_t first) {
+  const T* row[kRows];
+  rows_to_normalise(x, delta, residual, C, first, row);
+  // 1. the mean square
+  A square_sum[kRows];
+  row_group_sums<kRows>(
+      C,
+      [&](int q, int64_t j) {
+        const A v = to_compute(row[q][j]);
+        return v * v;
+      },
+      square_sum);
+  // 2. normalise and scale
+  for (int q = 0; q < kRows; ++q) {
+    const A rs = A(1) / std::sqrt(square_sum[q] / static_cast<A>(C) + eps);
+    const T* xr = row[q];
+    T* yr = y + (first + q) * C;
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j)
+      yr[j] = from_compute<T>(to_compute(xr[j]) * rs * to_compute(w[j]));
+    rstd[first + q] = rs;
+  }
+}
 
 // residual = x + delta when delta is given (then the rows normalised are residual's), y =
 // RMSNorm(rows), rstd saved.
@@ -43,24 +73,8 @@ void rmsnorm_forward_rows(const char* kernel, const Tensor& x, const Tensor* del
     A* rp = rstd.data<A>();
     const int64_t C = g.C;
     launch(cpu_launch_info(kernel, g.rows, cost.flops, cost.bytes), [&] {
-      for_each_row(g.rows, x.numel(), [&](int64_t r) {
-        const T* xr = xp + r * C;
-        T* yr = yp + r * C;
-        // 0. the residual add: the row to normalise is residual = x + delta
-        if (dp) {
-          const T* dr = dp + r * C;
-          T* sr = sp + r * C;
-#pragma omp simd
-          for (int64_t j = 0; j < C; ++j)
-            sr[j] = from_compute<T>(to_compute(xr[j]) + to_compute(dr[j]));
-          xr = sr;
-        }
-        // 1. the mean square, 2. normalise and scale
-        const A rs = A(1) / std::sqrt(row_dot(xr, xr, C) / static_cast<A>(C) + static_cast<A>(eps));
-#pragma omp simd
-        for (int64_t j = 0; j < C; ++j)
-          yr[j] = from_compute<T>(to_compute(xr[j]) * rs * to_compute(w[j]));
-        rp[r] = rs;
+      for_each_norm_group(g.rows, x.numel(), [&]<int kRows>(int64_t first) {
+        rmsnorm_forward_group<kRows>(xp, dp, sp, w, yp, rp, C, static_cast<A>(eps), first);
       });
     });
   });
