@@ -300,8 +300,9 @@ template <int kRows, class A, class F>
 [[gnu::always_inline]] inline void row_group_sums(int64_t n, F value, A (&sums)[kRows]) {
   A lane[kRows][kRowLanes] = {};
   const int64_t whole = n / kRowLanes * kRowLanes;
+  // the rows' loop unrolled: with q a variable, a row's pointer is not an affine base for GCC, and
+  // the lanes' loop stayed scalar (the LayerNorm backward that tried this ran 4.6x slower)
   for (int64_t block = 0; block < whole; block += kRowLanes)
-  // (unrolled: with q a variable, a row's pointer is not an affine base and nothing vectorises)
 #pragma GCC unroll 16
     for (int q = 0; q < kRows; ++q)
 #pragma omp simd

@@ -12,9 +12,9 @@
 //
 // Rows are independent and run in parallel, the forward's four at a time with their sums side by
 // side (norm_rows.h). The variance is taken around the mean in a second pass (no cancellation from
-// sum(x^2) - mean^2). dweight and dbias are sums over rows: each fixed
-// chunk of kRowsPerChunk rows writes its own partial sums, and the chunks are then added in chunk
-// order, so the result is bit-identical whatever the number of threads. The plain and the fused
+// sum(x^2) - mean^2). dweight and dbias are sums over rows: each fixed chunk of kRowsPerChunk rows
+// writes its own partial sums, and the chunks are then added in chunk order, so the result is
+// bit-identical whatever the number of threads. The plain and the fused
 // entries are one code path: the fused one passes delta/residual (forward) and dresidual
 // (backward), which the plain one leaves null. Templated on the stored type T (f32, bf16, f64):
 // mean and rstd are accum_dtype (f32 for bf16), the math, the sums and the chunks' partial sums
