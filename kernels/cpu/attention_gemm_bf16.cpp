@@ -1,10 +1,11 @@
 // attention_gemm_bf16: the bf16 products of the cpu flash attention (S = Q K^T, O = P V, dP =
 // dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q), on one thread, with their causal band.
 //
-// A slice's products are small (at most 64 query rows x T keys x head dim D), so each operand is
-// packed whole into the k-pair panels of sgemm_bf16 (sgemm_bf16_kernel.h: the 32-bit word
-// (x[2q], x[2q + 1]) per row or column and k pair q) and every 8 x 32 register tile sums its
-// whole k range in one pass, with no k slabs: per element of C,
+// A slice's products are small (at most 64 query rows x T keys x head dim D), so op(B) is packed
+// whole into the k-pair panels of sgemm_bf16 (sgemm_bf16_kernel.h: the 32-bit word (x[2q],
+// x[2q + 1]) per row or column and k pair q), op(A) too unless its pairs can be read where it is
+// stored (a_as_tiles), and every 8 x 32 register tile sums its whole k range in one pass, with no
+// k slabs: per element of C,
 //
 //   acc = 0;  for q = q_begin .. q_end - 1:  acc = (acc + a[2q+1] b[2q+1]) + a[2q] b[2q]
 //   C = acc  (or C + acc)
@@ -77,6 +78,32 @@ void micro_kernel_bf16_model(int64_t pairs, const uint32_t* a, const uint32_t* b
     }
 }
 
+// Where the micro-kernel reads op(A): the tile of rows i0 .. i0 + 7 from k pair q starts at
+// at(i0, q), and its row r's pair q + t is the word r * row_step + t * pair_step from there.
+struct ATiles {
+  const uint32_t* words;
+  int64_t row_step, pair_step, tile_step;
+  const uint32_t* at(int64_t i0, int64_t q) const {
+    return words + i0 / kBf16MR * tile_step + q * pair_step;
+  }
+};
+
+// op(A) as the micro-kernel reads it. Where A is not transposed, its k pairs are 32-bit words
+// where it is stored (an even k and row stride, 4-byte aligned) and every tile is whole, in place,
+// as sgemm_bf16's blocked loops read such an A: packing it only copied Q, P, dO and dS into 8-row
+// panels, which the micro-kernel reads from L1 or L2 either way (the same values, so the same
+// bits). Else packed into this thread's buffer (the fallback's model reads only packed panels).
+ATiles a_as_tiles(bool trans_a, int64_t m, int64_t k, const bf16* a, int64_t lda, bool fast) {
+  const bool in_place = fast && !trans_a && m % kBf16MR == 0 && k % 2 == 0 && lda % 2 == 0 &&
+                        reinterpret_cast<uintptr_t>(a) % alignof(uint32_t) == 0;
+  if (in_place) return {reinterpret_cast<const uint32_t*>(a), lda / 2, 1, kBf16MR * (lda / 2)};
+  thread_local std::vector<uint32_t> a_words;
+  const int64_t a_panel = kBf16MR * k_pairs(k);
+  a_words.resize(static_cast<size_t>((m + kBf16MR - 1) / kBf16MR * a_panel));
+  pack_a_bf16_pairs(a, lda, trans_a, 0, m, 0, k, a_words.data());
+  return {a_words.data(), 1, kBf16MR, a_panel};
+}
+
 }  // namespace
 
 void PackedBf16B::pack(const bf16* b, int64_t ldb, bool trans_b, int64_t k_rows, int64_t n_cols) {
@@ -95,12 +122,9 @@ void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf
         "attention_gemm_bf16: a product wider or deeper than its packed B, or of an odd k short "
         "of it");
   if (m <= 0 || n <= 0) return;
-  const int64_t a_panel = kBf16MR * k_pairs(k), b_panel = kBf16NR * k_pairs(b.k);
-  // op(A), packed per call into this thread's buffer
-  thread_local std::vector<uint32_t> a_words;
-  a_words.resize(static_cast<size_t>((m + kBf16MR - 1) / kBf16MR * a_panel));
-  pack_a_bf16_pairs(a, lda, trans_a, 0, m, 0, k, a_words.data());
+  const int64_t b_panel = kBf16NR * k_pairs(b.k);
   const bool fast = bf16_gemm_fast_path();
+  const ATiles a_tiles = a_as_tiles(trans_a, m, k, a, lda, fast);
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int64_t j0 = 0; j0 < n; j0 += kBf16NR)
     for (int64_t i0 = 0; i0 < m; i0 += kBf16MR) {
@@ -111,12 +135,12 @@ void attention_gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const bf
       // the tile's k range, widened to whole k pairs (the extra entries are zeros of A)
       const Causal::KRange range = causal.tile_k_range(i0, last_row, 0, k);
       const int64_t q0 = range.begin / 2, tile_pairs = k_pairs(range.end) - q0;
-      const uint32_t* a_tile = a_words.data() + i0 / kBf16MR * a_panel + q0 * kBf16MR;
+      const uint32_t* a_tile = a_tiles.at(i0, q0);
       const uint32_t* b_tile = b.words.data() + j0 / kBf16NR * b_panel + q0 * kBf16NR;
       float* c_tile = c + i0 * ldc + j0;
       if (fast)
-        micro_kernel_bf16(tile_pairs, a_tile, 1, kBf16MR, b_tile, 1.0f, beta, c_tile, ldc, rows,
-                          cols);
+        micro_kernel_bf16(tile_pairs, a_tile, a_tiles.row_step, a_tiles.pair_step, b_tile, 1.0f,
+                          beta, c_tile, ldc, rows, cols);
       else
         micro_kernel_bf16_model(tile_pairs, a_tile, b_tile, beta, c_tile, ldc, rows, cols);
     }
