@@ -4,8 +4,8 @@
 //             from the name the driver reports; any other GPU is measured once, on the GPU, with
 //             the engine's own kernels (measure_device_peaks)
 //   cpu, emu  the host: FLOP/s from its hardware (cores x clock x FLOPs per cycle of the ISA the
-//             engine uses, kernels/cpu/hardware_peak.h), bandwidth measured once on `cpu` (a
-//             32 MiB copy), and glass's sgemm 512^3 measured as the "attainable" roof beside
+//             engine uses, kernels/cpu/hardware_peak.h), bandwidth measured once on `cpu` (the faster
+//             copy of 32 MiB and of 256 KiB), and glass's sgemm 512^3 measured as the "attainable" roof beside
 //             the peak; emu's kernels are emulated on the host, so they land far below its peaks
 //
 // Every DevicePeaks says which of these it is in `source`, and every report prints that line.
@@ -21,7 +21,7 @@ namespace glass::kernels {
 
 DevicePeaks peaks_for(Device d);
 
-// The best of three timings on `d` of an n x n x n f32 GEMM (backend gemm: cuBLAS on a GPU) and
+// The best of ten timings on `d` (after an untimed run) of an n x n x n f32 GEMM (backend gemm: cuBLAS on a GPU) and
 // of a device-to-device copy of `copy_bytes` (counted twice: read and write), synchronised around
 // each. What peaks_for uses for a GPU that has no datasheet row.
 DevicePeaks measure_device_peaks(Device d, int n = 4096, size_t copy_bytes = size_t{256} << 20);
