@@ -80,63 +80,76 @@ const Shape kShapes[] = {{1, 16, 2, 2},   {17, 32, 2, 2},  {64, 64, 2, 1},
 // attention_gemm_bf16, on both paths, against a triple loop in double over the same bf16 values:
 // every wanted entry within the f32 sums' error (k 2^-24 of the sum of |terms|), the zeros of A
 // placed where each band says they are, and C's own value kept by the accumulating form.
+// One product of the test below: op(A) m x k (stored with row stride lda = its width + pad),
+// op(B) k x n, on the fallback's model or the vdpbf16ps path.
+struct ProductCase {
+  int64_t m, n, k, pad;
+  bool fallback;
+  kernels::cpu::Causal causal;
+  bool ta, tb, accumulate;
+};
+
+void expect_product_matches_double_loop(const ProductCase& t, Generator& gen) {
+  using kernels::cpu::Causal;
+  const auto [m, n, k, pad, fallback, causal, ta, tb, accumulate] = t;
+  const auto [kind, diagonal] = causal;
+  SCOPED_TRACE("m " + std::to_string(m) + " fallback " + std::to_string(fallback) + " kind " +
+               std::to_string(kind) + " d " + std::to_string(diagonal) + " ta " +
+               std::to_string(ta) + " tb " + std::to_string(tb) + " acc " +
+               std::to_string(accumulate));
+  // op(A) [m][k] with the band's zeros, op(B) [k][n]
+  std::vector<float> A = to_vector<float>(round_to_bf16(randn({m, k}, gen)));
+  const std::vector<float> Bv = to_vector<float>(round_to_bf16(randn({k, n}, gen)));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      if ((kind == Causal::kLowerA && p > i + diagonal) ||
+          (kind == Causal::kUpperA && p < i + diagonal))
+        A[i * k + p] = 0;
+  const int64_t lda = (ta ? m : k) + pad;
+  std::vector<bf16> a(static_cast<size_t>((ta ? k : m) * lda)), b(Bv.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      a[ta ? p * lda + i : i * lda + p] = bf16::from_float(A[i * k + p]);
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) b[tb ? j * k + p : p * n + j] = bf16::from_float(Bv[p * n + j]);
+  const std::vector<float> c0 = to_vector<float>(randn({m, n}, gen));
+  std::vector<float> c = c0;
+  kernels::cpu::set_bf16_gemm_fallback(fallback);
+  kernels::cpu::attention_gemm_bf16(ta, tb, m, n, k, a.data(), lda, b.data(), tb ? k : n,
+                                    accumulate, c.data(), n, causal);
+  kernels::cpu::set_bf16_gemm_fallback(false);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      if (kind == Causal::kLowerC && j > i + diagonal) continue;  // not wanted
+      double want = accumulate ? c0[i * n + j] : 0, size = std::abs(want);
+      for (int64_t p = 0; p < k; ++p) {
+        want += double(A[i * k + p]) * Bv[p * n + j];
+        size += std::abs(double(A[i * k + p]) * Bv[p * n + j]);
+      }
+      ASSERT_NEAR(c[i * n + j], want, (k + 2) * 0x1p-24 * size + 1e-30)
+          << "C[" << i << "][" << j << "]";
+    }
+}
+
 TEST(CpuFlashAttentionBf16, ProductsMatchADoubleLoopInEveryCausalBand) {
   using kernels::cpu::Causal;
   Generator gen(71);
   // partial tiles and an odd k (A packed); whole 8-row tiles, an even k and A a view with a
-  // wider row stride (A not transposed is then read where it is stored, as Q, P, dO and dS are)
+  // wider row stride (A not transposed is then read where it is stored, as Q, P, dO and dS are);
+  // each on the vdpbf16ps path (where the CPU has it) and on the fallback's model
   struct Sizes {
     int64_t m, n, k, pad;
   };
-  // each on the vdpbf16ps path (where the CPU has it) and on the fallback's model
-  for (const Sizes sizes : {Sizes{37, 45, 41, 0}, Sizes{40, 45, 42, 6}})
+  for (const Sizes s : {Sizes{37, 45, 41, 0}, Sizes{40, 45, 42, 6}})
     for (const bool fallback : {false, true})
       for (const Causal::Kind kind :
            {Causal::kNone, Causal::kLowerC, Causal::kLowerA, Causal::kUpperA})
         for (const int64_t diagonal : {int64_t{0}, int64_t{5}, int64_t{-3}})
           for (const bool ta : {false, true})
             for (const bool tb : {false, true})
-              for (const bool accumulate : {false, true}) {
-                const auto [m, n, k, pad] = sizes;
-                const int64_t lda = (ta ? m : k) + pad;
-                SCOPED_TRACE("m " + std::to_string(m) + " fallback " + std::to_string(fallback) +
-                             " kind " + std::to_string(kind) + " d " + std::to_string(diagonal) +
-                             " ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " acc " +
-                             std::to_string(accumulate));
-                // op(A) [m][k] with the band's zeros, op(B) [k][n]
-                std::vector<float> A = to_vector<float>(round_to_bf16(randn({m, k}, gen)));
-                const std::vector<float> Bv = to_vector<float>(round_to_bf16(randn({k, n}, gen)));
-                for (int64_t i = 0; i < m; ++i)
-                  for (int64_t p = 0; p < k; ++p)
-                    if ((kind == Causal::kLowerA && p > i + diagonal) ||
-                        (kind == Causal::kUpperA && p < i + diagonal))
-                      A[i * k + p] = 0;
-                std::vector<bf16> a(static_cast<size_t>((ta ? k : m) * lda)), b(Bv.size());
-                for (int64_t i = 0; i < m; ++i)
-                  for (int64_t p = 0; p < k; ++p)
-                    a[ta ? p * lda + i : i * lda + p] = bf16::from_float(A[i * k + p]);
-                for (int64_t p = 0; p < k; ++p)
-                  for (int64_t j = 0; j < n; ++j)
-                    b[tb ? j * k + p : p * n + j] = bf16::from_float(Bv[p * n + j]);
-                const std::vector<float> c0 = to_vector<float>(randn({m, n}, gen));
-                std::vector<float> c = c0;
-                kernels::cpu::set_bf16_gemm_fallback(fallback);
-                kernels::cpu::attention_gemm_bf16(ta, tb, m, n, k, a.data(), lda, b.data(),
-                                                  tb ? k : n, accumulate, c.data(), n,
-                                                  {kind, diagonal});
-                kernels::cpu::set_bf16_gemm_fallback(false);
-                for (int64_t i = 0; i < m; ++i)
-                  for (int64_t j = 0; j < n; ++j) {
-                    if (kind == Causal::kLowerC && j > i + diagonal) continue;  // not wanted
-                    double want = accumulate ? c0[i * n + j] : 0, size = std::abs(want);
-                    for (int64_t p = 0; p < k; ++p) {
-                      want += double(A[i * k + p]) * Bv[p * n + j];
-                      size += std::abs(double(A[i * k + p]) * Bv[p * n + j]);
-                    }
-                    ASSERT_NEAR(c[i * n + j], want, (k + 2) * 0x1p-24 * size + 1e-30)
-                        << "C[" << i << "][" << j << "]";
-                  }
-              }
+              for (const bool accumulate : {false, true})
+                expect_product_matches_double_loop(
+                    {s.m, s.n, s.k, s.pad, fallback, {kind, diagonal}, ta, tb, accumulate}, gen);
 }
 
 // The f32 cpu flash entries on the same bf16 values: the bf16 path rounds P and dS (as operands)
