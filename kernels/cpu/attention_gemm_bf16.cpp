@@ -88,14 +88,13 @@ struct ATiles {
   }
 };
 
-// op(A) as the micro-kernel reads it. Where A is not transposed, its k pairs are 32-bit words
-// where it is stored (an even k and row stride, 4-byte aligned) and every tile is whole, in place,
-// as sgemm_bf16's blocked loops read such an A: packing it only copied Q, P, dO and dS into 8-row
-// panels, which the micro-kernel reads from L1 or L2 either way (the same values, so the same
-// bits). Else packed into this thread's buffer (the fallback's model reads only packed panels).
+// op(A) as the micro-kernel reads it. Where A's k pairs are words where it is stored
+// (k_pairs_are_words) and every tile is whole, in place, as sgemm_bf16's blocked loops read such
+// an A: packing it only copied Q, P, dO and dS into 8-row panels, which the micro-kernel reads
+// from L1 or L2 either way (the same values, so the same bits). Else packed into this thread's
+// buffer (the fallback's model reads only packed panels).
 ATiles a_as_tiles(bool trans_a, int64_t m, int64_t k, const bf16* a, int64_t lda, bool fast) {
-  const bool in_place = fast && !trans_a && m % kBf16MR == 0 && k % 2 == 0 && lda % 2 == 0 &&
-                        reinterpret_cast<uintptr_t>(a) % alignof(uint32_t) == 0;
+  const bool in_place = fast && m % kBf16MR == 0 && k_pairs_are_words(a, lda, !trans_a, 0, k);
   if (in_place) return {reinterpret_cast<const uint32_t*>(a), lda / 2, 1, kBf16MR * (lda / 2)};
   thread_local std::vector<uint32_t> a_words;
   const int64_t a_panel = kBf16MR * k_pairs(k);

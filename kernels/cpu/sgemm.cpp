@@ -150,15 +150,10 @@ using Bf16Operand = OperandOf<bf16>;
 double widened(float x) { return x; }
 double widened(bf16 x) { return x.to_float(); }
 
-// A bf16 operand whose lines run along k in storage (A not transposed, B transposed) holds each k
-// pair (x[2q], x[2q + 1]) as one 32-bit word, low half first, when the slab starts at an even k,
-// the row stride is even and the data is 4-byte aligned: its pair panel is then the f32 panel of a
-// matrix of those words with half the k, and the f32 packing (register transposes) moves it with
-// the bits unchanged. An odd slab depth (only the last slab of an odd k) packs pair by pair.
-bool packs_as_words(const Bf16Operand& x, bool along_k, int64_t p0, int64_t kc) {
-  return along_k && kc % 2 == 0 && p0 % 2 == 0 && x.ld % 2 == 0 &&
-         reinterpret_cast<uintptr_t>(x.data) % alignof(float) == 0;
-}
+// A bf16 operand whose k pairs are words where stored (k_pairs_are_words, sgemm_bf16_kernel.h),
+// seen as an f32 matrix of those words with half the k: its pair panel is that matrix's f32 panel,
+// which the f32 packing (register transposes) makes with the bits unchanged. An odd slab depth
+// (only the last slab of an odd k) is packed pair by pair instead.
 Operand as_words(const Bf16Operand& x) {
   return {reinterpret_cast<const float*>(x.data), x.ld / 2, x.trans};
 }
@@ -400,7 +395,7 @@ void row_block(const Operand& a, bool a_stored, int64_t i0, int64_t rows, int64_
 // words each); row_sums (at row 0, a transposed A only) as pack_a_bf16_pairs takes them.
 void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                  uint32_t* out, double* row_sums) {
-  if (packs_as_words(a, !a.trans, p0, kc))
+  if (k_pairs_are_words(a.data, a.ld, !a.trans, p0, kc))
     return pack_a(as_words(a), i0, rows, p0 / 2, kc / 2, reinterpret_cast<float*>(out), nullptr);
   pack_a_bf16_pairs(a.data, a.ld, a.trans, i0, rows, p0, kc, out,
                     row_sums ? row_sums + i0 : nullptr);
@@ -409,7 +404,7 @@ void pack_a_bf16(const Bf16Operand& a, int64_t i0, int64_t rows, int64_t p0, int
 // op(B)[p0 : p0+kc, j0 : j0+cols] of a bf16 B into NR-wide k-pair panels at out.
 void pack_b_bf16(const Bf16Operand& b, int64_t p0, int64_t kc, int64_t j0, int64_t cols,
                  uint32_t* out) {
-  if (packs_as_words(b, b.trans, p0, kc))
+  if (k_pairs_are_words(b.data, b.ld, b.trans, p0, kc))
     return pack_b(as_words(b), p0 / 2, kc / 2, j0, cols, reinterpret_cast<float*>(out));
   pack_b_bf16_pairs(b.data, b.ld, b.trans, p0, kc, j0, cols, out);
 }
@@ -427,7 +422,7 @@ void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0,
   // A read where it is stored when its k pairs are 32-bit words there and the block fills whole
   // tiles: packing it only copied it into MR-tall panels, which the micro-kernel reads from L2 as
   // it would the stored rows
-  const bool in_place = rows % kMR == 0 && packs_as_words(a, !a.trans, p0, kc);
+  const bool in_place = rows % kMR == 0 && k_pairs_are_words(a.data, a.ld, !a.trans, p0, kc);
   const uint32_t* a_words = reinterpret_cast<const uint32_t*>(a_packed);
   int64_t row_step = 1, pair_step = kMR, tile_step = kMR * pairs;  // a packed panel's
   if (in_place) {

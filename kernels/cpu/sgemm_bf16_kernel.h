@@ -19,6 +19,16 @@ constexpr int kBf16MR = 8, kBf16NR = 32;
 // of a row or column x of the operand, q = 0 .. ceil(kc / 2) - 1, the half past an odd kc zero.
 inline int64_t k_pairs(int64_t kc) { return (kc + 1) / 2; }
 
+// Whether a bf16 operand (data, row stride ld) whose lines run along k in storage (`along_k`: A
+// not transposed, B transposed) already holds each k pair of the slab [p0, p0 + kc) as such a word
+// where it is stored: the slab starts at an even k and has an even depth, the row stride is even
+// and the data is 4-byte aligned. Its panels are then made by moving words (the f32 packing), or
+// the micro-kernel reads its rows in place (an A, in whole tiles).
+inline bool k_pairs_are_words(const bf16* data, int64_t ld, bool along_k, int64_t p0, int64_t kc) {
+  return along_k && kc % 2 == 0 && p0 % 2 == 0 && ld % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(data) % alignof(uint32_t) == 0;
+}
+
 // op(A)[i0 : i0+rows, p0 : p0+kc] into MR-tall panels, each [k pair][MR] words (a panel is
 // MR * k_pairs(kc) words), the rows past `rows` zero. data/ld/trans: A as stored. With row_sums
 // (a transposed A only), row r's kc values are added to row_sums[r] in double, k ascending.
