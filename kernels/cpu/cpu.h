@@ -169,10 +169,12 @@ void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx);
 // One launch, `gelu_backward_column_sums`.
 void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t rows, int64_t cols,
                                     bf16* c, int64_t ldc, bf16* sums);
-// gelu_forward with an f32 x and a bf16 y: the f32 GELU of each x rounded once into y, the bits of
-// gelu_forward into f32 and then a rounding pass; one launch, `gelu_forward`. For gemm_bf16's GELU
-// epilogue, whose pre is f32 and whose C is bf16.
-void gelu_forward_to_bf16(const Tensor& x, const Tensor& y);
+// y[r][j] = bf16(gelu(x[r][j])) for a rows x cols block (row strides ldx and ldy), on the calling
+// thread, no launch: the f32 GELU of each x rounded once, the bits of gelu_forward into f32 and
+// then a rounding pass. For the bf16 GELU GEMM (Bf16Store::gelu), whose tiles call it with their
+// f32 pre from the registers.
+void gelu_rows_to_bf16(const float* x, int64_t ldx, bf16* y, int64_t ldy, int64_t rows,
+                       int64_t cols);
 
 // The range exp_vectorisable clamps its argument to, [-87, 88], where 2^k stays a normal float.
 // Defined in kernels/cpu/exp_range.cpp, out of the compiler's sight on purpose: with the values

@@ -188,20 +188,13 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   });
 }
 
-void gelu_forward_to_bf16(const Tensor& x, const Tensor& y) {
-  GLASS_CHECK(x.dtype() == DType::f32 && y.dtype() == DType::bf16,
-              "gelu_forward_to_bf16: x must be f32 and y bf16 (got {}, {})", dtype_name(x.dtype()),
-              dtype_name(y.dtype()));
-  GLASS_CHECK(
-      x.numel() == y.numel() && x.is_contiguous() && y.is_contiguous() && x.device() == y.device(),
-      "gelu_forward_to_bf16: x and y must be contiguous with the same element count and "
-      "device (got {} and {})",
-      x.numel(), y.numel());
-  const int64_t n = x.numel();
-  const LaunchCost cost = map_cost(x, kGeluForwardFlops);
-  launch(cpu_launch_info("gelu_forward", n, cost.flops, cost.bytes), [&] {
-    map1(x.data<float>(), y.data<bf16>(), n, [](float v) { return gelu_forward_of(v); });
-  });
+void gelu_rows_to_bf16(const float* x, int64_t ldx, bf16* y, int64_t ldy, int64_t rows,
+                       int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* from = x + r * ldx;
+    bf16* to = y + r * ldy;
+    for (int64_t j = 0; j < cols; ++j) to[j] = bf16::from_float(gelu_forward_of(from[j]));
+  }
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {

@@ -15,14 +15,15 @@
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
 // (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
 // the result and the bias gradient into their bf16 tensors. Four of those steps read or write
-// bf16 directly, with the same bits as an f32 copy would give: GELU's aux = bf16(pre) is rounded by
-// the product's tiles as they write pre (Bf16Store::keep_f32), GELU rounds its own output into C
-// (gelu_forward_to_bf16), dGELU's gelu'(aux) reads the bf16 aux as it is
+// bf16 directly, with the same bits as an f32 copy would give: the GELU GEMM (the MLP's forward)
+// rounds aux = bf16(pre) and C = bf16(gelu(pre)) in its tiles, from the registers
+// (Bf16Store::gelu), so neither is written in f32, dGELU's gelu'(aux) reads the bf16 aux as it is
 // (gelu_backward_of_bf16) where its rows are unpadded, and dGELU with the bias gradient of C's
 // columns (the MLP's backward) is one pass that also sums the columns and rounds both results
 // (gelu_backward_column_sums_bf16): the f32 result is never written.
 #include <vector>
 
+#include "kernels/costs/elementwise.h"  // kGeluForwardFlops
 #include "kernels/costs/gemm.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -43,9 +44,10 @@ void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t
 // Where beta is 0 (every GEMM of a training step), sgemm_bf16 adds the bias and rounds as it
 // leaves each tile (Bf16Store: with round_into_c, pre is scratch, touched only between k slabs);
 // else one pass over pre adds beta C and the bias and rounds. With aux (beta 0, batch 1: a GELU
-// GEMM), the tiles also round pre into aux (row stride aux_ld) and keep it in f32.
+// GEMM), the tiles also round pre into aux (row stride aux_ld), and then either write C =
+// bf16(gelu(pre)) themselves (gelu_into_c) or keep pre in f32 for the passes.
 void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_into_c,
-                    bf16* aux = nullptr, int64_t aux_ld = 0) {
+                    bf16* aux = nullptr, int64_t aux_ld = 0, bool gelu_into_c = false) {
   const bf16* a = g.a.data<bf16>();
   const bf16* b = g.b.data<bf16>();
   const bf16* c = g.c.data<bf16>();
@@ -64,7 +66,9 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_i
                                             : nullptr,
                   .ld = aux ? aux_ld : g.ldc,
                   .bias = bias ? wide_bias.data() : nullptr,
-                  .keep_f32 = aux != nullptr});
+                  .keep_f32 = aux != nullptr && !gelu_into_c,
+                  .gelu = gelu_into_c ? c_out : nullptr,
+                  .gelu_ld = g.ldc});
     return;
   }
   for (int64_t i = 0; i < g.batch; ++i)
@@ -98,33 +102,32 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   const Tensor sums = row_sums ? Tensor::empty({g.m}, DType::f32, g.c.device()) : Tensor();
   // 1. the product (one launch, named as the f32 GEMM's): pre in f32; C rounded here when no
   // epilogue pass reads pre
-  // GELU (beta 0): aux = bf16(pre) rounded by the product's tiles, pre kept in f32 for GELU
+  // GELU (beta 0): aux = bf16(pre) rounded by the product's tiles; without C's column sums the
+  // tiles also write C = bf16(gelu(pre)) (one launch, `gemm_gelu_aux`, as cuBLASLt's epilogue),
+  // else they keep pre in f32 for the passes
   const bool aux_from_tiles = e.activation == GemmActivation::gelu && g.beta == 0.0;
-  const char* kernel = row_sums ? "gemm_bgrad_a" : "gemm";
+  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
+  const char* kernel = row_sums ? "gemm_bgrad_a" : gelu_into_c ? "gemm_gelu_aux" : "gemm";
   const GemmElements el = gemm_elements(g);
   const double es = static_cast<double>(dtype_size(DType::bf16));
-  const double flops = gemm_flops(g) + (row_sums ? static_cast<double>(g.m) * g.k : 0);
-  launch(cpu_launch_info(kernel, g.batch, flops,
-                         es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0)),
-                         product_unit<bf16>()),
+  const double mn = static_cast<double>(g.m) * static_cast<double>(g.n);
+  const double flops = gemm_flops(g) + (row_sums ? static_cast<double>(g.m) * g.k : 0) +
+                       (gelu_into_c ? mn * kGeluForwardFlops : 0);
+  launch(cpu_launch_info(
+             kernel, g.batch, flops,
+             es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0) + (gelu_into_c ? mn : 0)),
+             product_unit<bf16>()),
          [&] {
            product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes,
-                          aux_from_tiles ? e.aux.data<bf16>() : nullptr, e.aux_ld);
+                          aux_from_tiles ? e.aux.data<bf16>() : nullptr, e.aux_ld, gelu_into_c);
            if (row_sums) round_into(sums.data<float>(), e.bias_grad.data<bf16>(), 1, g.m, 0, 0);
          });
-  if (!passes) return;
+  if (!passes || gelu_into_c) return;
   // 2. the epilogue on the f32 pre: the cpu's own f32 passes, with f32 stand-ins for aux and the
   // bias gradient (aux widened from bf16 when it is gelu_backward's input)
   GemmArgs g32 = g;
   g32.c = pre;
   GemmEpilogue e32 = e;
-  // GELU without C's column sums: C = bf16(gelu(pre)) in one pass, nothing left to round
-  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
-  if (gelu_into_c) {
-    gelu_forward_to_bf16(pre.as_strided({g.m * g.n}, {1}, pre.offset()),
-                         g.c.as_strided({g.m * g.n}, {1}, g.c.offset()));
-    return;
-  }
   // dGELU with C's column sums (the MLP's backward): one pass for the passes below and the
   // rounding, pre read once (the same bits)
   if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n &&

@@ -436,7 +436,11 @@ void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0,
       Bf16Store tile;
       if (store)
         tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
-                store->ld, store->bias ? store->bias + j0 + jr : nullptr, store->keep_f32};
+                store->ld,
+                store->bias ? store->bias + j0 + jr : nullptr,
+                store->keep_f32,
+                store->gelu ? store->gelu + (i0 + ir) * store->gelu_ld + j0 + jr : nullptr,
+                store->gelu_ld};
       micro_kernel_bf16(pairs, a_words + ir / kMR * tile_step, row_step, pair_step,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
@@ -536,7 +540,7 @@ void sgemm_serial(const OperandOf<T>& a, const OperandOf<T>& b, int64_t m, int64
       for (int64_t i0 = 0; i0 < m; i0 += kMC)
         row_block(a, a_stored, i0, std::min<int64_t>(kMC, m - i0), p0, kc, j0, cols, panels, alpha,
                   beta, options, c, ldc, a_packed, row_sums,
-                  last_slab && (store.rounded || store.bias) ? &store : nullptr);
+                  last_slab && store.active() ? &store : nullptr);
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(sums.size()); ++i)
@@ -602,6 +606,7 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     SgemmOptions share = options;
     Bf16Store share_store = store;
     if (store.rounded) share_store.rounded += by_rows ? begin * store.ld : begin;
+    if (store.gelu) share_store.gelu += by_rows ? begin * store.gelu_ld : begin;
     if (store.bias && !by_rows) share_store.bias += begin;
     if (by_rows) {
       share.causal.diagonal += begin;
@@ -642,13 +647,7 @@ void sgemm_bf16_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   const SgemmOptions options{.a_row_sums = a_row_sums};
   if (k == 0 || alpha == 0.0f) {
     scale_c(op_a, m, n, k, beta, options, c, ldc);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n && (store.rounded || store.bias); ++j) {
-        const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
-        if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
-        if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
-      }
-    return;
+    return store_from_f32(c, ldc, m, n, store);
   }
   blocked(op_a, op_b, m, n, k, alpha, beta, options, c, ldc, store);
 }

@@ -72,13 +72,20 @@ void set_sgemm_slab_depth(int64_t kc);
 // hold, alpha op(A) op(B) + beta C, plus bias[j] (f32, or none), rounded once to nearest even into
 // `rounded` (row stride ld) instead of C (C's f32 storage is then scratch). The fast path rounds
 // it in the micro-kernel, from the registers, as each tile's last k slab ends: a product whose k
-// fits one slab never touches its f32 C. With keep_f32, C gets the unrounded value too (a GELU
-// GEMM's epilogue: aux = bf16(pre) from the registers, and GELU reads the f32 pre from C).
+// fits one slab never touches its f32 C. With keep_f32, C gets the unrounded value too (for an
+// epilogue that reads the f32 value from C). With gelu (a GELU GEMM's epilogue, `rounded` being
+// GELU's aux = bf16(pre)), bf16(gelu(value)) goes there too (row stride gelu_ld), computed in f32
+// from the registers by gelu_rows_to_bf16 (kernels/cpu/cpu.h): neither pre nor GELU's output is
+// ever written in f32.
 struct Bf16Store {
   bf16* rounded = nullptr;
   int64_t ld = 0;
   const float* bias = nullptr;
   bool keep_f32 = false;
+  bf16* gelu = nullptr;
+  int64_t gelu_ld = 0;
+  // whether the store asks for anything beyond the plain f32 C
+  bool active() const { return rounded != nullptr || bias != nullptr || gelu != nullptr; }
 };
 
 // C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules

@@ -336,6 +336,8 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
     const float* const bias = store->bias;
     const int64_t rounded_ld = store->ld;
     const bool write_f32 = rounded == nullptr || store->keep_f32;
+    bf16* const gelu = store->gelu;
+    alignas(64) float pre_tile[kBf16MR][kBf16NR];  // GELU's input, where the store asks for GELU
     // a half-row's lanes: all 16 in a whole tile, else the live columns' (none past the tile)
     __mmask16 lanes[2];
     for (int half = 0; half < 2; ++half) {
@@ -357,7 +359,9 @@ __attribute__((target("avx512f,avx512bf16"))) void micro_kernel_bf16(
           _mm512_mask_cvtepi32_storeu_epi16(rounded + r * rounded_ld + 16 * half, lanes[half],
                                             round_to_bf16_bits(v));
         if (write_f32) _mm512_mask_storeu_ps(row, lanes[half], v);
+        if (gelu != nullptr) _mm512_store_ps(pre_tile[r] + 16 * half, v);
       }
+    if (gelu != nullptr) gelu_rows_to_bf16(pre_tile[0], kBf16NR, gelu, store->gelu_ld, rows, cols);
     return;
   }
   if (rows == kBf16MR && cols == kBf16NR) {
@@ -428,14 +432,22 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     });
   }
   sgemm_bf16_by_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options);
-  if (store.rounded == nullptr && store.bias == nullptr) return;
-  // the same result as the fast path's store: (alpha AB + beta C) + bias, rounded once or not
+  store_from_f32(c, ldc, m, n, store);
+}
+
+void store_from_f32(float* c, int64_t ldc, int64_t m, int64_t n, const Bf16Store& store) {
+  if (!store.active()) return;
+  // the fast path's store: (alpha AB + beta C) + bias, rounded once or not, and GELU from the f32
+  // value (C is then scratch: it holds the value for gelu_rows_to_bf16)
   for_each_row(m, m * n, [&](int64_t i) {
+    float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) {
-      const float v = c[i * ldc + j] + (store.bias ? store.bias[j] : 0.0f);
+      const float v = row[j] + (store.bias ? store.bias[j] : 0.0f);
       if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
-      if (!store.rounded || store.keep_f32) c[i * ldc + j] = v;
+      if (!store.rounded || store.keep_f32 || store.gelu) row[j] = v;
     }
+    if (store.gelu)
+      gelu_rows_to_bf16(row, ldc, store.gelu + i * store.gelu_ld, store.gelu_ld, 1, n);
   });
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/sgemm_bf16_kernel.h"
 #include "kernels/cpu/threads.h"
@@ -479,7 +480,8 @@ TEST(CpuBf16Gemm, SplitProductsGiveTheBitsOfOneThread) {
 // store's rounding (integer AVX-512 on the fast path), its masks on partial tiles and its offsets
 // for threads' shares are what is checked, on tiles' tails, odd and even row strides (the pair
 // packing of odd strides and the 32-bit word packing of even ones), k across slabs, integer
-// values whose sums round at ties, and Inf and NaN.
+// values whose sums round at ties, and Inf and NaN. With gelu, aux (`rounded`) as above and
+// bf16(gelu(value)) into a destination of its own row stride.
 TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> small(-40, 40);
@@ -524,6 +526,15 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
           std::vector<bf16> kept_rounded(s.m * ldc, bf16::from_float(-7.0f));
           const std::vector<float> kept = product(
               {.rounded = kept_rounded.data(), .ld = ldc, .bias = bias.data(), .keep_f32 = true});
+          // GELU's aux in one destination, bf16(gelu) in another of a different row stride
+          const int64_t gelu_ld = s.n + 1;
+          std::vector<bf16> aux(s.m * ldc, bf16::from_float(-7.0f)),
+              activated(s.m * gelu_ld, bf16::from_float(-7.0f));
+          product({.rounded = aux.data(),
+                   .ld = ldc,
+                   .bias = bias.data(),
+                   .gelu = activated.data(),
+                   .gelu_ld = gelu_ld});
           const std::string what = std::string(fallback ? "conversion" : "fast") +
                                    " path, ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                                    " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
@@ -553,18 +564,31 @@ TEST(CpuBf16Gemm, StoreRoundsTheF32ResultOnceAfterTheBias) {
               if (std::memcmp(&kept[i * ldc + j], &want, 4) != 0 && bad++ < 3)
                 ADD_FAILURE() << what << ": keep_f32 f32 (" << i << ", " << j << ") "
                               << kept[i * ldc + j] << ", want " << want;
+              // gelu: aux rounded as above, and GELU's f32 value (the kernels' one definition,
+              // kernels/cpu/gelu.h) rounded once
+              const uint16_t want_gelu = bf16::from_float(kernels::cpu::gelu_forward_of(want)).bits;
+              if (aux[i * ldc + j].bits != bf16::from_float(want).bits && bad++ < 3)
+                ADD_FAILURE() << what << ": gelu's aux (" << i << ", " << j << ") bits "
+                              << aux[i * ldc + j].bits << ", want " << bf16::from_float(want).bits;
+              if (activated[i * gelu_ld + j].bits != want_gelu && bad++ < 3)
+                ADD_FAILURE() << what << ": gelu (" << i << ", " << j << ") bits "
+                              << activated[i * gelu_ld + j].bits << ", want " << want_gelu;
             }
+          for (int64_t i = 0; i < s.m; ++i)  // past each row's n values, nothing written
+            if (activated[i * gelu_ld + s.n].bits != bf16::from_float(-7.0f).bits && bad++ < 3)
+              ADD_FAILURE() << what << ": gelu's padding in row " << i << " written";
         }
   }
   set_sgemm_slab_depth(0);
   set_bf16_gemm_fallback(false);
 }
 
-// The bf16 GELU epilogue rounds aux = bf16(pre) in the product's tiles and runs GELU on the f32 pre
-// they keep: the same bits as the passes written out by hand here, the product's f32 C (sgemm_bf16,
-// no store), the bias added in f32, aux = bf16(pre), C = bf16(gelu_forward(pre)) with the cpu's f32
-// GELU kernel. Padded aux rows (gemm_aux_ld) keep their padding; both paths, 1 and 2 threads (C
-// split by columns at m = 200, by rows at m = 400), k across slabs (depth 64).
+// The bf16 GELU epilogue rounds aux = bf16(pre) and C = bf16(gelu(pre)) in the product's tiles,
+// from the registers (Bf16Store::gelu): the same bits as the passes written out by hand here, the
+// product's f32 C (sgemm_bf16, no store), the bias added in f32, aux = bf16(pre), C =
+// bf16(gelu_forward(pre)) with the cpu's f32 GELU kernel. Padded aux rows (gemm_aux_ld) keep their
+// padding; both paths, 1 and 2 threads (C split by columns at m = 200, by rows at m = 400), k
+// across slabs (depth 64).
 TEST(CpuBf16Gemm, GeluEpilogueGivesTheBitsOfTheUnfusedPasses) {
   struct Shape {
     int64_t m, n, k;
