@@ -433,14 +433,7 @@ void row_block(const Bf16Operand& a, bool, int64_t i0, int64_t rows, int64_t p0,
   }
   for (int64_t jr = 0; jr < cols; jr += kNR)
     for (int64_t ir = 0; ir < rows; ir += kMR) {
-      Bf16Store tile;
-      if (store)
-        tile = {store->rounded ? store->rounded + (i0 + ir) * store->ld + j0 + jr : nullptr,
-                store->ld,
-                store->bias ? store->bias + j0 + jr : nullptr,
-                store->keep_f32,
-                store->gelu ? store->gelu + (i0 + ir) * store->gelu_ld + j0 + jr : nullptr,
-                store->gelu_ld};
+      const Bf16Store tile = store ? store->at(i0 + ir, j0 + jr) : Bf16Store{};
       micro_kernel_bf16(pairs, a_words + ir / kMR * tile_step, row_step, pair_step,
                         reinterpret_cast<const uint32_t*>(b.base + jr * b.column_step), alpha,
                         slab_beta, c + (i0 + ir) * ldc + j0 + jr, ldc,
@@ -604,10 +597,7 @@ void blocked(const OperandOf<T>& op_a, const OperandOf<T>& op_b, int64_t m, int6
     // Split by rows, each share sums its own rows of A; by columns, every share packs all of A and
     // the one with column 0 sums it.
     SgemmOptions share = options;
-    Bf16Store share_store = store;
-    if (store.rounded) share_store.rounded += by_rows ? begin * store.ld : begin;
-    if (store.gelu) share_store.gelu += by_rows ? begin * store.gelu_ld : begin;
-    if (store.bias && !by_rows) share_store.bias += begin;
+    const Bf16Store share_store = by_rows ? store.at(begin, 0) : store.at(0, begin);
     if (by_rows) {
       share.causal.diagonal += begin;
       if (options.a_row_sums) share.a_row_sums = options.a_row_sums + begin;

@@ -86,6 +86,14 @@ struct Bf16Store {
   int64_t gelu_ld = 0;
   // whether the store asks for anything beyond the plain f32 C
   bool active() const { return rounded != nullptr || bias != nullptr || gelu != nullptr; }
+  // The same store for the block of C whose corner is (row, col) of this one's.
+  Bf16Store at(int64_t row, int64_t col) const {
+    Bf16Store s = *this;
+    if (rounded) s.rounded += row * ld + col;
+    if (bias) s.bias += col;
+    if (gelu) s.gelu += row * gelu_ld + col;
+    return s;
+  }
 };
 
 // C = alpha op(A) op(B) + beta C with bf16 A and B and an f32 C (same layout and threading rules
