@@ -9,7 +9,8 @@ void add_train_gpt_flags(CLI::App& app, train::TrainOptions& o) {
       "cpu | emu (CUDA kernels on the CPU) | cuda[:N] | auto (cuda if a GPU is there, else cpu)");
   app.add_option("--dtype", o.dtype,
                  "f32 | bf16 (mixed precision: bf16 copies of f32 master weights, f32 sums; "
-                 "emu, cuda). Default: bf16 on cuda, f32 elsewhere")
+                 "every device, cpu's products on AVX512-BF16 where the CPU has it). Default: "
+                 "bf16 on cuda, f32 elsewhere")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--data", o.data,
                  "text file, llm.c .bin token shard, or a directory of shards (prepare_data)");
