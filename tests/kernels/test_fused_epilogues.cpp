@@ -5,7 +5,8 @@
 // The same in bf16 (--dtype bf16), whose step also shows the rest of the fast path: attention is
 // the flash kernels (no naive attention, no copies of q, k, v into heads), and the loss is the
 // fused classifier (no cross_entropy). Before flash and the classifier had bf16 forms, a bf16
-// step launched attention_forward/_backward and cross_entropy_forward/backward instead.
+// step launched attention_forward/_backward and cross_entropy_forward/backward instead. Last,
+// cpu's bf16 step, which fuses the MLP's GELU into its GEMM.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,6 +70,35 @@ TEST(FusedEpilogues, TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
 // Issue 12's trace check for a bf16 step.
 TEST(FusedEpilogues, Bf16TrainingStepOnEmuHasNoStandaloneGeluOrBiasLaunches) {
   expect_fused_epilogues_step("bf16");
+}
+
+// cpu's bf16 step fuses two of the MLP's passes (kernels/cpu/gemm_bf16.cpp): the first GEMM
+// applies GELU in its tiles (`gemm_gelu_aux`: no f32 pre, no gelu_forward), and backward's dGELU
+// with db_fc is one pass over the GEMM's f32 result (`gelu_backward_column_sums`), not
+// gelu_backward, sum_dim and a rounding pass. Before the GELU fusion, forward launched
+// gelu_forward once per layer.
+TEST(FusedEpilogues, Bf16TrainingStepOnCpuAppliesGeluInTheMlpGemm) {
+  train::TrainOptions o = testing::tiny_options();
+  o.device = "cpu";
+  o.dtype = "bf16";
+  o.steps = 1;
+  o.dropout = 0;
+  train::Trainer trainer(o);
+  testing::LaunchLog log;
+  trainer.train_step();
+  const std::vector<std::string> forward = log.kernels(Phase::forward),
+                                 backward = log.kernels(Phase::backward);
+  const int layers = static_cast<int>(o.n_layer);
+  EXPECT_EQ(testing::count_of(forward, "gemm_gelu_aux"), layers);
+  EXPECT_EQ(testing::count_of(backward, "gelu_backward_column_sums"), layers);
+  for (const std::string& k : forward) {
+    EXPECT_NE(k, "gelu_forward") << "a standalone GELU in forward";
+    EXPECT_NE(k, "gemm_epilogue_to_bf16") << "a rounding pass in forward";
+  }
+  for (const std::string& k : backward) {
+    EXPECT_NE(k, "gelu_backward") << "a standalone dGELU";
+    EXPECT_NE(k, "gemm_epilogue_to_bf16") << "a rounding pass in backward";
+  }
 }
 
 }  // namespace
