@@ -14,13 +14,16 @@
 // (Bf16Store, kernels/cpu/sgemm.h): no f32 matrix is written. With one, the GEMM writes pre (the
 // bias added) into an f32 matrix; the epilogue is the same f32 passes the f32 cpu epilogue runs
 // (gelu_forward, gelu_backward, sum_dim as visible launches), on that matrix; then one pass rounds
-// the result and the bias gradient into their bf16 tensors. Four of those steps read or write
-// bf16 directly, with the same bits as an f32 copy would give: the GELU GEMM (the MLP's forward)
-// rounds aux = bf16(pre) and C = bf16(gelu(pre)) in its tiles, from the registers
-// (Bf16Store::gelu), so neither is written in f32, dGELU's gelu'(aux) reads the bf16 aux as it is
-// (gelu_backward_of_bf16) where its rows are unpadded, and dGELU with the bias gradient of C's
-// columns (the MLP's backward) is one pass that also sums the columns and rounds both results
-// (gelu_backward_column_sums_bf16): the f32 result is never written.
+// the result and the bias gradient into their bf16 tensors. Three shortcuts read or write bf16
+// directly, with the same bits as those passes give:
+// - the GELU GEMM (the MLP's forward) rounds aux = bf16(pre) and C = bf16(gelu(pre)) in its
+//   tiles, from the registers (Bf16Store::gelu): no f32 matrix, no GELU pass (`gemm_gelu_aux`);
+// - dGELU's gelu'(aux) reads the bf16 aux as it is (gelu_backward_of_bf16) where its rows are
+//   unpadded;
+// - dGELU with the bias gradient of C's columns (the MLP's backward) is one pass that also sums
+//   the columns and rounds both results (gelu_backward_column_sums_bf16): the f32 result is never
+//   written. (Doing that pass in the GEMM's tiles too was measured 1-4% slower per step: its tiles
+//   would read aux from memory; bench/RESULTS.md, 2026-12-06.)
 #include <vector>
 
 #include "kernels/costs/elementwise.h"  // kGeluForwardFlops
@@ -100,8 +103,8 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
       e.activation != GemmActivation::none || e.bias_grad_of == GemmBiasGrad::columns_of_c;
   const Tensor pre = Tensor::empty({g.batch * g.m * g.n}, DType::f32, g.c.device());
   const Tensor sums = row_sums ? Tensor::empty({g.m}, DType::f32, g.c.device()) : Tensor();
-  // 1. the product (one launch, named as the f32 GEMM's): pre in f32; C rounded here when no
-  // epilogue pass reads pre
+  // 1. the product (one launch, named as the f32 GEMM's unless it applies GELU): pre in f32; C
+  // rounded here when no epilogue pass reads pre
   // GELU (beta 0): aux = bf16(pre) rounded by the product's tiles; without C's column sums the
   // tiles also write C = bf16(gelu(pre)) (one launch, `gemm_gelu_aux`, as cuBLASLt's epilogue),
   // else they keep pre in f32 for the passes
