@@ -165,7 +165,7 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   gemm_epilogue_passes(g32, e32);
   // 3. the one rounding of each result to bf16
   const bool round_aux = e.activation == GemmActivation::gelu && !aux_from_tiles;
-  const double rounded = static_cast<double>(g.m * g.n) * (round_aux ? 2 : 1);
+  const double rounded = mn * (round_aux ? 2 : 1);
   launch(cpu_launch_info("gemm_epilogue_to_bf16", g.m, rounded, 6 * rounded), [&] {
     round_into(pre.data<float>(), g.c.data<bf16>(), g.m, g.n, g.n, g.ldc);
     if (round_aux)

@@ -423,7 +423,8 @@ TEST(TrainProfiler, Bf16KernelsAreJudgedAgainstTheRoofOfTheirUnit) {
   const ComputeUnit products =
       kernels::cpu::bf16_gemm_fast_path() ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
   for (const KernelRow& r : s.rows) {
-    const bool product = r.kernel.starts_with("gemm") || r.kernel.starts_with("flash_attention");
+    const bool product = r.kernel == "gemm" || r.kernel == "gemm_bgrad_a" ||
+                         r.kernel == "gemm_gelu_aux" || r.kernel.starts_with("flash_attention");
     EXPECT_EQ(r.unit, product ? products : ComputeUnit::cuda_core) << r.kernel;
     if (r.flops > 0) {
       EXPECT_LE(r.gflops, r.roof.ridge * peaks.bytes_per_s / 1e9) << r.kernel;
