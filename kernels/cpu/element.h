@@ -7,8 +7,10 @@
 // run, so a cpu kernel and its CUDA twin that sum in the same order store the same bits.
 //
 // Both conversions are integer shifts, adds and a select, which the compiler turns into vector
-// code (AVX-512F or AVX2) inside the kernels' loops. The AVX512-BF16 instruction
-// (vcvtneps2bf16) is not used: it flushes subnormal inputs to zero, which these rules do not.
+// code (AVX-512F or AVX2) inside the kernels' loops. Rows rounded in a pass of their own
+// (round_row_to_bf16, cpu.h) and the bf16 GEMM's tiles use AVX512-BF16's vcvtne2ps2bf16 instead,
+// where the CPU has it: it flushes subnormal inputs to zero, which these rules do not, so 32 values
+// with a subnormal among them take the integer steps (kernels/cpu/round_bf16.h).
 #pragma once
 
 #include <type_traits>

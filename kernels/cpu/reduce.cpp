@@ -115,13 +115,18 @@ void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t r
                // out = pre gelu'(aux) in f32 (gelu_backward_of_bf16's value), added to its column's
                // partial (sum_dim's order) and rounded into C (the rounding pass's value)
                [&](int64_t, int64_t r0, int64_t r1, int64_t i0, int64_t i1, double* acc) {
-                 for (int64_t r = r0; r < r1; ++r)
-                   for (int64_t i = i0; i < i1; ++i) {
-                     const float out =
-                         gelu_backward_of(aux[r * cols + i].to_float(), pre[r * cols + i]);
-                     acc[i] += static_cast<double>(out);
-                     c[r * ldc + i] = bf16::from_float(out);
+                 alignas(64) float out[kColBlock];  // a row's block in f32, then rounded at once
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const float* pre_row = pre + r * cols + i0;
+                   const bf16* aux_row = aux + r * cols + i0;
+                   double* acc_row = acc + i0;
+#pragma omp simd
+                   for (int64_t i = 0; i < i1 - i0; ++i) {
+                     out[i] = gelu_backward_of(aux_row[i].to_float(), pre_row[i]);
+                     acc_row[i] += static_cast<double>(out[i]);
                    }
+                   round_row_to_bf16(out, c + r * ldc + i0, i1 - i0);
+                 }
                },
                // the sums as sum_dim stores them in f32, then rounded once to bf16
                [&](int64_t, int64_t i, double total) {

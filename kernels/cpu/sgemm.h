@@ -75,8 +75,8 @@ void set_sgemm_slab_depth(int64_t kc);
 // fits one slab never touches its f32 C. With keep_f32, C gets the unrounded value too (for an
 // epilogue that reads the f32 value from C). With gelu (a GELU GEMM's epilogue, `rounded` being
 // GELU's aux = bf16(pre)), bf16(gelu(value)) goes there too (row stride gelu_ld), computed in f32
-// from the registers by gelu_rows_to_bf16 (kernels/cpu/cpu.h): neither pre nor GELU's output is
-// ever written in f32.
+// from the registers by GELU's one definition (kernels/cpu/gelu.h): neither pre nor GELU's output
+// is ever written in f32.
 struct Bf16Store {
   bf16* rounded = nullptr;
   int64_t ld = 0;
@@ -112,8 +112,9 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
                 const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
                 int64_t ldc, const SgemmOptions& options = {}, const Bf16Store& store = {});
 
-// Whether this CPU executes AVX512-BF16 (cpuid leaf 7 subleaf 1, EAX bit 5) and the OS saves the
-// AVX-512 registers; checked once per process.
+// Whether this CPU executes AVX512-BF16 (cpuid leaf 7 subleaf 1, EAX bit 5), with AVX512BW (the
+// 16-bit masked stores of the bf16 results; every CPU with AVX512-BF16 has it), and the OS saves
+// the AVX-512 registers; checked once per process.
 bool cpu_has_avx512_bf16();
 // Forces sgemm_bf16 onto the f32 conversion path (true) or back to the fastest the CPU allows
 // (false), for tests and benchmarks that compare the two. Process-wide; not while a product runs.
