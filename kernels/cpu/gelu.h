@@ -1,7 +1,8 @@
 // GELU's tanh form as the cpu computes it, per element: the body of the elementwise kernels'
-// loops (gelu_forward, gelu_backward and their bf16 forms, kernels/cpu/elementwise.cpp) and of the
-// bf16 GEMM's one-pass dGELU epilogue (kernels/cpu/reduce.cpp). One definition, so that every
-// kernel gives the same bits for the same value.
+// loops (gelu_forward, gelu_backward and their bf16 forms, kernels/cpu/elementwise.cpp), of the
+// bf16 GELU GEMM's tiles (kernels/cpu/sgemm_bf16.cpp) and of its one-pass dGELU epilogue
+// (kernels/cpu/reduce.cpp). One definition, so that every kernel gives the same bits for the same
+// value.
 #pragma once
 
 #include "kernels/cpu/cpu.h"  // exp_vectorisable

@@ -259,17 +259,17 @@ void pack_b_bf16_pairs(const bf16* data, int64_t ld, bool trans, int64_t p0, int
 }
 
 #if defined(__x86_64__)
+namespace {
+
 // The tile's last k slab through a Bf16Store: C = alpha acc + beta C (+ bias), kept in f32 or not,
 // rounded to bf16, and GELU of it rounded to bf16, as the store asks; a partial tile through masks.
 // Out of line: inside the micro-kernel, its live values cost the k loop registers (GCC then moved
-// accumulators around and loaded B twice per k pair, 3-9% slower attention products).
-namespace {
-
+// accumulators around and loaded B twice per k pair, 2-9% slower attention products).
 __attribute__((target(GLASS_BF16_ROUND_TARGET), noinline)) void store_tile(
     const __m512 (&acc)[kBf16MR][2], float alpha, float beta, float* c, int64_t ldc, int64_t rows,
     int64_t cols, const Bf16Store& store) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  // the store's fields in locals: read through the pointer, they were reloaded after every
+  // the store's fields in locals: read through the reference, they were reloaded after every
   // store to C (which might alias them), in every row
   bf16* const rounded = store.rounded;
   const float* const bias = store.bias;
@@ -290,13 +290,13 @@ __attribute__((target(GLASS_BF16_ROUND_TARGET), noinline)) void store_tile(
   for (int64_t r = 0; r < rows; ++r) {
     __m512 v[2];
     for (int half = 0; half < 2; ++half) {
-      const float* row = c + r * ldc + 16 * half;
+      float* row = c + r * ldc + 16 * half;
       v[half] = _mm512_mul_ps(va, acc[r][half]);
       if (beta != 0.0f)
         v[half] =
             _mm512_add_ps(v[half], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(lanes[half], row)));
       if (bias != nullptr) v[half] = _mm512_add_ps(v[half], bias_half[half]);
-      if (write_f32) _mm512_mask_storeu_ps(c + r * ldc + 16 * half, lanes[half], v[half]);
+      if (write_f32) _mm512_mask_storeu_ps(row, lanes[half], v[half]);
     }
     if (rounded != nullptr)
       _mm512_mask_storeu_epi16(rounded + r * rounded_ld, bf16_lanes,
