@@ -169,13 +169,6 @@ void gelu_backward_of_bf16(const Tensor& x, const Tensor& dy, const Tensor& dx);
 // One launch, `gelu_backward_column_sums`.
 void gelu_backward_column_sums_bf16(const float* pre, const bf16* aux, int64_t rows, int64_t cols,
                                     bf16* c, int64_t ldc, bf16* sums);
-// y[r][j] = bf16(gelu(x[r][j])) for a rows x cols block (row strides ldx and ldy), on the calling
-// thread, no launch: the f32 GELU of each x rounded once, the bits of gelu_forward into f32 and
-// then a rounding pass. For the bf16 GELU GEMM (Bf16Store::gelu), whose tiles call it with their
-// f32 pre from the registers.
-void gelu_rows_to_bf16(const float* x, int64_t ldx, bf16* y, int64_t ldy, int64_t rows,
-                       int64_t cols);
-
 // The range exp_vectorisable clamps its argument to, [-87, 88], where 2^k stays a normal float.
 // Defined in kernels/cpu/exp_range.cpp, out of the compiler's sight on purpose: with the values
 // known where exp_vectorisable is inlined, GCC 12 computed exp(-87) and exp(88) ahead of time and
@@ -209,9 +202,11 @@ inline double exp_vectorisable(double x) { return std::exp(x); }
 
 // to[j] = bf16(from[j]) for j < n: each f32 rounded once to nearest even, bf16::from_float's bits.
 // On AVX512-BF16, 32 values per instruction (kernels/cpu/round_bf16.cpp), about twice as fast as
-// the rule written per element, which GCC vectorises into integer steps. A loop that computes
-// f32 values and stores them as bf16 computes a row (or a block of one) into an f32 buffer and
-// rounds it here.
+// the rule written per element, which GCC vectorises into integer steps. GCC vectorises a loop
+// that stores bf16 32 entries at a time (a 512-bit vector of 16-bit values), so a loop of 16
+// entries with a bf16 store in it runs on 256-bit halves: rows computed in 16-entry blocks round
+// here, in a pass of their own. A call per short row costs more than it saves (flash attention's
+// P and dS rows, bench/RESULTS.md 2026-12-07): there the rule stays inside the loop.
 void round_row_to_bf16(const float* from, bf16* to, int64_t n);
 
 template <class T>

@@ -188,15 +188,6 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   });
 }
 
-void gelu_rows_to_bf16(const float* x, int64_t ldx, bf16* y, int64_t ldy, int64_t rows,
-                       int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* from = x + r * ldx;
-    bf16* to = y + r * ldy;
-    for (int64_t j = 0; j < cols; ++j) to[j] = bf16::from_float(gelu_forward_of(from[j]));
-  }
-}
-
 void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
   check_unary("gelu_backward", x, dx);
   check_unary("gelu_backward", dy, dx);

@@ -370,9 +370,9 @@ __attribute__((target(GLASS_BF16_ROUND_TARGET))) void micro_kernel_bf16(
                                   {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
   // 2. C = alpha acc + beta C, written once; a partial tile goes through masks (bf16) or a bounce
   // buffer (f32)
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   if (store != nullptr)  // the last k slab, with a bias or a bf16 destination
     return store_tile(acc, alpha, beta, c, ldc, rows, cols, *store);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   if (rows == kBf16MR && cols == kBf16NR) {
     for (int r = 0; r < kBf16MR; ++r) {
       float* row = c + r * ldc;
@@ -447,17 +447,16 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 
 void store_from_f32(float* c, int64_t ldc, int64_t m, int64_t n, const Bf16Store& store) {
   if (!store.active()) return;
-  // the fast path's store: (alpha AB + beta C) + bias, rounded once or not, and GELU from the f32
-  // value (C is then scratch: it holds the value for gelu_rows_to_bf16)
+  // the fast path's store (store_tile): (alpha AB + beta C) + bias, rounded once or not, and GELU
+  // of the f32 value (GELU's one definition, gelu.h) rounded once
   for_each_row(m, m * n, [&](int64_t i) {
     float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) {
       const float v = row[j] + (store.bias ? store.bias[j] : 0.0f);
       if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
-      if (!store.rounded || store.keep_f32 || store.gelu) row[j] = v;
+      if (!store.rounded || store.keep_f32) row[j] = v;
+      if (store.gelu) store.gelu[i * store.gelu_ld + j] = bf16::from_float(gelu_forward_of(v));
     }
-    if (store.gelu)
-      gelu_rows_to_bf16(row, ldc, store.gelu + i * store.gelu_ld, store.gelu_ld, 1, n);
   });
 }
 
