@@ -76,9 +76,10 @@ int main(int argc, char** argv) {
   const auto blocking = glass::kernels::cpu::sgemm_blocking();
   const auto peak = glass::kernels::cpu::hardware_peak();
   fmt::print(
-      "threads {}, OpenBLAS kernel {}, glass tile {}x{} ({}-bit vectors), KC {} MC {} NC {}\n",
-      threads, openblas_get_corename(), blocking.mr, blocking.nr, blocking.vector_bits, blocking.kc,
-      blocking.mc, blocking.nc);
+      "threads {}, OpenBLAS kernel {}, glass tile {}x{} in {} ({}-bit vectors), KC {} MC {} NC "
+      "{}\n",
+      threads, openblas_get_corename(), blocking.mr, blocking.nr, blocking.passes,
+      blocking.vector_bits, blocking.kc, blocking.mc, blocking.nc);
   fmt::print("hardware peak {:.1f} GFLOP/s ({})\n", peak.flops() / 1e9, peak.derivation());
   const std::string other_column = fmt::format("KC {} GF/s", other_depth);
   fmt::print("{:<22}{:>16}{:>14}{:>14}{:>9}{:>16}\n", "shape", "m x n x k", "glass GF/s",

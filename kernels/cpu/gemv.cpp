@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/native_vector.h"
 #include "kernels/cpu/threads.h"
 
 namespace glass::kernels::cpu {
@@ -37,20 +38,6 @@ constexpr int64_t kLanes = 16;
 constexpr int64_t kDotColumns = 4;                // columns of C per dot-product block
 constexpr int64_t kAxpyColumns = 4 * kLanes;      // columns of C per streamed-row block
 constexpr double kParallelWeights = 64.0 * 1024;  // op(B) elements (256 KB) worth two threads
-
-Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-// The first `count` (< 16) floats at p, the other lanes zero.
-Vec load_part(const float* p, int64_t count) {
-  alignas(64) float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, 0.0f);
-  std::memcpy(lanes, p, static_cast<size_t>(count) * sizeof(float));
-  return load(lanes);
-}
 
 // The totals of four 16-lane sums in lanes 0..3, by one fixed tree: halves, quarters, pairs, then
 // neighbours. Each column's lanes meet in the same order whichever slot it takes.
@@ -93,6 +80,29 @@ void write(const Problem& p, int64_t i, int64_t j, float sum) {
   *out = p.alpha * sum + (p.bias ? p.bias[j] : 0.0f) + (p.beta != 0.0f ? p.beta * *out : 0.0f);
 }
 
+// 16 lanes as the loops hold them: kParts Native vectors (native_vector.h), one on AVX-512.
+constexpr int kParts = kLanes / kNativeLanes;
+struct Lanes {
+  Native part[kParts];
+};
+[[gnu::always_inline]] inline Lanes load_lanes(const float* p) {
+  Lanes v;
+  for (int h = 0; h < kParts; ++h) v.part[h] = load_native(p + h * kNativeLanes);
+  return v;
+}
+// The first `count` (< 16) floats at p, the other lanes zero.
+Lanes load_lanes_part(const float* p, int64_t count) {
+  alignas(64) float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, 0.0f);
+  std::memcpy(lanes, p, static_cast<size_t>(count) * sizeof(float));
+  return load_lanes(lanes);
+}
+Vec as_vec(const Lanes& v) {
+  Vec out;
+  std::memcpy(&out, v.part, sizeof out);
+  return out;
+}
+
 // C's columns [j, j + live) (live <= 4) for a transposed B: the rows j.. of the stored W dotted
 // with A's rows. A missing column repeats the last live row of W; its result is dropped.
 template <int M>
@@ -100,25 +110,28 @@ void dot_columns(const Problem& p, int64_t j, int64_t live) {
   const float* w[kDotColumns];
   for (int64_t col = 0; col < kDotColumns; ++col)
     w[col] = p.b + (j + std::min(col, live - 1)) * p.ldb;
-  Vec acc[M][kDotColumns];
+  Lanes acc[M][kDotColumns];
   for (int i = 0; i < M; ++i)
-    for (int64_t col = 0; col < kDotColumns; ++col) acc[i][col] = Vec{};
+    for (int64_t col = 0; col < kDotColumns; ++col)
+      for (int h = 0; h < kParts; ++h) acc[i][col].part[h] = Native{};
   const auto update = [&](int64_t q, auto&& fetch) {
-    Vec wv[kDotColumns];
+    Lanes wv[kDotColumns];
     for (int64_t col = 0; col < kDotColumns; ++col) wv[col] = fetch(w[col] + q);
     for (int i = 0; i < M; ++i) {
-      const Vec x = fetch(p.a_rows[i] + q);
-      for (int64_t col = 0; col < kDotColumns; ++col) acc[i][col] += x * wv[col];
+      const Lanes x = fetch(p.a_rows[i] + q);
+      for (int64_t col = 0; col < kDotColumns; ++col)
+        for (int h = 0; h < kParts; ++h) acc[i][col].part[h] += x.part[h] * wv[col].part[h];
     }
   };
   int64_t q = 0;
-  for (; q + kLanes <= p.k; q += kLanes) update(q, [](const float* at) { return load(at); });
+  for (; q + kLanes <= p.k; q += kLanes) update(q, [](const float* at) { return load_lanes(at); });
   if (q < p.k) {
     const int64_t rest = p.k - q;
-    update(q, [rest](const float* at) { return load_part(at, rest); });
+    update(q, [rest](const float* at) { return load_lanes_part(at, rest); });
   }
   for (int i = 0; i < M; ++i) {
-    const Vec sums = fold4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    const Vec sums =
+        fold4(as_vec(acc[i][0]), as_vec(acc[i][1]), as_vec(acc[i][2]), as_vec(acc[i][3]));
     for (int64_t col = 0; col < live; ++col) write(p, i, j + col, sums[col]);
   }
 }
@@ -128,30 +141,32 @@ void dot_columns(const Problem& p, int64_t j, int64_t live) {
 template <int M>
 void axpy_columns(const Problem& p, int64_t j, int64_t live) {
   constexpr int kVectors = kAxpyColumns / kLanes;
-  Vec acc[M][kVectors];
+  Lanes acc[M][kVectors];
   for (int i = 0; i < M; ++i)
-    for (int v = 0; v < kVectors; ++v) acc[i][v] = Vec{};
-  const auto update = [&](int64_t q, const Vec(&bv)[kVectors]) {
+    for (int v = 0; v < kVectors; ++v)
+      for (int h = 0; h < kParts; ++h) acc[i][v].part[h] = Native{};
+  const auto update = [&](int64_t q, const Lanes(&bv)[kVectors]) {
     for (int i = 0; i < M; ++i) {
       const float x = p.a_rows[i][q];
-      for (int v = 0; v < kVectors; ++v) acc[i][v] += x * bv[v];
+      for (int v = 0; v < kVectors; ++v)
+        for (int h = 0; h < kParts; ++h) acc[i][v].part[h] += x * bv[v].part[h];
     }
   };
   const float* row = p.b + j;
   if (live == kAxpyColumns) {
     for (int64_t q = 0; q < p.k; ++q, row += p.ldb) {
-      Vec bv[kVectors];
-      for (int v = 0; v < kVectors; ++v) bv[v] = load(row + v * kLanes);
+      Lanes bv[kVectors];
+      for (int v = 0; v < kVectors; ++v) bv[v] = load_lanes(row + v * kLanes);
       update(q, bv);
     }
   } else {
     for (int64_t q = 0; q < p.k; ++q, row += p.ldb) {
-      Vec bv[kVectors];
+      Lanes bv[kVectors];
       for (int v = 0; v < kVectors; ++v) {
         const int64_t count = std::clamp<int64_t>(live - v * kLanes, 0, kLanes);
-        bv[v] = count == kLanes ? load(row + v * kLanes)
-                : count > 0     ? load_part(row + v * kLanes, count)
-                                : Vec{};
+        bv[v] = count == kLanes ? load_lanes(row + v * kLanes)
+                : count > 0     ? load_lanes_part(row + v * kLanes, count)
+                                : Lanes{};
       }
       update(q, bv);
     }
@@ -159,7 +174,7 @@ void axpy_columns(const Problem& p, int64_t j, int64_t live) {
   for (int i = 0; i < M; ++i)
     for (int v = 0; v < kVectors; ++v) {
       alignas(64) float sums[kLanes];
-      store(sums, acc[i][v]);
+      std::memcpy(sums, acc[i][v].part, sizeof sums);
       for (int64_t col = v * kLanes; col < std::min<int64_t>(live, (v + 1) * kLanes); ++col)
         write(p, i, j + col, sums[col - v * kLanes]);
     }

@@ -2,9 +2,10 @@
 //
 // Why not only OpenBLAS: OpenBLAS picks its GEMM kernel by CPU model, and a model it does not know
 // gets its generic SSE3 "Prescott" kernel: 4 lanes and no FMA on a core that has AVX-512, a tenth
-// of the core's peak (bench/RESULTS.md). This GEMM is written once against 16-float vectors (GCC
-// vector extensions): one AVX-512 register where the build targets AVX-512, two AVX2 registers or
-// four SSE ones elsewhere, so its speed follows the ISA glass is built for, not a model table.
+// of the core's peak (bench/RESULTS.md). This GEMM is written once against GCC vector extensions,
+// its panels laid out in 16-float vectors and its k loop in the build's own register width (one
+// AVX-512 register of 16 floats, an AVX2 one of 8, an SSE one of 4: native_vector.h), so its speed
+// follows the ISA glass is built for, not a model table.
 //
 // The algorithm is the one every fast GEMM uses (Goto and van de Geijn; BLIS):
 //
@@ -19,7 +20,9 @@
 // or L1, the packed B block in L3. The micro-kernel does MR x NR/16 vector FMAs per k for NR/16
 // vector loads of B and MR broadcasts of A: with MR = 8 that is 16 FMAs per 2 loads, and its 16
 // independent accumulators hide the FMA latency (4 cycles x 2 FMA units needs at least 8). Tiles of
-// 6, 12 and 14 rows measured within a few percent of this one (bench/RESULTS.md).
+// 6, 12 and 14 rows measured within a few percent of this one (bench/RESULTS.md). Where the tile
+// does not fit the registers (AVX2's 16 registers of 8 floats hold a quarter of it), the k loop
+// runs once per part that fits (tile_passes).
 //
 // The slab depth KC is the deepest of 1024, 512 and 256 whose block of A fills at most half of
 // this machine's L2 (slab_depth). Every slab after the first adds onto C, so C is read and written
@@ -52,6 +55,7 @@
 #include "kernels/cpu/sgemm.h"
 
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/native_vector.h"
 #include "kernels/cpu/sgemm_bf16_kernel.h"
 #include "kernels/cpu/threads.h"
 
@@ -290,6 +294,69 @@ struct StoredRows {
   float at(int r, int64_t p) const { return row[r][p]; }
 };
 
+// The tile's sums: kMR rows of kNR floats in Native vectors.
+using TileSums = Native[kMR][kNR / kNativeLanes];
+
+// Rows [r0, r0 + kRows) and columns [c0, c0 + kColumns) of the tile: acc = sum over p of A's
+// column p times B's row p (B's row p at b + p * b_step).
+template <int kRows, int kColumns, class Rows>
+[[gnu::always_inline]] inline void tile_pass(int64_t kc, const Rows& a, int r0, int c0,
+                                             const float* b, int64_t b_step, TileSums& acc) {
+  constexpr int kVectors = kColumns / kNativeLanes;
+  Native part[kRows][kVectors];
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < kVectors; ++v) part[r][v] = Native{};
+  b += c0;
+  for (int64_t p = 0; p < kc; ++p, b += b_step) {
+    // one rank-1 update: B's row p (its vectors) times each of A's values in column p
+    Native b_row[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      b_row[v] = load_native(b + v * kNativeLanes);
+      // in a register: left to itself, GCC folds the load into every FMA that uses it, and
+      // 12 loads per 8 FMAs (AVX2) are more than the load ports issue in the FMAs' 4 cycles
+      asm("" : "+x"(b_row[v]));
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int v = 0; v < kVectors; ++v) part[r][v] += a.at(r0 + r, p) * b_row[v];
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < kVectors; ++v) acc[r0 + r][c0 / kNativeLanes + v] = part[r][v];
+}
+
+// The k loop over the whole tile, in passes that each keep their part of it in registers: its
+// accumulators, B's row and A's broadcast value must fit the register file (in Native vectors).
+// A part too large for it lives on the stack, and the loop runs at a fraction of the FMA rate.
+//   AVX-512 (32 registers of 16 floats): the whole tile, 16 accumulators, one pass.
+//   AVX2 (16 registers of 8 floats): rows 0-5 of each 16-column half (12 accumulators, 2 B
+//     vectors, a broadcast: 15 registers), then rows 6-7 of all 32 columns (8 accumulators). Each
+//     pass does 2 FMAs a cycle at best, and 12 accumulators leave the 4-cycle FMA latency slack;
+//     four passes of 4 x 16 (8 accumulators each) measured 4% slower (bench/RESULTS.md,
+//     2026-12-07). Every pass reads its part of the panels from L1.
+//   SSE (16 registers of 4 floats): 2 rows of 16 columns, eight passes.
+// The sums of each entry of C are taken in the same order in every layout: the bits do not
+// depend on the passes.
+template <class Rows>
+[[gnu::always_inline]] inline void tile_passes(int64_t kc, const Rows& a, const float* b,
+                                               int64_t b_step, TileSums& acc) {
+#if defined(__AVX512F__)
+  tile_pass<kMR, kNR>(kc, a, 0, 0, b, b_step, acc);
+#elif defined(__AVX__)
+  tile_pass<6, 16>(kc, a, 0, 0, b, b_step, acc);
+  tile_pass<6, 16>(kc, a, 0, 16, b, b_step, acc);
+  tile_pass<2, 32>(kc, a, 6, 0, b, b_step, acc);
+#else
+  for (int r0 = 0; r0 < kMR; r0 += 2)
+    for (int c0 = 0; c0 < kNR; c0 += 16) tile_pass<2, 16>(kc, a, r0, c0, b, b_step, acc);
+#endif
+}
+
+// Row r's 16 sums from column 16 * half of the tile, as one Vec.
+[[gnu::always_inline]] inline Vec tile_row_half(const TileSums& acc, int r, int half) {
+  Vec v;
+  std::memcpy(&v, &acc[r][half * kLanes / kNativeLanes], sizeof v);
+  return v;
+}
+
 // The MR x NR tile of C at c: c = alpha * sum_p a[p] b[p]^T + beta * c (+ bias[j] in column j
 // when bias is not null), for the first `rows` x `cols` of it (the rest are padding). B's NR
 // values for k = p are at b + p * b_step (NR for a packed panel, ldb for a row-major B read where
@@ -298,10 +365,8 @@ template <class Rows>
 void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, float alpha,
                   float beta, const float* bias, float* c, int64_t ldc, int64_t rows,
                   int64_t cols) {
-  // 1. the tile in registers: kMR rows of two vectors (zeroed one by one: `= {}` made GCC clear
-  // them with a call to memset on the stack, in every call)
-  Vec acc[kMR][2];
-  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = Vec{};
+  // 1. the tile's sums: kMR rows of two vectors, written by the k loop's passes
+  TileSums acc;
   // A tile that adds onto C (a later k slab, or beta != 0) asks for its 16 cache lines now, so
   // that they arrive while the k loop runs instead of stalling the write at the end: the weight
   // gradients (k = 2048, 8 slabs) re-read C from L3 once a slab, and measured 3-9% faster so.
@@ -310,14 +375,8 @@ void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, flo
       __builtin_prefetch(c + r * ldc, 1);
       __builtin_prefetch(c + r * ldc + kLanes, 1);
     }
-  for (int64_t p = 0; p < kc; ++p, b += b_step) {
-    // 2. one rank-1 update: B's row p (two vectors) times each of A's kMR values in column p
-    const Vec b0 = load(b), b1 = load(b + kLanes);
-    for (int r = 0; r < kMR; ++r) {
-      acc[r][0] += a.at(r, p) * b0;
-      acc[r][1] += a.at(r, p) * b1;
-    }
-  }
+  // 2. kc rank-1 updates, one pass per part of the tile that fits the registers (once, on AVX-512)
+  tile_passes(kc, a, b, b_step, acc);
   // 3. scale and write the tile once; a partial tile at C's edge goes through a bounce buffer
   const bool whole = rows == kMR && cols == kNR;
   alignas(64) float edge[kMR][kNR];
@@ -325,12 +384,13 @@ void micro_kernel(int64_t kc, const Rows& a, const float* b, int64_t b_step, flo
             bias1 = whole && bias ? load(bias + kLanes) : Vec{};
   for (int r = 0; r < kMR; ++r) {
     if (!whole) {
-      store(edge[r], alpha * acc[r][0]);
-      store(edge[r] + kLanes, alpha * acc[r][1]);
+      store(edge[r], alpha * tile_row_half(acc, r, 0));
+      store(edge[r] + kLanes, alpha * tile_row_half(acc, r, 1));
       continue;
     }
     float* row = c + r * ldc;
-    Vec out0 = alpha * acc[r][0] + bias0, out1 = alpha * acc[r][1] + bias1;
+    Vec out0 = alpha * tile_row_half(acc, r, 0) + bias0,
+        out1 = alpha * tile_row_half(acc, r, 1) + bias1;
     if (beta != 0.0f) {
       out0 += beta * load(row);
       out1 += beta * load(row + kLanes);
@@ -653,13 +713,13 @@ void set_sgemm_slab_depth(int64_t kc) {
 
 SgemmBlocking sgemm_blocking() {
 #if defined(__AVX512F__)
-  const int bits = 512;
+  const char* passes = "one pass of 8x32";
 #elif defined(__AVX__)
-  const int bits = 256;
+  const char* passes = "passes of 6x16, 6x16, 2x32";
 #else
-  const int bits = 128;
+  const char* passes = "eight passes of 2x16";
 #endif
-  return {kMR, kNR, static_cast<int>(slab_depth()), kMC, kNC, bits};
+  return {kMR, kNR, passes, static_cast<int>(slab_depth()), kMC, kNC, 32 * kNativeLanes};
 }
 
 }  // namespace glass::kernels::cpu

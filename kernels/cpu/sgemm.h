@@ -124,9 +124,10 @@ bool bf16_gemm_fast_path();
 
 // The register tile and cache blocks sgemm uses, for reports and tests.
 struct SgemmBlocking {
-  int mr, nr;       // the micro-kernel's tile of C held in registers
-  int kc, mc, nc;   // k slab, rows of A packed per block, columns of B packed per panel
-  int vector_bits;  // the width the micro-kernel's vectors compile to in this build
+  int mr, nr;          // the micro-kernel's tile of C
+  const char* passes;  // the parts of the tile that one k loop each holds in registers
+  int kc, mc, nc;      // k slab, rows of A packed per block, columns of B packed per panel
+  int vector_bits;     // the width the micro-kernel's vectors compile to in this build
 };
 SgemmBlocking sgemm_blocking();
 
