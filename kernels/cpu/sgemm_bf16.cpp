@@ -448,14 +448,18 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 void store_from_f32(float* c, int64_t ldc, int64_t m, int64_t n, const Bf16Store& store) {
   if (!store.active()) return;
   // the fast path's store (store_tile): (alpha AB + beta C) + bias, rounded once or not, and GELU
-  // of the f32 value (GELU's one definition, gelu.h) rounded once
+  // of the f32 value (GELU's one definition, gelu.h) rounded once. One loop per step, each free of
+  // branches, so that GCC vectorises it (with the three tests inside, it did not: the GELU GEMM
+  // took twice as long as the plain one on AVX2). C's f32 row holds the biased value even where
+  // the caller keeps only the bf16 result: it is then scratch.
   for_each_row(m, m * n, [&](int64_t i) {
     float* row = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = row[j] + (store.bias ? store.bias[j] : 0.0f);
-      if (store.rounded) store.rounded[i * store.ld + j] = bf16::from_float(v);
-      if (!store.rounded || store.keep_f32) row[j] = v;
-      if (store.gelu) store.gelu[i * store.gelu_ld + j] = bf16::from_float(gelu_forward_of(v));
+    if (store.bias)
+      for (int64_t j = 0; j < n; ++j) row[j] += store.bias[j];
+    if (store.rounded) round_row_to_bf16(row, store.rounded + i * store.ld, n);
+    if (store.gelu) {
+      bf16* gelu = store.gelu + i * store.gelu_ld;
+      for (int64_t j = 0; j < n; ++j) gelu[j] = bf16::from_float(gelu_forward_of(row[j]));
     }
   });
 }
