@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/hardware_peak.h"
@@ -111,6 +112,11 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {  // alternate, so all see the same machine load
       t_ours = std::min(t_ours, seconds(ours));
       t_theirs = std::min(t_theirs, seconds(theirs));
+      // OpenBLAS's pthreads spin for a while after each call (2^28 cycles by default, its
+      // THREAD_TIMEOUT): timed at once, glass's pool finds its worker's core taken and backs off
+      // to one thread, as on a busy machine. The pause lets them sleep first (bench/RESULTS.md,
+      // 2026-12-07: glass's 2-thread mean rose from 0.61-0.62x to 0.67-0.71x OpenBLAS's).
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       if (!other_depth) continue;
       glass::kernels::cpu::set_sgemm_slab_depth(other_depth);
       t_other = std::min(t_other, seconds(ours));
