@@ -2,10 +2,10 @@
 //
 // The cpu GEMM and GEMV think in 16-float vectors (their tiles, panels and sum trees are laid out
 // so). GCC keeps such a 64-byte vector in a register only where one register holds it: on an AVX2
-// build it lowers every 16-float value through the stack, word by word, and the GEMM's k loop ran
-// at a twentieth of the FMA rate (bench/RESULTS.md, 2026-12-07). So their inner loops hold
-// `Native` vectors, kLanes16 / kNativeLanes of them per 16 lanes; lanes stay independent, so the
-// sums, and their bits, are the same at every width.
+// build it lowers every 16-float value through the stack, in 128-bit pieces, and the GEMM's k loop
+// ran at a twentieth of the FMA rate (bench/RESULTS.md, 2026-12-07). So their inner loops hold
+// `Native` vectors, 16 / kNativeLanes of them per 16 lanes; lanes stay independent, so the sums,
+// and their bits, are the same at every width.
 #pragma once
 
 #include <cstring>
