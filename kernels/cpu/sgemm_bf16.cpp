@@ -450,8 +450,8 @@ void store_from_f32(float* c, int64_t ldc, int64_t m, int64_t n, const Bf16Store
   // the fast path's store (store_tile): (alpha AB + beta C) + bias, rounded once or not, and GELU
   // of the f32 value (GELU's one definition, gelu.h) rounded once. One loop per step, each free of
   // branches, so that GCC vectorises it (with the three tests inside, it did not: the GELU GEMM
-  // took twice as long as the plain one on AVX2). C's f32 row holds the biased value even where
-  // the caller keeps only the bf16 result: it is then scratch.
+  // ran at 0.56-0.63 of the plain one's rate on AVX2, bench/RESULTS.md 2026-12-07). C's f32 row
+  // holds the biased value even where the caller keeps only the bf16 result: it is then scratch.
   for_each_row(m, m * n, [&](int64_t i) {
     float* row = c + i * ldc;
     if (store.bias)
