@@ -65,6 +65,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -324,31 +325,60 @@ template <int kRows, int kColumns, class Rows>
     for (int v = 0; v < kVectors; ++v) acc[r0 + r][c0 / kNativeLanes + v] = part[r][v];
 }
 
-// The k loop over the whole tile, in passes that each keep their part of it in registers: its
+// The k loop over the whole tile runs in passes that each keep their part of it in registers: its
 // accumulators, B's row and A's broadcast value must fit the register file (in Native vectors).
 // A part too large for it lives on the stack, and the loop runs at a fraction of the FMA rate.
-//   AVX-512 (32 registers of 16 floats): the whole tile, 16 accumulators, one pass.
-//   AVX2 (16 registers of 8 floats): rows 0-5 of each 16-column half (12 accumulators, 2 B
-//     vectors, a broadcast: 15 registers), then rows 6-7 of all 32 columns (8 accumulators). Each
-//     pass does 2 FMAs a cycle at best, and 12 accumulators leave the 4-cycle FMA latency slack;
-//     four passes of 4 x 16 (8 accumulators each) measured 4% slower (bench/RESULTS.md,
-//     2026-12-07). Every pass reads its part of the panels from L1.
-//   SSE (16 registers of 4 floats): 2 rows of 16 columns, eight passes.
-// The sums of each entry of C are taken in the same order in every layout: the bits do not
-// depend on the passes.
+// A pass: rows [r0, r0 + rows) and columns [c0, c0 + columns) of the tile.
+struct TilePass {
+  int rows, columns, r0, c0;
+};
+#if defined(__AVX512F__)
+// AVX-512 (32 registers of 16 floats): the whole tile, 16 accumulators, one pass.
+constexpr TilePass kTilePasses[] = {{kMR, kNR, 0, 0}};
+#elif defined(__AVX__)
+// AVX2 (16 registers of 8 floats): rows 0-5 of each 16-column half (12 accumulators, 2 B vectors,
+// a broadcast: 15 registers), then rows 6-7 of all 32 columns (8 accumulators). Each pass does 2
+// FMAs a cycle at best, and 12 accumulators leave the 4-cycle FMA latency slack; four passes of
+// 4 x 16 (8 accumulators each) measured 4% slower (bench/RESULTS.md, 2026-12-07). Every pass
+// reads its part of the panels from L1.
+constexpr TilePass kTilePasses[] = {{6, 16, 0, 0}, {6, 16, 0, 16}, {2, 32, 6, 0}};
+#else
+// SSE (16 registers of 4 floats): 2 rows of 16 columns, eight passes.
+constexpr TilePass kTilePasses[] = {{2, 16, 0, 0}, {2, 16, 0, 16}, {2, 16, 2, 0}, {2, 16, 2, 16},
+                                    {2, 16, 4, 0}, {2, 16, 4, 16}, {2, 16, 6, 0}, {2, 16, 6, 16}};
+#endif
+
+// Every entry of the tile in exactly one pass, and every pass in whole Native vectors.
+consteval bool passes_cover_the_tile_once() {
+  int count[kMR][kNR] = {};
+  for (const TilePass& pass : kTilePasses) {
+    if (pass.columns % kNativeLanes != 0 || pass.c0 % kNativeLanes != 0) return false;
+    for (int r = pass.r0; r < pass.r0 + pass.rows; ++r)
+      for (int c = pass.c0; c < pass.c0 + pass.columns; ++c)
+        if (r >= kMR || c >= kNR || ++count[r][c] != 1) return false;
+  }
+  for (const auto& row : count)
+    for (int n : row)
+      if (n != 1) return false;
+  return true;
+}
+static_assert(passes_cover_the_tile_once(),
+              "kTilePasses must cover the kMR x kNR tile exactly once");
+
+// The passes of kTilePasses, one after another. The sums of each entry of C are taken in the same
+// order in every layout: the bits do not depend on the passes.
+template <class Rows, size_t... kPass>
+[[gnu::always_inline]] inline void tile_passes(int64_t kc, const Rows& a, const float* b,
+                                               int64_t b_step, TileSums& acc,
+                                               std::index_sequence<kPass...>) {
+  (tile_pass<kTilePasses[kPass].rows, kTilePasses[kPass].columns>(
+       kc, a, kTilePasses[kPass].r0, kTilePasses[kPass].c0, b, b_step, acc),
+   ...);
+}
 template <class Rows>
 [[gnu::always_inline]] inline void tile_passes(int64_t kc, const Rows& a, const float* b,
                                                int64_t b_step, TileSums& acc) {
-#if defined(__AVX512F__)
-  tile_pass<kMR, kNR>(kc, a, 0, 0, b, b_step, acc);
-#elif defined(__AVX__)
-  tile_pass<6, 16>(kc, a, 0, 0, b, b_step, acc);
-  tile_pass<6, 16>(kc, a, 0, 16, b, b_step, acc);
-  tile_pass<2, 32>(kc, a, 6, 0, b, b_step, acc);
-#else
-  for (int r0 = 0; r0 < kMR; r0 += 2)
-    for (int c0 = 0; c0 < kNR; c0 += 16) tile_pass<2, 16>(kc, a, r0, c0, b, b_step, acc);
-#endif
+  tile_passes(kc, a, b, b_step, acc, std::make_index_sequence<std::size(kTilePasses)>{});
 }
 
 // Row r's 16 sums from column 16 * half of the tile, as one Vec.
@@ -713,14 +743,16 @@ void set_sgemm_slab_depth(int64_t kc) {
 }
 
 SgemmBlocking sgemm_blocking() {
-#if defined(__AVX512F__)
-  const char* passes = "one pass of 8x32";
-#elif defined(__AVX__)
-  const char* passes = "passes of 6x16, 6x16, 2x32";
-#else
-  const char* passes = "eight passes of 2x16";
-#endif
-  return {kMR, kNR, passes, static_cast<int>(slab_depth()), kMC, kNC, 32 * kNativeLanes};
+  // kTilePasses in words, e.g. "3 passes: 6x16, 6x16, 2x32"
+  static const std::string passes = [] {
+    std::string words = std::to_string(std::size(kTilePasses)) +
+                        (std::size(kTilePasses) == 1 ? " pass: " : " passes: ");
+    for (const TilePass& pass : kTilePasses)
+      words += (&pass == kTilePasses ? "" : ", ") + std::to_string(pass.rows) + "x" +
+               std::to_string(pass.columns);
+    return words;
+  }();
+  return {kMR, kNR, passes.c_str(), static_cast<int>(slab_depth()), kMC, kNC, 32 * kNativeLanes};
 }
 
 }  // namespace glass::kernels::cpu
