@@ -339,8 +339,9 @@ constexpr TilePass kTilePasses[] = {{kMR, kNR, 0, 0}};
 // AVX2 (16 registers of 8 floats): rows 0-5 of each 16-column half (12 accumulators, 2 B vectors,
 // a broadcast: 15 registers), then rows 6-7 of all 32 columns (8 accumulators). Each pass does 2
 // FMAs a cycle at best, and 12 accumulators leave the 4-cycle FMA latency slack; four passes of
-// 4 x 16 (8 accumulators each) measured 4% slower (bench/RESULTS.md, 2026-12-07). Every pass
-// reads its part of the panels from L1.
+// 4 x 16 (8 accumulators each) measured 4% slower (bench/RESULTS.md, 2026-12-07). Each pass reads
+// A's panel from L1; B's (64 KB at KC 512) is larger than a 32 KB L1, so each pass streams its part
+// from L2. Slabs of 256, which would keep a pass's part in L1, were not faster (the same entry).
 constexpr TilePass kTilePasses[] = {{6, 16, 0, 0}, {6, 16, 0, 16}, {2, 32, 6, 0}};
 #else
 // SSE (16 registers of 4 floats): 2 rows of 16 columns, eight passes.
