@@ -1,6 +1,7 @@
 #include "autograd/backward.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -84,9 +85,8 @@ class BackwardPass {
   std::vector<Node*> count_dependencies(Node* root) { return count_dependencies_from({root}); }
   std::vector<Node*> count_dependencies_from(const std::vector<Node*>& roots) {
     std::vector<Node*> order, stack;
-    std::unordered_set<Node*> seen;
     for (Node* r : roots)
-      if (seen.insert(r).second) stack.push_back(r);
+      if (find(r)) stack.push_back(r);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -97,13 +97,16 @@ class BackwardPass {
       for (const Edge& e : n->inputs) {
         if (is_exit(e)) continue;  // a region's pass stops at its edge (backward_region)
         if (e.node) {
-          if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+          if (find(e.node.get())) stack.push_back(e.node.get());
         } else if (e.leaf) {
           leaf_deps_[e.leaf.get()]++;
         }
       }
     }
-    std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->id > b->id; });
+    // A chain comes out of the search in order already; a graph with branches does not.
+    const auto later_first = [](Node* a, Node* b) { return a->id > b->id; };
+    if (!std::is_sorted(order.begin(), order.end(), later_first))
+      std::sort(order.begin(), order.end(), later_first);
     return order;
   }
 
@@ -111,7 +114,6 @@ class BackwardPass {
   // inputs (its backward function, made of visible launches) and hands them on; then it drops
   // what it saved.
   void walk(const std::vector<Node*>& order, const Tensor& root, const Tensor& seed) {
-    grads_.reserve(order.size());
     add_seed(root, seed);
     walk(order);
   }
@@ -121,15 +123,14 @@ class BackwardPass {
     Node* root_node = root.grad_fn().get();
     Tensor& acc = root_node->output_index(root) > 0
                       ? root_node->extras->output_grads[root_node->output_index(root)]
-                      : grads_[root_node];
+                      : grad_of(*root_node);
     acc = acc.defined() ? accumulate(acc, seed) : seed;
   }
 
   void walk(const std::vector<Node*>& order) {
     NoGradGuard no_grad;  // backward functions launch kernels; they record nothing
     for (Node* n : order) {
-      Tensor g = std::move(grads_[n]);
-      grads_.erase(n);
+      Tensor g = std::move(grad_of(*n));
       // Everything launched for this node, its gradient sums included, carries its id.
       // The creation site as text only while a debug switch may print it with a launch.
       const std::string site =
@@ -223,7 +224,7 @@ class BackwardPass {
     if (e.node) {
       if (!g.defined()) return;
       // Output 0's gradient waits in grads_, a multi-output node's others in the node.
-      Tensor& acc = e.output == 0 ? grads_[e.node.get()] : e.node->extras->output_grads[e.output];
+      Tensor& acc = e.output == 0 ? grad_of(*e.node) : e.node->extras->output_grads[e.output];
       acc = acc.defined() ? accumulate(acc, g) : std::move(g);
     } else if (e.leaf) {
       AutogradMeta* leaf = e.leaf.get();
@@ -255,7 +256,29 @@ class BackwardPass {
   }
 
  private:
-  std::unordered_map<Node*, Tensor> grads_;               // summed gradient of each node's output
+  // Marks `n` as found by this pass and gives it a slot in grads_; false if it was found already.
+  bool find(Node* n) {
+    if (n->found_by_pass == id_) return false;
+    n->found_by_pass = id_;
+    n->pass_slot = static_cast<uint32_t>(grads_.size());
+    grads_.emplace_back();
+    return true;
+  }
+  // The gradient of the output (output 0) of a node this pass found, summed so far.
+  Tensor& grad_of(const Node& n) {
+    GLASS_CHECK(n.found_by_pass == id_, "backward: node #{} {} was not found by this pass", n.id,
+                n.op);
+    return grads_[n.pass_slot];
+  }
+
+  // This pass's number: unique in the process, so that the marks of an earlier (or an enclosing)
+  // pass never read as this one's.
+  static uint64_t next_pass_id() {
+    static std::atomic<uint64_t> passes{0};
+    return passes.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  const uint64_t id_ = next_pass_id();
+  std::vector<Tensor> grads_;                             // by pass_slot: each node's output grad
   std::unordered_map<AutogradMeta*, int> leaf_deps_;      // edges still to deliver to each leaf
   std::unordered_map<AutogradMeta*, Tensor> leaf_grads_;  // each leaf's sum so far
 };

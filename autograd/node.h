@@ -46,7 +46,7 @@ struct NodeExtras {
   std::vector<Tensor> output_grads;
 };
 
-// A recorded op's node: 424 bytes on x86-64 with libstdc++, 448 as malloc'd with its shared_ptr
+// A recorded op's node: 440 bytes on x86-64 with libstdc++, 464 as malloc'd with its shared_ptr
 // control block (docs/design.md, "What a recorded op costs", accounts for every part).
 struct Node {
   int64_t id = 0;
@@ -58,6 +58,10 @@ struct Node {
   CreationSite created_at;  // forward's call site and module; .str() is the text
   // Null unless a hook or several outputs need it.
   std::unique_ptr<NodeExtras> extras;
+  // backward()'s marks, while it runs: which pass found the node (0: none yet) and the node's slot
+  // in that pass, where the gradient of its output is summed. A lookup is a load, not a hash.
+  uint64_t found_by_pass = 0;
+  uint32_t pass_slot = 0;
 
   Node();  // counts the node as alive (Tape::live_nodes)
   // Frees the graph behind the node without recursion (node.cpp).
