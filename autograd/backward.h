@@ -12,7 +12,8 @@
 // 1. dependency counting: walk the graph from `root`, collect its nodes, and count for every leaf
 //    how many edges lead to it. Node ids grow in tape order, so "each node after its producers" is
 //    "ascending id" and reversed(order) is "descending id": deterministic, and easy to follow in a
-//    debugger.
+//    debugger. Each node found is marked with the pass's number and given a slot where its
+//    output's gradient will be summed (Node::found_by_pass, pass_slot): no hash table per pass.
 // 2. the reverse walk: visit the nodes in descending id. By the time a node runs, every gradient
 //    flowing into it has arrived and been summed (a visible "grad_accumulate" launch: `+=`). A node
 //    drops its saved tensors and backward function right after it runs.
