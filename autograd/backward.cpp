@@ -75,6 +75,7 @@ std::pair<const void*, int> exit_key(const Edge& e) {
                 : std::pair<const void*, int>{e.leaf.get(), 0};
 }
 
+// The module path of a node made outside any module (a reference, so that no path is copied).
 const std::string kNoModule;
 
 // One run of backward(): the three steps as methods, with the bookkeeping they share.
