@@ -13,10 +13,12 @@
 //    how many edges lead to it. Node ids grow in tape order, so "each node after its producers" is
 //    "ascending id" and reversed(order) is "descending id": deterministic, and easy to follow in a
 //    debugger. Each node found is marked with the pass's number and given a slot where its
-//    output's gradient will be summed (Node::found_by_pass, pass_slot): no hash table per pass.
+//    output's gradient will be summed (Node::found_by_pass, pass_slot): a node's bookkeeping is a
+//    load, not a hash lookup (the leaves, far fewer, are counted in a map).
 // 2. the reverse walk: visit the nodes in descending id. By the time a node runs, every gradient
-//    flowing into it has arrived and been summed (a visible "grad_accumulate" launch: `+=`). A node
-//    drops its saved tensors and backward function right after it runs.
+//    flowing into it has arrived and been summed (a visible "grad_accumulate" launch, into a fresh
+//    tensor: a backward function may hand one tensor to several inputs). A node drops its saved
+//    tensors and backward function right after it runs.
 // 3. delivery to leaves: a leaf's gradients are summed over its edges; when the last one has
 //    delivered, the sum is added to its .grad (an empty .grad becomes the sum itself when nothing
 //    else holds it, with no launch, or else a copy of it) and its gradient-ready hooks fire (data
