@@ -56,6 +56,7 @@ std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Ten
   node->out_shape = out_shape;
   node->saved = std::move(saved);
   node->backward = std::move(backward);
+  node->inputs.reserve(inputs_.size());  // 3 or more edges: one heap block of exactly that many
   for (const Tensor* t : inputs_) {
     Edge& e = node->inputs.emplace_back();
     if (t->requires_grad()) {

@@ -172,5 +172,19 @@ TEST(Tape, BackwardNeedsAScalarOrAGradient) {
   EXPECT_THROW(backward(from_vector<double>({1}, {1})), Error);  // nothing requires grad
 }
 
+// A node keeps two edges inline; an op with more inputs has its edges in one heap block reserved
+// for exactly its inputs (docs/design.md, "What a recorded op costs"), not grown by doubling.
+TEST(Tape, ANodeWithThreeInputsHoldsExactlyThreeEdges) {
+  const Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor w = leaf({1, 0, -1, 2, 1, 0}, {2, 3});
+  const Tensor b = leaf({0.5, -0.5}, {2});
+  const Tensor y = linear(x, w, b);
+  ASSERT_TRUE(y.grad_fn());
+  EXPECT_EQ(y.grad_fn()->inputs.size(), 3u);
+  EXPECT_EQ(y.grad_fn()->inputs.capacity(), 3u);
+  const Tensor z = add(x, x);
+  EXPECT_EQ(z.grad_fn()->inputs.capacity(), 2u) << "two inputs stay inline";
+}
+
 }  // namespace
 }  // namespace glass
