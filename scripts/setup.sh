@@ -22,7 +22,6 @@ if [[ "${1:-}" == "--test" || "${1:-}" == "--fuzz" ]]; then
   # (libopenblas0-pthread: without it PyTorch falls back to the reference BLAS, ten times slower.)
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy libopenblas0-pthread)
   packages+=(gdb)  # tests/gdb runs docs/debugging.md's walkthrough (builds with debug info)
-  packages+=(lld)  # the sanitizer build links with it, 3.5x faster than GNU ld (CMakeLists.txt)
   # Headless Chromium renders the step explorer in tests/explorer (and docs' screenshots).
   packages+=(chromium)
 fi
