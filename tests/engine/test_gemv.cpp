@@ -4,11 +4,12 @@
 // whose first rows are the few-row product's A: the same inputs through the other path.
 //
 // Tolerance: each path sums k products in f32 in its own order (the GEMM: k ascending in slabs;
-// the GEMV: 16 interleaved partial sums folded by a tree, or k ascending), and a sum of k terms in
-// f32 is within about k eps sum |a_p b_p| of the exact one whatever the order (plus the rounding of
-// alpha, beta C and the bias). So each is checked against the double loop at 2 (k + 3) eps times
-// the magnitudes (test_sgemm's bound) and the two paths against each other at twice that: they
-// may differ by both errors, and no more. Bits are not expected to agree: the orders differ.
+// the GEMV: two sets of 16 interleaved partial sums, even and odd 16-k blocks, folded by a tree,
+// or k ascending), and a sum of k terms in f32 is within about k eps sum |a_p b_p| of the exact
+// one whatever the order (plus the rounding of alpha, beta C and the bias). So each is checked
+// against the double loop at 2 (k + 3) eps times the magnitudes (test_sgemm's bound) and the two
+// paths against each other at twice that: they may differ by both errors, and no more. Bits are
+// not expected to agree: the orders differ.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -139,13 +140,14 @@ void check_few_rows(const GemvCase& p) {
 
 // Every transpose, 1..4 rows, column counts around the blocks (4 columns per dot product, 64 per
 // streamed row: 63 is a partial block of each, 130 two whole ones and a tail), k around the
-// 16-lane vectors (a tail only, one whole vector, two and a tail), with padded leading dimensions.
+// 16-lane vectors and the pairs of them a row's two sets of sums take (a tail only, one whole
+// vector, two and a tail, three and a tail), with padded leading dimensions.
 TEST(Gemv, EqualsTheGemmForFewRowsAtEveryEdge) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t m = 1; m <= kGemvMaxRows; ++m)
         for (int64_t n : {1, 5, 63, 130})
-          for (int64_t k : {1, 16, 45}) check_few_rows({ta, tb, m, n, k, (n + k) % 3});
+          for (int64_t k : {1, 16, 45, 61}) check_few_rows({ta, tb, m, n, k, (n + k) % 3});
 }
 
 // Alpha, beta (C read and scaled; beta = 0 never reads it) and the bias, which sgemm's epilogue
