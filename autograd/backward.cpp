@@ -75,9 +75,6 @@ std::pair<const void*, int> exit_key(const Edge& e) {
                 : std::pair<const void*, int>{e.leaf.get(), 0};
 }
 
-// The module path of a node made outside any module (a reference, so that no path is copied).
-const std::string kNoModule;
-
 // One run of backward(): the three steps as methods, with the bookkeeping they share.
 class BackwardPass {
  public:
@@ -147,7 +144,7 @@ class BackwardPass {
       }
       LaunchScope scope(ctx);
       // The module whose forward made the node, for an out-of-memory error's message.
-      const ModulePathScope module(n->created_at.module ? *n->created_at.module : kNoModule);
+      const ModulePathScope module(n->created_at.module);
       // A multi-output node runs when any of its outputs received a gradient.
       const bool other_output_grads =
           n->extras && std::any_of(n->extras->output_grads.begin(), n->extras->output_grads.end(),

@@ -82,6 +82,10 @@ ModulePathScope::ModulePathScope(const std::string& path) : saved_(module_path) 
   module_path = path.empty() ? nullptr : &interned(path);
 }
 
+ModulePathScope::ModulePathScope(const std::string* interned_path) : saved_(module_path) {
+  module_path = interned_path;
+}
+
 ModulePathScope::~ModulePathScope() { module_path = saved_; }
 
 CreationSite current_creation_site() {

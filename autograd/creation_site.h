@@ -40,6 +40,9 @@ class CallSiteScope {
 class ModulePathScope {
  public:
   explicit ModulePathScope(const std::string& path);
+  // A path interned already (a node's CreationSite::module, as backward reopens it), or null for
+  // none: no lookup.
+  explicit ModulePathScope(const std::string* interned_path);
   ~ModulePathScope();
   ModulePathScope(const ModulePathScope&) = delete;
   ModulePathScope& operator=(const ModulePathScope&) = delete;

@@ -4,7 +4,10 @@
 #include <memory>
 #include <set>
 
+#include "autograd/backward.h"
+#include "autograd/creation_site.h"
 #include "autograd/node.h"
+#include "engine/launch.h"
 #include "nn/gpt.h"
 #include "tests/testing.h"
 
@@ -78,6 +81,37 @@ TEST(ModulePath, AModuleWithoutAParentHasNoPath) {
   const std::string site = y.grad_fn()->created_at.str();
   EXPECT_TRUE(site.starts_with("nn/layers.h:")) << site;
   EXPECT_EQ(site.find(" in "), std::string::npos) << site;
+}
+
+// Backward runs each node inside the module that made it: what an out-of-memory error in backward
+// names (engine/out_of_memory.h reads the open module scope). Every backward launch of a node made
+// in a module sees that module's path as the current one, and the launch's own record agrees.
+TEST(ModulePath, BackwardRunsEachNodeInItsModule) {
+  GPT model({/*vocab*/ 11, /*block*/ 8, /*layers*/ 1, /*heads*/ 2, /*width*/ 8});
+  Generator gen(3);
+  model.init(gen);
+  Tensor loss = sum(model.forward(random_ids(1, 4, 11, gen)));
+  struct ScopeSeen : LaunchObserver {
+    std::set<std::string> modules;  // the open module scope at each backward launch
+    int mismatches = 0, launches = 0;
+    void on_launch_begin(const LaunchInfo& info) override {
+      if (info.phase != Phase::backward) return;
+      ++launches;
+      const std::string* open = current_creation_site().module;
+      const std::string seen = open ? *open : "";
+      if (seen != info.module) ++mismatches;
+      modules.insert(seen);
+    }
+  } observer;
+  subscribe(&observer);
+  backward(loss);
+  unsubscribe(&observer);
+  EXPECT_GT(observer.launches, 0);
+  EXPECT_EQ(observer.mismatches, 0);
+  EXPECT_TRUE(observer.modules.count("transformer.h.0.attn.c_attn"));
+  EXPECT_TRUE(observer.modules.count("transformer.h.0.mlp"));
+  EXPECT_TRUE(observer.modules.count(""));             // the final sum, made outside any module
+  EXPECT_EQ(current_creation_site().module, nullptr);  // and closed again after backward
 }
 
 }  // namespace
