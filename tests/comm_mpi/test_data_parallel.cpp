@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -533,7 +534,7 @@ constexpr LedgerCase kF32OnCpu{"cpu", DType::f32, 128};
 // sharding changes, do not depend on the sequence).
 constexpr LedgerCase kBf16OnEmu{"emu", DType::bf16, 32};
 
-MeasuredRun measure_default_model(int zero, const LedgerCase& at = kF32OnCpu) {
+MeasuredRun run_default_model(int zero, const LedgerCase& at) {
   train::TrainOptions o;  // train_gpt's defaults: the default model
   o.data = testing::kTinyShakespeare;
   o.device = at.device;
@@ -602,9 +603,21 @@ MeasuredRun measure_default_model(int zero, const LedgerCase& at = kF32OnCpu) {
   return m;
 }
 
+// Each rank's run of the default model, made once per process and read by both the budget's test
+// and the pre-flight's: the four runs on emu take most of this program's time under the
+// sanitizers. Both ranks run the same tests in the same order, so they run (or reuse) the same
+// collective steps.
+const MeasuredRun& measure_default_model(int zero, const LedgerCase& at = kF32OnCpu) {
+  static std::map<std::pair<int, const LedgerCase*>, MeasuredRun> runs;
+  const auto key = std::make_pair(zero, &at);
+  auto found = runs.find(key);
+  if (found == runs.end()) found = runs.emplace(key, run_default_model(zero, at)).first;
+  return found->second;
+}
+
 void expect_budget_predicts_each_ranks_peak(const LedgerCase& at) {
-  const MeasuredRun unsharded = measure_default_model(0, at),
-                    sharded = measure_default_model(1, at);
+  const MeasuredRun &unsharded = measure_default_model(0, at),
+                    &sharded = measure_default_model(1, at);
   const double saved = unsharded.peak - sharded.peak;
   // The budget's terms, before rounding, then as the allocator rounds them.
   const double N = static_cast<double>(unsharded.budget.parameters);
@@ -639,7 +652,7 @@ TEST(ZeroOne, TheBudgetPredictsEachRanksPeakWithin3PercentInBf16OnEmu) {
 // peak of that rank, within 3%, with and without ZeRO-1.
 TEST(ZeroOne, ThePreflightPlansEachRanksPeakWithin3Percent) {
   for (int zero : {0, 1}) {
-    const MeasuredRun r = measure_default_model(zero);
+    const MeasuredRun& r = measure_default_model(zero);
     EXPECT_NEAR(r.planned, r.peak, 0.03 * r.peak)
         << "--zero " << zero << ": planned " << r.planned << " B, measured " << r.peak << " B";
   }
@@ -647,7 +660,7 @@ TEST(ZeroOne, ThePreflightPlansEachRanksPeakWithin3Percent) {
 
 TEST(ZeroOne, ThePreflightPlansEachRanksPeakWithin3PercentInBf16OnEmu) {
   for (int zero : {0, 1}) {
-    const MeasuredRun r = measure_default_model(zero, kBf16OnEmu);
+    const MeasuredRun& r = measure_default_model(zero, kBf16OnEmu);
     EXPECT_NEAR(r.planned, r.peak, 0.03 * r.peak)
         << "--zero " << zero << ": planned " << r.planned << " B, measured " << r.peak << " B";
   }
