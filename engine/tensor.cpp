@@ -11,12 +11,6 @@ namespace glass {
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;
@@ -93,8 +87,8 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-int Tensor::wrap_dim(int d) const {
-  const int n = static_cast<int>(impl().shape.size());
+int Tensor::wrap_negative_dim(int d) const {
+  const int n = dim();
   GLASS_CHECK(d >= -n && d < n, "dimension {} out of range for {}", d, describe());
   return d < 0 ? d + n : d;
 }

@@ -25,7 +25,12 @@ namespace glass {
 using Shape = SmallVector<int64_t, 6>;
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
-int64_t shape_numel(const Shape& s);
+// The product of the sizes (1 for a scalar). Inline: every op asks it several times.
+inline int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
 Shape contiguous_strides(const Shape& s);
 
 // A block of device memory obtained from the device's caching Allocator.
@@ -76,8 +81,12 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   bool is_contiguous() const;
-  // Turns a possibly negative dimension index into 0..dim-1, or throws naming the tensor.
-  int wrap_dim(int d) const;
+  // Turns a possibly negative dimension index into 0..dim-1, or throws naming the tensor. The
+  // common case, an index already in range, is inline.
+  int wrap_dim(int d) const {
+    const int n = dim();
+    return d >= 0 && d < n ? d : wrap_negative_dim(d);
+  }
 
   // Pointer to the first element. data<T>() checks that T matches the dtype.
   void* raw_data() const;
@@ -128,6 +137,7 @@ class Tensor {
   TensorImpl* unsafe_impl() const { return impl_.get(); }
 
  private:
+  int wrap_negative_dim(int d) const;  // wrap_dim's other cases: negative, or the error
   const TensorImpl& impl() const {
     GLASS_CHECK(impl_ != nullptr, "use of an undefined Tensor");
     return *impl_;

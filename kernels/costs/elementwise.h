@@ -19,9 +19,10 @@ constexpr double kGeluBackwardFlops = 20;
 
 // Elements a (possibly broadcast) operand really holds: dimensions of stride 0 are read once.
 inline int64_t distinct_elements(const Tensor& t) {
+  const Shape &shape = t.shape(), &strides = t.strides();
   int64_t n = 1;
-  for (int d = 0; d < t.dim(); ++d)
-    n *= t.stride(d) == 0 ? std::min<int64_t>(t.size(d), 1) : t.size(d);
+  for (size_t d = 0; d < shape.size(); ++d)
+    n *= strides[d] == 0 ? std::min<int64_t>(shape[d], 1) : shape[d];
   return n;
 }
 
