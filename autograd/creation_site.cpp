@@ -78,9 +78,8 @@ CallSiteScope::~CallSiteScope() {
   if (outermost_) has_site = false;
 }
 
-ModulePathScope::ModulePathScope(const std::string& path) : saved_(module_path) {
-  module_path = path.empty() ? nullptr : &interned(path);
-}
+ModulePathScope::ModulePathScope(const std::string& path)
+    : ModulePathScope(path.empty() ? nullptr : &interned(path)) {}
 
 ModulePathScope::ModulePathScope(const std::string* interned_path) : saved_(module_path) {
   module_path = interned_path;
