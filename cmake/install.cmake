@@ -25,7 +25,7 @@ foreach(target
     glass_engine glass_kernels glass_autograd glass_optim glass_nn glass_comm glass_tokenizer
     glass_train
     glass_mpi glass_emu glass_emu_cudart glass_cuda_runtime_emu glass_emu_cublas glass_emu_nccl
-    glass_kernels_emu glass_kernels_cuda glass_kernels_cuda_emu_runtime glass_comm_nccl_emu
+    glass_kernels_emu glass_kernels_cuda glass_comm_nccl_emu
     glass_comm_nccl_cuda)
   if(TARGET ${target})
     list(APPEND GLASS_PACKAGE_TARGETS ${target})

@@ -38,10 +38,11 @@
 // never a guess: layout orders other than CUBLASLT_ORDER_COL, other types and compute types,
 // device pointer modes, TRANSC, and the ReLU epilogues.
 // On the emu device calls are synchronous and the stream argument is otherwise ignored, as in the
-// emulated cuBLAS. For `cuda` on the emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
-// cublasLtCreate makes a stream-ordered handle: cublasLtMatmul checks its arguments at the call,
-// copies the descriptors, alpha and beta (as the library reads them then) and queues the product
-// on its stream, in order with the kernels around it.
+// emulated cuBLAS. For `cuda` on the emulated CUDA runtime (GLASS_CUDA_RUNTIME_EMU)
+// kernels/cuda/gemm_lt.cu makes its handles with glass_emu_cublasLtCreateStreamOrdered:
+// cublasLtMatmul checks its arguments at the call, copies the descriptors, alpha and beta (as the
+// library reads them then) and queues the product on its stream, in order with the kernels around
+// it.
 #pragma once
 
 #include <library_types.h>  // cudaDataType_t, from the CUDA headers as they are
@@ -55,11 +56,7 @@
 #define cublasLtMatmulDescOpaque glass_emu_cublasLtMatmulDescOpaque
 #define cublasLtMatrixLayoutOpaque glass_emu_cublasLtMatrixLayoutOpaque
 #define cublasLtMatmulPreferenceOpaque glass_emu_cublasLtMatmulPreferenceOpaque
-#if defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
-#define cublasLtCreate glass_emu_cublasLtCreateStreamOrdered
-#else
 #define cublasLtCreate glass_emu_cublasLtCreate
-#endif
 #define cublasLtDestroy glass_emu_cublasLtDestroy
 #define cublasLtMatmulDescCreate glass_emu_cublasLtMatmulDescCreate
 #define cublasLtMatmulDescDestroy glass_emu_cublasLtMatmulDescDestroy

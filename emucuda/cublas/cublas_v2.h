@@ -20,9 +20,9 @@
 //   alpha == 0 or k == 0, A and B are not read and C = beta C.
 // On the emu device calls are synchronous: the stream set on a handle is kept (cublasGetStream
 // returns it) and otherwise has no effect, since emu streams are always drained. For `cuda` on the
-// emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME) cublasCreate makes a stream-ordered
-// handle: a GEMM is queued on the handle's stream at the call (alpha and beta read then, as
-// cuBLAS reads host scalars) and runs in order with the kernels around it.
+// emulated CUDA runtime (GLASS_CUDA_RUNTIME_EMU) kernels/cuda/gemm.cu makes its handles with
+// glass_emu_cublasCreateStreamOrdered: a GEMM is queued on the handle's stream at the call (alpha
+// and beta read then, as cuBLAS reads host scalars) and runs in order with the kernels around it.
 // - the mixed-precision entry points (cublasGemmEx, cublasGemmStridedBatchedEx) take the element
 //   types of A, B and C (cudaDataType, from the CUDA headers) and a compute type: the emulation
 //   answers CUBLAS_COMPUTE_32F(_PEDANTIC) with A, B and C all CUDA_R_32F, or A and B CUDA_R_16BF
@@ -45,11 +45,7 @@
 // as the real header maps cublasCreate to cublasCreate_v2, these names are macros for symbols of
 // the emulator's own; the call sites are unchanged.
 #define cublasContext glass_emu_cublasContext
-#if defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
-#define cublasCreate glass_emu_cublasCreateStreamOrdered
-#else
 #define cublasCreate glass_emu_cublasCreate
-#endif
 #define cublasDestroy glass_emu_cublasDestroy
 #define cublasSetStream glass_emu_cublasSetStream
 #define cublasGetStream glass_emu_cublasGetStream
@@ -120,6 +116,7 @@ typedef enum {
 typedef struct cublasContext* cublasHandle_t;
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
+// cublasCreate for `cuda` on the emulated CUDA runtime: its GEMMs queue on the handle's stream.
 cublasStatus_t glass_emu_cublasCreateStreamOrdered(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);

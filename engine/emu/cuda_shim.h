@@ -4,11 +4,9 @@
 // host by the emulator. Kernels are then ordinary functions launched by launch_kernel().
 #pragma once
 
-// GLASS_EMU selects the emu device's side of kernels/cuda (launcher, emulated cuBLAS, emu_backend);
-// the cuda kernel table compiled for the emulated CUDA runtime keeps the cuda side.
-#if !defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
+// GLASS_EMU: this file is host C++ compiled through the shim (kernels/cuda/build.h says which
+// devices such a build serves).
 #define GLASS_EMU 1
-#endif
 
 // The keywords must be defined before any CUDA header: without __CUDACC__, crt/host_defines.h
 // keeps a user's definition. __host__/__device__/__global__/__constant__ then vanish, and

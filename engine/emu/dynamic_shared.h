@@ -11,8 +11,7 @@
 // (it would be an undefined thread_local symbol), hence the macro.
 #pragma once
 
-#if defined(GLASS_EMU) || \
-    defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)  // host-compiled through the shim
+#if defined(GLASS_EMU)  // host-compiled through the shim
 #include "engine/emu/device_runtime.h"
 #define GLASS_DYNAMIC_SHARED(T, name) \
   T* name = static_cast<T*>(::glass::emu::detail::dynamic_shared_memory())

@@ -1,10 +1,12 @@
-// The kernel tables of kernels/cuda: one source, compiled in both builds (build.h). Compiled for
-// the emulator it defines emu_backend(), the `emu` table; compiled by nvcc it defines
-// cuda_backend(), the `cuda` table. kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands
-// them out. The entries are the host launchers of this build's production kernels: what you read
-// in softmax.cu is what runs. Only while GLASS_KERNEL_VARIANT (or a test) selects a kernel-ladder
-// rung other than production (kernels/ladder.h) does the table hand out a copy whose five ladder
-// entries run the selected rungs.
+// The kernel tables of kernels/cuda: one source, compiled in both builds (build.h). Compiled by
+// the host compiler it defines emu_backend(), the `emu` table; compiled by nvcc it defines
+// cuda_backend(), the `cuda` table, which the host compiler's build defines instead on the
+// emulated CUDA runtime (the same launchers as emu's: each launch takes its device's path).
+// kernels::backend(Device) in kernels/cpu/backend_cpu.cpp hands them out. The entries are the host
+// launchers of this build's production kernels: what you read in softmax.cu is what runs. Only
+// while GLASS_KERNEL_VARIANT (or a test) selects a kernel-ladder rung other than production
+// (kernels/ladder.h) does the table hand out a copy whose five ladder entries run the selected
+// rungs.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/ladder.h"
 
@@ -45,19 +47,28 @@ Backend with_selected_rungs(Backend table) {
   return table;
 }
 
-// The production table, or its ladder copy while a rung other than production is selected.
-const Backend& table_for(const char* name) {
-  static const Backend production = cuda_kernel_table(name);
-  static const Backend selected = with_selected_rungs(production);
-  return ladder::rungs_selected() ? selected : production;
-}
+// A device's production table and its ladder copy.
+struct Tables {
+  explicit Tables(const char* name)
+      : production(cuda_kernel_table(name)), selected(with_selected_rungs(production)) {}
+  // The production table, or its ladder copy while a rung other than production is selected.
+  const Backend& current() const { return ladder::rungs_selected() ? selected : production; }
+  Backend production, selected;
+};
 
 }  // namespace
 
-#if defined(GLASS_EMU)
-const Backend& emu_backend() { return table_for("emu"); }
-#else
-const Backend& cuda_backend() { return table_for("cuda"); }
+#if !defined(__CUDACC__)
+const Backend& emu_backend() {
+  static const Tables tables("emu");
+  return tables.current();
+}
+#endif
+#if defined(GLASS_CUDA_BUILD_SERVES_CUDA)
+const Backend& cuda_backend() {
+  static const Tables tables("cuda");
+  return tables.current();
+}
 #endif
 
 }  // namespace glass::kernels

@@ -78,15 +78,13 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 
 namespace {
 [[noreturn]] void refuse(const char* kernel, const CudnnAttentionShape& shape, const Tensor& qkv) {
-#if defined(GLASS_EMU)
-  fail("{}: cuDNN's fused attention runs on the cuda device only (emu has no cuDNN); qkv {} ({})",
-       kernel, qkv.describe(), shape.describe());
-#else
+  if (!through_cuda_runtime(qkv.device()))
+    fail("{}: cuDNN's fused attention runs on the cuda device only (emu has no cuDNN); qkv {} ({})",
+         kernel, qkv.describe(), shape.describe());
   fail(
       "{}: this build has no cuDNN (CMake did not find libcudnn and cudnn.h; set CUDNN_ROOT and "
       "reconfigure); qkv {} ({})",
       kernel, qkv.describe(), shape.describe());
-#endif
 }
 }  // namespace
 
@@ -687,9 +685,10 @@ void execute(DeviceState& st, Plan& plan, const std::vector<std::pair<int64_t, v
   info.bytes = bytes;
   // cuDNN's fused attention runs its products on the tensor cores (bf16 here).
   info.unit = on.dtype() == DType::bf16 ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
-  info.stream = launch_stream_id();
-  info.native_stream = launch_stream();
-  check(cudnnSetStream(st.handle, launch_stream()), "cudnnSetStream", what);
+  const cudaStream_t stream = launch_stream(info.device);
+  info.stream = launch_stream_id(info.device);
+  info.native_stream = stream;
+  check(cudnnSetStream(st.handle, stream), "cudnnSetStream", what);
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
   glass::launch(info, [&] { status = cudnnBackendExecute(st.handle, plan.plan, pack.d); });
   check(status, "cudnnBackendExecute", what);

@@ -679,7 +679,8 @@ void flash_attention_forward_mma(const Tensor& qkv, const Tensor& out, const Ten
       g.head_bytes(2.0 * g.T + 2 * g.key_rows_loaded()) + g.stats_bytes());
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    allow_dynamic_shared_memory(flash_attention_forward_mma_kernel<D>, kernel, shared);
+    allow_dynamic_shared_memory(flash_attention_forward_mma_kernel<D>, kernel, shared,
+                                qkv.device());
     launch_cuda_kernel(info, flash_attention_forward_mma_kernel<D>, qkv.data<bf16>(),
                        out.data<bf16>(), lse.data<float>(), QkvHeads::of(g),
                        static_cast<float>(scale) * kLog2e);
@@ -711,7 +712,8 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
                  2 * static_cast<double>(g.slices()) * g.query_rows_loaded() * sizeof(float));
   visit_head_dim(g.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    allow_dynamic_shared_memory(flash_attention_backward_mma_query_kernel<D>, kernel, query_shared);
+    allow_dynamic_shared_memory(flash_attention_backward_mma_query_kernel<D>, kernel, query_shared,
+                                qkv.device());
     launch_cuda_kernel(query_info, flash_attention_backward_mma_query_kernel<D>, qkv.data<bf16>(),
                        out.data<bf16>(), lse.data<float>(), dout.data<bf16>(), delta.data<float>(),
                        dqkv.data<bf16>(), QkvHeads::of(g), scale_f, scale_log2);
@@ -720,7 +722,7 @@ void flash_attention_backward_mma(const Tensor& qkv, const Tensor& out, const Te
     info.shared_bytes =
         2 * tile_bytes(kBlockRows, D) + 4 * tile_bytes(kQ, D) + 4 * kQ * sizeof(float);
     allow_dynamic_shared_memory(flash_attention_backward_mma_key_kernel<D>, kernel,
-                                info.shared_bytes);
+                                info.shared_bytes, qkv.device());
     launch_cuda_kernel(info, flash_attention_backward_mma_key_kernel<D>, qkv.data<bf16>(),
                        lse.data<float>(), dout.data<bf16>(), delta.data<float>(), dqkv.data<bf16>(),
                        QkvHeads::of(g), scale_f, scale_log2);

@@ -18,9 +18,9 @@
 // bias is added by its BIAS epilogue inside the GEMM, and TF32 is one of its compute types. Plain
 // f32 GEMMs stay on cublasSgemmStridedBatched, the reference.
 //
-// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLAS of emucuda/cublas,
-// backed by OpenBLAS; so are they for `cuda` on the emulated CUDA runtime
-// (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the GEMM is queued on the handle's stream.
+// Compiled by the host compiler (GLASS_EMU) the same calls are answered by the emulated cuBLAS of
+// emucuda/cublas, backed by OpenBLAS: at once for `emu`, queued on the handle's stream for `cuda`
+// on the emulated CUDA runtime (create_handle).
 //
 // dtypes: f32 operands go to cublasSgemmStridedBatched (the f32 reference path: cuBLAS's default
 // math mode, no TF32); bf16 operands (mixed precision) to cublasGemmStridedBatchedEx with
@@ -28,7 +28,7 @@
 // (tensor cores on a GPU). The handle's math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_
 // REDUCTION, so that a split-K algorithm adds its parts in f32 too (else cuBLAS may add them in
 // bf16). f64 is for gradcheck on cpu.
-#if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
+#if defined(GLASS_EMU)
 #include "emucuda/cublas/cublas_v2.h"
 #else
 #include <cublas_v2.h>
@@ -66,7 +66,7 @@ Tensor gemm_workspace(Device device) {
   static std::mutex mutex;
   const std::lock_guard<std::mutex> lock(mutex);
   Tensor& w = (*workspaces)[{static_cast<int>(device.kind), device.index,
-                             reinterpret_cast<uintptr_t>(launch_stream())}];
+                             reinterpret_cast<uintptr_t>(launch_stream(device))}];
   if (!w.defined()) w = Tensor::empty({kGemmWorkspaceBytes / 4}, DType::i32, device);
   return w;
 }
@@ -76,6 +76,15 @@ namespace {
 void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
   GLASS_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm: {} returned {} ({}) for {}", call,
               cublasGetStatusName(status), cublasGetStatusString(status), describe_gemm_args(g));
+}
+
+// A new handle for `device`. The host compiler's build serves `cuda` on the emulated CUDA runtime
+// too (build.h), whose handles must queue their GEMMs on the stream as cuBLAS does.
+cublasStatus_t create_handle(cublasHandle_t* handle, [[maybe_unused]] Device device) {
+#if defined(GLASS_EMU) && defined(GLASS_CUDA_BUILD_SERVES_CUDA)
+  if (through_cuda_runtime(device)) return glass_emu_cublasCreateStreamOrdered(handle);
+#endif
+  return cublasCreate(handle);
 }
 
 // One cuBLAS handle per device, created on first use (on `cuda`, with that device current: the
@@ -91,7 +100,7 @@ class LockedHandle {
     static auto* handles = new std::map<std::pair<int, int>, cublasHandle_t>;  // never destroyed
     cublasHandle_t& handle = (*handles)[{static_cast<int>(device.kind), device.index}];
     if (handle == nullptr) {
-      check_cublas(cublasCreate(&handle), "cublasCreate", g);
+      check_cublas(create_handle(&handle, device), "cublasCreate", g);
       // bf16 GEMMs sum in f32 (CUBLAS_COMPUTE_32F), and so must any split-K reduction: by default
       // cuBLAS may add the parts in the output type (bf16), which would round every partial sum.
       check_cublas(cublasSetMathMode(handle, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION),
@@ -102,7 +111,7 @@ class LockedHandle {
     // workspace to cuBLAS's own pool, which it fills with cudaMallocAsync: inside a graph capture
     // that would record allocations outside glass's allocator, and cuBLAS promises the same bits
     // run to run only with a workspace per stream. So each stream's own is set after it.
-    check_cublas(cublasSetStream(handle, launch_stream()), "cublasSetStream", g);
+    check_cublas(cublasSetStream(handle, launch_stream(device)), "cublasSetStream", g);
     const Tensor workspace = gemm_workspace(device);
     check_cublas(
         cublasSetWorkspace(handle, workspace.raw_data(), static_cast<size_t>(kGemmWorkspaceBytes)),
@@ -193,8 +202,8 @@ void gemm_cublas(const GemmArgs& g) {
   info.bytes = static_cast<double>(dtype_size(g.c.dtype())) * (e.a + e.b + e.c);
   // bf16: cuBLAS's tensor-core kernels; f32: cuBLAS's default math mode, no TF32 (CUDA cores).
   info.unit = bf16 ? ComputeUnit::tensor_core_bf16 : ComputeUnit::cuda_core;
-  info.stream = launch_stream_id();
-  info.native_stream = launch_stream();
+  info.stream = launch_stream_id(info.device);
+  info.native_stream = launch_stream(info.device);
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B first, m and n swapped.
   const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);

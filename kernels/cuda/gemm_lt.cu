@@ -25,11 +25,11 @@
 // cuBLAS and the epilogue runs as separate launches (gemm_in_passes: the same passes as cpu's),
 // said once per shape in the log; set_gemm_epilogues_in_passes forces that path everywhere.
 //
-// Under emu (GLASS_EMU) the same calls are answered by the emulated cuBLASLt of
-// emucuda/cublas (cublasLt.h), which computes the same math on the host; so are they for `cuda`
-// on the emulated CUDA runtime (GLASS_CUDA_TABLE_ON_EMU_RUNTIME), where the product is queued on
-// the stream passed to cublasLtMatmul.
-#if defined(GLASS_EMU) || defined(GLASS_CUDA_TABLE_ON_EMU_RUNTIME)
+// Compiled by the host compiler (GLASS_EMU) the same calls are answered by the emulated cuBLASLt
+// of emucuda/cublas (cublasLt.h), which computes the same math on the host: at once for `emu`,
+// queued on the stream passed to cublasLtMatmul for `cuda` on the emulated CUDA runtime
+// (create_lt_handle).
+#if defined(GLASS_EMU)
 #include "emucuda/cublas/cublasLt.h"
 #else
 #include <cublasLt.h>
@@ -130,6 +130,15 @@ LtState& state() {
   return *s;
 }
 
+// A new handle for `device`: stream-ordered for `cuda` on the emulated CUDA runtime, as gemm.cu's
+// create_handle.
+cublasStatus_t create_lt_handle(cublasLtHandle_t* handle, [[maybe_unused]] Device device) {
+#if defined(GLASS_EMU) && defined(GLASS_CUDA_BUILD_SERVES_CUDA)
+  if (through_cuda_runtime(device)) return glass_emu_cublasLtCreateStreamOrdered(handle);
+#endif
+  return cublasLtCreate(handle);
+}
+
 // Descriptors that destroy themselves.
 struct Layout {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -199,7 +208,7 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
     cublasLtHandle_t& h = s.handles[{static_cast<int>(device.kind), device.index}];
-    if (h == nullptr) check_lt(cublasLtCreate(&h), "cublasLtCreate", g, e);
+    if (h == nullptr) check_lt(create_lt_handle(&h, device), "cublasLtCreate", g, e);
     handle = h;
   }
   const Tensor workspace = gemm_workspace(device);
@@ -360,14 +369,14 @@ void gemm_lt(const GemmArgs& g, const GemmEpilogue& e) {
   info.unit = in == DType::bf16 ? ComputeUnit::tensor_core_bf16
               : tf32            ? ComputeUnit::tensor_core_tf32
                                 : ComputeUnit::cuda_core;
-  info.stream = launch_stream_id();
-  info.native_stream = launch_stream();
+  info.stream = launch_stream_id(device);
+  info.native_stream = launch_stream(device);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   glass::launch(info, [&] {
     status = cublasLtMatmul(handle, desc.desc, &alpha, b_ptr, la.layout, a_ptr, lb.layout, &beta,
                             c_ptr, lc.layout, c_ptr, lc.layout, &algo.algo, workspace.raw_data(),
-                            static_cast<size_t>(kGemmWorkspaceBytes), launch_stream());
+                            static_cast<size_t>(kGemmWorkspaceBytes), launch_stream(device));
   });
   check_lt(status, "cublasLtMatmul", g, e);
 }

@@ -6,14 +6,16 @@
 // cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), up to the device's
 // cudaDevAttrMaxSharedMemoryPerBlockOptin (227 KB on sm_90); a launch over the limit fails.
 // The emulator enforces the same limits (engine/emu/shared_memory_limits.h), so this one call,
-// before the launch, works in both builds of the launcher:
-// - compiled by nvcc: checks `bytes` against the current device's opt-in limit (a clear error
-//   naming the kernel when over), then calls cudaFuncSetAttribute, checked;
-// - compiled for emu (GLASS_EMU): records the opt-in in the emulator's registry, keyed by the
-//   kernel function, with the same check against the emulated device's limit.
+// before the launch, works for every device the launcher serves (kernel_launcher.h):
+// - on `cuda` (nvcc's build, or the host compiler's on the emulated CUDA runtime): checks `bytes`
+//   against the current device's opt-in limit (a clear error naming the kernel when over), then
+//   calls cudaFuncSetAttribute, checked;
+// - on `emu`: records the opt-in in the emulator's registry, keyed by the kernel function, with
+//   the same check against the emulated device's limit (the registry the emulated runtime's
+//   cudaFuncSetAttribute writes too).
 //
 //   const size_t smem = tile_bytes(head_dim);
-//   allow_dynamic_shared_memory(flash_forward_kernel, "flash_forward", smem);
+//   allow_dynamic_shared_memory(flash_forward_kernel, "flash_forward", smem, qkv.device());
 //   launch_cuda_kernel(info /* .shared_bytes = smem */, flash_forward_kernel, ...);
 #pragma once
 
@@ -21,14 +23,10 @@
 #include <string>
 
 #include "engine/error.h"
-#include "kernels/cuda/build.h"
+#include "kernels/cuda/kernel_launcher.h"
 
-#if defined(GLASS_EMU)
+#if !defined(__CUDACC__)
 #include "engine/emu/shared_memory_limits.h"
-#else
-#include <cuda_runtime.h>
-
-#include "engine/cuda/check.h"
 #endif
 
 namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
@@ -37,10 +35,14 @@ namespace glass::kernels::cuda::inline GLASS_CUDA_BUILD {
 // top, and both together stay within the device's opt-in limit). Throws naming `name` when the
 // device cannot give that much. Cheap enough to call before every launch.
 template <class... Params>
-void allow_dynamic_shared_memory(void (*kernel)(Params...), const char* name, size_t bytes) {
-#if defined(GLASS_EMU)
-  glass::emu::set_max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel), name, bytes);
-#else
+void allow_dynamic_shared_memory(void (*kernel)(Params...), const char* name, size_t bytes,
+                                 Device on) {
+#if !defined(__CUDACC__)
+  if (!through_cuda_runtime(on))
+    return glass::emu::set_max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel), name,
+                                                    bytes);
+#endif
+#if defined(GLASS_CUDA_BUILD_SERVES_CUDA)
   int device = 0;
   GLASS_CUDA_CHECK(cudaGetDevice(&device), name);
   int optin = 0;

@@ -1,7 +1,8 @@
-// The ladder tables: the rungs' launchers of this build (kernels/cuda/build.h). Compiled for the
-// emulator it defines emu_ladder_table(), compiled by nvcc cuda_ladder_table(), as
-// backend_table.cu does for the kernel tables. The production rungs are the production launchers.
-// kernels::ladder::ladder_table(Device) in kernels/ladder.cpp hands them out.
+// The ladder tables: the rungs' launchers of this build (kernels/cuda/build.h). Compiled by the
+// host compiler it defines emu_ladder_table(), and cuda_ladder_table() too on the emulated CUDA
+// runtime; compiled by nvcc cuda_ladder_table(): as backend_table.cu does for the kernel tables.
+// The production rungs are the production launchers. kernels::ladder::ladder_table(Device) in
+// kernels/ladder.cpp hands them out.
 #include "kernels/cuda/ladder/ladder_kernels.h"
 #include "kernels/ladder.h"
 
@@ -27,12 +28,13 @@ LadderTable this_builds_ladder() {
 
 }  // namespace
 
-#if defined(GLASS_EMU)
+#if !defined(__CUDACC__)
 const LadderTable& emu_ladder_table() {
   static const LadderTable table = this_builds_ladder();
   return table;
 }
-#else
+#endif
+#if defined(GLASS_CUDA_BUILD_SERVES_CUDA)
 const LadderTable& cuda_ladder_table() {
   static const LadderTable table = this_builds_ladder();
   return table;

@@ -77,7 +77,8 @@ __global__ void dynamic_shared_c(float* out) {
   out[threadIdx.x] = dyn[threadIdx.x];
 }
 void allow_dynamic_shared_c(size_t bytes) {
-  glass::kernels::cuda::allow_dynamic_shared_memory(dynamic_shared_c, "dynamic_shared_c", bytes);
+  glass::kernels::cuda::allow_dynamic_shared_memory(dynamic_shared_c, "dynamic_shared_c", bytes,
+                                                    glass::Device{glass::DeviceKind::emu});
 }
 
 // *sum += x[i] for every i, by float atomics: the rounding depends on the order of the adds, by
