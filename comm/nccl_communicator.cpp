@@ -1,7 +1,9 @@
-// The `nccl` backend: collectives with NCCL on device memory. One source, compiled twice, as
-// kernels/cuda/*.cu are: with GLASS_EMU against the emulated NCCL (emucuda/nccl) for `emu`, and
-// against NVIDIA's nccl.h for `cuda`. The call sites are the same; under emu only the library
-// behind them changes.
+// The `nccl` backend: collectives with NCCL on device memory. One source, compiled as
+// kernels/cuda/*.cu are: against the emulated NCCL (emucuda/nccl) for `emu`, and against NVIDIA's
+// nccl.h for `cuda` (GLASS_NVIDIA_NCCL). On the emulated CUDA runtime the emulated NCCL serves
+// `cuda` too, from the same compile: its communicators for `cuda` queue their collectives on the
+// runtime's streams (ncclCommInitRank's stream-ordered twin), those for `emu` run them at the call.
+// The call sites are the same; only the library behind them changes.
 //
 // Bootstrap, as NCCL programs do it: rank 0 asks NCCL for a unique id, MPI broadcasts it, every
 // rank calls ncclCommInitRank with it. On cuda each rank works on the GPU of its node-local rank
@@ -11,19 +13,14 @@
 #include "comm/backends.h"
 #include "engine/mpi_runtime.h"
 
-#if defined(GLASS_EMU)
-#include "emucuda/nccl/nccl.h"
-#define GLASS_NCCL_FACTORY make_nccl_communicator_emu
-#else
+#if defined(GLASS_NVIDIA_NCCL)
 #include <cuda_runtime.h>
-#if defined(GLASS_CUDA_RUNTIME_EMU)  // cuda on the emulated CUDA runtime: the emulated NCCL
-#include "emucuda/nccl/nccl.h"
-#else
 #include <nccl.h>
+#else
+#include "emucuda/nccl/nccl.h"
 #endif
-
+#if defined(GLASS_HAS_CUDA)
 #include "engine/cuda/runtime.h"
-#define GLASS_NCCL_FACTORY make_nccl_communicator_cuda
 #endif
 
 namespace glass::comm {
@@ -48,13 +45,24 @@ ncclDataType_t nccl_type(DType dtype) {
   }
 }
 
+// ncclCommInitRank for a communicator on `device`. The emulated NCCL serves `cuda` on the emulated
+// CUDA runtime with communicators that queue on its streams, as NCCL does on a GPU.
+ncclResult_t init_rank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                       [[maybe_unused]] Device device) {
+#if !defined(GLASS_NVIDIA_NCCL) && defined(GLASS_CUDA_RUNTIME_EMU)
+  if (device.kind == DeviceKind::cuda)
+    return glass_emu_ncclCommInitRankStreamOrdered(comm, nranks, id, rank);
+#endif
+  return ncclCommInitRank(comm, nranks, id, rank);
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Device device, const CommOptions& options)
       : Communicator(device, mpi::world_rank(), mpi::world_size(), mpi::local_rank(), options) {
-#if !defined(GLASS_EMU)
+#if defined(GLASS_HAS_CUDA)
     // The rank's own GPU (comm::device_for_this_rank chose it), current for NCCL's set-up.
-    cuda::require_device(device.index);
+    if (device.kind == DeviceKind::cuda) cuda::require_device(device.index);
 #endif
     run_setup("ncclCommInitRank", [this] {
       ncclUniqueId id;
@@ -63,7 +71,7 @@ class NcclCommunicator final : public Communicator {
       MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
       GLASS_CHECK(mpi::wait(request, aborted_, "MPI_Ibcast of the NCCL id"),
                   "the NCCL id broadcast was aborted after the time-out");
-      nccl_check(ncclCommInitRank(&comm_, size(), id, rank()), "ncclCommInitRank");
+      nccl_check(init_rank(&comm_, size(), id, rank(), this->device()), "ncclCommInitRank");
     });
   }
   ~NcclCommunicator() override {
@@ -117,8 +125,17 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> GLASS_NCCL_FACTORY(Device device, const CommOptions& options) {
+#if !defined(GLASS_NVIDIA_NCCL)
+std::unique_ptr<Communicator> make_nccl_communicator_emu(Device device,
+                                                         const CommOptions& options) {
   return std::make_unique<NcclCommunicator>(device, options);
 }
+#endif
+#if defined(GLASS_NVIDIA_NCCL) || defined(GLASS_CUDA_RUNTIME_EMU)
+std::unique_ptr<Communicator> make_nccl_communicator_cuda(Device device,
+                                                          const CommOptions& options) {
+  return std::make_unique<NcclCommunicator>(device, options);
+}
+#endif
 
 }  // namespace glass::comm

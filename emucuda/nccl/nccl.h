@@ -42,16 +42,7 @@
 // silently answer the cuda calls.
 #define ncclGetVersion glass_emu_ncclGetVersion
 #define ncclGetUniqueId glass_emu_ncclGetUniqueId
-// For `cuda` on the emulated CUDA runtime (comm/CMakeLists.txt defines
-// GLASS_EMU_NCCL_STREAM_ORDERED for that build of nccl_communicator.cpp) a communicator queues its
-// collectives on the stream it is given, as NCCL does on a GPU (on a capturing stream the call is
-// captured and runs at each replay of the graph, as NCCL 2.9 and later allow); otherwise (the emu
-// device) they run at the call.
-#if defined(GLASS_EMU_NCCL_STREAM_ORDERED)
-#define ncclCommInitRank glass_emu_ncclCommInitRankStreamOrdered
-#else
 #define ncclCommInitRank glass_emu_ncclCommInitRank
-#endif
 #define ncclCommDestroy glass_emu_ncclCommDestroy
 #define ncclCommAbort glass_emu_ncclCommAbort
 #define ncclCommGetAsyncError glass_emu_ncclCommGetAsyncError
@@ -117,6 +108,10 @@ typedef enum {
 
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
+// ncclCommInitRank for `cuda` on the emulated CUDA runtime (comm/nccl_communicator.cpp): the
+// communicator queues its collectives on the stream it is given, as NCCL does on a GPU (on a
+// capturing stream the call is captured and runs at each replay of the graph, as NCCL 2.9 and
+// later allow). A plain ncclCommInitRank's (the emu device's) run at the call.
 ncclResult_t glass_emu_ncclCommInitRankStreamOrdered(ncclComm_t* comm, int nranks,
                                                      ncclUniqueId commId, int rank);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
