@@ -10,9 +10,11 @@ namespace glass::kernels::ladder {
 
 namespace {
 
-LadderTable this_builds_ladder() {
+// One table per build: the entries are launchers, which take their device's path at each launch
+// (kernel_launcher.h), so emu and cuda on the emulated runtime share it.
+const LadderTable& this_builds_ladder() {
   namespace k = cuda::GLASS_CUDA_BUILD;
-  return LadderTable{
+  static const LadderTable table{
       .softmax_forward = {k::softmax_forward_naive, k::softmax_forward_coalesced,
                           k::softmax_forward, k::softmax_forward_float4},
       .layernorm_forward = {k::layernorm_forward_naive, k::layernorm_forward_coalesced,
@@ -24,21 +26,16 @@ LadderTable this_builds_ladder() {
                             k::attention_forward_tiled, k::flash_attention_forward,
                             k::flash_attention_forward_mma},
   };
+  return table;
 }
 
 }  // namespace
 
 #if !defined(__CUDACC__)
-const LadderTable& emu_ladder_table() {
-  static const LadderTable table = this_builds_ladder();
-  return table;
-}
+const LadderTable& emu_ladder_table() { return this_builds_ladder(); }
 #endif
 #if defined(GLASS_CUDA_BUILD_SERVES_CUDA)
-const LadderTable& cuda_ladder_table() {
-  static const LadderTable table = this_builds_ladder();
-  return table;
-}
+const LadderTable& cuda_ladder_table() { return this_builds_ladder(); }
 #endif
 
 }  // namespace glass::kernels::ladder
