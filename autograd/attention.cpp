@@ -41,13 +41,12 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, CallS
   kernels::backend(qc).attention_forward(qc, kc, vc, out, probs, scale);
   // dV = P^T dO, dS = P (dO V^T - rowsum(dO V^T P)), dQ = dS K s, dK = dS^T Q s (dK and dV summed
   // over the query heads of each key/value head)
-  return op.finish(
-      out, {qc, kc, vc, probs}, [scale](Node& n, const Tensor& dout) -> std::vector<Tensor> {
-        const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2], &probs = n.saved[3];
-        Tensor dq = empty_like(q), dk = empty_like(k), dv = empty_like(v);
-        kernels::backend(q).attention_backward(q, k, v, probs, contiguous(dout), dq, dk, dv, scale);
-        return {dq, dk, dv};
-      });
+  return op.finish(out, {qc, kc, vc, probs}, [scale](Node& n, const Tensor& dout) -> InputGrads {
+    const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2], &probs = n.saved[3];
+    Tensor dq = empty_like(q), dk = empty_like(k), dv = empty_like(v);
+    kernels::backend(q).attention_backward(q, k, v, probs, contiguous(dout), dq, dk, dv, scale);
+    return {dq, dk, dv};
+  });
 }
 
 const char* attention_kernel_name(AttentionKernel kernel) {
@@ -155,7 +154,7 @@ Tensor naive_attention(const Tensor& qkv, int64_t H, int64_t Hkv, double scale, 
   // the probs rule above, the gradients copied back into dqkv's layout
   return op.finish(out, {parts[0], parts[1], parts[2], probs},
                    [H, D, scale, first_col, heads, qkv_shape = qkv.shape()](
-                       Node& n, const Tensor& dout) -> std::vector<Tensor> {
+                       Node& n, const Tensor& dout) -> InputGrads {
                      const Tensor &q = n.saved[0], &k = n.saved[1], &v = n.saved[2];
                      const kernels::Backend& be = kernels::backend(q);
                      const Tensor dheads = empty_like(q);
@@ -185,7 +184,7 @@ Tensor fused_attention(const Tensor& qkv, int64_t H, int64_t Hkv, double scale,
   forward(qkv, out, lse, H, Hkv, scale);
   // P recomputed from lse per tile: dS = P (dP - rowsum(dO out)), then dQ, dK, dV as above
   return op.finish(out, {qkv, out, lse},
-                   [H, Hkv, scale, backward](Node& n, const Tensor& dout) -> std::vector<Tensor> {
+                   [H, Hkv, scale, backward](Node& n, const Tensor& dout) -> InputGrads {
                      const Tensor &qkv = n.saved[0], &out = n.saved[1], &lse = n.saved[2];
                      Tensor dqkv = empty_like(qkv);
                      backward(qkv, out, lse, contiguous(dout), dqkv, H, Hkv, scale);

@@ -63,7 +63,7 @@ void check_grad(const Node& n, size_t i, const Tensor& g) {
 }
 
 // Anomaly mode: the gradients a node returned, each checked for NaN/Inf.
-void check_gradients(const Node& n, const std::vector<Tensor>& grads) {
+void check_gradients(const Node& n, const InputGrads& grads) {
   for (size_t i = 0; i < grads.size(); ++i)
     check_finite(grads[i], "backward of " + node_label(n.id, n.op, n.created_at.str()),
                  fmt::format("the gradient for input {}", i));
@@ -149,8 +149,7 @@ class BackwardPass {
       const bool other_output_grads =
           n->extras && std::any_of(n->extras->output_grads.begin(), n->extras->output_grads.end(),
                                    [](const Tensor& t) { return t.defined(); });
-      std::vector<Tensor> input_grads =
-          g.defined() || other_output_grads ? run_node(*n, g) : std::vector<Tensor>{};
+      InputGrads input_grads = g.defined() || other_output_grads ? run_node(*n, g) : InputGrads{};
       // Saved tensors and captured state go as soon as the node has run.
       n->saved.clear();
       if (n->extras) n->extras->output_grads.clear();
@@ -193,10 +192,10 @@ class BackwardPass {
 
  private:
   // A node's backward function with its hooks around it; one gradient per input, checked.
-  static std::vector<Tensor> run_node(Node& n, const Tensor& g) {
+  static InputGrads run_node(Node& n, const Tensor& g) {
     if (n.extras)
       for (auto& hook : n.extras->pre_hooks) hook(n, g);
-    std::vector<Tensor> input_grads;
+    InputGrads input_grads;
     {
       RunningNode running(&n, g);
       input_grads = n.backward(n, g);

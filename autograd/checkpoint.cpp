@@ -84,8 +84,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   node->out_shape = outs[made[0]].shape();
   node->saved = inputs;
   for (const Edge& e : exits) node->inputs.push_back(e);
-  node->backward = [fn, generators, offsets, made](Node& self,
-                                                   const Tensor& dy) -> std::vector<Tensor> {
+  node->backward = [fn, generators, offsets, made](Node& self, const Tensor& dy) -> InputGrads {
     // d(outputs): output 0's arrives as dy, the others' in output_grads.
     std::vector<Tensor> douts(made.size());
     for (size_t j = 0; j < made.size(); ++j) douts[j] = j == 0 ? dy : self.output_grad(j);

@@ -52,7 +52,7 @@ Tensor fused_classifier(const Tensor& logits, const Tensor& targets, int64_t voc
   Tensor loss = scalar();
   k.binary(kernels::BinaryOp::div, total, valid, loss);
   // dlogits = (softmax - onehot) / valid, made in forward; backward scales it by dloss
-  return op.finish(std::move(loss), {lg}, [](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
+  return op.finish(std::move(loss), {lg}, [](Node& n, const Tensor& dloss) -> InputGrads {
     const Tensor& dlogits = n.saved[0];
     if (is_unit_seed(dloss)) return {dlogits};  // dloss = 1: dlogits * 1 == dlogits, bit for bit
     // dlogits = (the gradient forward left in the logits) * dloss, dloss broadcast (stride 0);

@@ -29,7 +29,7 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 // The gradients of a binary op at the broadcast shape, from dy and the node's saved tensors.
-using BinaryGrads = std::vector<Tensor> (*)(Node& n, const Tensor& dy);
+using BinaryGrads = InputGrads (*)(Node& n, const Tensor& dy);
 
 Tensor finish_binary(OpScope& scope, Tensor out, const Tensor& a, const Tensor& b, bool save_inputs,
                      BinaryGrads grads);
@@ -60,9 +60,13 @@ Tensor finish_binary(OpScope& scope, Tensor out, const Tensor& a, const Tensor& 
   if (save_inputs) saved = {a, b};
   return scope.finish(std::move(out), std::move(saved), [grads](Node& n, const Tensor& dy) {
     // Gradients at the broadcast shape, then summed over what broadcasting repeated.
-    std::vector<Tensor> g = grads(n, dy);
-    for (size_t i = 0; i < 2; ++i)
-      g[i] = n.needs_input_grad(i) ? sum_to(g[i], n.inputs[i].shape) : Tensor();
+    InputGrads g = grads(n, dy);
+    for (size_t i = 0; i < 2; ++i) {
+      if (!n.needs_input_grad(i))
+        g[i] = Tensor();
+      else if (g[i].shape() != n.inputs[i].shape)  // the common case, no broadcast, costs no call
+        g[i] = sum_to(g[i], n.inputs[i].shape);
+    }
     return g;
   });
 }
@@ -74,7 +78,7 @@ Tensor affine_op(const char* op, const Tensor& x, double mul, double add) {
   OpScope scope(op, {xc});
   Tensor out = empty_like(xc);
   kernels::backend(xc).affine(xc, out, mul, add);
-  return scope.finish(std::move(out), {}, [mul](Node&, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(out), {}, [mul](Node&, const Tensor& dy) -> InputGrads {
     if (mul == 1) return {dy};
     const Tensor dyc = contiguous(dy);
     Tensor dx = empty_like(dyc);
@@ -89,7 +93,7 @@ Tensor affine_op(const char* op, const Tensor& x, double mul, double add) {
 Tensor add(const Tensor& a, const Tensor& b, CallSite site) {
   CallSiteScope at(site);
   return broadcast_binary(BinaryOp::add, a, b, false, [](Node&, const Tensor& dy) {
-    return std::vector<Tensor>{dy, dy};
+    return InputGrads{dy, dy};
   });
 }
 
@@ -97,7 +101,7 @@ Tensor add(const Tensor& a, const Tensor& b, CallSite site) {
 Tensor sub(const Tensor& a, const Tensor& b, CallSite site) {
   CallSiteScope at(site);
   return broadcast_binary(BinaryOp::sub, a, b, false, [](Node& n, const Tensor& dy) {
-    return std::vector<Tensor>{dy, n.needs_input_grad(1) ? neg(dy) : Tensor()};
+    return InputGrads{dy, n.needs_input_grad(1) ? neg(dy) : Tensor()};
   });
 }
 
@@ -106,8 +110,8 @@ Tensor mul(const Tensor& a, const Tensor& b, CallSite site) {
   CallSiteScope at(site);
   return broadcast_binary(BinaryOp::mul, a, b, true, [](Node& n, const Tensor& dy) {
     const Tensor &a = n.saved[0], &b = n.saved[1];
-    return std::vector<Tensor>{n.needs_input_grad(0) ? mul(dy, b) : Tensor(),
-                               n.needs_input_grad(1) ? mul(dy, a) : Tensor()};
+    return InputGrads{n.needs_input_grad(0) ? mul(dy, b) : Tensor(),
+                      n.needs_input_grad(1) ? mul(dy, a) : Tensor()};
   });
 }
 
@@ -117,8 +121,7 @@ Tensor div(const Tensor& a, const Tensor& b, CallSite site) {
   return broadcast_binary(BinaryOp::div, a, b, true, [](Node& n, const Tensor& dy) {
     const Tensor &a = n.saved[0], &b = n.saved[1];
     const Tensor dy_over_b = div(dy, b);
-    return std::vector<Tensor>{dy_over_b,
-                               n.needs_input_grad(1) ? neg(div(mul(dy_over_b, a), b)) : Tensor()};
+    return InputGrads{dy_over_b, n.needs_input_grad(1) ? neg(div(mul(dy_over_b, a), b)) : Tensor()};
   });
 }
 
@@ -143,7 +146,7 @@ Tensor pow(const Tensor& a, double p, CallSite site) {
   OpScope scope("pow", {x});
   Tensor y = empty_like(x);
   kernels::backend(x).pow_scalar(x, y, p);
-  return scope.finish(std::move(y), {x}, [p](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(y), {x}, [p](Node& n, const Tensor& dy) -> InputGrads {
     const Tensor& x = n.saved[0];
     const kernels::Backend& k = kernels::backend(x);
     Tensor dx = empty_like(x);
@@ -162,7 +165,7 @@ Tensor gelu(const Tensor& a, CallSite site) {
   Tensor y = empty_like(x);
   kernels::backend(x).gelu_forward(x, y);
   // dx = dy gelu'(x)
-  return scope.finish(std::move(y), {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(y), {x}, [](Node& n, const Tensor& dy) -> InputGrads {
     Tensor dx = empty_like(n.saved[0]);
     kernels::backend(dy).gelu_backward(n.saved[0], contiguous(dy), dx);
     return {dx};
@@ -184,7 +187,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen, CallSit
   Tensor y = empty_like(x);
   kernels::backend(x).dropout_forward(x, y, p, rng);
   // dx = dy mask / (1 - p), the same Philox mask regenerated
-  return scope.finish(std::move(y), {}, [p, rng](Node&, const Tensor& dy) -> std::vector<Tensor> {
+  return scope.finish(std::move(y), {}, [p, rng](Node&, const Tensor& dy) -> InputGrads {
     const Tensor dyc = contiguous(dy);
     Tensor dx = empty_like(dyc);
     kernels::backend(dyc).dropout_backward(dyc, dx, p, rng);

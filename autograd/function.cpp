@@ -4,6 +4,7 @@
 #include "autograd/creation_site.h"
 #include "autograd/op_signature.h"
 #include "engine/debug.h"
+#include "engine/object_pool.h"
 
 namespace glass {
 
@@ -49,7 +50,7 @@ std::shared_ptr<Node> OpScope::make_node(const Shape& out_shape, std::vector<Ten
   if (id_ < 0) id_ = Tape::current().next_id();  // recorded although called inside another phase
   // Default-initialised (every member has its initialiser): value-initialising would first zero
   // all of the node, inline edges included, which costs more than the rest of make_node.
-  auto node = std::make_shared_for_overwrite<Node>();
+  auto node = std::allocate_shared_for_overwrite<Node>(PooledAllocator<Node>());
   node->id = id_;
   node->op = op_;
   node->created_at = site_;

@@ -4,7 +4,7 @@
 //     OpScope op("gelu", {x});                          // node id, launch context (op, forward)
 //     Tensor y = empty_like(x);
 //     kernels::backend(x).gelu_forward(x, y);            // visible launches
-//     return op.finish(y, {x}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+//     return op.finish(y, {x}, [](Node& n, const Tensor& dy) -> InputGrads {
 //       Tensor dx = empty_like(n.saved[0]);
 //       kernels::backend(dy).gelu_backward(n.saved[0], dy, dx);
 //       return {dx};

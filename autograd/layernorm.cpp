@@ -41,13 +41,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor y = empty_like(xc), mean = row_stats(xc), rstd = row_stats(xc);
   kernels::backend(xc).layernorm_forward(xc, wc, bc, y, mean, rstd, eps);
   // dx = rstd (w dy - mean(w dy) - xhat mean(w dy xhat)), dw = sum(dy xhat), db = sum(dy)
-  return op.finish(
-      std::move(y), {xc, wc, mean, rstd}, [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
-        const Tensor &x = n.saved[0], &w = n.saved[1], &mean = n.saved[2], &rstd = n.saved[3];
-        Tensor dx = empty_like(x), dw = empty_like(w), db = empty_like(w);
-        kernels::backend(x).layernorm_backward(contiguous(dy), x, w, mean, rstd, dx, dw, db);
-        return {dx, dw, db};
-      });
+  return op.finish(std::move(y), {xc, wc, mean, rstd}, [](Node& n, const Tensor& dy) -> InputGrads {
+    const Tensor &x = n.saved[0], &w = n.saved[1], &mean = n.saved[2], &rstd = n.saved[3];
+    Tensor dx = empty_like(x), dw = empty_like(w), db = empty_like(w);
+    kernels::backend(x).layernorm_backward(contiguous(dy), x, w, mean, rstd, dx, dw, db);
+    return {dx, dw, db};
+  });
 }
 
 ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
@@ -65,7 +64,7 @@ ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& delta, const Ten
   kernels::backend(xc).residual_layernorm_forward(xc, dc, wc, bc, residual, y, mean, rstd, eps);
   std::vector<Tensor> outs = op.finish_outputs(
       {residual, y}, {residual, wc, mean, rstd},
-      [](Node& n, const Tensor& dresidual) -> std::vector<Tensor> {
+      [](Node& n, const Tensor& dresidual) -> InputGrads {
         // Output 0 is residual (its gradient: dresidual), output 1 the normalised y (dy); either
         // may be missing when nothing downstream used it.
         const Tensor &s = n.saved[0], &w = n.saved[1], &mean = n.saved[2], &rstd = n.saved[3];

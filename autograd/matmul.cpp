@@ -122,7 +122,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   OpScope scope("matmul", {a, b});
   Tensor c = gemm_product(a, b, Tensor(), batch);
   // dA = dC B^T, dB = A^T dC (summed over broadcast batch dims)
-  return scope.finish(std::move(c), {a, b}, [](Node& n, const Tensor& dc) -> std::vector<Tensor> {
+  return scope.finish(std::move(c), {a, b}, [](Node& n, const Tensor& dc) -> InputGrads {
     const Tensor &a = n.saved[0], &b = n.saved[1];
     const Shape batch = batch_of(dc);
     Tensor da, db;
@@ -163,7 +163,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, CallSite sit
   return scope.finish(std::move(y), {x2, w}, [x_shape = x.shape()](Node& n, const Tensor& dy) {
     const Tensor &x2 = n.saved[0], &w = n.saved[1];
     const Tensor dy2 = contiguous(reshape(dy, {-1, w.size(0)}));
-    std::vector<Tensor> grads(3);
+    InputGrads grads(3);
     // dx = dy W: [N, out] @ [out, in], back in x's shape.
     if (n.needs_input_grad(0)) grads[0] = reshape(gemm_product(dy2, w, Tensor(), {}), x_shape);
     // dW = dy^T x: [out, N] @ [N, in], dy^T passed as a transpose flag. db = dy summed over the
@@ -260,7 +260,7 @@ Tensor mlp(const Tensor& x, const Tensor& w_fc, const Tensor& b_fc, const Tensor
                              ? n.saved[3]
                              : rebuild_gelu_output(x2, transpose(w_fc, 0, 1), n.saved[5], pre);
         const Tensor dy2 = contiguous(reshape(dy, {-1, w_proj.size(0)}));
-        std::vector<Tensor> grads(5);
+        InputGrads grads(5);
         const auto new_vector = [&](int64_t len) {
           return Tensor::empty({len}, dy.dtype(), dy.device());
         };

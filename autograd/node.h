@@ -28,11 +28,14 @@ struct Edge {
   bool defined() const { return node || leaf; }
 };
 
-// Returns one gradient per input (an undefined Tensor where no gradient flows). grad_out is the
-// gradient of the node's output (of output 0 for a node with several: Node::output_grad).
-using BackwardFn = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_out)>;
+// One gradient per input of a node (an undefined Tensor where no gradient flows). Up to 3 are kept
+// inline: running a node's backward function allocates nothing for the list.
+using InputGrads = SmallVector<Tensor, 3>;
+// Returns the gradients of the node's inputs. grad_out is the gradient of the node's output (of
+// output 0 for a node with several: Node::output_grad).
+using BackwardFn = std::function<InputGrads(Node& self, const Tensor& grad_out)>;
 using NodePreHook = std::function<void(Node& node, const Tensor& grad_out)>;
-using NodePostHook = std::function<void(Node& node, const std::vector<Tensor>& grad_inputs)>;
+using NodePostHook = std::function<void(Node& node, const InputGrads& grad_inputs)>;
 
 // What few nodes have, kept out of line so that the common node does not carry it: hooks (tests,
 // debugging tools) and the outputs of a node with several (OpScope::finish_outputs, e.g.

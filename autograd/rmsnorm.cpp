@@ -38,13 +38,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, CallSite site
   Tensor y = empty_like(xc), rstd = rstd_per_row(xc);
   kernels::backend(xc).rmsnorm_forward(xc, wc, y, rstd, eps);
   // dx = rstd (w dy - xhat mean(w dy xhat)), dw = sum(dy xhat), xhat = x rstd
-  return op.finish(std::move(y), {xc, wc, rstd},
-                   [](Node& n, const Tensor& dy) -> std::vector<Tensor> {
-                     const Tensor &x = n.saved[0], &w = n.saved[1], &rstd = n.saved[2];
-                     Tensor dx = empty_like(x), dw = empty_like(w);
-                     kernels::backend(x).rmsnorm_backward(contiguous(dy), x, w, rstd, dx, dw);
-                     return {dx, dw};
-                   });
+  return op.finish(std::move(y), {xc, wc, rstd}, [](Node& n, const Tensor& dy) -> InputGrads {
+    const Tensor &x = n.saved[0], &w = n.saved[1], &rstd = n.saved[2];
+    Tensor dx = empty_like(x), dw = empty_like(w);
+    kernels::backend(x).rmsnorm_backward(contiguous(dy), x, w, rstd, dx, dw);
+    return {dx, dw};
+  });
 }
 
 ResidualNorm residual_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight,
@@ -62,8 +61,7 @@ ResidualNorm residual_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
   kernels::backend(xc).residual_rmsnorm_forward(xc, dc, wc, residual, y, rstd, eps);
   // d(x) = d(delta) = dresidual + rstd (w dy - xhat mean(w dy xhat)), dw = sum(dy xhat)
   std::vector<Tensor> outs = op.finish_outputs(
-      {residual, y}, {residual, wc, rstd},
-      [](Node& n, const Tensor& dresidual) -> std::vector<Tensor> {
+      {residual, y}, {residual, wc, rstd}, [](Node& n, const Tensor& dresidual) -> InputGrads {
         // Output 0 is residual (its gradient: dresidual), output 1 the normalised y (dy); either
         // may be missing when nothing downstream used it.
         const Tensor &s = n.saved[0], &w = n.saved[1], &rstd = n.saved[2];

@@ -29,13 +29,13 @@ Tensor rotary_embedding(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, do
   Tensor out = empty_like(in);
   kernels::backend(in).rope_forward(in, out, n_head, n_kv_head, theta, start_pos);
   // dx = dy rotated by -angle (the rotation's transpose); v's gradient passes through
-  return op.finish(
-      std::move(out), {},
-      [n_head, n_kv_head, theta, start_pos](Node&, const Tensor& dout) -> std::vector<Tensor> {
-        Tensor dc = contiguous(dout), dqkv = empty_like(dc);
-        kernels::backend(dc).rope_backward(dc, dqkv, n_head, n_kv_head, theta, start_pos);
-        return {dqkv};
-      });
+  return op.finish(std::move(out), {},
+                   [n_head, n_kv_head, theta, start_pos](Node&, const Tensor& dout) -> InputGrads {
+                     Tensor dc = contiguous(dout), dqkv = empty_like(dc);
+                     kernels::backend(dc).rope_backward(dc, dqkv, n_head, n_kv_head, theta,
+                                                        start_pos);
+                     return {dqkv};
+                   });
 }
 
 }  // namespace glass

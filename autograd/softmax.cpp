@@ -24,7 +24,7 @@ Tensor rowwise_op(const char* name, const Tensor& x, RowKernel kernels::Backend:
   Tensor y = empty_like(xc);
   (kernels::backend(xc).*forward)(xc, y);
   // softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy)
-  return op.finish(y, {y}, [backward](Node& n, const Tensor& dy) -> std::vector<Tensor> {
+  return op.finish(y, {y}, [backward](Node& n, const Tensor& dy) -> InputGrads {
     const Tensor& y = n.saved[0];
     Tensor dx = empty_like(y);
     (kernels::backend(y).*backward)(y, contiguous(dy), dx);
@@ -82,7 +82,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   k.binary(kernels::BinaryOp::div, total, valid, loss);
   // dlogits = (softmax(logits) - onehot(t)) dloss / valid
   return op.finish(std::move(loss), {lg, tg, lse, valid},
-                   [ignore_index](Node& n, const Tensor& dloss) -> std::vector<Tensor> {
+                   [ignore_index](Node& n, const Tensor& dloss) -> InputGrads {
                      const Tensor &lg = n.saved[0], &tg = n.saved[1], &lse = n.saved[2],
                                   &valid = n.saved[3];
                      const auto& k = kernels::backend(lg);

@@ -24,7 +24,7 @@ Tensor swiglu(const Tensor& gate_up, CallSite site) {
   Tensor out = Tensor::empty(shape, in.dtype(), in.device());
   kernels::backend(in).swiglu_forward(in, out);
   // dgate = dout up silu'(gate), dup = dout silu(gate)
-  return op.finish(std::move(out), {in}, [](Node& n, const Tensor& dout) -> std::vector<Tensor> {
+  return op.finish(std::move(out), {in}, [](Node& n, const Tensor& dout) -> InputGrads {
     const Tensor& in = n.saved[0];
     Tensor dgate_up = empty_like(in);
     kernels::backend(in).swiglu_backward(in, contiguous(dout), dgate_up);

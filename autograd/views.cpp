@@ -92,7 +92,7 @@ Tensor permuted(const char* op, const Tensor& x, const std::vector<int>& dims) {
   // Backward: the inverse permutation puts every dimension of dy back where it came from.
   return make_view(
       op, x, shape, strides, x.offset(),
-      [inverse](Node&, const Tensor& dy) -> std::vector<Tensor> { return {permute(dy, inverse)}; });
+      [inverse](Node&, const Tensor& dy) -> InputGrads { return {permute(dy, inverse)}; });
 }
 
 }  // namespace
@@ -106,7 +106,7 @@ Tensor view(const Tensor& x, Shape shape, CallSite site) {
               "reshape",
               x.describe(), shape_str(shape));
   return make_view("view", x, shape, *strides, x.offset(),
-                   [in_shape = x.shape()](Node&, const Tensor& dy) -> std::vector<Tensor> {
+                   [in_shape = x.shape()](Node&, const Tensor& dy) -> InputGrads {
                      return {reshape(dy, in_shape)};
                    });
 }
@@ -144,7 +144,7 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end, CallSite site
   shape[d] = hi - lo;
   // Backward: a zero gradient for x with dy copied into the sliced region.
   return make_view("slice", x, shape, x.strides(), x.offset() + lo * x.stride(d),
-                   [d, lo, in_shape = x.shape()](Node&, const Tensor& dy) -> std::vector<Tensor> {
+                   [d, lo, in_shape = x.shape()](Node&, const Tensor& dy) -> InputGrads {
                      Tensor dx = zeros(in_shape, dy.dtype(), dy.device());
                      const Tensor region =
                          dx.as_strided(dy.shape(), dx.strides(), lo * dx.stride(d));
@@ -187,16 +187,15 @@ Tensor concat(const std::vector<Tensor>& xs, int dim, CallSite site) {
     kernels::backend(out).copy(
         xs[i], out.as_strided(xs[i].shape(), out.strides(), starts[i] * out.stride(d)));
   // dx_i = the slice of dy where x_i was placed
-  return scope.finish(
-      std::move(out), {}, [d, starts](Node& n, const Tensor& dy) -> std::vector<Tensor> {
-        // Each input's gradient is its region of dy.
-        std::vector<Tensor> dxs;
-        for (size_t i = 0; i < starts.size(); ++i)
-          dxs.push_back(n.needs_input_grad(i)
-                            ? slice(dy, d, starts[i], starts[i] + n.inputs[i].shape[d])
-                            : Tensor());
-        return dxs;
-      });
+  return scope.finish(std::move(out), {}, [d, starts](Node& n, const Tensor& dy) -> InputGrads {
+    // Each input's gradient is its region of dy.
+    InputGrads dxs;
+    for (size_t i = 0; i < starts.size(); ++i)
+      dxs.push_back(n.needs_input_grad(i)
+                        ? slice(dy, d, starts[i], starts[i] + n.inputs[i].shape[d])
+                        : Tensor());
+    return dxs;
+  });
 }
 
 Tensor contiguous(const Tensor& x, CallSite site) {
@@ -207,7 +206,7 @@ Tensor contiguous(const Tensor& x, CallSite site) {
   kernels::backend(x).copy(x, out);
   // dx = dy
   return scope.finish(std::move(out), {},
-                      [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
+                      [](Node&, const Tensor& dy) -> InputGrads { return {dy}; });
 }
 
 Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {
@@ -233,7 +232,7 @@ Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {
   }
   if (out_shape == x.shape()) return x;
   return make_view("expand", x, out_shape, strides, x.offset(),
-                   [in_shape = x.shape()](Node&, const Tensor& dy) -> std::vector<Tensor> {
+                   [in_shape = x.shape()](Node&, const Tensor& dy) -> InputGrads {
                      return {sum_to(dy, in_shape)};
                    });
 }

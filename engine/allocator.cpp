@@ -74,6 +74,17 @@ Allocator& Allocator::for_device(Device d) {
   return *a;
 }
 
+// cpu has no current device to select: its allocator comes straight from the table. Any other
+// device goes through for_device, which makes `d` current (cuda tags a freed block with the stream
+// of the current device).
+Allocator& Allocator::serving(Device d) {
+  if (d.kind == DeviceKind::cpu && d.index >= 0 && d.index < kIndexedAllocators)
+    if (Allocator* a = indexed_allocators[static_cast<size_t>(d.kind)][d.index].load(
+            std::memory_order_acquire))
+      return *a;
+  return for_device(d);
+}
+
 size_t Allocator::size_class(size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (bytes <= (size_t{1} << 20)) return (bytes + 511) / 512 * 512;

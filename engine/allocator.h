@@ -57,6 +57,7 @@
 #include "engine/device.h"
 #include "engine/free_blocks.h"
 #include "engine/small_blocks.h"
+#include "engine/word_mutex.h"
 
 namespace glass {
 
@@ -105,6 +106,9 @@ struct DeviceEvents {
 class Allocator {
  public:
   static Allocator& for_device(Device d);
+  // The allocator that served a block of `d` now given back: for cpu without for_device's
+  // checks, which ran when the block was allocated.
+  static Allocator& serving(Device d);
 
   void* allocate(size_t bytes);
   void release(void* ptr, size_t bytes);  // bytes as passed to allocate
@@ -181,9 +185,9 @@ class Allocator {
   void* allocate_small(size_t bytes);
 
   Device device_;
-  const DeviceRuntime* runtime_;  // device_'s (engine/device_runtime.h)
-  bool small_blocks_;             // its capabilities' small_host_blocks
-  mutable std::mutex mu_;
+  const DeviceRuntime* runtime_;   // device_'s (engine/device_runtime.h)
+  bool small_blocks_;              // its capabilities' small_host_blocks
+  mutable WordMutex mu_;           // taken twice per eager op (allocate, release): a one-word lock
   FreeBlocks<DeviceEvents> free_;  // size class -> cached blocks, tagged with their stream
   SmallBlocks small_;              // cpu's blocks of up to 1 KiB
   AllocatorStats stats_;

@@ -5,19 +5,25 @@
 #include "engine/allocator.h"
 #include "engine/device_flags.h"
 #include "engine/device_runtime.h"
+#include "engine/object_pool.h"
 #include "engine/out_of_memory.h"
 
 namespace glass {
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-Shape contiguous_strides(const Shape& s) {
-  Shape st(s.size());
+void set_contiguous_strides(const Shape& s, Shape& strides) {
+  strides.resize(s.size());
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
-    st[i] = acc;
+    strides[i] = acc;
     acc *= s[i];
   }
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st;
+  set_contiguous_strides(s, st);
   return st;
 }
 
@@ -25,23 +31,25 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   data = Allocator::for_device(d).allocate(n);
 }
 
-Storage::~Storage() { Allocator::for_device(device).release(data, nbytes); }
+Storage::~Storage() { Allocator::serving(device).release(data, nbytes); }
 
 // TensorImpls are made default-initialised (every member has its initialiser), without zeroing
-// their inline shape and strides first.
+// their inline shape and strides first. They and their Storage come from this thread's object
+// pool (engine/object_pool.h), not from malloc.
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     GLASS_CHECK(d >= 0, "Tensor::empty: negative dimension in shape {}", shape_str(shape));
   Tensor t;
-  t.impl_ = std::make_shared_for_overwrite<TensorImpl>();
+  t.impl_ = std::allocate_shared_for_overwrite<TensorImpl>(PooledAllocator<TensorImpl>());
   try {
-    t.impl_->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+    t.impl_->storage = std::allocate_shared<Storage>(
+        PooledAllocator<Storage>(), shape_numel(shape) * dtype_size(dtype), device);
   } catch (OutOfMemoryError& e) {
     e.set_tensor(fmt::format("{} {}", shape_str(shape), dtype_name(dtype)));  // what asked
     throw;
   }
   t.impl_->shape = shape;
-  t.impl_->strides = contiguous_strides(shape);
+  set_contiguous_strides(shape, t.impl_->strides);
   t.impl_->dtype = dtype;
   return t;
 }
@@ -76,25 +84,12 @@ void require_data(const Tensor& t, const char* what) {
               what, t.describe());
 }
 
-bool Tensor::is_contiguous() const {
-  const auto& s = impl().shape;
-  const auto& st = impl().strides;
-  int64_t expected = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    if (s[i] != 1 && st[i] != expected) return false;
-    expected *= s[i];
-  }
-  return true;
-}
+void Tensor::fail_undefined() { fail("use of an undefined Tensor"); }
 
 int Tensor::wrap_negative_dim(int d) const {
   const int n = dim();
   GLASS_CHECK(d >= -n && d < n, "dimension {} out of range for {}", d, describe());
   return d < 0 ? d + n : d;
-}
-
-void* Tensor::raw_data() const {
-  return static_cast<char*>(impl().storage->data) + impl().offset * dtype_size(impl().dtype);
 }
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
@@ -116,7 +111,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
               "as_strided: view shape {} strides {} offset {} exceeds storage of {} elements of {}",
               shape_str(shape), shape_str(strides), offset, capacity, describe());
   Tensor t;
-  t.impl_ = std::make_shared_for_overwrite<TensorImpl>();
+  t.impl_ = std::allocate_shared_for_overwrite<TensorImpl>(PooledAllocator<TensorImpl>());
   t.impl_->storage = impl().storage;
   t.impl_->offset = offset;
   t.impl_->shape = shape;

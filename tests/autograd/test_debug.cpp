@@ -58,7 +58,7 @@ Tensor faulty_identity(const Tensor& x, FailIn where, CallSite site = CallSite::
     return in.detach();
   };
   Tensor y = run(x, where == FailIn::forward);
-  return op.finish(y, {}, [run, where](Node&, const Tensor& dy) -> std::vector<Tensor> {
+  return op.finish(y, {}, [run, where](Node&, const Tensor& dy) -> InputGrads {
     return {run(dy, where == FailIn::backward)};
   });
 }

@@ -70,7 +70,7 @@ TEST(GradNorms, ANodeNoGradientReachesHasNone) {
   {
     OpScope op("block_gradient", {doubled});
     blocked = op.finish(contiguous(doubled.detach()), {},
-                        [](Node&, const Tensor&) -> std::vector<Tensor> { return {Tensor()}; });
+                        [](Node&, const Tensor&) -> InputGrads { return {Tensor()}; });
   }
   Tensor loss = sum(add(blocked, x));
   const std::vector<TapeNode> tape = tape_with_grad_norms(loss, [&] { backward(loss); });

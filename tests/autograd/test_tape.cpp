@@ -66,7 +66,7 @@ TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {
         [&](Node& n, const Tensor&) { order.push_back(n.id); });
   }
   int post_calls = 0;
-  b.grad_fn()->extra().post_hooks.push_back([&](Node& n, const std::vector<Tensor>& grads) {
+  b.grad_fn()->extra().post_hooks.push_back([&](Node& n, const InputGrads& grads) {
     ++post_calls;
     EXPECT_EQ(grads.size(), 1u);
     EXPECT_EQ(grads[0].shape(), (Shape{2}));
@@ -81,7 +81,7 @@ TEST(Tape, NodesRunInReverseTapeOrderWithHooks) {
 // An op whose output is its input's own handle (y = x, returned as is).
 Tensor pass_through(const Tensor& x) {
   OpScope op("pass_through", {x});
-  return op.finish(x, {}, [](Node&, const Tensor& dy) -> std::vector<Tensor> { return {dy}; });
+  return op.finish(x, {}, [](Node&, const Tensor& dy) -> InputGrads { return {dy}; });
 }
 
 TEST(Tape, AnOutputSharingItsInputsHandleLeavesTheInputsHistoryAlone) {

@@ -1,0 +1,89 @@
+#include "engine/object_pool.h"
+
+#include <array>
+#include <cstdint>
+
+namespace glass::object_pool {
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooled = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kPooled = false;
+#else
+constexpr bool kPooled = true;
+#endif
+#else
+constexpr bool kPooled = true;
+#endif
+
+constexpr size_t kClasses = (class_bytes(kMaxBytes) + 8) / kGranule - 1;  // chunks 32..512
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// This thread's free lists. Constant-initialised and trivially destructible, so reading them costs
+// no guard; `Drain` below gives their blocks back when the thread ends.
+struct FreeLists {
+  std::array<FreeBlock*, kClasses> head;
+  std::array<uint32_t, kClasses> count;
+  bool drain_registered;  // a Drain will empty the lists when the thread ends
+  bool closed;            // it has: blocks freed from now on go to ::operator delete
+};
+constinit thread_local FreeLists lists{};
+
+struct Drain {
+  ~Drain() {
+    for (size_t c = 0; c < kClasses; ++c)
+      while (FreeBlock* b = lists.head[c]) {
+        lists.head[c] = b->next;
+        ::operator delete(b);
+      }
+    lists.count = {};
+    lists.closed = true;
+  }
+};
+
+// The first block cached on a thread registers the thread's Drain.
+void register_drain() {
+  thread_local Drain drain;
+  lists.drain_registered = true;
+}
+
+size_t class_index(size_t bytes) { return (class_bytes(bytes) + 8) / kGranule - 2; }
+
+}  // namespace
+
+void* allocate(size_t bytes) {
+  if (!kPooled || bytes == 0 || bytes > kMaxBytes) return ::operator new(bytes);
+  const size_t c = class_index(bytes);
+  if (FreeBlock* b = lists.head[c]) {
+    lists.head[c] = b->next;
+    --lists.count[c];
+    return b;
+  }
+  return ::operator new(class_bytes(bytes));  // the class's size: any object of the class fits
+}
+
+void release(void* block, size_t bytes) noexcept {
+  if (block == nullptr) return;
+  if (!kPooled || bytes == 0 || bytes > kMaxBytes || lists.closed) return ::operator delete(block);
+  const size_t c = class_index(bytes);
+  if (lists.count[c] >= kMaxCached) return ::operator delete(block);
+  if (!lists.drain_registered) register_drain();
+  auto* b = static_cast<FreeBlock*>(block);
+  b->next = lists.head[c];
+  lists.head[c] = b;
+  ++lists.count[c];
+}
+
+size_t cached_blocks() {
+  size_t n = 0;
+  for (uint32_t k : lists.count) n += k;
+  return n;
+}
+
+}  // namespace glass::object_pool
