@@ -3,20 +3,22 @@
 #include <array>
 #include <cstdint>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace glass::object_pool {
 
 namespace {
 
+// Under AddressSanitizer a cached block is poisoned: touching a freed TensorImpl or Node is
+// reported as a use after free until the block is handed out again.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPooled = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kPooled = false;
+void poison(void* block, size_t bytes) { __asan_poison_memory_region(block, bytes); }
+void unpoison(void* block, size_t bytes) { __asan_unpoison_memory_region(block, bytes); }
 #else
-constexpr bool kPooled = true;
-#endif
-#else
-constexpr bool kPooled = true;
+void poison(void*, size_t) {}
+void unpoison(void*, size_t) {}
 #endif
 
 constexpr size_t kClasses = (class_bytes(kMaxBytes) + 8) / kGranule - 1;  // chunks 32..512
@@ -35,10 +37,14 @@ struct FreeLists {
 };
 constinit thread_local FreeLists lists{};
 
+size_t class_index(size_t bytes) { return (class_bytes(bytes) + 8) / kGranule - 2; }
+size_t bytes_of_class(size_t c) { return (c + 2) * kGranule - 8; }
+
 struct Drain {
   ~Drain() {
     for (size_t c = 0; c < kClasses; ++c)
       while (FreeBlock* b = lists.head[c]) {
+        unpoison(b, bytes_of_class(c));
         lists.head[c] = b->next;
         ::operator delete(b);
       }
@@ -53,14 +59,13 @@ void register_drain() {
   lists.drain_registered = true;
 }
 
-size_t class_index(size_t bytes) { return (class_bytes(bytes) + 8) / kGranule - 2; }
-
 }  // namespace
 
 void* allocate(size_t bytes) {
-  if (!kPooled || bytes == 0 || bytes > kMaxBytes) return ::operator new(bytes);
+  if (bytes == 0 || bytes > kMaxBytes) return ::operator new(bytes);
   const size_t c = class_index(bytes);
   if (FreeBlock* b = lists.head[c]) {
+    unpoison(b, bytes_of_class(c));
     lists.head[c] = b->next;
     --lists.count[c];
     return b;
@@ -70,12 +75,13 @@ void* allocate(size_t bytes) {
 
 void release(void* block, size_t bytes) noexcept {
   if (block == nullptr) return;
-  if (!kPooled || bytes == 0 || bytes > kMaxBytes || lists.closed) return ::operator delete(block);
+  if (bytes == 0 || bytes > kMaxBytes || lists.closed) return ::operator delete(block);
   const size_t c = class_index(bytes);
   if (lists.count[c] >= kMaxCached) return ::operator delete(block);
   if (!lists.drain_registered) register_drain();
   auto* b = static_cast<FreeBlock*>(block);
   b->next = lists.head[c];
+  poison(b, bytes_of_class(c));
   lists.head[c] = b;
   ++lists.count[c];
 }

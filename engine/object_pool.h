@@ -17,8 +17,8 @@
 //   a thread that once held many tensors does not keep their blocks forever.
 // - When a thread ends, its lists are given back, and blocks freed after that (by the destructors
 //   of statics at exit) go straight to ::operator delete.
-// - Under AddressSanitizer every block comes from ::operator new and goes back to
-//   ::operator delete at once, so that a use after free of a tensor or node is still caught.
+// - Under AddressSanitizer a cached block is poisoned until it is handed out again, so that a use
+//   after free of a tensor or node is still caught (until its block is reused).
 #pragma once
 
 #include <cstddef>
