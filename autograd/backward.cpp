@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -75,16 +76,44 @@ std::pair<const void*, int> exit_key(const Edge& e) {
                 : std::pair<const void*, int>{e.leaf.get(), 0};
 }
 
+// The lists a pass grows as it finds nodes: each node's gradient slot, the nodes in reverse tape
+// order, and the search's stack. They are kept for the next pass on this thread (emptied, their
+// capacity kept): grown from nothing, a chain of 20,000 nodes reallocated them a dozen times per
+// backward(), the large blocks fresh pages from the kernel each time, which was half of the
+// backward walk's time per node (bench/op_overhead). A pass that starts while another runs
+// (backward() called inside a backward function, or a checkpointed region's) finds them taken and
+// makes its own; lists longer than kKeptNodes are not kept.
+struct PassLists {
+  static constexpr size_t kKeptNodes = size_t{1} << 18;
+  std::vector<Tensor> grads;  // by pass_slot: each node's output grad
+  std::vector<Node*> order, stack;
+};
+thread_local std::unique_ptr<PassLists> spare_pass_lists;
+
 // One run of backward(): the three steps as methods, with the bookkeeping they share.
 class BackwardPass {
  public:
+  BackwardPass()
+      : lists_(spare_pass_lists ? std::move(spare_pass_lists) : std::make_unique<PassLists>()) {}
+  ~BackwardPass() {
+    lists_->grads.clear();
+    lists_->order.clear();
+    lists_->stack.clear();
+    if (!spare_pass_lists && lists_->grads.capacity() <= PassLists::kKeptNodes)
+      spare_pass_lists = std::move(lists_);
+  }
+  BackwardPass(const BackwardPass&) = delete;
+  BackwardPass& operator=(const BackwardPass&) = delete;
+
   // Step 1, dependency counting: from the root, find every node it was computed from, and count
   // for each leaf how many edges will deliver to it (so it knows when its gradient is complete).
   // Returns the nodes in reverse tape order (descending id): each node comes before the nodes that
   // produced its inputs, so a node runs only once every gradient flowing into it has been summed.
-  std::vector<Node*> count_dependencies(Node* root) { return count_dependencies_from({root}); }
-  std::vector<Node*> count_dependencies_from(const std::vector<Node*>& roots) {
-    std::vector<Node*> order, stack;
+  const std::vector<Node*>& count_dependencies(Node* root) {
+    return count_dependencies_from({root});
+  }
+  const std::vector<Node*>& count_dependencies_from(const std::vector<Node*>& roots) {
+    std::vector<Node*>&order = lists_->order, &stack = lists_->stack;
     for (Node* r : roots)
       if (find(r)) stack.push_back(r);
     while (!stack.empty()) {
@@ -195,11 +224,11 @@ class BackwardPass {
   static InputGrads run_node(Node& n, const Tensor& g) {
     if (n.extras)
       for (auto& hook : n.extras->pre_hooks) hook(n, g);
-    InputGrads input_grads;
-    {
+    // (made in place by the backward function's return: no move of the list and its tensors)
+    InputGrads input_grads = [&] {
       RunningNode running(&n, g);
-      input_grads = n.backward(n, g);
-    }
+      return n.backward(n, g);
+    }();
     GLASS_CHECK(input_grads.size() == n.inputs.size(),
                 "backward of #{} {}: returned {} gradients for {} inputs", n.id, n.op,
                 input_grads.size(), n.inputs.size());
@@ -222,7 +251,8 @@ class BackwardPass {
     }
     if (e.node) {
       if (!g.defined()) return;
-      // Output 0's gradient waits in grads_, a multi-output node's others in the node.
+      // Output 0's gradient waits in the pass's slot for it, a multi-output node's others in the
+      // node.
       Tensor& acc = e.output == 0 ? grad_of(*e.node) : e.node->extras->output_grads[e.output];
       acc = acc.defined() ? accumulate(acc, g) : std::move(g);
     } else if (e.leaf) {
@@ -255,19 +285,19 @@ class BackwardPass {
   }
 
  private:
-  // Marks `n` as found by this pass and gives it a slot in grads_; false if it was found already.
+  // Marks `n` as found by this pass and gives it a gradient slot; false if it was found already.
   bool find(Node* n) {
     if (n->found_by_pass == id_) return false;
     n->found_by_pass = id_;
-    n->pass_slot = static_cast<uint32_t>(grads_.size());
-    grads_.emplace_back();
+    n->pass_slot = static_cast<uint32_t>(lists_->grads.size());
+    lists_->grads.emplace_back();
     return true;
   }
   // The gradient of the output (output 0) of a node this pass found, summed so far.
   Tensor& grad_of(const Node& n) {
     GLASS_CHECK(n.found_by_pass == id_, "backward: node #{} {} was not found by this pass", n.id,
                 n.op);
-    return grads_[n.pass_slot];
+    return lists_->grads[n.pass_slot];
   }
 
   // This pass's number: unique in the process, so that the marks of an earlier (or an enclosing)
@@ -277,7 +307,7 @@ class BackwardPass {
     return passes.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   const uint64_t id_ = next_pass_id();
-  std::vector<Tensor> grads_;                             // by pass_slot: each node's output grad
+  std::unique_ptr<PassLists> lists_;
   std::unordered_map<AutogradMeta*, int> leaf_deps_;      // edges still to deliver to each leaf
   std::unordered_map<AutogradMeta*, Tensor> leaf_grads_;  // each leaf's sum so far
 };
@@ -308,7 +338,7 @@ void backward(const Tensor& root, const Tensor& grad) {
   const UnitSeedScope known(grad.defined() ? Tensor() : seed);
   BackwardPass pass;
   if (!root.grad_fn()) return pass.deliver_to_root_leaf(root.unsafe_impl()->autograd.get(), seed);
-  const std::vector<Node*> order = pass.count_dependencies(root.grad_fn().get());
+  const std::vector<Node*>& order = pass.count_dependencies(root.grad_fn().get());
   pass.walk(order, root, seed);
 }
 
@@ -351,7 +381,7 @@ std::vector<Tensor> backward_region(const std::vector<Tensor>& roots,
         roots[i].grad_fn()->id >= first_id)
       root_nodes.push_back(roots[i].grad_fn().get());
   if (!root_nodes.empty()) {
-    const std::vector<Node*> order = pass.count_dependencies_from(root_nodes);
+    const std::vector<Node*>& order = pass.count_dependencies_from(root_nodes);
     for (size_t i = 0; i < roots.size(); ++i)
       if (grads[i].defined() && roots[i].defined() && roots[i].grad_fn() &&
           roots[i].grad_fn()->id >= first_id)

@@ -64,7 +64,7 @@ Tensor finish_binary(OpScope& scope, Tensor out, const Tensor& a, const Tensor& 
     for (size_t i = 0; i < 2; ++i) {
       if (!n.needs_input_grad(i))
         g[i] = Tensor();
-      else if (g[i].shape() != n.inputs[i].shape)  // the common case, no broadcast, costs no call
+      else if (g[i].shape() != n.inputs[i].shape)  // sum_to's first test, here to skip its call
         g[i] = sum_to(g[i], n.inputs[i].shape);
     }
     return g;

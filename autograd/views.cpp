@@ -251,8 +251,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape, CallSite site) {
+  if (g.shape() == shape) return g;  // nothing was broadcast: no op runs, no call site to set
   CallSiteScope at(site);
-  if (g.shape() == shape) return g;
   const int lead = g.dim() - static_cast<int>(shape.size());
   GLASS_CHECK(lead >= 0, "sum_to: {} cannot be summed to {}", g.describe(), shape_str(shape));
   // Sum the leading dimensions broadcasting added, and those broadcast from size 1.

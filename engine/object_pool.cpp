@@ -70,7 +70,7 @@ void* allocate(size_t bytes) {
     --lists.count[c];
     return b;
   }
-  return ::operator new(class_bytes(bytes));  // the class's size: any object of the class fits
+  return ::operator new(bytes_of_class(c));  // the class's size: any object of the class fits
 }
 
 void release(void* block, size_t bytes) noexcept {

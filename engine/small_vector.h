@@ -40,7 +40,16 @@ class SmallVector {
   SmallVector() = default;
   explicit SmallVector(size_t n) { resize(n); }
   SmallVector(size_t n, const T& value) { assign(n, value); }
-  SmallVector(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
+  // A list that fits is copied straight into the inline storage: `InputGrads{dy, dy}`, in every
+  // backward node of a binary op, went through assign's clear, reserve and growth checks.
+  SmallVector(std::initializer_list<T> values) {
+    if (values.size() > N) {
+      assign(values.begin(), values.end());
+      return;
+    }
+    std::uninitialized_copy(values.begin(), values.end(), data_);
+    size_ = values.size();
+  }
   template <std::input_iterator It>
   SmallVector(It first, It last) {
     assign(first, last);

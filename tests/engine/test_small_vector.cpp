@@ -4,6 +4,7 @@
 // small-string buffer, so that a lost, doubled or unconstructed element shows under ASan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -101,6 +102,26 @@ TEST(SmallVector, StaysInlineUpToItsCapacityThenGrows) {
   Strings moved_small(std::move(small));
   EXPECT_EQ(as_vector(moved_small), std::vector<std::string>{value(5)});
   EXPECT_TRUE(small.empty());
+}
+
+// The list constructor copies a list that fits straight into the inline storage, and a longer one
+// into a heap block; either way the elements are the list's, in order, and the list keeps its own.
+TEST(SmallVector, BuildsFromListsOnBothSidesOfItsCapacity) {
+  const auto check = [](std::initializer_list<std::string> values) {
+    std::vector<std::string> ref(values);
+    Strings v(values);
+    EXPECT_EQ(as_vector(v), ref) << ref.size() << " elements";
+    EXPECT_EQ(v.capacity(), std::max<size_t>(3, ref.size())) << ref.size() << " elements";
+    v.push_back(value(9));  // the vector stays usable: it grows from where the list left it
+    ref.push_back(value(9));
+    EXPECT_EQ(as_vector(v), ref) << ref.size() << " elements";
+  };
+  check({});
+  check({value(0)});
+  check({value(0), value(1)});
+  check({value(0), value(1), value(2)});
+  check({value(0), value(1), value(2), value(3)});
+  check({value(0), value(1), value(2), value(3), value(4)});
 }
 
 TEST(SmallVector, ShapesCompareAndConvertLikeVectors) {
