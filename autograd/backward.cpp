@@ -107,13 +107,15 @@ class BackwardPass {
 
   // Step 1, dependency counting: from the root, find every node it was computed from, and count
   // for each leaf how many edges will deliver to it (so it knows when its gradient is complete).
-  // Returns the nodes in reverse tape order (descending id): each node comes before the nodes that
-  // produced its inputs, so a node runs only once every gradient flowing into it has been summed.
+  // Returns the nodes in reverse tape order (descending id; the pass's own list, valid while it
+  // lives): each node comes before the nodes that produced its inputs, so a node runs only once
+  // every gradient flowing into it has been summed.
   const std::vector<Node*>& count_dependencies(Node* root) {
     return count_dependencies_from({root});
   }
   const std::vector<Node*>& count_dependencies_from(const std::vector<Node*>& roots) {
-    std::vector<Node*>&order = lists_->order, &stack = lists_->stack;
+    std::vector<Node*>& order = lists_->order;
+    std::vector<Node*>& stack = lists_->stack;
     for (Node* r : roots)
       if (find(r)) stack.push_back(r);
     while (!stack.empty()) {
