@@ -35,6 +35,10 @@ namespace glass::kernels::cpu {
 
 namespace {
 
+// The most f32 values of pre kept in a thread's scratch (256 KB): a product of a few rows, as
+// decoding makes; a larger pre is a tensor of the step, counted by the allocator like any other.
+constexpr int64_t kKeptScratchFloats = int64_t{1} << 16;
+
 // dst[i] = bf16(src[i]) for n values, in parallel when worth it.
 void round_into(const float* src, bf16* dst, int64_t rows, int64_t cols, int64_t src_ld,
                 int64_t dst_ld) {
@@ -58,7 +62,8 @@ void product_in_f32(const GemmArgs& g, float* pre, float* row_sums, bool round_i
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   bf16* c_out = g.c.data<bf16>();
   if (beta == 0.0f) {
-    std::vector<float> wide_bias(bias ? static_cast<size_t>(g.n) : 0);
+    thread_local std::vector<float> wide_bias;  // kept: no allocation per product
+    wide_bias.resize(bias ? static_cast<size_t>(g.n) : 0);
     for (size_t j = 0; j < wide_bias.size(); ++j) wide_bias[j] = bias[j].to_float();
     for (int64_t i = 0; i < g.batch; ++i)
       sgemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a + i * g.stride_a, g.lda,
@@ -101,15 +106,24 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   const bool row_sums = e.bias_grad_of == GemmBiasGrad::rows_of_a;
   const bool passes =
       e.activation != GemmActivation::none || e.bias_grad_of == GemmBiasGrad::columns_of_c;
-  const Tensor pre = Tensor::empty({g.batch * g.m * g.n}, DType::f32, g.c.device());
+  const bool aux_from_tiles = e.activation == GemmActivation::gelu && g.beta == 0.0;
+  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
+  // pre, in f32: a tensor where the epilogue's passes read it; else scratch, this thread's own
+  // buffer for a small product (decoding a token: no request to the allocator per product)
+  const int64_t pre_floats = g.batch * g.m * g.n;
+  const bool pre_is_scratch = (!passes || gelu_into_c) && pre_floats <= kKeptScratchFloats;
+  const Tensor pre_tensor =
+      pre_is_scratch ? Tensor() : Tensor::empty({pre_floats}, DType::f32, g.c.device());
+  thread_local std::vector<float> scratch;
+  if (pre_is_scratch && scratch.size() < static_cast<size_t>(pre_floats))
+    scratch.resize(static_cast<size_t>(pre_floats));
+  float* const pre = pre_is_scratch ? scratch.data() : pre_tensor.data<float>();
   const Tensor sums = row_sums ? Tensor::empty({g.m}, DType::f32, g.c.device()) : Tensor();
   // 1. the product (one launch, named as the f32 GEMM's unless it applies GELU): pre in f32; C
   // rounded here when no epilogue pass reads pre
   // GELU (beta 0): aux = bf16(pre) rounded by the product's tiles; without C's column sums the
   // tiles also write C = bf16(gelu(pre)) (one launch, `gemm_gelu_aux`, as cuBLASLt's epilogue),
   // else they keep pre in f32 for the passes
-  const bool aux_from_tiles = e.activation == GemmActivation::gelu && g.beta == 0.0;
-  const bool gelu_into_c = aux_from_tiles && e.bias_grad_of != GemmBiasGrad::columns_of_c;
   const char* kernel = row_sums ? "gemm_bgrad_a" : gelu_into_c ? "gemm_gelu_aux" : "gemm";
   const GemmElements el = gemm_elements(g);
   const double es = static_cast<double>(dtype_size(DType::bf16));
@@ -121,7 +135,7 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
              es * (el.a + el.b + el.c + el.bias + (row_sums ? g.m : 0) + (gelu_into_c ? mn : 0)),
              product_unit<bf16>()),
          [&] {
-           product_in_f32(g, pre.data<float>(), row_sums ? sums.data<float>() : nullptr, !passes,
+           product_in_f32(g, pre, row_sums ? sums.data<float>() : nullptr, !passes,
                           aux_from_tiles ? e.aux.data<bf16>() : nullptr, e.aux_ld, gelu_into_c);
            if (row_sums) round_into(sums.data<float>(), e.bias_grad.data<bf16>(), 1, g.m, 0, 0);
          });
@@ -129,24 +143,24 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   // 2. the epilogue on the f32 pre: the cpu's own f32 passes, with f32 stand-ins for aux and the
   // bias gradient (aux widened from bf16 when it is gelu_backward's input)
   GemmArgs g32 = g;
-  g32.c = pre;
+  g32.c = pre_tensor;
   GemmEpilogue e32 = e;
   // dGELU with C's column sums (the MLP's backward): one pass for the passes below and the
   // rounding, pre read once (the same bits)
   if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n &&
       e.bias_grad_of == GemmBiasGrad::columns_of_c) {
-    gelu_backward_column_sums_bf16(pre.data<float>(), e.aux.data<bf16>(), g.m, g.n,
-                                   g.c.data<bf16>(), g.ldc, e.bias_grad.data<bf16>());
+    gelu_backward_column_sums_bf16(pre, e.aux.data<bf16>(), g.m, g.n, g.c.data<bf16>(), g.ldc,
+                                   e.bias_grad.data<bf16>());
     return;
   }
   if (aux_from_tiles) {  // C = gelu(pre) in place; the passes below only sum C's columns
-    const Tensor pre_matrix = pre.as_strided({g.m, g.n}, {g.n, 1}, pre.offset());
+    const Tensor pre_matrix = pre_tensor.as_strided({g.m, g.n}, {g.n, 1}, pre_tensor.offset());
     gelu_forward(pre_matrix, pre_matrix);
     e32.activation = GemmActivation::none;
     e32.aux = Tensor();
   } else if (e.activation == GemmActivation::gelu_backward && e.aux_ld == g.n) {
     // C = pre * gelu'(aux), reading the bf16 aux as it is (no f32 copy of it)
-    const Tensor pre_rows = pre.as_strided({g.m * g.n}, {1}, pre.offset());
+    const Tensor pre_rows = pre_tensor.as_strided({g.m * g.n}, {1}, pre_tensor.offset());
     gelu_backward_of_bf16(e.aux.as_strided({g.m * g.n}, {1}, e.aux.offset()), pre_rows, pre_rows);
     e32.activation = GemmActivation::none;
     e32.aux = Tensor();
@@ -167,7 +181,7 @@ void gemm_bf16(const GemmArgs& g, const GemmEpilogue& e) {
   const bool round_aux = e.activation == GemmActivation::gelu && !aux_from_tiles;
   const double rounded = mn * (round_aux ? 2 : 1);
   launch(cpu_launch_info("gemm_epilogue_to_bf16", g.m, rounded, 6 * rounded), [&] {
-    round_into(pre.data<float>(), g.c.data<bf16>(), g.m, g.n, g.n, g.ldc);
+    round_into(pre, g.c.data<bf16>(), g.m, g.n, g.n, g.ldc);
     if (round_aux)
       round_into(e32.aux.data<float>(), e.aux.data<bf16>(), g.m, g.n, e.aux_ld, e.aux_ld);
     if (e.bias_grad_of == GemmBiasGrad::columns_of_c)

@@ -1,5 +1,5 @@
-// The cpu GEMM's products with one to four rows (sgemv_rows): matrix-vector products that read
-// the weights once, where they are stored.
+// The cpu GEMM's products with one to four rows (sgemv_rows, and sgemv_rows_bf16 for bf16
+// operands): matrix-vector products that read the weights once, where they are stored.
 //
 // Why a path of its own: decoding one token multiplies one row x [1, k] by every weight matrix, 2
 // FLOPs per weight read, so the product runs at the speed the weights stream from memory or cache
@@ -20,14 +20,16 @@
 // zero-padded copies, so every element of C is summed in the same order wherever its column falls.
 // A product whose B is large enough is split over the pool's threads (kernels/cpu/threads.h) by
 // C's columns (each chunk reads only its share of B), so the bits do not depend on the thread
-// count.
+// count. bf16 operands take the same two layouts on vdpbf16ps (below, "bf16 operands").
 #include "kernels/cpu/gemv.h"
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/native_vector.h"
+#include "kernels/cpu/round_bf16.h"  // GLASS_BF16_ROUND_TARGET
 #include "kernels/cpu/threads.h"
 
 namespace glass::kernels::cpu {
@@ -36,9 +38,15 @@ namespace {
 
 using Vec = float __attribute__((vector_size(64)));  // 16 floats, as sgemm's
 constexpr int64_t kLanes = 16;
-constexpr int64_t kDotColumns = 4;                // columns of C per dot-product block
-constexpr int64_t kAxpyColumns = 4 * kLanes;      // columns of C per streamed-row block
-constexpr double kParallelWeights = 64.0 * 1024;  // op(B) elements (256 KB) worth two threads
+constexpr int64_t kDotColumns = 4;            // columns of C per dot-product block
+constexpr int64_t kAxpyColumns = 4 * kLanes;  // columns of C per streamed-row block
+// The bytes of op(B) from which two threads split a product. A thread streams the default model's
+// weights from L3 at ~60 GB/s, so a 1 MB matrix takes ~17 us on one; splitting a smaller one
+// cost more in waking and waiting than it saved: decoding the default model at 2 threads read
+// 5,110-5,250 tokens/s (f32) and 7,590-7,770 (bf16) with a 256 KB threshold, 5,520-5,780 and
+// 8,500-8,680 with 1 MB, and f32 fell to 3,600-5,040 with 2 MB (the Zen 5 of bench/RESULTS.md,
+// 2026-12-08).
+constexpr double kParallelWeightBytes = 1024.0 * 1024;
 
 // The totals of four 16-lane sums in lanes 0..3, by one fixed tree: halves, quarters, pairs, then
 // neighbours. Each column's lanes meet in the same order whichever slot it takes.
@@ -63,20 +71,23 @@ constexpr double kParallelWeights = 64.0 * 1024;  // op(B) elements (256 KB) wor
          __builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7);
 }
 
-// The product as the column kernels see it: op(A)'s m rows contiguous along k, op(B), C's
-// epilogue.
-struct Problem {
-  const float* a_rows[kGemvMaxRows];
-  const float* b;
+// The product as the column kernels see it: op(A)'s m rows contiguous along k, op(B) (T: f32, or
+// bf16 for sgemv_rows_bf16), C's epilogue (f32).
+template <class T>
+struct ProblemOf {
+  const T* a_rows[kGemvMaxRows];
+  const T* b;
   int64_t ldb, n, k;
   float alpha, beta;
   float* c;
   int64_t ldc;
   const float* bias;
 };
+using Problem = ProblemOf<float>;
 
 // C[i][j] = alpha sum + bias[j] + beta C[i][j] (C not read when beta == 0).
-void write(const Problem& p, int64_t i, int64_t j, float sum) {
+template <class T>
+void write(const ProblemOf<T>& p, int64_t i, int64_t j, float sum) {
   float* out = p.c + i * p.ldc + j;
   *out = p.alpha * sum + (p.bias ? p.bias[j] : 0.0f) + (p.beta != 0.0f ? p.beta * *out : 0.0f);
 }
@@ -198,9 +209,122 @@ void axpy_columns(const Problem& p, int64_t j, int64_t live) {
     }
 }
 
-// C's columns [begin, end) in blocks of the layout's width.
+#if defined(__x86_64__)
+// --- bf16 operands (sgemv_rows_bf16): the same two layouts on vdpbf16ps ---
+//
+// One vdpbf16ps takes 32 bf16 values of k where an f32 FMA takes 16, in k pairs: per f32 lane l,
+// acc[l] = (acc[l] + x[2l+1] y[2l+1]) + x[2l] y[2l], each add rounded to f32 (the arithmetic of
+// sgemm_bf16.cpp's micro-kernel). For W^T, a row of W and a row of A hold their pairs side by side
+// where they are stored: each 32-value block is one instruction per row of A (lane l gets pairs
+// l, l + 16, ... of the row, then fold4, as for f32). For
+// a B stored k x n, rows 2q and 2q + 1 of B are interleaved into pairs by one 16-bit unpack per 32
+// columns and multiplied by row i's pair q of A broadcast to every lane, q in order. Half the bytes
+// of f32 per weight: where the weights stream from cache or memory, about twice the f32 rate.
+constexpr int64_t kPairValues = 2 * kLanes;  // bf16 values of k per vdpbf16ps
+
+// acc += x . y, pair by pair (the instruction in inline assembly: sgemm_bf16.cpp says why).
+__attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_pairs(Vec& acc,
+                                                                                      __m512i x,
+                                                                                      __m512i y) {
+  asm("vdpbf16ps %[y], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [y] "v"(y));
+}
+
+// The first `count` (< 32) bf16 values at p, the other halves zero (a zero pair adds +0).
+__attribute__((target(GLASS_BF16_ROUND_TARGET))) inline __m512i load_part(const bf16* p,
+                                                                          int64_t count) {
+  return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << count) - 1), p);
+}
+
+// C's columns [j, j + live) (live <= 4) for a transposed B: the four rows of W side by side, each
+// 32-value block of k one instruction per row of W, one chain of sums per column, k in order; A's
+// rows one at a time (a second row reads the block's W from L1). (A bf16 row of the default
+// model's weights is 512 bytes: read one after another, as the f32 kernel reads its rows, the
+// rows' short loops and the reloads of A's row cost a quarter of the rate.)
 template <int M>
-void columns(const Problem& p, bool trans_b, int64_t begin, int64_t end) {
+__attribute__((target(GLASS_BF16_ROUND_TARGET))) void dot_columns(const ProblemOf<bf16>& p,
+                                                                  int64_t j, int64_t live) {
+  const bf16 *w0 = p.b + j * p.ldb, *w1 = p.b + (j + std::min<int64_t>(1, live - 1)) * p.ldb,
+             *w2 = p.b + (j + std::min<int64_t>(2, live - 1)) * p.ldb,
+             *w3 = p.b + (j + std::min<int64_t>(3, live - 1)) * p.ldb;
+  for (int i = 0; i < M; ++i) {
+    const bf16* x = p.a_rows[i];
+    // the four sums in named registers, one asm statement for the four instructions (an array of
+    // accumulators, one asm statement each, was kept in memory: a store and a load around each)
+    Vec c0{}, c1{}, c2{}, c3{};
+    const auto update = [&](int64_t q, auto&& fetch) {
+      const __m512i xv = fetch(x + q), v0 = fetch(w0 + q), v1 = fetch(w1 + q), v2 = fetch(w2 + q),
+                    v3 = fetch(w3 + q);
+      asm("vdpbf16ps %[v0], %[x], %[c0]\n\t"
+          "vdpbf16ps %[v1], %[x], %[c1]\n\t"
+          "vdpbf16ps %[v2], %[x], %[c2]\n\t"
+          "vdpbf16ps %[v3], %[x], %[c3]"
+          : [c0] "+v"(c0), [c1] "+v"(c1), [c2] "+v"(c2), [c3] "+v"(c3)
+          : [x] "v"(xv), [v0] "v"(v0), [v1] "v"(v1), [v2] "v"(v2), [v3] "v"(v3));
+    };
+    int64_t q = 0;
+    for (; q + kPairValues <= p.k; q += kPairValues)
+      update(q, [](const bf16* at) { return _mm512_loadu_si512(at); });
+    if (q < p.k) {
+      const int64_t rest = p.k - q;
+      update(q, [rest](const bf16* at) { return load_part(at, rest); });
+    }
+    const Vec sums = fold4(c0, c1, c2, c3);
+    for (int64_t col = 0; col < live; ++col) write(p, i, j + col, sums[col]);
+  }
+}
+
+// Row i's k pair q of A as the word (A[i][2q], A[i][2q + 1]), the half past an odd k zero.
+inline uint32_t a_pair(const bf16* row, int64_t q, int64_t k) {
+  const uint32_t odd = 2 * q + 1 < k ? row[2 * q + 1].bits : 0;
+  return row[2 * q].bits | odd << 16;
+}
+
+// C's columns [j, j + live) (live <= 64) for a B stored k x n, in two halves of 32: per k pair,
+// each half's two rows of B unpacked into pair words (the low unpack holds columns 0-3, 8-11,
+// 16-19, 24-27 of the half; the high one the other four of each eight), against A's pair word.
+template <int M>
+__attribute__((target(GLASS_BF16_ROUND_TARGET))) void axpy_columns(const ProblemOf<bf16>& p,
+                                                                   int64_t j, int64_t live) {
+  constexpr int kVectors = kAxpyColumns / kLanes;  // 2 halves x (low, high)
+  Vec acc[M][kVectors];
+  for (int i = 0; i < M; ++i)
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = Vec{};
+  __mmask32 live_columns[2];
+  for (int half = 0; half < 2; ++half) {
+    const int64_t count = std::clamp<int64_t>(live - half * kPairValues, 0, kPairValues);
+    live_columns[half] = static_cast<__mmask32>((uint64_t{1} << count) - 1);
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t q = 0; 2 * q < p.k; ++q) {
+    const bf16* even = p.b + 2 * q * p.ldb + j;
+    const bf16* odd = 2 * q + 1 < p.k ? even + p.ldb : nullptr;
+    __m512i words[kVectors];
+    for (int half = 0; half < 2; ++half) {
+      const __mmask32 cols = live_columns[half];
+      const __m512i e = _mm512_maskz_loadu_epi16(cols, even + half * kPairValues),
+                    o = odd ? _mm512_maskz_loadu_epi16(cols, odd + half * kPairValues) : zero;
+      words[2 * half] = _mm512_unpacklo_epi16(e, o);
+      words[2 * half + 1] = _mm512_unpackhi_epi16(e, o);
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m512i x = _mm512_set1_epi32(static_cast<int>(a_pair(p.a_rows[i], q, p.k)));
+      for (int v = 0; v < kVectors; ++v) dot_pairs(acc[i][v], x, words[v]);
+    }
+  }
+  // lane l of vector v (half v / 2, high unpack when v is odd) is the half's column
+  // 8 (l / 4) + 4 (v % 2) + l % 4
+  for (int i = 0; i < M; ++i)
+    for (int v = 0; v < kVectors; ++v)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const int64_t col = (v / 2) * kPairValues + 8 * (l / 4) + 4 * (v % 2) + l % 4;
+        if (col < live) write(p, i, j + col, acc[i][v][l]);
+      }
+}
+#endif
+
+// C's columns [begin, end) in blocks of the layout's width.
+template <int M, class T>
+void columns(const ProblemOf<T>& p, bool trans_b, int64_t begin, int64_t end) {
   const int64_t width = trans_b ? kDotColumns : kAxpyColumns;
   for (int64_t j = begin; j < end; j += width) {
     const int64_t live = std::min(width, end - j);
@@ -211,7 +335,8 @@ void columns(const Problem& p, bool trans_b, int64_t begin, int64_t end) {
   }
 }
 
-void columns_for_rows(int64_t m, const Problem& p, bool trans_b, int64_t begin, int64_t end) {
+template <class T>
+void columns_for_rows(int64_t m, const ProblemOf<T>& p, bool trans_b, int64_t begin, int64_t end) {
   switch (m) {
     case 1:
       return columns<1>(p, trans_b, begin, end);
@@ -224,15 +349,16 @@ void columns_for_rows(int64_t m, const Problem& p, bool trans_b, int64_t begin, 
   }
 }
 
-}  // namespace
-
-void sgemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                int64_t ldc, const float* bias) {
+// Either type's product: A's rows gathered where A is transposed, then C's columns, split over
+// the threads when B is large enough.
+template <class T>
+void gemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, float beta, float* c, int64_t ldc,
+               const float* bias) {
   if (m <= 0 || n <= 0) return;
-  Problem p{{}, b, ldb, n, k, alpha, beta, c, ldc, bias};
+  ProblemOf<T> p{{}, b, ldb, n, k, alpha, beta, c, ldc, bias};
   // A transposed (stored k x m) has its rows gathered once, contiguous along k.
-  thread_local std::vector<float> gathered;
+  thread_local std::vector<T> gathered;
   if (trans_a) {
     gathered.resize(static_cast<size_t>(m * k));
     for (int64_t q = 0; q < k; ++q)
@@ -240,7 +366,8 @@ void sgemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   }
   for (int64_t i = 0; i < m; ++i) p.a_rows[i] = trans_a ? gathered.data() + i * k : a + i * lda;
   const int threads = in_parallel() ? 1 : num_threads();
-  if (threads == 1 || static_cast<double>(n) * static_cast<double>(k) < kParallelWeights)
+  const double weight_bytes = static_cast<double>(n) * static_cast<double>(k) * sizeof(T);
+  if (threads == 1 || weight_bytes < kParallelWeightBytes)
     return columns_for_rows(m, p, trans_b, 0, n);
   // Shares of whole blocks (the last one takes the partial block), contiguous in C's columns,
   // claimed by the pool's threads (kernels/cpu/threads.h).
@@ -250,6 +377,26 @@ void sgemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     const int64_t begin = first * width, end = std::min(n, last * width);
     if (begin < end) columns_for_rows(m, p, trans_b, begin, end);
   });
+}
+
+}  // namespace
+
+void sgemv_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc, const float* bias) {
+  gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+}
+
+void sgemv_rows_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, float* c,
+                     int64_t ldc) {
+#if defined(__x86_64__)
+  gemv_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr);
+#else
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+  (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw std::logic_error("sgemv_rows_bf16: AVX512-BF16 exists only on x86-64");
+#endif
 }
 
 }  // namespace glass::kernels::cpu

@@ -39,6 +39,7 @@
 
 #include "kernels/cpu/cpu.h"  // for_each_row
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemv.h"
 #include "kernels/cpu/round_bf16.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/sgemm_bf16_kernel.h"
@@ -430,9 +431,15 @@ void sgemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     throw std::invalid_argument(
         "sgemm_bf16: options.bias or a causal band is not taken (a bias goes in the Bf16Store)");
   if (m <= 0 || n <= 0) return;
-  if (bf16_gemm_fast_path())
+  if (bf16_gemm_fast_path()) {
+    // A C of a few rows (decoding a token) is matrix-vector work: B read once, unpacked (gemv.cpp)
+    if (m <= kGemvMaxRows && options.a_row_sums == nullptr) {
+      sgemv_rows_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return store_from_f32(c, ldc, m, n, store);
+    }
     return sgemm_bf16_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                               options.a_row_sums, store);
+  }
   if (!cpu_has_avx512_bf16()) {
     static std::once_flag said;
     std::call_once(said, [] {

@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/threads.h"
 #include "tests/testing.h"
 
 namespace glass {
@@ -170,14 +171,105 @@ TEST(Gemv, AlphaBetaAndBias) {
   }
 }
 
-// The shapes decoding a token multiplies (the default model: C = 256, and GPT-2's 768): big
-// enough that two threads split the columns, each summing its own in the same order.
+// The shapes decoding a token multiplies (the default model: C = 256, and GPT-2's 768), B of 1 MB
+// or more: big enough that two threads split the columns, each summing its own in the same order.
 TEST(Gemv, DecodingShapesOnTwoThreads) {
-  check_few_rows({false, true, 1, 768, 256});                  // c_attn: x W^T
+  check_few_rows({false, true, 1, 1024, 256});                 // c_fc: x W^T
   check_few_rows({false, true, 1, 256, 1024, 0, 1, 0, true});  // mlp.c_proj with bias
   check_few_rows({false, true, 2, 3 * 768 + 5, 768});          // grouped query heads, odd columns
-  check_few_rows({false, false, 1, 1000, 129});   // probs V over the cache, B not transposed
-  check_few_rows({true, false, 1, 515, 300, 3});  // a transposed A, gathered first
+  check_few_rows({false, false, 1, 2100, 129});   // probs V over the cache, B not transposed
+  check_few_rows({true, false, 1, 900, 300, 3});  // a transposed A, gathered first
+}
+
+// --- bf16 operands (sgemv_rows_bf16: vdpbf16ps) ---
+//
+// The same checks with A and B rounded to bf16 and an f32 C: the few-row path against sgemm_bf16's
+// blocked path on kGemmRows rows and against the double loop over the rounded values. vdpbf16ps
+// adds each product of two bf16 values (exact in f32) to an f32 sum with one rounding, as an FMA
+// does, so the f32 bound holds (and the operands here are never subnormal, which the instruction
+// would read as zero). Needs AVX512-BF16: without it sgemm_bf16 never takes this path.
+std::vector<bf16> rounded(const std::vector<float>& x) {
+  std::vector<bf16> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16::from_float(x[i]);
+  return out;
+}
+
+void check_few_rows_bf16(const GemvCase& p) {
+  SCOPED_TRACE(::testing::Message()
+               << "bf16 " << (p.ta ? "T" : "N") << (p.tb ? "T" : "N") << " m=" << p.m
+               << " n=" << p.n << " k=" << p.k << " alpha=" << p.alpha << " beta=" << p.beta);
+  const Stored s = stored_operands(p, static_cast<uint32_t>(p.m * 11 + p.n * 17 + p.k));
+  const std::vector<bf16> a = rounded(s.a), b = rounded(s.b);
+  std::vector<float> gemm_c = s.c;
+  kernels::cpu::sgemm_bf16(p.ta, p.tb, kGemmRows, p.n, p.k, p.alpha, a.data(), s.lda, b.data(),
+                           s.ldb, p.beta, gemm_c.data(), s.ldc);
+  const auto few = [&](int threads, bool nested) {
+    std::vector<float> c = s.c;
+    const int saved = kernels::cpu::num_threads();
+    kernels::cpu::set_threads(nested ? 2 : threads);
+    const auto product = [&] {
+      kernels::cpu::sgemv_rows_bf16(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), s.lda, b.data(),
+                                    s.ldb, p.beta, c.data(), s.ldc);
+    };
+    if (nested)
+      kernels::cpu::parallel_chunks(2, [&](int64_t chunk) {
+        if (chunk == 0) product();
+      });
+    else
+      product();
+    kernels::cpu::set_threads(saved);
+    return c;
+  };
+  const std::vector<float> gemv_c = few(1, false);
+  // sgemm_bf16 sends a few-row product here; the same bits at any thread count
+  std::vector<float> via_sgemm = s.c;
+  kernels::cpu::sgemm_bf16(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), s.lda, b.data(), s.ldb,
+                           p.beta, via_sgemm.data(), s.ldc);
+  EXPECT_EQ(via_sgemm, gemv_c);
+  EXPECT_EQ(few(2, false), gemv_c);
+  EXPECT_EQ(few(2, true), gemv_c);
+  const double eps = std::numeric_limits<float>::epsilon();
+  int shown = 0;
+  for (int64_t i = 0; i < kGemmRows; ++i)
+    for (int64_t j = 0; j < s.ldc; ++j) {
+      const size_t at = static_cast<size_t>(i * s.ldc + j);
+      if (i >= p.m || j >= p.n) {  // not the product's: untouched
+        ASSERT_EQ(gemv_c[at], s.c[at]) << "wrote C(" << i << ", " << j << ")";
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t q = 0; q < p.k; ++q) {
+        const double x = (p.ta ? a[q * s.lda + i] : a[i * s.lda + q]).to_float();
+        const double y = (p.tb ? b[j * s.ldb + q] : b[q * s.ldb + j]).to_float();
+        sum += x * y;
+        magnitude += std::abs(x * y);
+      }
+      const double old_c = s.c[at];
+      const double want = p.alpha * sum + (p.beta == 0 ? 0.0 : p.beta * old_c);
+      const double tol =
+          2 * (p.k + 3) * eps * (std::abs(p.alpha) * magnitude + std::abs(p.beta * old_c)) + 1e-30;
+      if ((std::abs(gemv_c[at] - want) > tol || std::abs(gemv_c[at] - gemm_c[at]) > 2 * tol) &&
+          shown++ < 5)
+        ADD_FAILURE() << "C(" << i << ", " << j << "): GEMV " << gemv_c[at] << ", GEMM "
+                      << gemm_c[at] << ", double " << want << " (tolerance " << tol << ")";
+    }
+}
+
+// Every transpose, 1..4 rows, columns around the blocks (4 per dot product, 64 per streamed pair
+// of rows), k around the 32 values of one instruction (a tail alone, one whole block, odd k whose
+// last pair is half zero, two blocks and a tail), beta, and B of 1 MB or more (two threads split
+// the columns).
+TEST(Gemv, Bf16EqualsTheBf16GemmAtEveryEdge) {
+  if (!kernels::cpu::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512-BF16";
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t m = 1; m <= kGemvMaxRows; ++m)
+        for (int64_t n : {1, 5, 63, 130})
+          for (int64_t k : {1, 32, 45, 77}) check_few_rows_bf16({ta, tb, m, n, k, (n + k) % 3});
+  check_few_rows_bf16({false, true, 1, 77, 45, 2, 0.5f, 1.0f});
+  check_few_rows_bf16({true, false, 3, 50, 19, 1, -2.0f, -0.75f});
+  check_few_rows_bf16({false, true, 1, 2048, 256});   // c_fc of the default model: 1 MB
+  check_few_rows_bf16({false, false, 1, 4100, 129});  // probs V over a long cache
 }
 
 // --- through the dispatch table: the GEMM with its epilogues on a one-row C ---

@@ -191,8 +191,9 @@ TEST(KvCache, TrainerSampleDecodesWithTheDataTokenizer) {
 // prefill allocates the cache (every layer's keys and values for block_size positions) and the
 // step's buffers, and every later token writes into them. Counted by the cpu allocator's
 // requests (cache hits included) and its calls to malloc, for GPT-2 and a llama with
-// grouped-query attention.
-void expect_no_allocations_after_the_first_token(Arch arch) {
+// grouped-query attention, in f32 and with bf16 compute copies (as a --dtype bf16 model samples:
+// its products keep their f32 scratch per thread).
+void expect_no_allocations_after_the_first_token(Arch arch, DType dtype) {
   GPTConfig config{65, 96, 2, 4, 64, 0};
   config.arch = arch;
   if (arch == Arch::llama) config.n_kv_head = 2;
@@ -200,6 +201,7 @@ void expect_no_allocations_after_the_first_token(Arch arch) {
   const std::unique_ptr<CausalLM> model = make_model(config);
   model->init(gen);
   model->train(false);
+  model->set_compute_dtype(dtype);
   const Allocator& cpu = Allocator::for_device(kCPU);
   const std::unique_ptr<Decoder> decoder = model->decoder();
   std::vector<float> logits = decoder->prefill({1, 2, 3});
@@ -212,7 +214,8 @@ void expect_no_allocations_after_the_first_token(Arch arch) {
   const AllocatorStats before = cpu.stats();
   for (int64_t i = 1; decoder->pos() < config.block_size; ++i) logits = decoder->step(next(i));
   const AllocatorStats after = cpu.stats();
-  EXPECT_EQ(after.alloc_count, before.alloc_count) << arch_name(arch) << ": requests per token";
+  EXPECT_EQ(after.alloc_count, before.alloc_count)
+      << arch_name(arch) << " " << dtype_name(dtype) << ": requests per token";
   EXPECT_EQ(after.device_malloc_count, before.device_malloc_count) << arch_name(arch);
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes) << arch_name(arch);
   // Through generate(): 90 tokens ask the allocator for exactly what 2 tokens ask (the prompt's).
@@ -221,12 +224,14 @@ void expect_no_allocations_after_the_first_token(Arch arch) {
     generate(*model, {1, 2, 3}, n, o, true);
     return cpu.stats().alloc_count - start;
   };
-  EXPECT_EQ(requests_of(90), requests_of(2)) << arch_name(arch);
+  EXPECT_EQ(requests_of(90), requests_of(2)) << arch_name(arch) << " " << dtype_name(dtype);
 }
 
 TEST(KvCache, NoAllocationsAfterTheFirstToken) {
-  expect_no_allocations_after_the_first_token(Arch::gpt2);
-  expect_no_allocations_after_the_first_token(Arch::llama);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    expect_no_allocations_after_the_first_token(Arch::gpt2, dtype);
+    expect_no_allocations_after_the_first_token(Arch::llama, dtype);
+  }
 }
 
 }  // namespace
