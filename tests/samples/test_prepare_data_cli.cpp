@@ -100,7 +100,7 @@ TEST(PrepareDataCli, ShardsThenTrainThenSampleDecodedText) {
   EXPECT_EQ(generated_text(gen.out), sampled + "\n");
   const auto full = run_sample("generate", gen_args + " --full-context");
   EXPECT_EQ(generated_text(full.out), generated_text(gen.out));
-  EXPECT_NE(full.out.find("tokens/s (full context)"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("tokens/s (full context, f32)"), std::string::npos) << full.out;
 }
 
 TEST(GenerateCli, CharacterModelWeightsCarryTheirVocabulary) {
@@ -118,6 +118,32 @@ TEST(GenerateCli, CharacterModelWeightsCarryTheirVocabulary) {
   EXPECT_EQ(generated_text(gen.out), sample_text(train.out) + "\n");
   glass::testing::expect_one_line_error("generate", "--weights /nonexistent.safetensors",
                                         "/nonexistent.safetensors");
+}
+
+// A model trained in bf16 and sampled by generate --dtype bf16: the same text as training's own
+// sample, which read the same bf16 copies of the same masters (AdamW writes a copy as a cast of
+// its master would; the file holds the f32 masters) through the same decoding. 300 tokens, past
+// the block of 32 (the window re-run from there on): long enough that f32 draws another text
+// from these weights, so the equality also says that --dtype bf16 took effect.
+TEST(GenerateCli, Bf16SamplesWhatBf16TrainingSampled) {
+  const std::string weights = scratch_path("chars_bf16.safetensors");
+  const auto train = run_sample(
+      "train_gpt", "--data " + std::string(GLASS_SOURCE_DIR) +
+                       "/data/tinyshakespeare.txt --n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 "
+                       "--batch 4 --steps 6 --eval-every 0 --eval-batches 1 --quiet --threads 1 "
+                       "--device cpu --dtype bf16 --sample 300 --seed 5 --save " +
+                       weights);
+  ASSERT_EQ(train.status, 0) << train.out;
+  const std::string args = "--weights " + weights + " --sample 300 --seed 5 --threads 1";
+  const auto bf16 = run_sample("generate", args + " --dtype bf16");
+  ASSERT_EQ(bf16.status, 0) << bf16.out;
+  EXPECT_EQ(generated_text(bf16.out), sample_text(train.out) + "\n");
+  EXPECT_NE(bf16.out.find("tokens/s (KV cache, bf16)"), std::string::npos) << bf16.out;
+  const auto f32 = run_sample("generate", args);
+  ASSERT_EQ(f32.status, 0) << f32.out;
+  EXPECT_NE(generated_text(f32.out), generated_text(bf16.out))
+      << "f32 drew the bf16 text: this test no longer tells them apart (change --seed)";
+  glass::testing::expect_one_line_error("generate", args + " --dtype f16", "--dtype");
 }
 
 }  // namespace
