@@ -215,11 +215,13 @@ void axpy_columns(const Problem& p, int64_t j, int64_t live) {
 // One vdpbf16ps takes 32 bf16 values of k where an f32 FMA takes 16, in k pairs: per f32 lane l,
 // acc[l] = (acc[l] + x[2l+1] y[2l+1]) + x[2l] y[2l], each add rounded to f32 (the arithmetic of
 // sgemm_bf16.cpp's micro-kernel). For W^T, a row of W and a row of A hold their pairs side by side
-// where they are stored: each 32-value block is one instruction per row of A (lane l gets pairs
-// l, l + 16, ... of the row, then fold4, as for f32). For
-// a B stored k x n, rows 2q and 2q + 1 of B are interleaved into pairs by one 16-bit unpack per 32
-// columns and multiplied by row i's pair q of A broadcast to every lane, q in order. Half the bytes
-// of f32 per weight: where the weights stream from cache or memory, about twice the f32 rate.
+// where they are stored: each 32-value block of k is one instruction per row of W (lane l gets
+// pairs l, l + 16, ... of the row, then fold4, as for f32). For a B stored k x n, the rows 2q
+// and 2q + 1 of B are interleaved into pairs by one 16-bit unpack per 32 columns and multiplied
+// by row i's pair q of A broadcast to every lane, q in order. Half the bytes of f32 per weight:
+// where the weights stream from cache or memory, up to twice the f32 rate. The functions carry
+// the AVX512-BF16 target themselves (the build may be for AVX2), and so hold no lambdas, which
+// would not inherit it.
 constexpr int64_t kPairValues = 2 * kLanes;  // bf16 values of k per vdpbf16ps
 
 // acc += x . y, pair by pair (the instruction in inline assembly: sgemm_bf16.cpp says why).
@@ -229,10 +231,15 @@ __attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_
   asm("vdpbf16ps %[y], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [y] "v"(y));
 }
 
-// The first `count` (< 32) bf16 values at p, the other halves zero (a zero pair adds +0).
-__attribute__((target(GLASS_BF16_ROUND_TARGET))) inline __m512i load_part(const bf16* p,
-                                                                          int64_t count) {
-  return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << count) - 1), p);
+// c0..c3 += x . v0..v3: one asm statement for the four instructions, on named accumulators.
+__attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_four(
+    Vec& c0, Vec& c1, Vec& c2, Vec& c3, __m512i x, __m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+  asm("vdpbf16ps %[v0], %[x], %[c0]\n\t"
+      "vdpbf16ps %[v1], %[x], %[c1]\n\t"
+      "vdpbf16ps %[v2], %[x], %[c2]\n\t"
+      "vdpbf16ps %[v3], %[x], %[c3]"
+      : [c0] "+v"(c0), [c1] "+v"(c1), [c2] "+v"(c2), [c3] "+v"(c3)
+      : [x] "v"(x), [v0] "v"(v0), [v1] "v"(v1), [v2] "v"(v2), [v3] "v"(v3));
 }
 
 // C's columns [j, j + live) (live <= 4) for a transposed B: the four rows of W side by side, each
@@ -248,25 +255,18 @@ __attribute__((target(GLASS_BF16_ROUND_TARGET))) void dot_columns(const ProblemO
              *w3 = p.b + (j + std::min<int64_t>(3, live - 1)) * p.ldb;
   for (int i = 0; i < M; ++i) {
     const bf16* x = p.a_rows[i];
-    // the four sums in named registers, one asm statement for the four instructions (an array of
-    // accumulators, one asm statement each, was kept in memory: a store and a load around each)
+    // the four sums in named registers (an array of accumulators, one asm statement each, was
+    // kept in memory: a store and a load around each)
     Vec c0{}, c1{}, c2{}, c3{};
-    const auto update = [&](int64_t q, auto&& fetch) {
-      const __m512i xv = fetch(x + q), v0 = fetch(w0 + q), v1 = fetch(w1 + q), v2 = fetch(w2 + q),
-                    v3 = fetch(w3 + q);
-      asm("vdpbf16ps %[v0], %[x], %[c0]\n\t"
-          "vdpbf16ps %[v1], %[x], %[c1]\n\t"
-          "vdpbf16ps %[v2], %[x], %[c2]\n\t"
-          "vdpbf16ps %[v3], %[x], %[c3]"
-          : [c0] "+v"(c0), [c1] "+v"(c1), [c2] "+v"(c2), [c3] "+v"(c3)
-          : [x] "v"(xv), [v0] "v"(v0), [v1] "v"(v1), [v2] "v"(v2), [v3] "v"(v3));
-    };
     int64_t q = 0;
     for (; q + kPairValues <= p.k; q += kPairValues)
-      update(q, [](const bf16* at) { return _mm512_loadu_si512(at); });
-    if (q < p.k) {
-      const int64_t rest = p.k - q;
-      update(q, [rest](const bf16* at) { return load_part(at, rest); });
+      dot_four(c0, c1, c2, c3, _mm512_loadu_si512(x + q), _mm512_loadu_si512(w0 + q),
+               _mm512_loadu_si512(w1 + q), _mm512_loadu_si512(w2 + q), _mm512_loadu_si512(w3 + q));
+    if (q < p.k) {  // the last block's loads masked to the k left (a zero pair adds +0)
+      const auto left = static_cast<__mmask32>((uint64_t{1} << (p.k - q)) - 1);
+      dot_four(c0, c1, c2, c3, _mm512_maskz_loadu_epi16(left, x + q),
+               _mm512_maskz_loadu_epi16(left, w0 + q), _mm512_maskz_loadu_epi16(left, w1 + q),
+               _mm512_maskz_loadu_epi16(left, w2 + q), _mm512_maskz_loadu_epi16(left, w3 + q));
     }
     const Vec sums = fold4(c0, c1, c2, c3);
     for (int64_t col = 0; col < live; ++col) write(p, i, j + col, sums[col]);
