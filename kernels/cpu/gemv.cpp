@@ -224,14 +224,8 @@ void axpy_columns(const Problem& p, int64_t j, int64_t live) {
 // would not inherit it.
 constexpr int64_t kPairValues = 2 * kLanes;  // bf16 values of k per vdpbf16ps
 
-// acc += x . y, pair by pair (the instruction in inline assembly: sgemm_bf16.cpp says why).
-__attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_pairs(Vec& acc,
-                                                                                      __m512i x,
-                                                                                      __m512i y) {
-  asm("vdpbf16ps %[y], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [y] "v"(y));
-}
-
-// c0..c3 += x . v0..v3: one asm statement for the four instructions, on named accumulators.
+// c0..c3 += x . v0..v3, pair by pair: one asm statement for the four instructions, on named
+// accumulators (the instruction in inline assembly: sgemm_bf16.cpp says why).
 __attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_four(
     Vec& c0, Vec& c1, Vec& c2, Vec& c3, __m512i x, __m512i v0, __m512i v1, __m512i v2, __m512i v3) {
   asm("vdpbf16ps %[v0], %[x], %[c0]\n\t"
@@ -245,8 +239,8 @@ __attribute__((target(GLASS_BF16_ROUND_TARGET), always_inline)) inline void dot_
 // C's columns [j, j + live) (live <= 4) for a transposed B: the four rows of W side by side, each
 // 32-value block of k one instruction per row of W, one chain of sums per column, k in order; A's
 // rows one at a time (a second row reads the block's W from L1). (A bf16 row of the default
-// model's weights is 512 bytes: read one after another, as the f32 kernel reads its rows, the
-// rows' short loops and the reloads of A's row cost a quarter of the rate.)
+// model's weights is 512 bytes: read one after another, as the f32 kernel reads its rows, with the
+// row of A reloaded for each, decoding ran 7-9% slower: bench/RESULTS.md, 2026-12-08.)
 template <int M>
 __attribute__((target(GLASS_BF16_ROUND_TARGET))) void dot_columns(const ProblemOf<bf16>& p,
                                                                   int64_t j, int64_t live) {
@@ -281,44 +275,39 @@ inline uint32_t a_pair(const bf16* row, int64_t q, int64_t k) {
 
 // C's columns [j, j + live) (live <= 64) for a B stored k x n, in two halves of 32: per k pair,
 // each half's two rows of B unpacked into pair words (the low unpack holds columns 0-3, 8-11,
-// 16-19, 24-27 of the half; the high one the other four of each eight), against A's pair word.
+// 16-19, 24-27 of the half; the high one the other four of each eight), against A's pair word;
+// A's rows one at a time, each with its four sums in registers (dot_four).
 template <int M>
 __attribute__((target(GLASS_BF16_ROUND_TARGET))) void axpy_columns(const ProblemOf<bf16>& p,
                                                                    int64_t j, int64_t live) {
-  constexpr int kVectors = kAxpyColumns / kLanes;  // 2 halves x (low, high)
-  Vec acc[M][kVectors];
-  for (int i = 0; i < M; ++i)
-    for (int v = 0; v < kVectors; ++v) acc[i][v] = Vec{};
   __mmask32 live_columns[2];
   for (int half = 0; half < 2; ++half) {
     const int64_t count = std::clamp<int64_t>(live - half * kPairValues, 0, kPairValues);
     live_columns[half] = static_cast<__mmask32>((uint64_t{1} << count) - 1);
   }
   const __m512i zero = _mm512_setzero_si512();
-  for (int64_t q = 0; 2 * q < p.k; ++q) {
-    const bf16* even = p.b + 2 * q * p.ldb + j;
-    const bf16* odd = 2 * q + 1 < p.k ? even + p.ldb : nullptr;
-    __m512i words[kVectors];
-    for (int half = 0; half < 2; ++half) {
-      const __mmask32 cols = live_columns[half];
-      const __m512i e = _mm512_maskz_loadu_epi16(cols, even + half * kPairValues),
-                    o = odd ? _mm512_maskz_loadu_epi16(cols, odd + half * kPairValues) : zero;
-      words[2 * half] = _mm512_unpacklo_epi16(e, o);
-      words[2 * half + 1] = _mm512_unpackhi_epi16(e, o);
+  for (int i = 0; i < M; ++i) {
+    Vec c0{}, c1{}, c2{}, c3{};  // low and high of the first half, then of the second
+    for (int64_t q = 0; 2 * q < p.k; ++q) {
+      const bf16* even = p.b + 2 * q * p.ldb + j;
+      const bf16* odd = 2 * q + 1 < p.k ? even + p.ldb : nullptr;
+      const __m512i e0 = _mm512_maskz_loadu_epi16(live_columns[0], even),
+                    e1 = _mm512_maskz_loadu_epi16(live_columns[1], even + kPairValues),
+                    o0 = odd ? _mm512_maskz_loadu_epi16(live_columns[0], odd) : zero,
+                    o1 = odd ? _mm512_maskz_loadu_epi16(live_columns[1], odd + kPairValues) : zero;
+      dot_four(c0, c1, c2, c3, _mm512_set1_epi32(static_cast<int>(a_pair(p.a_rows[i], q, p.k))),
+               _mm512_unpacklo_epi16(e0, o0), _mm512_unpackhi_epi16(e0, o0),
+               _mm512_unpacklo_epi16(e1, o1), _mm512_unpackhi_epi16(e1, o1));
     }
-    for (int i = 0; i < M; ++i) {
-      const __m512i x = _mm512_set1_epi32(static_cast<int>(a_pair(p.a_rows[i], q, p.k)));
-      for (int v = 0; v < kVectors; ++v) dot_pairs(acc[i][v], x, words[v]);
-    }
-  }
-  // lane l of vector v (half v / 2, high unpack when v is odd) is the half's column
-  // 8 (l / 4) + 4 (v % 2) + l % 4
-  for (int i = 0; i < M; ++i)
-    for (int v = 0; v < kVectors; ++v)
+    // lane l of sum v (half v / 2, the high unpack when v is odd) is the half's column
+    // 8 (l / 4) + 4 (v % 2) + l % 4
+    const Vec c[4] = {c0, c1, c2, c3};
+    for (int v = 0; v < 4; ++v)
       for (int64_t l = 0; l < kLanes; ++l) {
         const int64_t col = (v / 2) * kPairValues + 8 * (l / 4) + 4 * (v % 2) + l % 4;
-        if (col < live) write(p, i, j + col, acc[i][v][l]);
+        if (col < live) write(p, i, j + col, c[v][l]);
       }
+  }
 }
 #endif
 
