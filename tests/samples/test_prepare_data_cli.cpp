@@ -103,14 +103,20 @@ TEST(PrepareDataCli, ShardsThenTrainThenSampleDecodedText) {
   EXPECT_NE(full.out.find("tokens/s (full context, f32)"), std::string::npos) << full.out;
 }
 
+// train_gpt on tinyshakespeare's characters, one thread, no validation: `args` add the model's
+// shape, the steps, the sample and --save.
+auto train_on_characters(const std::string& args) {
+  return run_sample("train_gpt", "--data " + std::string(GLASS_SOURCE_DIR) +
+                                     "/data/tinyshakespeare.txt --batch 4 --eval-every 0 "
+                                     "--eval-batches 1 --quiet --threads 1 " +
+                                     args);
+}
+
 TEST(GenerateCli, CharacterModelWeightsCarryTheirVocabulary) {
   const std::string weights = scratch_path("chars.safetensors");
-  const auto train = run_sample(
-      "train_gpt", "--data " + std::string(GLASS_SOURCE_DIR) +
-                       "/data/tinyshakespeare.txt --n-layer 1 --n-head 2 --n-embd 16 --seq-len 16 "
-                       "--batch 4 --steps 10 --eval-every 0 --eval-batches 1 --quiet --threads 1 "
-                       "--sample 40 --seed 11 --save " +
-                       weights);
+  const auto train = train_on_characters(
+      "--n-layer 1 --n-head 2 --n-embd 16 --seq-len 16 --steps 10 --sample 40 --seed 11 --save " +
+      weights);
   ASSERT_EQ(train.status, 0) << train.out;
   const auto gen =
       run_sample("generate", "--weights " + weights + " --sample 40 --seed 11 --threads 1");
@@ -127,12 +133,10 @@ TEST(GenerateCli, CharacterModelWeightsCarryTheirVocabulary) {
 // from these weights, so the equality also says that --dtype bf16 took effect.
 TEST(GenerateCli, Bf16SamplesWhatBf16TrainingSampled) {
   const std::string weights = scratch_path("chars_bf16.safetensors");
-  const auto train = run_sample(
-      "train_gpt", "--data " + std::string(GLASS_SOURCE_DIR) +
-                       "/data/tinyshakespeare.txt --n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 "
-                       "--batch 4 --steps 6 --eval-every 0 --eval-batches 1 --quiet --threads 1 "
-                       "--device cpu --dtype bf16 --sample 300 --seed 5 --save " +
-                       weights);
+  const auto train = train_on_characters(
+      "--n-layer 1 --n-head 2 --n-embd 32 --seq-len 32 --steps 6 --device cpu --dtype bf16 "
+      "--sample 300 --seed 5 --save " +
+      weights);
   ASSERT_EQ(train.status, 0) << train.out;
   const std::string args = "--weights " + weights + " --sample 300 --seed 5 --threads 1";
   const auto bf16 = run_sample("generate", args + " --dtype bf16");
