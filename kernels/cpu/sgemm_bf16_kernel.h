@@ -52,7 +52,7 @@ void micro_kernel_bf16(int64_t pairs, const uint32_t* a, int64_t a_row_step, int
 // The store (Bf16Store) applied to an f32 C that holds alpha op(A) op(B) + beta C (m x n, row
 // stride ldc): the bias added, the rounded result and GELU written, C left with the unrounded value
 // where the store keeps it (or computes GELU from it). The fast path's store, for the paths that
-// compute C in f32 first (the f32 conversion path, k == 0).
+// compute C in f32 first (the f32 conversion path, k == 0, the few-row GEMV).
 void store_from_f32(float* c, int64_t ldc, int64_t m, int64_t n, const Bf16Store& store);
 
 // sgemm_bf16's fast path: sgemm's blocked loops and threads with the packing and micro-kernel

@@ -67,54 +67,47 @@ Stored stored_operands(const GemvCase& p, uint32_t seed) {
   return s;
 }
 
-// The few-row path on the first m rows, with `threads` threads of the cpu pool (or nested in one
-// of its parallel loops: chunk 0 of two).
-std::vector<float> few_rows(const GemvCase& p, const Stored& s, int threads, bool nested = false) {
+// C (a copy of the stored one) after product(c), run with `threads` threads of the cpu pool (or
+// nested in one of its parallel loops: chunk 0 of two).
+template <class Product>
+std::vector<float> on_threads(const Stored& s, int threads, bool nested, Product product) {
   std::vector<float> c = s.c;
   const int saved = glass::kernels::cpu::num_threads();
   glass::kernels::cpu::set_threads(nested ? 2 : threads);
-  const auto product = [&] {
-    sgemv_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
-               c.data(), s.ldc, s.bias.empty() ? nullptr : s.bias.data());
-  };
   if (nested) {
     glass::kernels::cpu::parallel_chunks(2, [&](int64_t chunk) {
-      if (chunk == 0) product();
+      if (chunk == 0) product(c.data());
     });
   } else {
-    product();
+    product(c.data());
   }
   glass::kernels::cpu::set_threads(saved);
   return c;
 }
 
-void check_few_rows(const GemvCase& p) {
-  SCOPED_TRACE(::testing::Message()
-               << (p.ta ? "T" : "N") << (p.tb ? "T" : "N") << " m=" << p.m << " n=" << p.n
-               << " k=" << p.k << " alpha=" << p.alpha << " beta=" << p.beta << " bias=" << p.bias);
-  const Stored s = stored_operands(p, static_cast<uint32_t>(p.m * 7 + p.n * 131 + p.k));
-  // the blocked GEMM on all kGemmRows rows
-  std::vector<float> gemm_c = s.c;
-  sgemm(p.ta, p.tb, kGemmRows, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
-        gemm_c.data(), s.ldc, {.bias = s.bias.empty() ? nullptr : s.bias.data()});
-  const std::vector<float> gemv_c = few_rows(p, s, 1);
-  // sgemm itself sends a few-row product here: the same bits through its entry point
-  std::vector<float> via_sgemm = s.c;
-  sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
-        via_sgemm.data(), s.ldc, {.bias = s.bias.empty() ? nullptr : s.bias.data()});
-  EXPECT_EQ(via_sgemm, few_rows(p, s, glass::kernels::cpu::num_threads()));
-  // the same bits whatever the thread count
-  EXPECT_EQ(few_rows(p, s, 2), gemv_c);
-  EXPECT_EQ(few_rows(p, s, 2, true), gemv_c);
+// The few-row path on the first m rows (on_threads).
+std::vector<float> few_rows(const GemvCase& p, const Stored& s, int threads, bool nested = false) {
+  return on_threads(s, threads, nested, [&](float* c) {
+    sgemv_rows(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta, c,
+               s.ldc, s.bias.empty() ? nullptr : s.bias.data());
+  });
+}
 
+// gemv_c (the few-row path's C) and gemm_c (the blocked path's, on kGemmRows rows) against the
+// double loop over the operands' values (value_a(i, q) of op(A), value_b(j, q) of op(B)), within
+// 2 (k + 3) eps of the magnitudes each and 2x that of each other; C's other rows and its padding
+// untouched by the few-row path.
+template <class ValueA, class ValueB>
+void expect_near_the_double_loop(const GemvCase& p, const Stored& s, ValueA value_a, ValueB value_b,
+                                 const std::vector<float>& gemv_c,
+                                 const std::vector<float>& gemm_c) {
   const double eps = std::numeric_limits<float>::epsilon();
   int shown = 0;
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.n; ++j) {
       double sum = 0, magnitude = 0;
       for (int64_t q = 0; q < p.k; ++q) {
-        const double a = p.ta ? s.a[q * s.lda + i] : s.a[i * s.lda + q];
-        const double b = p.tb ? s.b[j * s.ldb + q] : s.b[q * s.ldb + j];
+        const double a = value_a(i, q), b = value_b(j, q);
         sum += a * b;
         magnitude += std::abs(a * b);
       }
@@ -137,6 +130,30 @@ void check_few_rows(const GemvCase& p) {
       if (i >= p.m || j >= p.n) {
         ASSERT_EQ(gemv_c[i * s.ldc + j], s.c[i * s.ldc + j]) << "wrote C(" << i << ", " << j << ")";
       }
+}
+
+void check_few_rows(const GemvCase& p) {
+  SCOPED_TRACE(::testing::Message()
+               << (p.ta ? "T" : "N") << (p.tb ? "T" : "N") << " m=" << p.m << " n=" << p.n
+               << " k=" << p.k << " alpha=" << p.alpha << " beta=" << p.beta << " bias=" << p.bias);
+  const Stored s = stored_operands(p, static_cast<uint32_t>(p.m * 7 + p.n * 131 + p.k));
+  // the blocked GEMM on all kGemmRows rows
+  std::vector<float> gemm_c = s.c;
+  sgemm(p.ta, p.tb, kGemmRows, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
+        gemm_c.data(), s.ldc, {.bias = s.bias.empty() ? nullptr : s.bias.data()});
+  const std::vector<float> gemv_c = few_rows(p, s, 1);
+  // sgemm itself sends a few-row product here: the same bits through its entry point
+  std::vector<float> via_sgemm = s.c;
+  sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, s.a.data(), s.lda, s.b.data(), s.ldb, p.beta,
+        via_sgemm.data(), s.ldc, {.bias = s.bias.empty() ? nullptr : s.bias.data()});
+  EXPECT_EQ(via_sgemm, few_rows(p, s, glass::kernels::cpu::num_threads()));
+  // the same bits whatever the thread count
+  EXPECT_EQ(few_rows(p, s, 2), gemv_c);
+  EXPECT_EQ(few_rows(p, s, 2, true), gemv_c);
+  expect_near_the_double_loop(
+      p, s, [&](int64_t r, int64_t q) { return p.ta ? s.a[q * s.lda + r] : s.a[r * s.lda + q]; },
+      [&](int64_t c, int64_t q) { return p.tb ? s.b[c * s.ldb + q] : s.b[q * s.ldb + c]; }, gemv_c,
+      gemm_c);
 }
 
 // Every transpose, 1..4 rows, column counts around the blocks (4 columns per dot product, 64 per
@@ -183,8 +200,9 @@ TEST(Gemv, DecodingShapesOnTwoThreads) {
 
 // --- bf16 operands (sgemv_rows_bf16: vdpbf16ps) ---
 //
-// The same checks with A and B rounded to bf16 and an f32 C: the few-row path against sgemm_bf16's
-// blocked path on kGemmRows rows and against the double loop over the rounded values. vdpbf16ps
+// The same checks with A and B rounded to bf16 and an f32 C: the few-row path and sgemm_bf16's
+// blocked path on kGemmRows rows against each other and the double loop over the rounded values
+// (expect_near_the_double_loop). vdpbf16ps
 // adds each product of two bf16 values (exact in f32) to an f32 sum with one rounding, as an FMA
 // does, so the f32 bound holds (and the operands here are never subnormal, which the instruction
 // would read as zero). Needs AVX512-BF16: without it sgemm_bf16 never takes this path.
@@ -204,21 +222,10 @@ void check_few_rows_bf16(const GemvCase& p) {
   kernels::cpu::sgemm_bf16(p.ta, p.tb, kGemmRows, p.n, p.k, p.alpha, a.data(), s.lda, b.data(),
                            s.ldb, p.beta, gemm_c.data(), s.ldc);
   const auto few = [&](int threads, bool nested) {
-    std::vector<float> c = s.c;
-    const int saved = kernels::cpu::num_threads();
-    kernels::cpu::set_threads(nested ? 2 : threads);
-    const auto product = [&] {
+    return on_threads(s, threads, nested, [&](float* c) {
       kernels::cpu::sgemv_rows_bf16(p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), s.lda, b.data(),
-                                    s.ldb, p.beta, c.data(), s.ldc);
-    };
-    if (nested)
-      kernels::cpu::parallel_chunks(2, [&](int64_t chunk) {
-        if (chunk == 0) product();
-      });
-    else
-      product();
-    kernels::cpu::set_threads(saved);
-    return c;
+                                    s.ldb, p.beta, c, s.ldc);
+    });
   };
   const std::vector<float> gemv_c = few(1, false);
   // sgemm_bf16 sends a few-row product here; the same bits at any thread count
@@ -228,31 +235,11 @@ void check_few_rows_bf16(const GemvCase& p) {
   EXPECT_EQ(via_sgemm, gemv_c);
   EXPECT_EQ(few(2, false), gemv_c);
   EXPECT_EQ(few(2, true), gemv_c);
-  const double eps = std::numeric_limits<float>::epsilon();
-  int shown = 0;
-  for (int64_t i = 0; i < kGemmRows; ++i)
-    for (int64_t j = 0; j < s.ldc; ++j) {
-      const size_t at = static_cast<size_t>(i * s.ldc + j);
-      if (i >= p.m || j >= p.n) {  // not the product's: untouched
-        ASSERT_EQ(gemv_c[at], s.c[at]) << "wrote C(" << i << ", " << j << ")";
-        continue;
-      }
-      double sum = 0, magnitude = 0;
-      for (int64_t q = 0; q < p.k; ++q) {
-        const double x = (p.ta ? a[q * s.lda + i] : a[i * s.lda + q]).to_float();
-        const double y = (p.tb ? b[j * s.ldb + q] : b[q * s.ldb + j]).to_float();
-        sum += x * y;
-        magnitude += std::abs(x * y);
-      }
-      const double old_c = s.c[at];
-      const double want = p.alpha * sum + (p.beta == 0 ? 0.0 : p.beta * old_c);
-      const double tol =
-          2 * (p.k + 3) * eps * (std::abs(p.alpha) * magnitude + std::abs(p.beta * old_c)) + 1e-30;
-      if ((std::abs(gemv_c[at] - want) > tol || std::abs(gemv_c[at] - gemm_c[at]) > 2 * tol) &&
-          shown++ < 5)
-        ADD_FAILURE() << "C(" << i << ", " << j << "): GEMV " << gemv_c[at] << ", GEMM "
-                      << gemm_c[at] << ", double " << want << " (tolerance " << tol << ")";
-    }
+  expect_near_the_double_loop(
+      p, s,
+      [&](int64_t r, int64_t q) { return (p.ta ? a[q * s.lda + r] : a[r * s.lda + q]).to_float(); },
+      [&](int64_t c, int64_t q) { return (p.tb ? b[c * s.ldb + q] : b[q * s.ldb + c]).to_float(); },
+      gemv_c, gemm_c);
 }
 
 // Every transpose, 1..4 rows, columns around the blocks (4 per dot product, 64 per streamed pair
